@@ -1,0 +1,50 @@
+//! Build script: make the `indolm` binary find libtorch without LD_LIBRARY_PATH.
+//!
+//! torch-sys locates libtorch through the Python torch install (`LIBTORCH_USE_PYTORCH=1`).
+//! We ask the same Python for its `torch/lib` folder and add
+//! - an rpath to it, so the binary runs without the user exporting `LD_LIBRARY_PATH`;
+//! - `libtorch_cuda.so` forced into the NEEDED list (`--no-as-needed`), because nothing
+//!   references it directly and the linker would drop it, leaving CUDA silently
+//!   unavailable on GPU nodes.
+use std::path::PathBuf;
+use std::process::Command;
+
+fn python() -> String {
+    if let Ok(venv) = std::env::var("VIRTUAL_ENV") {
+        return format!("{venv}/bin/python");
+    }
+    let local = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap()).join(".venv/bin/python");
+    if local.exists() {
+        return local.display().to_string();
+    }
+    "python3".to_string()
+}
+
+fn torch_lib_dir() -> Option<PathBuf> {
+    if let Ok(dir) = std::env::var("LIBTORCH") {
+        return Some(PathBuf::from(dir).join("lib"));
+    }
+    let out = Command::new(python())
+        .args(["-c", "import os, torch; print(os.path.join(os.path.dirname(torch.__file__), 'lib'))"])
+        .output()
+        .ok()?;
+    if !out.status.success() {
+        return None;
+    }
+    Some(PathBuf::from(String::from_utf8(out.stdout).ok()?.trim()))
+}
+
+fn main() {
+    println!("cargo:rerun-if-env-changed=VIRTUAL_ENV");
+    println!("cargo:rerun-if-env-changed=LIBTORCH");
+    println!("cargo:rerun-if-changed=build.rs");
+    let Some(lib) = torch_lib_dir() else {
+        println!("cargo:warning=could not locate torch/lib; run `make setup` (the binary will need LD_LIBRARY_PATH)");
+        return;
+    };
+    println!("cargo:rustc-link-arg=-Wl,-rpath,{}", lib.display());
+    if lib.join("libtorch_cuda.so").exists() {
+        println!("cargo:rustc-link-arg=-Wl,--no-as-needed,-ltorch_cuda,--as-needed");
+        println!("cargo:rustc-link-search=native={}", lib.display());
+    }
+}

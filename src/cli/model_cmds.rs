@@ -1,0 +1,100 @@
+//! Model subcommands: import/export between HF and indolm directories, random init, info,
+//! tokenize and fill-mask.
+use indolm::data::tokenizer::TextTokenizer;
+use indolm::error::{Error, Result};
+use indolm::model::model_dir::{check_vocab, load_masked_lm, save_model_dir, save_model_files};
+use indolm::model::{BertConfig, BertForMaskedLM};
+use std::path::Path;
+use tch::{Device, Kind, Tensor};
+
+fn print_notes(notes: &[String]) {
+    for note in notes {
+        eprintln!("note: {note}");
+    }
+}
+
+/// Loads any model directory and writes it with canonical HF names, fp32, full tokenizer files.
+pub fn convert(src: &Path, out: &Path, overwrite: bool, verb: &str) -> Result<()> {
+    let loaded = load_masked_lm(src, Device::Cpu)?;
+    print_notes(&loaded.notes);
+    save_model_dir(out, overwrite, |dir| save_model_files(dir, &loaded.config, &loaded.vs, &loaded.tokenizer))?;
+    let n: i64 = loaded.vs.variables().values().map(|t| t.numel() as i64).sum();
+    println!("{verb} {} -> {} ({} tensors, {n} parameters)", src.display(), out.display(), loaded.vs.variables().len());
+    Ok(())
+}
+
+pub fn init(config_path: &Path, tokenizer: &Path, out: &Path, seed: u64, overwrite: bool) -> Result<()> {
+    let config = BertConfig::from_file(config_path)?;
+    let tokenizer = TextTokenizer::from_path(tokenizer)?;
+    check_vocab(&config, config_path, &tokenizer)?;
+    tch::manual_seed(seed as i64);
+    let vs = tch::nn::VarStore::new(Device::Cpu);
+    let _model = BertForMaskedLM::new(&vs.root(), &config, false);
+    save_model_dir(out, overwrite, |dir| save_model_files(dir, &config, &vs, &tokenizer))?;
+    println!("initialised {} ({} layers, hidden {}, vocab {}) with seed {seed}", out.display(), config.num_hidden_layers, config.hidden_size, config.vocab_size);
+    Ok(())
+}
+
+pub fn info(model: &Path) -> Result<()> {
+    let loaded = load_masked_lm(model, Device::Cpu)?;
+    let c = &loaded.config;
+    let n: i64 = loaded.vs.variables().values().map(|t| t.numel() as i64).sum();
+    println!("model         {}", model.display());
+    println!("layers        {}", c.num_hidden_layers);
+    println!("hidden        {} ({} heads of {})", c.hidden_size, c.num_attention_heads, c.head_dim());
+    println!("feed-forward  {} ({})", c.intermediate_size, c.hidden_act);
+    println!("positions     {}", c.max_position_embeddings);
+    println!("vocabulary    {} (tokenizer: {} ids, {}cased, from {})", c.vocab_size, loaded.tokenizer.vocab_size(), if loaded.tokenizer.lowercase { "un" } else { "" }, loaded.tokenizer.source.display());
+    println!("pooler        {}", if loaded.model.bert.pool(&Tensor::zeros([1, 1, c.hidden_size], (Kind::Float, Device::Cpu))).is_some() { "yes" } else { "no" });
+    println!("parameters    {n}");
+    print_notes(&loaded.notes);
+    Ok(())
+}
+
+pub fn tokenize(path: &Path, texts: &[String]) -> Result<()> {
+    let tok = TextTokenizer::from_path(path)?;
+    let (ids, types) = match texts {
+        [a] => {
+            let ids = tok.encode(a)?;
+            let n = ids.len();
+            (ids, vec![0; n])
+        }
+        [a, b] => tok.encode_pair(a, b)?,
+        _ => unreachable!("clap allows one or two texts"),
+    };
+    let pieces: Vec<String> = ids.iter().map(|&i| tok.id_to_token(i).unwrap_or_else(|| "?".into())).collect();
+    println!("pieces  {}", pieces.join(" "));
+    println!("ids     {}", ids.iter().map(u32::to_string).collect::<Vec<_>>().join(" "));
+    if texts.len() == 2 {
+        println!("types   {}", types.iter().map(u32::to_string).collect::<Vec<_>>().join(" "));
+    }
+    Ok(())
+}
+
+pub fn fill_mask(model: &Path, text: &str, top_k: i64, device: Device) -> Result<()> {
+    let mut loaded = load_masked_lm(model, device)?;
+    print_notes(&loaded.notes);
+    loaded.model.set_precision(indolm::device::default_precision(device));
+    let ids: Vec<i64> = loaded.tokenizer.encode(text)?.into_iter().map(i64::from).collect();
+    let mask_id = loaded.tokenizer.special.mask;
+    let positions: Vec<i64> = ids.iter().enumerate().filter(|(_, &t)| t == mask_id).map(|(i, _)| i as i64).collect();
+    if positions.is_empty() {
+        return Err(Error::usage("--text", "the text has no [MASK] token"));
+    }
+    let input = Tensor::from_slice(&ids).view([1, -1]).to_device(device);
+    let probs = tch::no_grad(|| {
+        let hidden = loaded.model.bert.forward(&input, None, None, false);
+        loaded.model.logits_at(&hidden, &Tensor::from_slice(&positions).to_device(device)).softmax(-1, Kind::Float).to_device(Device::Cpu)
+    });
+    let k = top_k.min(loaded.config.vocab_size);
+    let (top_p, top_i) = probs.topk(k, -1, true, true);
+    for (row, pos) in positions.iter().enumerate() {
+        println!("[MASK] at position {pos}:");
+        for j in 0..k {
+            let id = top_i.int64_value(&[row as i64, j]);
+            let token = loaded.tokenizer.id_to_token(id as u32).unwrap_or_else(|| format!("<{id}>"));
+            println!("  {:>7.4}  {token}", top_p.double_value(&[row as i64, j]));
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,2 @@
+//! Text data: tokenization (and, later, corpora, batching and masking).
+pub mod tokenizer;

@@ -1,0 +1,273 @@
+//! The tokenizer: an uncased BERT WordPiece loaded from an HF `tokenizer.json` or a BERT
+//! `vocab.txt` through the `tokenizers` crate, with batch encoding into padded tensors and
+//! saving in the layout transformers' `AutoTokenizer` loads.
+use crate::error::{read_to_string, write_atomic, Error, Result};
+use std::path::{Path, PathBuf};
+use tch::Tensor;
+use tokenizers::decoders::wordpiece::WordPiece as WordPieceDecoder;
+use tokenizers::models::wordpiece::WordPiece;
+use tokenizers::normalizers::bert::BertNormalizer;
+use tokenizers::pre_tokenizers::bert::BertPreTokenizer;
+use tokenizers::processors::bert::BertProcessing;
+use tokenizers::{AddedToken, Tokenizer};
+
+pub const SPECIAL_TOKENS: [&str; 5] = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"];
+
+/// Ids of the special tokens BERT needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SpecialIds {
+    pub pad: i64,
+    pub unk: i64,
+    pub cls: i64,
+    pub sep: i64,
+    pub mask: i64,
+}
+
+/// A padded batch: `input_ids`, `token_type_ids` and `attention_mask`, all [batch, longest].
+#[derive(Debug)]
+pub struct EncodedBatch {
+    pub input_ids: Tensor,
+    pub token_type_ids: Tensor,
+    pub attention_mask: Tensor,
+    /// Real (unpadded) length of each row, special tokens included.
+    pub lengths: Vec<usize>,
+}
+
+#[derive(Debug, Clone)]
+pub struct TextTokenizer {
+    inner: Tokenizer,
+    /// The file it was loaded from, for error messages.
+    pub source: PathBuf,
+    pub special: SpecialIds,
+    pub lowercase: bool,
+}
+
+impl TextTokenizer {
+    /// Loads `tokenizer.json` if the directory has one, else `vocab.txt` (lowercasing unless
+    /// `tokenizer_config.json` says `"do_lower_case": false`).
+    pub fn from_dir(dir: &Path) -> Result<Self> {
+        let json = dir.join("tokenizer.json");
+        if json.exists() {
+            return Self::from_tokenizer_json(&json);
+        }
+        let vocab = dir.join("vocab.txt");
+        if vocab.exists() {
+            return Self::from_vocab_txt(&vocab, read_do_lower_case(dir)?);
+        }
+        Err(Error::MissingFile { path: vocab, hint: "a model directory needs tokenizer.json or vocab.txt".into() })
+    }
+
+    /// A model directory, a `tokenizer.json`, or a `vocab.txt` (uncased).
+    pub fn from_path(path: &Path) -> Result<Self> {
+        if path.is_dir() {
+            Self::from_dir(path)
+        } else if path.extension().is_some_and(|e| e == "json") {
+            Self::from_tokenizer_json(path)
+        } else {
+            Self::from_vocab_txt(path, true)
+        }
+    }
+
+    pub fn from_tokenizer_json(path: &Path) -> Result<Self> {
+        if !path.exists() {
+            return Err(Error::MissingFile { path: path.into(), hint: String::new() });
+        }
+        let inner = Tokenizer::from_file(path).map_err(|e| Error::Tokenizer { path: path.into(), message: e.to_string() })?;
+        let lowercase = match inner.get_normalizer() {
+            Some(tokenizers::NormalizerWrapper::BertNormalizer(n)) => n.lowercase,
+            _ => false,
+        };
+        Self::with_special_ids(inner, path, lowercase)
+    }
+
+    /// Builds the BERT pipeline HF builds from a `vocab.txt`: BERT normalizer (clean text,
+    /// CJK splitting, lowercasing and accent stripping when uncased), BERT pre-tokenizer,
+    /// WordPiece with `[UNK]` and `##` continuation, `[CLS] A [SEP] B [SEP]` post-processing.
+    pub fn from_vocab_txt(path: &Path, lowercase: bool) -> Result<Self> {
+        if !path.exists() {
+            return Err(Error::MissingFile { path: path.into(), hint: String::new() });
+        }
+        let path_str = path.to_str().ok_or_else(|| Error::invalid(path, "path is not valid UTF-8"))?;
+        let model = WordPiece::from_file(path_str)
+            .unk_token("[UNK]".into())
+            .build()
+            .map_err(|e| Error::Tokenizer { path: path.into(), message: e.to_string() })?;
+        let mut inner = Tokenizer::new(model);
+        inner.with_normalizer(Some(BertNormalizer::new(true, true, None, lowercase)));
+        inner.with_pre_tokenizer(Some(BertPreTokenizer));
+        inner.with_decoder(Some(WordPieceDecoder::default()));
+        let special: Vec<AddedToken> = SPECIAL_TOKENS.iter().map(|t| AddedToken::from(*t, true)).collect();
+        inner.add_special_tokens(&special);
+        let cls = inner.token_to_id("[CLS]");
+        let sep = inner.token_to_id("[SEP]");
+        if let (Some(cls), Some(sep)) = (cls, sep) {
+            inner.with_post_processor(Some(BertProcessing::new(("[SEP]".into(), sep), ("[CLS]".into(), cls))));
+        }
+        Self::with_special_ids(inner, path, lowercase)
+    }
+
+    fn with_special_ids(inner: Tokenizer, path: &Path, lowercase: bool) -> Result<Self> {
+        let id = |token: &str| {
+            inner.token_to_id(token).map(i64::from).ok_or_else(|| Error::Tokenizer {
+                path: path.into(),
+                message: format!("the vocabulary has no {token} token (BERT needs {})", SPECIAL_TOKENS.join(" ")),
+            })
+        };
+        let special = SpecialIds { pad: id("[PAD]")?, unk: id("[UNK]")?, cls: id("[CLS]")?, sep: id("[SEP]")?, mask: id("[MASK]")? };
+        Ok(TextTokenizer { inner, source: path.into(), special, lowercase })
+    }
+
+    /// Number of ids the tokenizer can produce (largest id + 1).
+    pub fn vocab_size(&self) -> usize {
+        self.inner.get_vocab(true).values().map(|&i| i as usize + 1).max().unwrap_or(0)
+    }
+
+    pub fn token_to_id(&self, token: &str) -> Option<u32> {
+        self.inner.token_to_id(token)
+    }
+
+    pub fn id_to_token(&self, id: u32) -> Option<String> {
+        self.inner.id_to_token(id)
+    }
+
+    fn encode_input<'s>(&self, input: impl Into<tokenizers::EncodeInput<'s>>, special: bool) -> Result<tokenizers::Encoding> {
+        self.inner.encode(input, special).map_err(|e| Error::Tokenizer { path: self.source.clone(), message: e.to_string() })
+    }
+
+    /// Ids of one text with `[CLS]` and `[SEP]`.
+    pub fn encode(&self, text: &str) -> Result<Vec<u32>> {
+        Ok(self.encode_input(text, true)?.get_ids().to_vec())
+    }
+
+    /// Ids and token type ids of a pair: `[CLS] a [SEP] b [SEP]`, types 0 then 1.
+    pub fn encode_pair(&self, a: &str, b: &str) -> Result<(Vec<u32>, Vec<u32>)> {
+        let enc = self.encode_input((a, b), true)?;
+        Ok((enc.get_ids().to_vec(), enc.get_type_ids().to_vec()))
+    }
+
+    /// Word-piece ids without special tokens.
+    pub fn encode_plain(&self, text: &str) -> Result<Vec<u32>> {
+        Ok(self.encode_input(text, false)?.get_ids().to_vec())
+    }
+
+    /// Word pieces (strings) without special tokens, with the word index of each piece.
+    pub fn pieces(&self, text: &str) -> Result<(Vec<String>, Vec<Option<u32>>)> {
+        let enc = self.encode_input(text, false)?;
+        Ok((enc.get_tokens().to_vec(), enc.get_word_ids().to_vec()))
+    }
+
+    pub fn decode(&self, ids: &[u32]) -> Result<String> {
+        self.inner.decode(ids, true).map_err(|e| Error::Tokenizer { path: self.source.clone(), message: e.to_string() })
+    }
+
+    /// Encodes texts (or pairs, when `seconds` is given) into a batch padded to its longest row.
+    /// Each row is truncated to `max_len` tokens, special tokens included; pairs are
+    /// truncated longest-first, as HF does.
+    pub fn batch(&self, firsts: &[&str], seconds: Option<&[&str]>, max_len: usize) -> Result<EncodedBatch> {
+        if max_len < 3 {
+            return Err(Error::usage("tokenizer batch", format!("max_len must be at least 3, found {max_len}")));
+        }
+        let mut rows: Vec<(Vec<i64>, Vec<i64>)> = Vec::with_capacity(firsts.len());
+        for (i, a) in firsts.iter().enumerate() {
+            let mut ids_a: Vec<i64> = self.encode_plain(a)?.into_iter().map(i64::from).collect();
+            let row = match seconds {
+                None => {
+                    ids_a.truncate(max_len - 2);
+                    let mut ids = vec![self.special.cls];
+                    ids.extend(ids_a);
+                    ids.push(self.special.sep);
+                    let types = vec![0; ids.len()];
+                    (ids, types)
+                }
+                Some(bs) => {
+                    let mut ids_b: Vec<i64> = self.encode_plain(bs[i])?.into_iter().map(i64::from).collect();
+                    while ids_a.len() + ids_b.len() > max_len.saturating_sub(3) {
+                        if ids_a.len() >= ids_b.len() { ids_a.pop(); } else { ids_b.pop(); }
+                    }
+                    let mut ids = vec![self.special.cls];
+                    ids.extend(&ids_a);
+                    ids.push(self.special.sep);
+                    let mut types = vec![0; ids.len()];
+                    ids.extend(&ids_b);
+                    ids.push(self.special.sep);
+                    types.resize(ids.len(), 1);
+                    (ids, types)
+                }
+            };
+            rows.push(row);
+        }
+        Ok(pad_rows(rows, self.special.pad))
+    }
+
+    /// Writes `tokenizer.json`, `vocab.txt`, `tokenizer_config.json` and
+    /// `special_tokens_map.json` into `dir`.
+    pub fn save(&self, dir: &Path) -> Result<()> {
+        let json = self.inner.to_string(true).map_err(|e| Error::Tokenizer { path: self.source.clone(), message: e.to_string() })?;
+        write_atomic(&dir.join("tokenizer.json"), json.as_bytes())?;
+        write_atomic(&dir.join("vocab.txt"), self.vocab_txt()?.as_bytes())?;
+        let config = serde_json::json!({
+            "tokenizer_class": "BertTokenizer",
+            "do_lower_case": self.lowercase,
+            "strip_accents": null,
+            "tokenize_chinese_chars": true,
+            "model_max_length": 512,
+            "unk_token": "[UNK]", "sep_token": "[SEP]", "pad_token": "[PAD]", "cls_token": "[CLS]", "mask_token": "[MASK]",
+        });
+        let specials = serde_json::json!({
+            "unk_token": "[UNK]", "sep_token": "[SEP]", "pad_token": "[PAD]", "cls_token": "[CLS]", "mask_token": "[MASK]",
+        });
+        write_atomic(&dir.join("tokenizer_config.json"), (serde_json::to_string_pretty(&config).unwrap() + "\n").as_bytes())?;
+        write_atomic(&dir.join("special_tokens_map.json"), (serde_json::to_string_pretty(&specials).unwrap() + "\n").as_bytes())
+    }
+
+    /// One token a line, line number = id; fails if the ids have gaps.
+    fn vocab_txt(&self) -> Result<String> {
+        let vocab = self.inner.get_vocab(true);
+        let mut by_id = vec![None; self.vocab_size()];
+        for (token, id) in vocab {
+            by_id[id as usize] = Some(token);
+        }
+        let mut out = String::new();
+        for (id, token) in by_id.into_iter().enumerate() {
+            let token = token.ok_or_else(|| Error::Tokenizer { path: self.source.clone(), message: format!("no token has id {id}; cannot write vocab.txt") })?;
+            out.push_str(&token);
+            out.push('\n');
+        }
+        Ok(out)
+    }
+}
+
+/// Pads rows of (ids, token types) to the longest into tensors, with the attention mask.
+pub fn pad_rows(rows: Vec<(Vec<i64>, Vec<i64>)>, pad_id: i64) -> EncodedBatch {
+    let longest = rows.iter().map(|r| r.0.len()).max().unwrap_or(0);
+    let n = rows.len();
+    let (mut ids, mut types, mut mask) = (Vec::with_capacity(n * longest), Vec::with_capacity(n * longest), Vec::with_capacity(n * longest));
+    let mut lengths = Vec::with_capacity(n);
+    for (row_ids, row_types) in rows {
+        let pad = longest - row_ids.len();
+        lengths.push(row_ids.len());
+        mask.extend(std::iter::repeat_n(1i64, row_ids.len()).chain(std::iter::repeat_n(0, pad)));
+        ids.extend(row_ids.into_iter().chain(std::iter::repeat_n(pad_id, pad)));
+        types.extend(row_types.into_iter().chain(std::iter::repeat_n(0, pad)));
+    }
+    let shape = [n as i64, longest as i64];
+    EncodedBatch {
+        input_ids: Tensor::from_slice(&ids).view(shape),
+        token_type_ids: Tensor::from_slice(&types).view(shape),
+        attention_mask: Tensor::from_slice(&mask).view(shape),
+        lengths,
+    }
+}
+
+fn read_do_lower_case(dir: &Path) -> Result<bool> {
+    let path = dir.join("tokenizer_config.json");
+    if !path.exists() {
+        return Ok(true);
+    }
+    let value: serde_json::Value = serde_json::from_str(&read_to_string(&path)?).map_err(|e| Error::json(&path, &e))?;
+    match value.get("do_lower_case") {
+        None => Ok(true),
+        Some(serde_json::Value::Bool(b)) => Ok(*b),
+        Some(other) => Err(Error::field(&path, "do_lower_case", format!("expected true or false, found {other}"))),
+    }
+}

@@ -1,0 +1,5 @@
+//! indolm: pretraining, fine-tuning and bias evaluation of Indonesian BERT models on libtorch.
+pub mod data;
+pub mod device;
+pub mod error;
+pub mod model;

@@ -1,0 +1,259 @@
+//! BERT in tch, mirroring HF transformers' `modeling_bert` module by module. The variable
+//! paths in the `VarStore` *are* HF's tensor names (`bert.encoder.layer.0.attention.self.query.weight`
+//! …, `cls.predictions.transform.dense.weight`, `cls.predictions.bias`), so loading and saving
+//! HF checkpoints needs no renaming table: this file is the one place the names live.
+use super::config::{Activation, BertConfig};
+use super::layers::{embedding, LayerNorm, Linear, Precision};
+use tch::nn::Path;
+use tch::{Kind, Tensor};
+
+/// Label value of positions that are not predicted (as in HF).
+pub const IGNORE_INDEX: i64 = -100;
+
+/// `bert.embeddings`: word + position + token type, LayerNorm, dropout.
+#[derive(Debug)]
+pub struct BertEmbeddings {
+    pub word_embeddings: Tensor,
+    position_embeddings: Tensor,
+    token_type_embeddings: Tensor,
+    layer_norm: LayerNorm,
+    dropout: f64,
+}
+
+impl BertEmbeddings {
+    pub fn new(p: Path, c: &BertConfig) -> Self {
+        let std = c.initializer_range;
+        BertEmbeddings {
+            word_embeddings: embedding(&p / "word_embeddings", c.vocab_size, c.hidden_size, std, Some(c.pad_token_id)),
+            position_embeddings: embedding(&p / "position_embeddings", c.max_position_embeddings, c.hidden_size, std, None),
+            token_type_embeddings: embedding(&p / "token_type_embeddings", c.type_vocab_size, c.hidden_size, std, None),
+            layer_norm: LayerNorm::new(&p / "LayerNorm", c.hidden_size, c.layer_norm_eps),
+            dropout: c.hidden_dropout_prob,
+        }
+    }
+
+    pub fn forward(&self, input_ids: &Tensor, token_type_ids: &Tensor, train: bool) -> Tensor {
+        let seq_len = input_ids.size()[1];
+        let positions = Tensor::arange(seq_len, (Kind::Int64, input_ids.device()));
+        let x = Tensor::embedding(&self.word_embeddings, input_ids, -1, false, false)
+            + Tensor::embedding(&self.position_embeddings, &positions, -1, false, false)
+            + Tensor::embedding(&self.token_type_embeddings, token_type_ids, -1, false, false);
+        self.layer_norm.forward(&x).dropout(self.dropout, train)
+    }
+}
+
+/// `attention.self` + `attention.output`: multi-head self-attention through
+/// `scaled_dot_product_attention`, then dense, dropout, residual and LayerNorm.
+#[derive(Debug)]
+struct BertAttention {
+    query: Linear,
+    key: Linear,
+    value: Linear,
+    output_dense: Linear,
+    output_norm: LayerNorm,
+    heads: i64,
+    attention_dropout: f64,
+    hidden_dropout: f64,
+}
+
+impl BertAttention {
+    fn new(p: Path, c: &BertConfig) -> Self {
+        let (h, std) = (c.hidden_size, c.initializer_range);
+        let s = &p / "self";
+        let o = &p / "output";
+        BertAttention {
+            query: Linear::new(&s / "query", h, h, std),
+            key: Linear::new(&s / "key", h, h, std),
+            value: Linear::new(&s / "value", h, h, std),
+            output_dense: Linear::new(&o / "dense", h, h, std),
+            output_norm: LayerNorm::new(&o / "LayerNorm", h, c.layer_norm_eps),
+            heads: c.num_attention_heads,
+            attention_dropout: c.attention_probs_dropout_prob,
+            hidden_dropout: c.hidden_dropout_prob,
+        }
+    }
+
+    /// `x`: [batch, seq, hidden]; `mask`: bool [batch, 1, 1, seq], true where a key may be attended.
+    fn forward(&self, x: &Tensor, mask: &Tensor, precision: Precision, train: bool) -> Tensor {
+        let (b, s, h) = x.size3().expect("hidden states are [batch, seq, hidden]");
+        let split = |t: Tensor| t.view([b, s, self.heads, h / self.heads]).transpose(1, 2);
+        let q = split(self.query.forward(x, precision));
+        let k = split(self.key.forward(x, precision));
+        let v = split(self.value.forward(x, precision));
+        let p_drop = if train { self.attention_dropout } else { 0.0 };
+        let context = Tensor::scaled_dot_product_attention(&q, &k, &v, Some(mask), p_drop, false, None, false);
+        let context = context.transpose(1, 2).contiguous().view([b, s, h]);
+        let out = self.output_dense.forward(&context, precision).dropout(self.hidden_dropout, train);
+        self.output_norm.forward(&(out + x))
+    }
+}
+
+/// `bert.encoder.layer.N`: attention, then `intermediate` (dense + activation) and `output`
+/// (dense, dropout, residual, LayerNorm).
+#[derive(Debug)]
+struct BertLayer {
+    attention: BertAttention,
+    intermediate: Linear,
+    output: Linear,
+    output_norm: LayerNorm,
+    activation: Activation,
+    hidden_dropout: f64,
+}
+
+impl BertLayer {
+    fn new(p: Path, c: &BertConfig) -> Self {
+        let std = c.initializer_range;
+        BertLayer {
+            attention: BertAttention::new(&p / "attention", c),
+            intermediate: Linear::new(&p / "intermediate" / "dense", c.hidden_size, c.intermediate_size, std),
+            output: Linear::new(&p / "output" / "dense", c.intermediate_size, c.hidden_size, std),
+            output_norm: LayerNorm::new(&p / "output" / "LayerNorm", c.hidden_size, c.layer_norm_eps),
+            activation: c.activation(),
+            hidden_dropout: c.hidden_dropout_prob,
+        }
+    }
+
+    fn forward(&self, x: &Tensor, mask: &Tensor, precision: Precision, train: bool) -> Tensor {
+        let attended = self.attention.forward(x, mask, precision, train);
+        let inner = self.activation.apply(&self.intermediate.forward(&attended, precision));
+        let out = self.output.forward(&inner, precision).dropout(self.hidden_dropout, train);
+        self.output_norm.forward(&(out + attended))
+    }
+}
+
+/// `bert`: embeddings, encoder layers and (optionally) the pooler.
+#[derive(Debug)]
+pub struct BertModel {
+    pub embeddings: BertEmbeddings,
+    layers: Vec<BertLayer>,
+    pooler: Option<Linear>,
+    pub precision: Precision,
+}
+
+impl BertModel {
+    pub fn new(p: Path, c: &BertConfig, with_pooler: bool) -> Self {
+        let enc = &p / "encoder" / "layer";
+        BertModel {
+            embeddings: BertEmbeddings::new(&p / "embeddings", c),
+            layers: (0..c.num_hidden_layers).map(|i| BertLayer::new(&enc / i, c)).collect(),
+            pooler: with_pooler.then(|| Linear::new(&p / "pooler" / "dense", c.hidden_size, c.hidden_size, c.initializer_range)),
+            precision: Precision::Fp32,
+        }
+    }
+
+    /// Last hidden states [batch, seq, hidden] in fp32. `attention_mask` is 1 for real tokens,
+    /// 0 for padding; `token_type_ids` default to zeros.
+    pub fn forward(&self, input_ids: &Tensor, token_type_ids: Option<&Tensor>, attention_mask: Option<&Tensor>, train: bool) -> Tensor {
+        let zeros;
+        let token_type_ids = match token_type_ids {
+            Some(t) => t,
+            None => {
+                zeros = input_ids.zeros_like();
+                &zeros
+            }
+        };
+        let (b, s) = input_ids.size2().expect("input_ids are [batch, seq]");
+        let mask = match attention_mask {
+            Some(m) => m.ne(0).view([b, 1, 1, s]),
+            None => Tensor::ones([b, 1, 1, s], (Kind::Bool, input_ids.device())),
+        };
+        let mut x = self.embeddings.forward(input_ids, token_type_ids, train);
+        for layer in &self.layers {
+            x = layer.forward(&x, &mask, self.precision, train);
+        }
+        x
+    }
+
+    /// `bert.pooler`: tanh(dense(hidden of [CLS])); `None` for checkpoints without a pooler.
+    pub fn pool(&self, hidden: &Tensor) -> Option<Tensor> {
+        self.pooler.as_ref().map(|d| d.forward(&hidden.select(1, 0), self.precision).to_kind(Kind::Float).tanh())
+    }
+}
+
+/// `cls.predictions`: transform (dense, activation, LayerNorm) and the decoder tied to the
+/// word embeddings, with its own output `bias`.
+#[derive(Debug)]
+pub struct MlmHead {
+    transform_dense: Linear,
+    transform_norm: LayerNorm,
+    activation: Activation,
+    bias: Tensor,
+}
+
+impl MlmHead {
+    pub fn new(p: Path, c: &BertConfig) -> Self {
+        let t = &p / "transform";
+        MlmHead {
+            transform_dense: Linear::new(&t / "dense", c.hidden_size, c.hidden_size, c.initializer_range),
+            transform_norm: LayerNorm::new(&t / "LayerNorm", c.hidden_size, c.layer_norm_eps),
+            activation: c.activation(),
+            bias: p.var("bias", &[c.vocab_size], tch::nn::Init::Const(0.0)),
+        }
+    }
+
+    /// Vocabulary logits (fp32) for hidden states of any leading shape [..., hidden].
+    pub fn forward(&self, hidden: &Tensor, word_embeddings: &Tensor, precision: Precision) -> Tensor {
+        let h = self.activation.apply(&self.transform_dense.forward(hidden, precision));
+        let h = self.transform_norm.forward(&h);
+        let kind = precision.compute_kind();
+        h.to_kind(kind).linear(&word_embeddings.to_kind(kind), Some(&self.bias.to_kind(kind))).to_kind(Kind::Float)
+    }
+}
+
+/// HF `BertForMaskedLM`: `bert` and `cls.predictions`. Like HF it has no pooler unless the
+/// checkpoint it is loaded from carries one (`bert.pooler.dense.*`, as BERT's original and
+/// `BertForPreTraining` checkpoints do), which is then kept for classification heads.
+#[derive(Debug)]
+pub struct BertForMaskedLM {
+    pub bert: BertModel,
+    pub head: MlmHead,
+}
+
+/// Output of the masked-LM loss: mean cross-entropy over the predicted positions, their count
+/// and how many of them the model got right.
+pub struct MlmLoss {
+    pub loss: Tensor,
+    pub predicted: i64,
+    pub correct: Tensor,
+}
+
+impl BertForMaskedLM {
+    pub fn new(root: &Path, c: &BertConfig, with_pooler: bool) -> Self {
+        BertForMaskedLM {
+            bert: BertModel::new(root / "bert", c, with_pooler),
+            head: MlmHead::new(root / "cls" / "predictions", c),
+        }
+    }
+
+    pub fn set_precision(&mut self, precision: Precision) {
+        self.bert.precision = precision;
+    }
+
+    /// Vocabulary logits at every position [batch, seq, vocab] (for parity checks and scoring).
+    pub fn logits(&self, input_ids: &Tensor, token_type_ids: Option<&Tensor>, attention_mask: Option<&Tensor>) -> Tensor {
+        let hidden = self.bert.forward(input_ids, token_type_ids, attention_mask, false);
+        self.head.forward(&hidden, &self.bert.embeddings.word_embeddings, self.bert.precision)
+    }
+
+    /// Logits only at the selected flat positions of `hidden` ([batch, seq, hidden]):
+    /// the vocabulary projection is the costliest matrix product, so never compute it for
+    /// rows that are not scored.
+    pub fn logits_at(&self, hidden: &Tensor, flat_positions: &Tensor) -> Tensor {
+        let h = hidden.size().last().copied().unwrap();
+        let rows = hidden.reshape([-1, h]).index_select(0, flat_positions);
+        self.head.forward(&rows, &self.bert.embeddings.word_embeddings, self.bert.precision)
+    }
+
+    /// Masked-LM loss. `labels` hold the original token at predicted positions and
+    /// `IGNORE_INDEX` elsewhere; vocabulary logits are computed only at predicted positions.
+    pub fn mlm_loss(&self, input_ids: &Tensor, token_type_ids: Option<&Tensor>, attention_mask: Option<&Tensor>, labels: &Tensor, train: bool) -> MlmLoss {
+        let hidden = self.bert.forward(input_ids, token_type_ids, attention_mask, train);
+        let flat_labels = labels.reshape([-1]);
+        let positions = flat_labels.ne(IGNORE_INDEX).nonzero().squeeze_dim(1);
+        let targets = flat_labels.index_select(0, &positions);
+        let logits = self.logits_at(&hidden, &positions);
+        let loss = logits.log_softmax(-1, Kind::Float).nll_loss(&targets);
+        let correct = logits.argmax(-1, false).eq_tensor(&targets).sum(Kind::Int64);
+        MlmLoss { loss, predicted: targets.size()[0], correct }
+    }
+}

@@ -1,0 +1,189 @@
+//! `BertConfig`: the model's hyper-parameters, read from and written to HF's `config.json`
+//! with the same field names, so any HF BERT directory loads and ours load in transformers.
+use crate::error::{read_to_string, Error, Result};
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+
+/// Activation functions of the feed-forward block and the MLM head transform (HF `hidden_act`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Activation {
+    /// Exact GELU (erf), HF `"gelu"`.
+    Gelu,
+    /// Tanh approximation, HF `"gelu_new"` and `"gelu_pytorch_tanh"`.
+    GeluTanh,
+    Relu,
+    /// HF `"silu"` / `"swish"`.
+    Silu,
+}
+
+impl Activation {
+    pub const NAMES: &'static [&'static str] = &["gelu", "gelu_new", "gelu_pytorch_tanh", "relu", "silu", "swish"];
+
+    pub fn parse(name: &str) -> Option<Self> {
+        Some(match name {
+            "gelu" => Activation::Gelu,
+            "gelu_new" | "gelu_pytorch_tanh" => Activation::GeluTanh,
+            "relu" => Activation::Relu,
+            "silu" | "swish" => Activation::Silu,
+            _ => return None,
+        })
+    }
+
+    pub fn apply(self, x: &tch::Tensor) -> tch::Tensor {
+        match self {
+            Activation::Gelu => x.gelu("none"),
+            Activation::GeluTanh => x.gelu("tanh"),
+            Activation::Relu => x.relu(),
+            Activation::Silu => x.silu(),
+        }
+    }
+}
+
+fn default_act() -> String { "gelu".into() }
+fn default_dropout() -> f64 { 0.1 }
+fn default_eps() -> f64 { 1e-12 }
+fn default_init_range() -> f64 { 0.02 }
+fn default_type_vocab() -> i64 { 2 }
+fn default_positions() -> i64 { 512 }
+fn default_pos_type() -> String { "absolute".into() }
+fn default_model_type() -> String { "bert".into() }
+
+/// HF `BertConfig`. Keys we do not use are kept in `extra` and written back unchanged.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct BertConfig {
+    pub vocab_size: i64,
+    pub hidden_size: i64,
+    pub num_hidden_layers: i64,
+    pub num_attention_heads: i64,
+    pub intermediate_size: i64,
+    #[serde(default = "default_act")]
+    pub hidden_act: String,
+    #[serde(default = "default_dropout")]
+    pub hidden_dropout_prob: f64,
+    #[serde(default = "default_dropout")]
+    pub attention_probs_dropout_prob: f64,
+    #[serde(default = "default_positions")]
+    pub max_position_embeddings: i64,
+    #[serde(default = "default_type_vocab")]
+    pub type_vocab_size: i64,
+    #[serde(default = "default_init_range")]
+    pub initializer_range: f64,
+    #[serde(default = "default_eps")]
+    pub layer_norm_eps: f64,
+    #[serde(default)]
+    pub pad_token_id: i64,
+    #[serde(default = "default_pos_type")]
+    pub position_embedding_type: String,
+    #[serde(default = "default_model_type")]
+    pub model_type: String,
+    #[serde(flatten)]
+    pub extra: serde_json::Map<String, serde_json::Value>,
+}
+
+impl BertConfig {
+    /// IndoBERT-base / BERT-base sizes with the given vocabulary.
+    pub fn base(vocab_size: i64) -> Self {
+        Self::new(vocab_size, 768, 12, 12, 3072)
+    }
+
+    pub fn new(vocab_size: i64, hidden: i64, layers: i64, heads: i64, intermediate: i64) -> Self {
+        BertConfig {
+            vocab_size,
+            hidden_size: hidden,
+            num_hidden_layers: layers,
+            num_attention_heads: heads,
+            intermediate_size: intermediate,
+            hidden_act: default_act(),
+            hidden_dropout_prob: 0.1,
+            attention_probs_dropout_prob: 0.1,
+            max_position_embeddings: 512,
+            type_vocab_size: 2,
+            initializer_range: 0.02,
+            layer_norm_eps: 1e-12,
+            pad_token_id: 0,
+            position_embedding_type: default_pos_type(),
+            model_type: default_model_type(),
+            extra: Default::default(),
+        }
+    }
+
+    /// Reads and validates `config.json`.
+    pub fn from_file(path: &Path) -> Result<Self> {
+        let text = read_to_string(path)?;
+        let config: BertConfig = serde_json::from_str(&text).map_err(|e| Error::json(path, &e))?;
+        config.validate(path)?;
+        Ok(config)
+    }
+
+    /// Checks the values that would otherwise fail deep inside libtorch.
+    pub fn validate(&self, path: &Path) -> Result<()> {
+        let positive = [
+            ("vocab_size", self.vocab_size),
+            ("hidden_size", self.hidden_size),
+            ("num_hidden_layers", self.num_hidden_layers),
+            ("num_attention_heads", self.num_attention_heads),
+            ("intermediate_size", self.intermediate_size),
+            ("max_position_embeddings", self.max_position_embeddings),
+            ("type_vocab_size", self.type_vocab_size),
+        ];
+        for (name, value) in positive {
+            if value <= 0 {
+                return Err(Error::field(path, name, format!("expected a positive integer, found {value}")));
+            }
+        }
+        if self.hidden_size % self.num_attention_heads != 0 {
+            return Err(Error::field(
+                path,
+                "num_attention_heads",
+                format!("hidden_size {} is not divisible by {} heads", self.hidden_size, self.num_attention_heads),
+            ));
+        }
+        if Activation::parse(&self.hidden_act).is_none() {
+            return Err(Error::field(
+                path,
+                "hidden_act",
+                format!("unknown activation {:?}, expected one of {:?}", self.hidden_act, Activation::NAMES),
+            ));
+        }
+        if self.position_embedding_type != "absolute" {
+            return Err(Error::field(
+                path,
+                "position_embedding_type",
+                format!("only \"absolute\" is supported, found {:?}", self.position_embedding_type),
+            ));
+        }
+        for (name, p) in [("hidden_dropout_prob", self.hidden_dropout_prob), ("attention_probs_dropout_prob", self.attention_probs_dropout_prob)] {
+            if !(0.0..1.0).contains(&p) {
+                return Err(Error::field(path, name, format!("expected a probability in [0, 1), found {p}")));
+            }
+        }
+        if self.pad_token_id < 0 || self.pad_token_id >= self.vocab_size {
+            return Err(Error::field(path, "pad_token_id", format!("{} is outside the vocabulary of {}", self.pad_token_id, self.vocab_size)));
+        }
+        Ok(())
+    }
+
+    pub fn activation(&self) -> Activation {
+        Activation::parse(&self.hidden_act).expect("validated in from_file/validate")
+    }
+
+    pub fn head_dim(&self) -> i64 {
+        self.hidden_size / self.num_attention_heads
+    }
+
+    /// The `config.json` text that transformers' `BertForMaskedLM` loads.
+    pub fn to_hf_json(&self) -> String {
+        let mut c = self.clone();
+        c.model_type = "bert".into();
+        c.extra.insert("architectures".into(), serde_json::json!(["BertForMaskedLM"]));
+        serde_json::to_string_pretty(&c).expect("config serializes") + "\n"
+    }
+
+    /// Parameter count of encoder + embeddings (no heads), for reports.
+    pub fn encoder_parameters(&self) -> i64 {
+        let h = self.hidden_size;
+        let emb = (self.vocab_size + self.max_position_embeddings + self.type_vocab_size) * h + 2 * h;
+        let layer = 4 * (h * h + h) + 2 * (h * self.intermediate_size) + self.intermediate_size + h + 4 * h;
+        emb + self.num_hidden_layers * layer
+    }
+}

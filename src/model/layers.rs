@@ -1,0 +1,78 @@
+//! Building blocks with HF's parameter names and initialisation: `Linear` (`weight`, `bias`),
+//! `LayerNorm` (`weight`, `bias`), `Embedding` (`weight`), and the compute precision that
+//! casts matrix multiplications to bf16 on CUDA while keeping fp32 master weights.
+use tch::nn::{Init, Path};
+use tch::{Kind, Tensor};
+
+/// The dtype matrix multiplications run in. Weights stay fp32; `Bf16` casts inputs and
+/// weights of every linear layer and attention to bf16 and returns LayerNorm, softmax and
+/// loss to fp32, as torch's autocast does (tch's own `autocast` can only pick fp16).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Precision {
+    Fp32,
+    Bf16,
+}
+
+impl Precision {
+    pub fn compute_kind(self) -> Kind {
+        match self {
+            Precision::Fp32 => Kind::Float,
+            Precision::Bf16 => Kind::BFloat16,
+        }
+    }
+}
+
+/// HF `nn.Linear`: `weight` [out, in] ~ N(0, initializer_range), `bias` zeros.
+#[derive(Debug)]
+pub struct Linear {
+    pub weight: Tensor,
+    pub bias: Tensor,
+}
+
+impl Linear {
+    pub fn new(p: Path, in_dim: i64, out_dim: i64, init_std: f64) -> Self {
+        let weight = p.var("weight", &[out_dim, in_dim], Init::Randn { mean: 0.0, stdev: init_std });
+        let bias = p.var("bias", &[out_dim], Init::Const(0.0));
+        Linear { weight, bias }
+    }
+
+    pub fn forward(&self, x: &Tensor, precision: Precision) -> Tensor {
+        let kind = precision.compute_kind();
+        if x.kind() == kind && kind == Kind::Float {
+            return x.linear(&self.weight, Some(&self.bias));
+        }
+        x.to_kind(kind).linear(&self.weight.to_kind(kind), Some(&self.bias.to_kind(kind)))
+    }
+}
+
+/// HF `nn.LayerNorm` (named `LayerNorm` in BERT): always computed in fp32.
+#[derive(Debug)]
+pub struct LayerNorm {
+    pub weight: Tensor,
+    pub bias: Tensor,
+    eps: f64,
+}
+
+impl LayerNorm {
+    pub fn new(p: Path, dim: i64, eps: f64) -> Self {
+        let weight = p.var("weight", &[dim], Init::Const(1.0));
+        let bias = p.var("bias", &[dim], Init::Const(0.0));
+        LayerNorm { weight, bias, eps }
+    }
+
+    pub fn forward(&self, x: &Tensor) -> Tensor {
+        let dim = *self.weight.size().last().unwrap();
+        x.to_kind(Kind::Float).layer_norm([dim], Some(&self.weight), Some(&self.bias), self.eps, true)
+    }
+}
+
+/// HF `nn.Embedding`: `weight` [n, dim] ~ N(0, initializer_range), the padding row zeroed.
+pub fn embedding(p: Path, n: i64, dim: i64, init_std: f64, padding_idx: Option<i64>) -> Tensor {
+    let weight = p.var("weight", &[n, dim], Init::Randn { mean: 0.0, stdev: init_std });
+    if let Some(pad) = padding_idx {
+        tch::no_grad(|| {
+            let _ = weight.get(pad).fill_(0.0);
+        });
+    }
+    weight
+}

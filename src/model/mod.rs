@@ -1,0 +1,11 @@
+//! The BERT model: configuration, layers, the masked-LM network, weight files and model
+//! directories (indolm checkpoints and HF BERT directories alike).
+pub mod bert;
+pub mod config;
+pub mod layers;
+pub mod model_dir;
+pub mod weights;
+
+pub use bert::{BertForMaskedLM, BertModel, IGNORE_INDEX};
+pub use config::BertConfig;
+pub use layers::Precision;

@@ -1,0 +1,135 @@
+//! safetensors files: read any HF-style weight file (single or sharded, fp32/fp16/bf16) into
+//! named tch tensors, and write named tensors atomically with `{"format": "pt"}` metadata.
+use crate::error::{tmp_path, Error, Result};
+use safetensors::{Dtype, SafeTensors, View};
+use std::borrow::Cow;
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use tch::{Device, Kind, Tensor};
+
+fn kind_of(dtype: Dtype) -> Option<Kind> {
+    Some(match dtype {
+        Dtype::F32 => Kind::Float,
+        Dtype::F16 => Kind::Half,
+        Dtype::BF16 => Kind::BFloat16,
+        Dtype::F64 => Kind::Double,
+        Dtype::I64 => Kind::Int64,
+        Dtype::I32 => Kind::Int,
+        Dtype::I16 => Kind::Int16,
+        Dtype::I8 => Kind::Int8,
+        Dtype::U8 => Kind::Uint8,
+        Dtype::BOOL => Kind::Bool,
+        _ => return None,
+    })
+}
+
+fn dtype_of(kind: Kind) -> Option<Dtype> {
+    Some(match kind {
+        Kind::Float => Dtype::F32,
+        Kind::Half => Dtype::F16,
+        Kind::BFloat16 => Dtype::BF16,
+        Kind::Double => Dtype::F64,
+        Kind::Int64 => Dtype::I64,
+        Kind::Int => Dtype::I32,
+        Kind::Int16 => Dtype::I16,
+        Kind::Int8 => Dtype::I8,
+        Kind::Uint8 => Dtype::U8,
+        Kind::Bool => Dtype::BOOL,
+        _ => return None,
+    })
+}
+
+/// Reads every tensor of one safetensors file (memory-mapped) onto the CPU, in the file's dtype.
+pub fn read_file(path: &Path) -> Result<BTreeMap<String, Tensor>> {
+    let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+    // SAFETY: the file is opened read-only and not modified while mapped.
+    let mmap = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| Error::io(path, e))?;
+    let st = SafeTensors::deserialize(&mmap).map_err(|e| Error::invalid(path, format!("not a valid safetensors file: {e}")))?;
+    let mut out = BTreeMap::new();
+    for (name, view) in st.tensors() {
+        let kind = kind_of(view.dtype())
+            .ok_or_else(|| Error::invalid(path, format!("tensor `{name}` has unsupported dtype {:?}", view.dtype())))?;
+        let shape: Vec<i64> = view.shape().iter().map(|&d| d as i64).collect();
+        let tensor = Tensor::f_from_data_size(view.data(), &shape, kind)
+            .map_err(|e| Error::invalid(path, format!("tensor `{name}`: {e}")))?;
+        out.insert(name, tensor);
+    }
+    Ok(out)
+}
+
+/// Reads a model's weights from a directory: `model.safetensors`, or the shards named by
+/// `model.safetensors.index.json`.
+pub fn read_model_weights(dir: &Path) -> Result<(PathBuf, BTreeMap<String, Tensor>)> {
+    let single = dir.join("model.safetensors");
+    if single.exists() {
+        return Ok((single.clone(), read_file(&single)?));
+    }
+    let index = dir.join("model.safetensors.index.json");
+    if index.exists() {
+        let text = crate::error::read_to_string(&index)?;
+        let json: serde_json::Value = serde_json::from_str(&text).map_err(|e| Error::json(&index, &e))?;
+        let map = json
+            .get("weight_map")
+            .and_then(|m| m.as_object())
+            .ok_or_else(|| Error::field(&index, "weight_map", "missing or not an object"))?;
+        let mut shards: Vec<&str> = map.values().filter_map(|v| v.as_str()).collect();
+        shards.sort_unstable();
+        shards.dedup();
+        let mut out = BTreeMap::new();
+        for shard in shards {
+            out.extend(read_file(&dir.join(shard))?);
+        }
+        return Ok((index, out));
+    }
+    let hint = if dir.join("pytorch_model.bin").exists() {
+        "this directory has only pytorch_model.bin (a pickle, which indolm does not execute); convert it once with:\n  \
+         python -c \"from transformers import BertForMaskedLM as M; M.from_pretrained('DIR').save_pretrained('DIR', safe_serialization=True)\""
+            .replace("DIR", &dir.display().to_string())
+    } else {
+        "expected model.safetensors or model.safetensors.index.json".to_string()
+    };
+    Err(Error::MissingFile { path: single, hint })
+}
+
+/// One tensor prepared for writing: CPU, contiguous, raw bytes.
+struct RawTensor {
+    dtype: Dtype,
+    shape: Vec<usize>,
+    bytes: Vec<u8>,
+}
+
+impl View for &RawTensor {
+    fn dtype(&self) -> Dtype {
+        self.dtype
+    }
+    fn shape(&self) -> &[usize] {
+        &self.shape
+    }
+    fn data(&self) -> Cow<'_, [u8]> {
+        Cow::Borrowed(&self.bytes)
+    }
+    fn data_len(&self) -> usize {
+        self.bytes.len()
+    }
+}
+
+fn raw(name: &str, t: &Tensor) -> Result<RawTensor> {
+    let t = t.to_device(Device::Cpu).contiguous();
+    let dtype = dtype_of(t.kind()).ok_or_else(|| Error::usage("writing safetensors", format!("tensor `{name}` has unsupported kind {:?}", t.kind())))?;
+    let numel = t.numel();
+    let mut bytes = vec![0u8; numel * t.kind().elt_size_in_bytes()];
+    t.f_copy_data_u8(&mut bytes, numel).map_err(|e| Error::torch(format!("reading tensor `{name}`"), e))?;
+    Ok(RawTensor { dtype, shape: t.size().iter().map(|&d| d as usize).collect(), bytes })
+}
+
+/// Writes named tensors to `path` (temporary file, fsync, rename) with `format = pt` metadata,
+/// which transformers expects.
+pub fn write_file(path: &Path, tensors: &[(String, Tensor)]) -> Result<()> {
+    let raws: Vec<(String, RawTensor)> = tensors.iter().map(|(n, t)| Ok((n.clone(), raw(n, t)?))).collect::<Result<_>>()?;
+    let metadata = HashMap::from([("format".to_string(), "pt".to_string())]);
+    let tmp = tmp_path(path);
+    safetensors::serialize_to_file(raws.iter().map(|(n, r)| (n.as_str(), r)), Some(metadata), &tmp)
+        .map_err(|e| Error::invalid(&tmp, format!("writing safetensors: {e}")))?;
+    std::fs::File::open(&tmp).and_then(|f| f.sync_all()).map_err(|e| Error::io(&tmp, e))?;
+    std::fs::rename(&tmp, path).map_err(|e| Error::io(path, e))
+}
