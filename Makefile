@@ -1,0 +1,40 @@
+# indolm: `make demo` and `make test` set everything up themselves (see README.md).
+SHELL := /bin/bash
+VENV := $(CURDIR)/.venv
+PYTHON := $(VENV)/bin/python
+BIN := target/release/indolm
+# torch 2.11.0 is the libtorch that tch 0.24.0 is built for; the wheel serves CPU and CUDA 13.
+TORCH_VERSION := 2.11.0
+
+export LIBTORCH_USE_PYTORCH := 1
+export VIRTUAL_ENV := $(VENV)
+export PATH := $(VENV)/bin:$(PATH)
+
+.PHONY: setup build test demo clean help
+
+help:
+	@echo "make setup   create .venv (torch $(TORCH_VERSION) + test references) and build indolm"
+	@echo "make test    setup, then run the whole test suite"
+	@echo "make demo    setup, then run the demo pretraining on the embedded sample corpus"
+
+# The venv is rebuilt only when the pinned requirements change.
+$(VENV)/.installed: tests/reference/requirements.txt
+	test -x $(PYTHON) || python3 -m venv $(VENV)
+	$(PYTHON) -m pip install -q --upgrade pip
+	$(PYTHON) -m pip install -q torch==$(TORCH_VERSION)
+	$(PYTHON) -m pip install -q -r tests/reference/requirements.txt
+	touch $@
+
+build: $(VENV)/.installed
+	cargo build --release
+
+setup: build
+
+test: setup
+	cargo test --release -- --test-threads=1
+
+demo: setup
+	bash scripts/demo.sh
+
+clean:
+	cargo clean

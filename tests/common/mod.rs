@@ -1,0 +1,91 @@
+//! Shared test helpers: the project's .venv python, the reference fixtures built by
+//! `tests/reference/hf_reference.py`, and running the `indolm` binary.
+#![allow(dead_code)]
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+pub fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// `../shared/data` beside the checkout.
+pub fn shared_data() -> PathBuf {
+    let dir = root().join("..").join("shared").join("data");
+    assert!(dir.is_dir(), "the shared data folder {} is missing", dir.display());
+    dir
+}
+
+/// The project's venv python (made by `make setup`); the tests need transformers from it.
+pub fn python() -> PathBuf {
+    let p = root().join(".venv/bin/python");
+    assert!(p.exists(), "{} is missing: run `make setup` (make test does)", p.display());
+    p
+}
+
+/// Runs `tests/reference/hf_reference.py <args>`; panics with its output on failure.
+pub fn reference(args: &[&str]) -> String {
+    let out = Command::new(python())
+        .arg(root().join("tests/reference/hf_reference.py"))
+        .args(args)
+        .env("HF_HUB_OFFLINE", "1")
+        .env("TRANSFORMERS_VERBOSITY", "error")
+        .output()
+        .expect("run python");
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(out.status.success(), "reference {args:?} failed:\n{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    stdout
+}
+
+/// A fresh scratch directory under the target folder.
+pub fn scratch(name: &str) -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// The small random HF BertForMaskedLM with its reference outputs, built once per test binary.
+pub fn reference_model() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir = scratch("hf-reference-model");
+        reference(&["make-model", dir.to_str().unwrap()]);
+        dir
+    })
+}
+
+/// Runs the indolm binary.
+pub fn indolm(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_indolm")).args(args).output().expect("run indolm")
+}
+
+/// Runs indolm and expects failure; returns stderr, checked to be one clean error (no panic).
+pub fn indolm_fails(args: &[&str]) -> String {
+    let out = indolm(args);
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_eq!(out.status.code(), Some(1), "indolm {args:?}: expected exit 1, got {:?}, stderr:\n{stderr}", out.status.code());
+    assert!(!stderr.contains("panicked"), "indolm {args:?} panicked:\n{stderr}");
+    assert!(stderr.starts_with("error: "), "indolm {args:?}: expected one error message, got:\n{stderr}");
+    stderr
+}
+
+/// Runs indolm and expects success; returns (stdout, stderr).
+pub fn indolm_ok(args: &[&str]) -> (String, String) {
+    let out = indolm(args);
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout).to_string(), String::from_utf8_lossy(&out.stderr).to_string());
+    assert!(out.status.success(), "indolm {args:?} failed:\n{stdout}\n{stderr}");
+    (stdout, stderr)
+}
+
+/// Copies every file of `src` into a new scratch directory.
+pub fn copy_dir(src: &Path, name: &str) -> PathBuf {
+    let dst = scratch(name);
+    for entry in std::fs::read_dir(src).unwrap() {
+        let entry = entry.unwrap();
+        if entry.file_type().unwrap().is_file() {
+            std::fs::copy(entry.path(), dst.join(entry.file_name())).unwrap();
+        }
+    }
+    dst
+}
