@@ -101,7 +101,7 @@ fn indolm_initialised_model_gives_the_same_logits_in_transformers() {
         ("logits".into(), logits),
     ];
     weights::write_file(&ours_ref, &named).unwrap();
-    let report = reference(&["check-export", hf.to_str().unwrap(), ours_ref.to_str().unwrap()]);
+    let report = common::reference(&["check-export", hf.to_str().unwrap(), ours_ref.to_str().unwrap()]);
     println!("transformers vs indolm on an indolm-initialised model: {report}");
 }
 

@@ -116,12 +116,12 @@ def tokenize(model_dir, out_path):
     vocab = os.path.join(model_dir, "vocab.txt")
     tokenizers = {
         "auto(tokenizer.json)": AutoTokenizer.from_pretrained(model_dir),
-        "BertTokenizer(vocab.txt)": BertTokenizer(vocab_file=vocab, do_lower_case=True),
+        "BertTokenizer(vocab.txt)": BertTokenizer(vocab=vocab, do_lower_case=True),
         "BertTokenizerLegacy(vocab.txt)": BertTokenizerLegacy(vocab_file=vocab, do_lower_case=True),
     }
     texts = shared_sentences()
     rows = {name: [tok(t)["input_ids"] for t in texts] for name, tok in tokenizers.items()}
-    pair = {name: tok(texts[0], texts[1]) for name, tok in tokenizers.items()}
+    pair = {name: tok(texts[0], texts[1], return_token_type_ids=True) for name, tok in tokenizers.items()}
     with open(out_path, "w", encoding="utf-8") as f:
         json.dump({"texts": texts, "ids": rows,
                    "pair": {k: {"input_ids": v["input_ids"], "token_type_ids": v["token_type_ids"]} for k, v in pair.items()}}, f)

@@ -1,0 +1,140 @@
+//! Bad input gives one clear error message (naming the file, field or tensor, expected vs
+//! found) and exit code 1 — never a panic.
+mod common;
+
+use common::*;
+use indolm::model::weights;
+use tch::Tensor;
+
+fn s(p: &std::path::Path) -> &str {
+    p.to_str().unwrap()
+}
+
+#[test]
+fn missing_directory_and_missing_config() {
+    let err = indolm_fails(&["info", "--model", "/nonexistent/model"]);
+    assert!(err.contains("/nonexistent/model") && err.contains("not found"), "{err}");
+    let dir = copy_dir(reference_model(), "no-config");
+    std::fs::remove_file(dir.join("config.json")).unwrap();
+    let err = indolm_fails(&["info", "--model", s(&dir)]);
+    assert!(err.contains("config.json: file not found"), "{err}");
+}
+
+#[test]
+fn missing_weights_and_pytorch_bin_only() {
+    let dir = copy_dir(reference_model(), "no-weights");
+    std::fs::remove_file(dir.join("model.safetensors")).unwrap();
+    let err = indolm_fails(&["info", "--model", s(&dir)]);
+    assert!(err.contains("model.safetensors: file not found"), "{err}");
+    std::fs::write(dir.join("pytorch_model.bin"), b"not really a pickle").unwrap();
+    let err = indolm_fails(&["info", "--model", s(&dir)]);
+    assert!(err.contains("pytorch_model.bin") && err.contains("save_pretrained") && err.contains("safe_serialization=True"), "{err}");
+}
+
+#[test]
+fn missing_tokenizer() {
+    let dir = copy_dir(reference_model(), "no-tokenizer");
+    std::fs::remove_file(dir.join("vocab.txt")).unwrap();
+    std::fs::remove_file(dir.join("tokenizer.json")).unwrap();
+    let err = indolm_fails(&["info", "--model", s(&dir)]);
+    assert!(err.contains("vocab.txt: file not found") && err.contains("tokenizer.json"), "{err}");
+}
+
+#[test]
+fn wrong_tensor_shape_names_the_tensor() {
+    let dir = copy_dir(reference_model(), "bad-shape");
+    let mut tensors: Vec<(String, Tensor)> = weights::read_file(&dir.join("model.safetensors")).unwrap().into_iter().collect();
+    for (name, t) in tensors.iter_mut() {
+        if name == "bert.encoder.layer.1.intermediate.dense.weight" {
+            *t = Tensor::zeros([100, 96], (tch::Kind::Float, tch::Device::Cpu));
+        }
+    }
+    weights::write_file(&dir.join("model.safetensors"), &tensors).unwrap();
+    let err = indolm_fails(&["info", "--model", s(&dir)]);
+    assert!(err.contains("`bert.encoder.layer.1.intermediate.dense.weight` has shape [100, 96], expected [200, 96]"), "{err}");
+}
+
+fn edit_config(name: &str, edit: impl FnOnce(&mut serde_json::Value)) -> std::path::PathBuf {
+    let dir = copy_dir(reference_model(), name);
+    let path = dir.join("config.json");
+    let mut config: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    edit(&mut config);
+    std::fs::write(&path, serde_json::to_string_pretty(&config).unwrap()).unwrap();
+    dir
+}
+
+#[test]
+fn unknown_activation() {
+    let dir = edit_config("bad-act", |c| c["hidden_act"] = "gelu_quick_and_dirty".into());
+    let err = indolm_fails(&["info", "--model", s(&dir)]);
+    assert!(err.contains("config.json: field `hidden_act`: unknown activation \"gelu_quick_and_dirty\""), "{err}");
+}
+
+#[test]
+fn vocab_config_mismatch() {
+    let dir = edit_config("bad-vocab", |c| c["vocab_size"] = 500.into());
+    let err = indolm_fails(&["info", "--model", s(&dir)]);
+    assert!(err.contains("vocab_size") && err.contains("1000 tokens") && err.contains("vocab_size is 500"), "{err}");
+}
+
+#[test]
+fn invalid_json_reports_line_and_column() {
+    let dir = copy_dir(reference_model(), "bad-json");
+    std::fs::write(dir.join("config.json"), "{\n  \"vocab_size\": 1000,\n  \"hidden_size\": ,\n}").unwrap();
+    let err = indolm_fails(&["info", "--model", s(&dir)]);
+    assert!(err.contains("config.json:3:"), "{err}");
+}
+
+#[test]
+fn bad_heads_and_missing_field() {
+    let dir = edit_config("bad-heads", |c| c["num_attention_heads"] = 7.into());
+    let err = indolm_fails(&["info", "--model", s(&dir)]);
+    assert!(err.contains("num_attention_heads") && err.contains("not divisible"), "{err}");
+    let dir = edit_config("no-field", |c| {
+        c.as_object_mut().unwrap().remove("hidden_size");
+    });
+    let err = indolm_fails(&["info", "--model", s(&dir)]);
+    assert!(err.contains("missing field `hidden_size`"), "{err}");
+}
+
+#[test]
+fn encoder_only_checkpoint_loads_with_a_note() {
+    let dir = copy_dir(reference_model(), "encoder-only");
+    let tensors: Vec<(String, Tensor)> = weights::read_file(&dir.join("model.safetensors"))
+        .unwrap()
+        .into_iter()
+        .filter(|(n, _)| !n.starts_with("cls."))
+        .map(|(n, t)| (n.strip_prefix("bert.").unwrap().to_string(), t))
+        .collect();
+    weights::write_file(&dir.join("model.safetensors"), &tensors).unwrap();
+    let (stdout, stderr) = indolm_ok(&["info", "--model", s(&dir)]);
+    assert!(stdout.contains("layers        3"));
+    assert!(stderr.contains("note: no MLM head in the checkpoint") && stderr.contains("cls.predictions.transform.dense.weight"), "{stderr}");
+}
+
+#[test]
+fn truncated_weights_file() {
+    let dir = copy_dir(reference_model(), "truncated");
+    let path = dir.join("model.safetensors");
+    let bytes = std::fs::read(&path).unwrap();
+    std::fs::write(&path, &bytes[..bytes.len() / 2]).unwrap();
+    let err = indolm_fails(&["info", "--model", s(&dir)]);
+    assert!(err.contains("model.safetensors: not a valid safetensors file"), "{err}");
+}
+
+#[test]
+fn bad_device_and_existing_output() {
+    let err = indolm_fails(&["--device", "tpu", "fill-mask", "--model", s(reference_model()), "--text", "a [MASK]"]);
+    assert!(err.contains("--device") && err.contains("\"tpu\""), "{err}");
+    if !tch::Cuda::is_available() {
+        let err = indolm_fails(&["--device", "cuda", "fill-mask", "--model", s(reference_model()), "--text", "a [MASK]"]);
+        assert!(err.contains("0 CUDA device"), "{err}");
+    }
+    let out = scratch("existing-out");
+    std::fs::write(out.join("keep.txt"), "x").unwrap();
+    let err = indolm_fails(&["export-hf", s(reference_model()), s(&out)]);
+    assert!(err.contains("not empty") && err.contains("--overwrite"), "{err}");
+    assert!(out.join("keep.txt").exists());
+    let err = indolm_fails(&["fill-mask", "--model", s(reference_model()), "--text", "tanpa topeng"]);
+    assert!(err.contains("no [MASK]"), "{err}");
+}
