@@ -1,4 +1,5 @@
 //! Command-line definitions (clap) and dispatch to the subcommands' implementations.
+mod data_cmds;
 mod model_cmds;
 
 use clap::{Parser, Subcommand};
@@ -62,6 +63,9 @@ pub enum Command {
         #[arg(long)]
         model: PathBuf,
     },
+    /// Train a WordPiece tokenizer.
+    #[command(subcommand)]
+    Tokenizer(TokenizerCommand),
     /// Show the word pieces and ids of a text.
     Tokenize {
         /// A model directory, tokenizer.json or vocab.txt.
@@ -84,6 +88,27 @@ pub enum Command {
     },
 }
 
+#[derive(Subcommand, Debug)]
+pub enum TokenizerCommand {
+    /// Train an uncased BERT WordPiece on text files and write tokenizer.json and vocab.txt.
+    Train {
+        /// Files, directories or globs (.txt, .txt.gz, .txt.xz, .jsonl, .conllu, .csv with a `text` column).
+        #[arg(long, num_args = 1.., required = true)]
+        files: Vec<String>,
+        /// Vocabulary size (IndoBERT: 31,923).
+        #[arg(long, default_value_t = indolm::data::tokenizer_train::DEFAULT_VOCAB_SIZE)]
+        vocab_size: usize,
+        /// Minimum frequency of a merged piece.
+        #[arg(long, default_value_t = 2)]
+        min_frequency: u64,
+        /// The directory to write.
+        #[arg(long)]
+        out: PathBuf,
+        #[arg(long)]
+        overwrite: bool,
+    },
+}
+
 pub fn run(cli: Cli) -> Result<()> {
     indolm::device::set_threads(cli.threads)?;
     let device = || indolm::device::parse_device(&cli.device);
@@ -92,6 +117,9 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::ExportHf { checkpoint_dir, out_dir, overwrite } => model_cmds::convert(&checkpoint_dir, &out_dir, overwrite, "exported"),
         Command::Init { config, tokenizer, out, seed, overwrite } => model_cmds::init(&config, &tokenizer, &out, seed, overwrite),
         Command::Info { model } => model_cmds::info(&model),
+        Command::Tokenizer(TokenizerCommand::Train { files, vocab_size, min_frequency, out, overwrite }) => {
+            data_cmds::train_tokenizer(&files, vocab_size, min_frequency, &out, overwrite)
+        }
         Command::Tokenize { tokenizer, text } => model_cmds::tokenize(&tokenizer, &text),
         Command::FillMask { model, text, top_k } => model_cmds::fill_mask(&model, &text, top_k, device()?),
     }

@@ -1,2 +1,7 @@
-//! Text data: tokenization (and, later, corpora, batching and masking).
+//! Text data: sources and their formats, tokenization and tokenizer training, prepared
+//! token shards and weighted mixtures of them.
+pub mod mixture;
+pub mod shards;
+pub mod sources;
 pub mod tokenizer;
+pub mod tokenizer_train;

@@ -106,6 +106,11 @@ impl TextTokenizer {
         Self::with_special_ids(inner, path, lowercase)
     }
 
+    /// Wraps a tokenizer built in code (e.g. just trained), checking its special tokens.
+    pub fn from_tokenizer(inner: Tokenizer, source: &Path, lowercase: bool) -> Result<Self> {
+        Self::with_special_ids(inner, source, lowercase)
+    }
+
     fn with_special_ids(inner: Tokenizer, path: &Path, lowercase: bool) -> Result<Self> {
         let id = |token: &str| {
             inner.token_to_id(token).map(i64::from).ok_or_else(|| Error::Tokenizer {
@@ -154,6 +159,17 @@ impl TextTokenizer {
     pub fn pieces(&self, text: &str) -> Result<(Vec<String>, Vec<Option<u32>>)> {
         let enc = self.encode_input(text, false)?;
         Ok((enc.get_tokens().to_vec(), enc.get_word_ids().to_vec()))
+    }
+
+    /// Word-piece ids of many texts (no special tokens), encoded in parallel.
+    pub fn encode_plain_batch(&self, texts: &[&str]) -> Result<Vec<Vec<u32>>> {
+        let encodings = self.inner.encode_batch(texts.to_vec(), false).map_err(|e| Error::Tokenizer { path: self.source.clone(), message: e.to_string() })?;
+        Ok(encodings.into_iter().map(|e| e.get_ids().to_vec()).collect())
+    }
+
+    /// The tokenizer as `tokenizer.json` text.
+    pub fn to_json(&self) -> Result<String> {
+        self.inner.to_string(false).map_err(|e| Error::Tokenizer { path: self.source.clone(), message: e.to_string() })
     }
 
     pub fn decode(&self, ids: &[u32]) -> Result<String> {
