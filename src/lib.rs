@@ -3,3 +3,4 @@ pub mod data;
 pub mod device;
 pub mod error;
 pub mod model;
+pub mod train;

@@ -1,31 +1,98 @@
-//! Data subcommands: tokenizer training (and corpus preparation and statistics).
+//! Data subcommands: tokenizer training, corpus preparation and statistics.
+use indolm::data::mixture::stream_rng;
 use indolm::data::sources::SourceSpec;
+use indolm::data::tokenizer::TextTokenizer;
 use indolm::data::tokenizer_train::{train_wordpiece, TrainOptions};
-use indolm::error::Result;
+use indolm::error::{Error, Result};
 use indolm::model::model_dir::save_model_dir;
+use indolm::train::corpus::{open_mixture, prepare_corpus};
+use indolm::train::recipe::Recipe;
+use rand::Rng;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 
-pub fn train_tokenizer(files: &[String], vocab_size: usize, min_frequency: u64, out: &Path, overwrite: bool) -> Result<()> {
-    let source = SourceSpec { name: "files".into(), lang: "id".into(), paths: files.to_vec(), format: None, text_field: "text".into(), weight: 1.0 };
-    let mut paragraphs = Vec::new();
-    let stats = source.read_documents(&PathBuf::from("."), |doc| paragraphs.extend(doc))?;
-    if stats.invalid_utf8_lines > 0 {
-        eprintln!("note: skipped {} line(s) that are not valid UTF-8", stats.invalid_utf8_lines);
+const SALT_TOKENIZER_SAMPLE: u64 = 6;
+
+/// Paragraphs for tokenizer training: every paragraph of the files, or a seeded sample of
+/// the recipe's sources, `sample` paragraphs split by the sources' weights (reservoir
+/// sampling within each source).
+fn training_paragraphs(files: &[String], recipe: Option<&Recipe>, sample: usize) -> Result<Vec<String>> {
+    let Some(recipe) = recipe else {
+        let source = SourceSpec { name: "files".into(), lang: "id".into(), paths: files.to_vec(), format: None, text_field: "text".into(), weight: 1.0 };
+        let mut paragraphs = Vec::new();
+        let stats = source.read_documents(&PathBuf::from("."), |doc| paragraphs.extend(doc))?;
+        if stats.invalid_utf8_lines > 0 {
+            eprintln!("note: skipped {} line(s) that are not valid UTF-8", stats.invalid_utf8_lines);
+        }
+        return Ok(paragraphs);
+    };
+    let total_weight: f64 = recipe.data.sources.iter().map(|s| s.weight).sum();
+    let mut out = Vec::new();
+    for (i, source) in recipe.data.sources.iter().enumerate() {
+        let quota = ((sample as f64) * source.weight / total_weight).round().max(1.0) as usize;
+        let mut rng = stream_rng(recipe.seed, SALT_TOKENIZER_SAMPLE, i as u64);
+        let mut reservoir: Vec<String> = Vec::with_capacity(quota);
+        let mut seen = 0usize;
+        source.read_documents(&recipe.base_dir, |doc| {
+            for paragraph in doc {
+                seen += 1;
+                if reservoir.len() < quota {
+                    reservoir.push(paragraph);
+                } else {
+                    let j = rng.random_range(0..seen);
+                    if j < quota {
+                        reservoir[j] = paragraph;
+                    }
+                }
+            }
+        })?;
+        println!("source {}: sampled {} of {seen} paragraphs", source.name, reservoir.len());
+        out.extend(reservoir);
     }
+    Ok(out)
+}
+
+pub fn train_tokenizer(files: &[String], recipe_path: Option<&Path>, sample: usize, vocab_size: usize, min_frequency: u64, out: Option<&Path>, overwrite: bool) -> Result<()> {
+    let recipe = recipe_path.map(Recipe::load).transpose()?;
+    let out: PathBuf = match (out, &recipe) {
+        (Some(o), _) => o.to_path_buf(),
+        (None, Some(r)) => r.resolve(&r.tokenizer.path),
+        (None, None) => return Err(Error::usage("tokenizer train", "--out is required with --files")),
+    };
+    let paragraphs = training_paragraphs(files, recipe.as_ref(), sample)?;
     let options = TrainOptions { vocab_size, min_frequency, lowercase: true, show_progress: std::io::stderr().is_terminal() };
     let tokenizer = train_wordpiece(&paragraphs, &options)?;
-    save_model_dir(out, overwrite, |dir| {
-        std::fs::create_dir_all(dir).map_err(|e| indolm::error::Error::io(dir, e))?;
+    save_model_dir(&out, overwrite, |dir| {
+        std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
         tokenizer.save(dir)
     })?;
-    println!(
-        "trained a WordPiece of {} pieces on {} paragraphs ({} documents, {} files) -> {}",
-        tokenizer.vocab_size(),
-        stats.paragraphs,
-        stats.documents,
-        stats.files,
-        out.display()
-    );
+    println!("trained a WordPiece of {} pieces on {} paragraphs -> {}", tokenizer.vocab_size(), paragraphs.len(), out.display());
+    Ok(())
+}
+
+pub fn prepare(recipe_path: &Path) -> Result<()> {
+    let recipe = Recipe::load(recipe_path)?;
+    let tokenizer = TextTokenizer::from_path(&recipe.resolve(&recipe.tokenizer.path))?;
+    prepare_corpus(&recipe, &tokenizer, |line| println!("{line}"))?;
+    Ok(())
+}
+
+pub fn stats(recipe_path: &Path, sequences: usize) -> Result<()> {
+    let recipe = Recipe::load(recipe_path)?;
+    let tokenizer = TextTokenizer::from_path(&recipe.resolve(&recipe.tokenizer.path))?;
+    let metas = prepare_corpus(&recipe, &tokenizer, |_| {})?;
+    println!("| source | lang | documents | tokens | [UNK] % | invalid UTF-8 lines |");
+    println!("|---|---|---:|---:|---:|---:|");
+    for m in &metas {
+        println!("| {} | {} | {} | {} | {:.3} | {} |", m.source, m.lang, m.documents, m.tokens, 100.0 * m.unk_tokens as f64 / m.tokens.max(1) as f64, m.read.invalid_utf8_lines);
+    }
+    let mut mixture = open_mixture(&recipe, &tokenizer, |_| {})?;
+    let mut cursor = mixture.new_cursor();
+    mixture.next_sequences(&mut cursor, sequences);
+    println!("\n| source | requested | realised over {sequences} sequences | epochs |");
+    println!("|---|---:|---:|---:|");
+    for (((name, w), n), e) in mixture.names().iter().zip(mixture.weights()).zip(&cursor.per_source).zip(mixture.epochs(&cursor)) {
+        println!("| {name} | {:.3} | {:.3} | {e:.2} |", w, *n as f64 / sequences as f64);
+    }
     Ok(())
 }

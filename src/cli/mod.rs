@@ -1,6 +1,7 @@
 //! Command-line definitions (clap) and dispatch to the subcommands' implementations.
 mod data_cmds;
 mod model_cmds;
+mod train_cmds;
 
 use clap::{Parser, Subcommand};
 use indolm::error::Result;
@@ -63,6 +64,29 @@ pub enum Command {
         #[arg(long)]
         model: PathBuf,
     },
+    /// Pretrain a masked LM from a recipe (checkpoints, TensorBoard logs, evaluations).
+    Train {
+        /// The recipe (TOML).
+        recipe: PathBuf,
+        /// Continue from `latest` or a checkpoint directory.
+        #[arg(long)]
+        resume: Option<String>,
+        /// Resume even if the recipe changed in fields that matter.
+        #[arg(long)]
+        force: bool,
+        /// Start over, deleting this run's earlier checkpoints and logs.
+        #[arg(long)]
+        overwrite: bool,
+        /// Checkpoint and stop after this step (the run can be resumed later).
+        #[arg(long)]
+        stop_after: Option<u64>,
+    },
+    /// Validate recipes.
+    #[command(subcommand)]
+    Recipe(RecipeCommand),
+    /// Prepare corpora (tokenized shards) and show their statistics.
+    #[command(subcommand)]
+    Corpus(CorpusCommand),
     /// Train a WordPiece tokenizer.
     #[command(subcommand)]
     Tokenizer(TokenizerCommand),
@@ -89,12 +113,38 @@ pub enum Command {
 }
 
 #[derive(Subcommand, Debug)]
+pub enum RecipeCommand {
+    /// Parse and validate a recipe, then print its resolved values.
+    Check { recipe: PathBuf },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum CorpusCommand {
+    /// Tokenize every source of a recipe into memory-mapped shards (skips up-to-date ones).
+    Prepare { recipe: PathBuf },
+    /// Documents, tokens and [UNK] rate per source, and the realised mixture proportions.
+    Stats {
+        recipe: PathBuf,
+        /// Sequences to draw when measuring the mixture's proportions.
+        #[arg(long, default_value_t = 10_000)]
+        sequences: usize,
+    },
+}
+
+#[derive(Subcommand, Debug)]
 pub enum TokenizerCommand {
-    /// Train an uncased BERT WordPiece on text files and write tokenizer.json and vocab.txt.
+    /// Train an uncased BERT WordPiece on files or on a seeded sample of a recipe's mixture,
+    /// and write tokenizer.json and vocab.txt.
     Train {
         /// Files, directories or globs (.txt, .txt.gz, .txt.xz, .jsonl, .conllu, .csv with a `text` column).
-        #[arg(long, num_args = 1.., required = true)]
+        #[arg(long, num_args = 1.., required_unless_present = "recipe", conflicts_with = "recipe")]
         files: Vec<String>,
+        /// Train on a sample of this recipe's sources (by their weights); writes to the recipe's tokenizer path unless --out.
+        #[arg(long)]
+        recipe: Option<PathBuf>,
+        /// Paragraphs sampled from the recipe's mixture.
+        #[arg(long, default_value_t = 1_000_000)]
+        sample_paragraphs: usize,
         /// Vocabulary size (IndoBERT: 31,923).
         #[arg(long, default_value_t = indolm::data::tokenizer_train::DEFAULT_VOCAB_SIZE)]
         vocab_size: usize,
@@ -102,8 +152,8 @@ pub enum TokenizerCommand {
         #[arg(long, default_value_t = 2)]
         min_frequency: u64,
         /// The directory to write.
-        #[arg(long)]
-        out: PathBuf,
+        #[arg(long, required_unless_present = "recipe")]
+        out: Option<PathBuf>,
         #[arg(long)]
         overwrite: bool,
     },
@@ -117,9 +167,16 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::ExportHf { checkpoint_dir, out_dir, overwrite } => model_cmds::convert(&checkpoint_dir, &out_dir, overwrite, "exported"),
         Command::Init { config, tokenizer, out, seed, overwrite } => model_cmds::init(&config, &tokenizer, &out, seed, overwrite),
         Command::Info { model } => model_cmds::info(&model),
-        Command::Tokenizer(TokenizerCommand::Train { files, vocab_size, min_frequency, out, overwrite }) => {
-            data_cmds::train_tokenizer(&files, vocab_size, min_frequency, &out, overwrite)
+        Command::Tokenizer(TokenizerCommand::Train { files, recipe, sample_paragraphs, vocab_size, min_frequency, out, overwrite }) => {
+            data_cmds::train_tokenizer(&files, recipe.as_deref(), sample_paragraphs, vocab_size, min_frequency, out.as_deref(), overwrite)
         }
+        Command::Train { recipe, resume, force, overwrite, stop_after } => {
+            let opts = indolm::train::trainer::TrainOptions { device: device()?, resume, force, overwrite, stop_after };
+            train_cmds::train(&recipe, &opts)
+        }
+        Command::Recipe(RecipeCommand::Check { recipe }) => train_cmds::check_recipe(&recipe),
+        Command::Corpus(CorpusCommand::Prepare { recipe }) => data_cmds::prepare(&recipe),
+        Command::Corpus(CorpusCommand::Stats { recipe, sequences }) => data_cmds::stats(&recipe, sequences),
         Command::Tokenize { tokenizer, text } => model_cmds::tokenize(&tokenizer, &text),
         Command::FillMask { model, text, top_k } => model_cmds::fill_mask(&model, &text, top_k, device()?),
     }

@@ -1,0 +1,52 @@
+//! From a recipe's `[data]` to a ready mixture: prepare (or reuse) each source's shard under
+//! `corpora/<corpus>/`, then open them as a weighted, seeded mixture.
+use crate::data::mixture::Mixture;
+use crate::data::shards::{open_shard, prepare_source, Prepared, ShardMeta};
+use crate::data::tokenizer::TextTokenizer;
+use crate::error::Result;
+use crate::train::recipe::Recipe;
+
+/// Prepares every source of the recipe; `say` receives one line per source.
+pub fn prepare_corpus(recipe: &Recipe, tokenizer: &TextTokenizer, mut say: impl FnMut(&str)) -> Result<Vec<ShardMeta>> {
+    let dir = recipe.corpus_dir();
+    let mut metas = Vec::new();
+    for source in &recipe.data.sources {
+        let start = std::time::Instant::now();
+        let meta = match prepare_source(source, &recipe.base_dir, &dir, tokenizer, |_| {})? {
+            Prepared::UpToDate(meta) => {
+                say(&format!("corpus {}: source `{}` up to date ({} tokens)", recipe.data.corpus, source.name, meta.tokens));
+                meta
+            }
+            Prepared::Written(meta) => {
+                let secs = start.elapsed().as_secs_f64();
+                say(&format!(
+                    "corpus {}: prepared `{}` ({}): {} documents, {} tokens, {:.2}% [UNK], {} invalid UTF-8 lines skipped, {:.0} tokens/s",
+                    recipe.data.corpus,
+                    source.name,
+                    source.lang,
+                    meta.documents,
+                    meta.tokens,
+                    100.0 * meta.unk_tokens as f64 / meta.tokens.max(1) as f64,
+                    meta.read.invalid_utf8_lines,
+                    meta.tokens as f64 / secs.max(1e-9)
+                ));
+                meta
+            }
+        };
+        metas.push(meta);
+    }
+    Ok(metas)
+}
+
+/// Prepares the corpus if needed and opens the mixture of its sources.
+pub fn open_mixture(recipe: &Recipe, tokenizer: &TextTokenizer, say: impl FnMut(&str)) -> Result<Mixture> {
+    prepare_corpus(recipe, tokenizer, say)?;
+    let dir = recipe.corpus_dir();
+    let shards = recipe
+        .data
+        .sources
+        .iter()
+        .map(|s| Ok((open_shard(&dir, &s.name, tokenizer)?, s.weight)))
+        .collect::<Result<Vec<_>>>()?;
+    Mixture::new(shards, recipe.data.seq_len, recipe.seed, recipe.data.heldout_fraction, tokenizer.special.cls, tokenizer.special.sep)
+}

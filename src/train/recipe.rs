@@ -1,0 +1,320 @@
+//! Recipes: the TOML files that describe a pretraining run. Unknown keys are rejected with
+//! their name and line; `Recipe::load` resolves presets and relative paths, and
+//! `Recipe::resolved_toml` prints what will actually run.
+use crate::data::sources::SourceSpec;
+use crate::error::{read_to_string, Error, Result};
+use crate::model::BertConfig;
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Recipe {
+    /// Run name: checkpoints go to `<output_dir>/<name>/`.
+    pub name: String,
+    #[serde(default = "d_seed")]
+    pub seed: u64,
+    #[serde(default = "d_output")]
+    pub output_dir: PathBuf,
+    pub model: ModelSection,
+    pub tokenizer: TokenizerSection,
+    pub data: DataSection,
+    #[serde(default)]
+    pub masking: MaskingSection,
+    pub optimizer: OptimizerSection,
+    #[serde(default)]
+    pub precision: PrecisionSetting,
+    pub checkpoint: CheckpointSection,
+    #[serde(default)]
+    pub eval: EvalSection,
+    #[serde(default)]
+    pub logging: LoggingSection,
+    /// Folder the recipe's relative paths are resolved against (set by `load`).
+    #[serde(skip)]
+    pub base_dir: PathBuf,
+}
+
+fn d_seed() -> u64 { 3407 }
+fn d_output() -> PathBuf { "checkpoints".into() }
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ModelSection {
+    /// `indobert-base` (12 layers, 768 hidden, 12 heads, 3072 ff, 512 positions) or `tiny`.
+    #[serde(default)]
+    pub preset: Option<String>,
+    /// An HF `config.json` instead of a preset.
+    #[serde(default)]
+    pub config: Option<PathBuf>,
+    /// Start from these weights (a model directory) instead of random initialisation.
+    #[serde(default)]
+    pub init_from: Option<PathBuf>,
+    #[serde(default)]
+    pub num_hidden_layers: Option<i64>,
+    #[serde(default)]
+    pub hidden_size: Option<i64>,
+    #[serde(default)]
+    pub num_attention_heads: Option<i64>,
+    #[serde(default)]
+    pub intermediate_size: Option<i64>,
+    #[serde(default)]
+    pub max_position_embeddings: Option<i64>,
+    #[serde(default)]
+    pub hidden_dropout_prob: Option<f64>,
+    #[serde(default)]
+    pub attention_probs_dropout_prob: Option<f64>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct TokenizerSection {
+    /// A directory with tokenizer.json or vocab.txt, or one of those files.
+    pub path: PathBuf,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct DataSection {
+    /// Prepared shards go to `corpora/<corpus>/` (relative to the recipe's project root).
+    pub corpus: String,
+    pub seq_len: usize,
+    /// Share of each source's blocks kept out of training for the held-out MLM loss.
+    #[serde(default = "d_heldout")]
+    pub heldout_fraction: f64,
+    pub sources: Vec<SourceSpec>,
+}
+
+fn d_heldout() -> f64 { 0.01 }
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct MaskingSection {
+    #[serde(default = "d_mlm_prob")]
+    pub probability: f64,
+    #[serde(default = "d_mask")]
+    pub mask_fraction: f64,
+    #[serde(default = "d_random")]
+    pub random_fraction: f64,
+    /// Mask all pieces of a word together.
+    #[serde(default)]
+    pub whole_word: bool,
+}
+
+fn d_mlm_prob() -> f64 { 0.15 }
+fn d_mask() -> f64 { 0.8 }
+fn d_random() -> f64 { 0.1 }
+
+impl Default for MaskingSection {
+    fn default() -> Self {
+        MaskingSection { probability: 0.15, mask_fraction: 0.8, random_fraction: 0.1, whole_word: false }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct OptimizerSection {
+    pub lr: f64,
+    #[serde(default = "d_betas")]
+    pub betas: [f64; 2],
+    #[serde(default = "d_eps")]
+    pub eps: f64,
+    #[serde(default = "d_wd")]
+    pub weight_decay: f64,
+    /// Max global gradient norm; 0 disables clipping.
+    #[serde(default = "d_clip")]
+    pub grad_clip: f64,
+    pub batch_size: usize,
+    #[serde(default = "d_accum")]
+    pub grad_accumulation: usize,
+    pub warmup_steps: u64,
+    pub max_steps: u64,
+    /// Abort after this many consecutive steps with a non-finite loss.
+    #[serde(default = "d_nonfinite")]
+    pub max_nonfinite_steps: u64,
+}
+
+fn d_betas() -> [f64; 2] { [0.9, 0.999] }
+fn d_eps() -> f64 { 1e-6 }
+fn d_wd() -> f64 { 0.01 }
+fn d_clip() -> f64 { 1.0 }
+fn d_accum() -> usize { 1 }
+fn d_nonfinite() -> u64 { 10 }
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum PrecisionSetting {
+    /// bf16 on CUDA, fp32 on CPU.
+    #[default]
+    Auto,
+    Bf16,
+    Fp32,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct CheckpointSection {
+    pub every: u64,
+    /// Keep the weights of only the last N checkpoints (their evaluations are always kept).
+    #[serde(default = "d_keep")]
+    pub keep_last: usize,
+}
+
+fn d_keep() -> usize { 2 }
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+#[serde(deny_unknown_fields)]
+pub struct EvalSection {
+    #[serde(default)]
+    pub mlm: Option<MlmEvalSection>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct MlmEvalSection {
+    /// Held-out sequences per source scored at each checkpoint.
+    #[serde(default = "d_eval_seqs")]
+    pub sequences_per_source: usize,
+    /// Also evaluate every N steps between checkpoints (0: only at checkpoints).
+    #[serde(default)]
+    pub every: u64,
+}
+
+fn d_eval_seqs() -> usize { 32 }
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct LoggingSection {
+    /// TensorBoard folder; the run logs to `<tensorboard>/<name>/`.
+    #[serde(default = "d_tb")]
+    pub tensorboard: PathBuf,
+    #[serde(default = "d_log_every")]
+    pub every: u64,
+}
+
+fn d_tb() -> PathBuf { "runs".into() }
+fn d_log_every() -> u64 { 10 }
+
+impl Default for LoggingSection {
+    fn default() -> Self {
+        LoggingSection { tensorboard: d_tb(), every: d_log_every() }
+    }
+}
+
+impl Recipe {
+    /// Parses and validates a recipe file. Relative paths in it are resolved against the
+    /// project root (the current directory), as the shipped recipes are written.
+    pub fn load(path: &Path) -> Result<Self> {
+        let text = read_to_string(path)?;
+        let mut recipe: Recipe = toml::from_str(&text).map_err(|e| {
+            let (line, col) = e.span().map(|s| line_col(&text, s.start)).unwrap_or((0, 0));
+            Error::invalid(path, format!("line {line}, column {col}: {}", e.message()))
+        })?;
+        recipe.base_dir = PathBuf::from(".");
+        recipe.validate(path)?;
+        Ok(recipe)
+    }
+
+    fn validate(&self, path: &Path) -> Result<()> {
+        let o = &self.optimizer;
+        let checks: [(bool, &str, String); 9] = [
+            (o.lr > 0.0, "optimizer.lr", format!("must be > 0, found {}", o.lr)),
+            (o.batch_size > 0, "optimizer.batch_size", "must be > 0".into()),
+            (o.grad_accumulation > 0, "optimizer.grad_accumulation", "must be > 0".into()),
+            (o.max_steps > 0, "optimizer.max_steps", "must be > 0".into()),
+            (self.checkpoint.every > 0, "checkpoint.every", "must be > 0".into()),
+            (self.checkpoint.keep_last > 0, "checkpoint.keep_last", "must be at least 1".into()),
+            ((0.0..1.0).contains(&self.masking.probability) && self.masking.probability > 0.0, "masking.probability", format!("must be in (0, 1), found {}", self.masking.probability)),
+            (self.masking.mask_fraction + self.masking.random_fraction <= 1.0, "masking.mask_fraction", "mask_fraction + random_fraction must be <= 1".into()),
+            (!self.data.sources.is_empty(), "data.sources", "at least one source is needed".into()),
+        ];
+        for (ok, field, message) in checks {
+            if !ok {
+                return Err(Error::field(path, field, message));
+            }
+        }
+        for s in &self.data.sources {
+            if s.weight <= 0.0 {
+                return Err(Error::field(path, format!("data.sources[{}].weight", s.name), format!("must be > 0, found {}", s.weight)));
+            }
+        }
+        if self.model.preset.is_some() == self.model.config.is_some() {
+            return Err(Error::field(path, "model", "give exactly one of `preset` or `config`"));
+        }
+        Ok(())
+    }
+
+    /// The model configuration for a tokenizer of `vocab_size` ids.
+    pub fn model_config(&self, vocab_size: usize, recipe_path: &Path) -> Result<BertConfig> {
+        let m = &self.model;
+        let mut c = match (&m.preset, &m.config) {
+            (Some(p), _) => match p.as_str() {
+                "indobert-base" | "bert-base" => BertConfig::base(vocab_size as i64),
+                "tiny" => {
+                    let mut c = BertConfig::new(vocab_size as i64, 128, 2, 2, 512);
+                    c.max_position_embeddings = 128;
+                    c
+                }
+                other => return Err(Error::field(recipe_path, "model.preset", format!("unknown preset {other:?}, expected indobert-base or tiny"))),
+            },
+            (None, Some(path)) => BertConfig::from_file(&self.base_dir.join(path))?,
+            (None, None) => unreachable!("validated"),
+        };
+        if m.preset.is_some() {
+            c.vocab_size = vocab_size as i64;
+        }
+        let set = |slot: &mut i64, v: Option<i64>| if let Some(v) = v { *slot = v };
+        set(&mut c.num_hidden_layers, m.num_hidden_layers);
+        set(&mut c.hidden_size, m.hidden_size);
+        set(&mut c.num_attention_heads, m.num_attention_heads);
+        set(&mut c.intermediate_size, m.intermediate_size);
+        set(&mut c.max_position_embeddings, m.max_position_embeddings);
+        if let Some(p) = m.hidden_dropout_prob { c.hidden_dropout_prob = p; }
+        if let Some(p) = m.attention_probs_dropout_prob { c.attention_probs_dropout_prob = p; }
+        c.validate(recipe_path)?;
+        if self.data.seq_len as i64 > c.max_position_embeddings {
+            return Err(Error::field(recipe_path, "data.seq_len", format!("{} exceeds the model's max_position_embeddings {}", self.data.seq_len, c.max_position_embeddings)));
+        }
+        Ok(c)
+    }
+
+    pub fn resolve(&self, p: &Path) -> PathBuf {
+        self.base_dir.join(p)
+    }
+
+    pub fn run_dir(&self) -> PathBuf {
+        self.resolve(&self.output_dir).join(&self.name)
+    }
+
+    pub fn corpus_dir(&self) -> PathBuf {
+        self.resolve(Path::new("corpora")).join(&self.data.corpus)
+    }
+
+    pub fn tensorboard_dir(&self) -> PathBuf {
+        self.resolve(&self.logging.tensorboard).join(&self.name)
+    }
+
+    pub fn resolved_toml(&self) -> String {
+        toml::to_string_pretty(self).expect("recipes serialize")
+    }
+
+    /// Fields whose change makes a resumed run a different run, with their values
+    /// (checkpoint, eval and logging settings may change on resume).
+    pub fn fingerprint(&self) -> Vec<(String, String)> {
+        vec![
+            ("seed".into(), format!("{:?}", self.seed)),
+            ("model".into(), format!("{:?}", self.model)),
+            ("tokenizer".into(), format!("{:?}", self.tokenizer)),
+            ("data".into(), format!("{:?}", self.data)),
+            ("masking".into(), format!("{:?}", self.masking)),
+            ("optimizer".into(), format!("{:?}", self.optimizer)),
+            ("precision".into(), format!("{:?}", self.precision)),
+        ]
+    }
+}
+
+fn line_col(text: &str, offset: usize) -> (usize, usize) {
+    let before = &text[..offset.min(text.len())];
+    let line = before.matches('\n').count() + 1;
+    let col = before.len() - before.rfind('\n').map(|i| i + 1).unwrap_or(0) + 1;
+    (line, col)
+}
