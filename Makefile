@@ -33,8 +33,17 @@ setup: build
 test: setup
 	cargo test --release -- --test-threads=1
 
+# The main job on the embedded default: train a tokenizer on the sample corpus, prepare it,
+# pretrain the tiny recipe with checkpoints and evaluations, and say where the logs are.
+DEMO_RECIPE := recipes/tiny/sample.toml
 demo: setup
-	bash scripts/demo.sh
+	$(BIN) tokenizer train --recipe $(DEMO_RECIPE) --vocab-size 3000 --overwrite
+	$(BIN) corpus prepare $(DEMO_RECIPE)
+	$(BIN) train $(DEMO_RECIPE) --overwrite
+	$(BIN) fill-mask --model checkpoints/tiny-sample/step-600 --text "Petani menanam [MASK] di sawah."
+	@echo
+	@echo "Checkpoints: checkpoints/tiny-sample/   TensorBoard logs: runs/tiny-sample/"
+	@echo "View the curves with:  $(VENV)/bin/tensorboard --logdir runs"
 
 clean:
 	cargo clean

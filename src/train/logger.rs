@@ -6,6 +6,38 @@ use std::io::IsTerminal;
 use std::path::Path;
 use tensorboard_rs::summary_writer::SummaryWriter;
 
+/// `train_log.jsonl` in the run directory: one line per logged step (step, loss, lr, grad
+/// norm), exactly reproducible; a resumed run first drops the lines after its checkpoint.
+pub struct TrainLog {
+    file: std::fs::File,
+    path: std::path::PathBuf,
+}
+
+impl TrainLog {
+    pub fn open(run_dir: &Path, resume_step: u64) -> Result<Self> {
+        use std::io::Write;
+        let path = run_dir.join("train_log.jsonl");
+        let kept: String = match std::fs::read_to_string(&path) {
+            Ok(text) => text
+                .lines()
+                .filter(|l| serde_json::from_str::<serde_json::Value>(l).ok().and_then(|v| v["step"].as_u64()).is_some_and(|s| s <= resume_step))
+                .map(|l| format!("{l}\n"))
+                .collect(),
+            Err(_) => String::new(),
+        };
+        crate::error::write_atomic(&path, kept.as_bytes())?;
+        let mut file = std::fs::OpenOptions::new().append(true).open(&path).map_err(|e| Error::io(&path, e))?;
+        file.flush().map_err(|e| Error::io(&path, e))?;
+        Ok(TrainLog { file, path })
+    }
+
+    pub fn append(&mut self, step: u64, loss: f64, lr: f64, grad_norm: f64) -> Result<()> {
+        use std::io::Write;
+        let line = serde_json::json!({"step": step, "loss": loss, "lr": lr, "grad_norm": grad_norm}).to_string();
+        writeln!(self.file, "{line}").map_err(|e| Error::io(&self.path, e))
+    }
+}
+
 pub struct Logger {
     tb: SummaryWriter,
     bar: Option<ProgressBar>,

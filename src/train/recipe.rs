@@ -75,8 +75,10 @@ pub struct TokenizerSection {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct DataSection {
-    /// Prepared shards go to `corpora/<corpus>/` (relative to the recipe's project root).
+    /// Prepared shards go to `<corpora_dir>/<corpus>/`.
     pub corpus: String,
+    #[serde(default = "d_corpora")]
+    pub corpora_dir: PathBuf,
     pub seq_len: usize,
     /// Share of each source's blocks kept out of training for the held-out MLM loss.
     #[serde(default = "d_heldout")]
@@ -85,6 +87,7 @@ pub struct DataSection {
 }
 
 fn d_heldout() -> f64 { 0.01 }
+fn d_corpora() -> PathBuf { "corpora".into() }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -286,7 +289,7 @@ impl Recipe {
     }
 
     pub fn corpus_dir(&self) -> PathBuf {
-        self.resolve(Path::new("corpora")).join(&self.data.corpus)
+        self.resolve(&self.data.corpora_dir).join(&self.data.corpus)
     }
 
     pub fn tensorboard_dir(&self) -> PathBuf {

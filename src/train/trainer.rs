@@ -9,7 +9,7 @@ use crate::model::model_dir::load_masked_lm;
 use crate::model::{BertConfig, BertForMaskedLM, Precision};
 use crate::train::checkpoint::{self, TrainerState, RNG_NOTE};
 use crate::train::corpus::open_mixture;
-use crate::train::logger::Logger;
+use crate::train::logger::{Logger, TrainLog};
 use crate::train::masking::{MaskedBatch, Masker};
 use crate::train::optim::{linear_schedule, AdamW};
 use crate::train::recipe::{PrecisionSetting, Recipe};
@@ -91,6 +91,7 @@ pub fn train(recipe_path: &Path, opts: &TrainOptions, hooks: &mut [Box<dyn Check
     // --- Logging and signals -----------------------------------------------------------------
     let stop_at = opts.stop_after.unwrap_or(o.max_steps).min(o.max_steps);
     let mut logger = Logger::new(&recipe.tensorboard_dir(), o.max_steps, state.step)?;
+    let mut train_log = TrainLog::open(&run_dir, state.step)?;
     let stop_requested = Arc::new(AtomicBool::new(false));
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(signal, Arc::clone(&stop_requested)).map_err(|e| Error::usage("signals", e.to_string()))?;
@@ -161,6 +162,7 @@ pub fn train(recipe_path: &Path, opts: &TrainOptions, hooks: &mut [Box<dyn Check
             logger.scalar("train/grad_norm", grad_norm, state.step);
             logger.scalar("train/tokens_per_s", tokens_per_s, state.step);
             logger.progress(state.step, &format!("loss {loss:.4} lr {lr:.2e} grad-norm {grad_norm:.3} {tokens_per_s:.0} tok/s"));
+            train_log.append(state.step, loss, lr, grad_norm)?;
         }
         let eval_every = recipe.eval.mlm.as_ref().map_or(0, |m| m.every);
         let at_checkpoint = state.step % recipe.checkpoint.every == 0 || state.step == stop_at;

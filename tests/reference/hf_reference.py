@@ -9,6 +9,12 @@ Builds fixtures with HF transformers and checks indolm's outputs against transfo
   check-export DIR REF    load DIR with BertForMaskedLM.from_pretrained and
                           AutoTokenizer.from_pretrained, recompute the logits for REF's batch,
                           print the max abs difference; exit 1 above 1e-4.
+  adamw DIR OUT           3 training steps of DIR's model on REF's batch with torch.optim.AdamW
+                          (no decay for biases and LayerNorm weights, as run_mlm), clipping at 1.0
+                          and get_linear_schedule_with_warmup(2 warmup, 10 total), dropout off;
+                          writes the labels used and the final parameters to OUT.
+  tb-scalars LOGDIR       every scalar tag with its steps and values, read by TensorBoard's own
+                          EventAccumulator, as JSON on stdout.
   tokenize DIR OUT        the ids of every NusaX sentiment test sentence and UD Indonesian
                           `# text` line through three transformers tokenizers (AutoTokenizer on
                           tokenizer.json, BertTokenizer and the pure-Python BertTokenizerLegacy
@@ -128,8 +134,51 @@ def tokenize(model_dir, out_path):
     print(json.dumps({"sentences": len(texts)}))
 
 
+def adamw(model_dir, out_path):
+    from safetensors.torch import load_file, save_file
+    from transformers import BertForMaskedLM, get_linear_schedule_with_warmup
+
+    ref = load_file(os.path.join(model_dir, "reference.safetensors"))
+    model = BertForMaskedLM.from_pretrained(model_dir).eval()  # eval: no dropout
+    ids, types, mask = ref["input_ids"], ref["token_type_ids"], ref["attention_mask"]
+    labels = torch.full_like(ids, -100)
+    pick = (mask == 1) & (torch.arange(ids.shape[1]) % 3 == 1)
+    labels[pick] = ids[pick]
+    no_decay = ["bias", "LayerNorm.weight"]
+    named = list(model.named_parameters())
+    groups = [
+        {"params": [p for n, p in named if not any(nd in n for nd in no_decay)], "weight_decay": 0.01},
+        {"params": [p for n, p in named if any(nd in n for nd in no_decay)], "weight_decay": 0.0},
+    ]
+    opt = torch.optim.AdamW(groups, lr=1e-3, betas=(0.9, 0.999), eps=1e-6, foreach=False)
+    sched = get_linear_schedule_with_warmup(opt, num_warmup_steps=2, num_training_steps=10)
+    lrs, norms, losses = [], [], []
+    for _ in range(3):
+        opt.zero_grad()
+        loss = model(input_ids=ids, token_type_ids=types, attention_mask=mask, labels=labels).loss
+        loss.backward()
+        norms.append(torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0).item())
+        lrs.append(opt.param_groups[0]["lr"])
+        losses.append(loss.item())
+        opt.step()
+        sched.step()
+    tensors = {n: p.detach().contiguous() for n, p in named}
+    tensors["labels"] = labels
+    save_file(tensors, out_path)
+    print(json.dumps({"lrs": lrs, "grad_norms": norms, "losses": losses}))
+
+
+def tb_scalars(logdir):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    acc = EventAccumulator(logdir, size_guidance={"scalars": 0})
+    acc.Reload()
+    out = {tag: [[e.step, e.value] for e in acc.Scalars(tag)] for tag in acc.Tags()["scalars"]}
+    print(json.dumps(out))
+
+
 if __name__ == "__main__":
-    commands = {"make-model": make_model, "check-export": check_export, "tokenize": tokenize}
+    commands = {"make-model": make_model, "check-export": check_export, "tokenize": tokenize, "adamw": adamw, "tb-scalars": tb_scalars}
     if len(sys.argv) < 2 or sys.argv[1] not in commands:
         sys.exit(__doc__)
     commands[sys.argv[1]](*sys.argv[2:])

@@ -1,0 +1,260 @@
+//! Pretraining: exact resume after SIGKILL, graceful SIGTERM, TensorBoard files read by
+//! TensorBoard's own reader, AdamW + schedule against torch, real learning on shared text,
+//! and recipe errors.
+mod common;
+
+use common::*;
+use indolm::model::model_dir::load_masked_lm;
+use indolm::model::weights;
+use indolm::train::optim::{linear_schedule, AdamW};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
+use tch::{Device, Kind};
+
+/// A recipe whose every path is absolute, inside `dir`; `model` and `extra` are TOML lines.
+fn write_recipe(dir: &Path, name: &str, model: &str, optimizer: &str, checkpoint_every: u64, extra: &str) -> PathBuf {
+    let shared = shared_data();
+    let ud = shared.join("ud-indonesian/*.conllu");
+    let nusax = shared.join("nusax/sentiment/indonesian/train.csv");
+    let text = format!(
+        r#"name = "{name}"
+seed = 3407
+output_dir = "{out}"
+
+[model]
+{model}
+
+[tokenizer]
+path = "{tok}"
+
+[data]
+corpus = "shared-id"
+corpora_dir = "{corpora}"
+seq_len = 64
+heldout_fraction = 0.03
+
+[[data.sources]]
+name = "ud-id"
+lang = "id"
+paths = ["{ud}"]
+weight = 0.7
+
+[[data.sources]]
+name = "nusax-id"
+lang = "id"
+paths = ["{nusax}"]
+weight = 0.3
+
+[optimizer]
+{optimizer}
+
+[checkpoint]
+every = {checkpoint_every}
+keep_last = 2
+
+[eval.mlm]
+sequences_per_source = 16
+
+[logging]
+tensorboard = "{runs}"
+every = 5
+{extra}
+"#,
+        out = dir.join("checkpoints").display(),
+        tok = reference_model().display(),
+        corpora = dir.join("corpora").display(),
+        ud = ud.display(),
+        nusax = nusax.display(),
+        runs = dir.join("runs").display(),
+    );
+    let path = dir.join(format!("{name}.toml"));
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+const SMALL_MODEL: &str = "preset = \"tiny\"\nhidden_size = 64\nnum_attention_heads = 2\nintermediate_size = 128";
+const SHORT_RUN: &str = "lr = 1e-3\nbatch_size = 16\nwarmup_steps = 10\nmax_steps = 60";
+
+fn spawn_train(recipe: &Path, extra: &[&str]) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_indolm"))
+        .args(["--threads", "2", "train", recipe.to_str().unwrap()])
+        .args(extra)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+fn latest(run: &Path) -> Option<String> {
+    std::fs::read_to_string(run.join("latest")).ok().map(|s| s.trim().to_string())
+}
+
+/// Waits until `latest` names `step`, then `delay` more, and SIGKILLs the run; returns whether
+/// the process was still running (a real kill mid-training).
+fn kill_after(child: &mut Child, run: &Path, step: &str, delay: Duration) -> bool {
+    let start = Instant::now();
+    while latest(run).as_deref() != Some(step) {
+        assert!(start.elapsed() < Duration::from_secs(120), "no checkpoint {step} in time");
+        if child.try_wait().unwrap().is_some() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    std::thread::sleep(delay);
+    let running = child.try_wait().unwrap().is_none();
+    child.kill().ok();
+    child.wait().unwrap();
+    running
+}
+
+#[test]
+fn sigkill_and_resume_end_bit_identical_to_an_uninterrupted_run() {
+    let dir = scratch("resume");
+    let straight = write_recipe(&dir, "straight", SMALL_MODEL, SHORT_RUN, 20, "");
+    let killed = write_recipe(&dir, "killed", SMALL_MODEL, SHORT_RUN, 20, "");
+    let status = spawn_train(&straight, &[]).wait().unwrap();
+    assert!(status.success());
+
+    let run = dir.join("checkpoints/killed");
+    let mut kills = 0;
+    let mut child = spawn_train(&killed, &[]);
+    kills += kill_after(&mut child, &run, "step-20", Duration::from_millis(40)) as usize;
+    let mut child = spawn_train(&killed, &["--resume", "latest"]);
+    kills += kill_after(&mut child, &run, "step-40", Duration::from_millis(5)) as usize;
+    let mut child = spawn_train(&killed, &["--resume", "latest"]);
+    kills += kill_after(&mut child, &run, "step-40", Duration::from_millis(0)) as usize;
+    let out = spawn_train(&killed, &["--resume", "latest"]).wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    println!("{kills} SIGKILLs landed while training was running");
+    assert!(kills >= 2, "the run finished before it could be killed; make it longer");
+
+    let a = dir.join("checkpoints/straight/step-60");
+    let b = run.join("step-60");
+    for file in ["model.safetensors", "optimizer.safetensors"] {
+        assert_eq!(std::fs::read(a.join(file)).unwrap(), std::fs::read(b.join(file)).unwrap(), "{file} differs after resume");
+    }
+    let log_a = std::fs::read_to_string(dir.join("checkpoints/straight/train_log.jsonl")).unwrap();
+    let log_b = std::fs::read_to_string(run.join("train_log.jsonl")).unwrap();
+    assert_eq!(log_a.lines().count(), 12);
+    assert_eq!(log_a, log_b, "logged losses differ after resume");
+    println!("weights, AdamW moments and the 12 logged losses are bit-identical");
+}
+
+#[test]
+fn sigterm_checkpoints_and_exits_zero() {
+    let dir = scratch("sigterm");
+    let recipe = write_recipe(&dir, "term", SMALL_MODEL, &SHORT_RUN.replace("max_steps = 60", "max_steps = 100000"), 20, "");
+    let run = dir.join("checkpoints/term");
+    let mut child = spawn_train(&recipe, &[]);
+    let start = Instant::now();
+    while latest(&run).as_deref() != Some("step-20") {
+        assert!(start.elapsed() < Duration::from_secs(120));
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    std::thread::sleep(Duration::from_millis(100));
+    Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
+    let status = child.wait().unwrap();
+    assert!(status.success(), "SIGTERM should end the run with exit 0, got {status}");
+    let last = latest(&run).unwrap();
+    let step: u64 = last.trim_start_matches("step-").parse().unwrap();
+    assert!(step > 20, "a checkpoint at the stop step was expected, latest is {last}");
+    let state = indolm::train::checkpoint::load_state(&run.join(&last)).unwrap();
+    assert_eq!(state.step, step);
+    println!("SIGTERM at step {step}: checkpoint written, exit 0");
+}
+
+#[test]
+fn tensorboard_reads_the_training_scalars() {
+    let dir = scratch("tensorboard");
+    let recipe = write_recipe(&dir, "tb", SMALL_MODEL, &SHORT_RUN.replace("max_steps = 60", "max_steps = 20"), 10, "");
+    assert!(spawn_train(&recipe, &[]).wait().unwrap().success());
+    let json = common::reference(&["tb-scalars", dir.join("runs/tb").to_str().unwrap()]);
+    let scalars: serde_json::Value = serde_json::from_str(json.trim()).unwrap();
+    let steps = |tag: &str| -> Vec<u64> { scalars[tag].as_array().unwrap_or_else(|| panic!("no tag {tag} in {json}")).iter().map(|e| e[0].as_u64().unwrap()).collect() };
+    for tag in ["train/loss", "train/lr", "train/grad_norm", "train/tokens_per_s"] {
+        assert_eq!(steps(tag), vec![5, 10, 15, 20], "{tag}");
+    }
+    assert_eq!(steps("eval/mlm_loss"), vec![0, 10, 20]);
+    assert_eq!(steps("eval/perplexity"), vec![0, 10, 20]);
+    let lr_at_5 = scalars["train/lr"][0][1].as_f64().unwrap();
+    assert!((lr_at_5 - linear_schedule(1e-3, 10, 20, 4)).abs() < 1e-9, "lr {lr_at_5}");
+}
+
+#[test]
+fn adamw_and_schedule_match_torch() {
+    let model_dir = reference_model();
+    let out = scratch("adamw").join("torch.safetensors");
+    let report = common::reference(&["adamw", model_dir.to_str().unwrap(), out.to_str().unwrap()]);
+    let expected = weights::read_file(&out).unwrap();
+    let reference = weights::read_file(&model_dir.join("reference.safetensors")).unwrap();
+    let loaded = load_masked_lm(model_dir, Device::Cpu).unwrap();
+    let mut opt = AdamW::new(loaded.vs.variables().into_iter().collect(), [0.9, 0.999], 1e-6, 0.01);
+    let (ids, types, mask, labels) = (&reference["input_ids"], &reference["token_type_ids"], &reference["attention_mask"], &expected["labels"]);
+    for k in 0..3 {
+        opt.zero_grad();
+        let out = loaded.model.mlm_loss(ids, Some(types), Some(mask), labels, false);
+        out.loss.backward();
+        let norm = opt.clip_grad_norm(1.0);
+        println!("step {k}: loss {:.6} grad norm {norm:.6} lr {}", out.loss.double_value(&[]), linear_schedule(1e-3, 2, 10, k));
+        opt.step(linear_schedule(1e-3, 2, 10, k));
+    }
+    println!("torch: {report}");
+    let mut worst = (0.0, String::new());
+    for (name, var) in loaded.vs.variables() {
+        let diff = (&var - expected[&name].to_kind(Kind::Float)).abs().max().double_value(&[]);
+        if diff > worst.0 {
+            worst = (diff, name);
+        }
+    }
+    println!("max |indolm - torch| over all parameters after 3 AdamW steps: {:.2e} ({})", worst.0, worst.1);
+    assert!(worst.0 < 1e-5);
+    // And the parameters did move (the test would pass trivially otherwise).
+    let moved = (loaded.vs.variables()["bert.encoder.layer.0.intermediate.dense.weight"].shallow_clone()
+        - weights::read_file(&model_dir.join("model.safetensors")).unwrap()["bert.encoder.layer.0.intermediate.dense.weight"].shallow_clone())
+    .abs()
+    .max()
+    .double_value(&[]);
+    assert!(moved > 1e-4, "parameters moved only {moved}");
+}
+
+#[test]
+fn tiny_recipe_on_shared_text_lowers_heldout_loss() {
+    let dir = scratch("learning");
+    let recipe = write_recipe(&dir, "learn", "preset = \"tiny\"", "lr = 1e-3\nbatch_size = 16\nwarmup_steps = 30\nmax_steps = 600", 300, "");
+    let out = Command::new(env!("CARGO_BIN_EXE_indolm")).args(["train", recipe.to_str().unwrap()]).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    let losses: Vec<f64> = stdout
+        .lines()
+        .filter(|l| l.starts_with("step "))
+        .filter_map(|l| l.split("held-out MLM loss ").nth(1))
+        .filter_map(|rest| rest.split_whitespace().next()?.parse().ok())
+        .collect();
+    println!("held-out MLM loss at steps 0, 300, 600: {losses:?}");
+    assert_eq!(losses.len(), 3);
+    // ln(1000) = 6.91 at random init; the tiny model must get far below it.
+    assert!(losses[2] < losses[0] - 1.0, "held-out loss {} -> {}", losses[0], losses[2]);
+}
+
+#[test]
+fn recipe_errors_and_changed_recipe_on_resume() {
+    let dir = scratch("recipe-errors");
+    let recipe = write_recipe(&dir, "r", SMALL_MODEL, &SHORT_RUN.replace("max_steps = 60", "max_steps = 10"), 5, "\n[typo_section]\nx = 1");
+    let err = indolm_fails(&["recipe", "check", recipe.to_str().unwrap()]);
+    assert!(err.contains("unknown field `typo_section`") && err.contains("line "), "{err}");
+
+    let recipe = write_recipe(&dir, "r", SMALL_MODEL, &SHORT_RUN.replace("max_steps = 60", "max_steps = 10").replace("lr = 1e-3", "lr = -1.0"), 5, "");
+    let err = indolm_fails(&["recipe", "check", recipe.to_str().unwrap()]);
+    assert!(err.contains("optimizer.lr") && err.contains("-1"), "{err}");
+
+    let recipe = write_recipe(&dir, "r", SMALL_MODEL, &SHORT_RUN.replace("max_steps = 60", "max_steps = 10"), 5, "");
+    indolm_ok(&["train", recipe.to_str().unwrap()]);
+    let err = indolm_fails(&["train", recipe.to_str().unwrap()]);
+    assert!(err.contains("already has checkpoints") && err.contains("--resume latest"), "{err}");
+    let changed = write_recipe(&dir, "r", SMALL_MODEL, &SHORT_RUN.replace("max_steps = 60", "max_steps = 20").replace("lr = 1e-3", "lr = 2e-3"), 5, "");
+    let err = indolm_fails(&["train", changed.to_str().unwrap(), "--resume", "latest"]);
+    assert!(err.contains("differs") && err.contains("optimizer") && err.contains("--force"), "{err}");
+    let (stdout, _) = indolm_ok(&["train", changed.to_str().unwrap(), "--resume", "latest", "--force"]);
+    assert!(stdout.contains("finished at step 20"), "{stdout}");
+}
