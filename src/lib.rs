@@ -2,5 +2,6 @@
 pub mod data;
 pub mod device;
 pub mod error;
+pub mod eval;
 pub mod model;
 pub mod train;

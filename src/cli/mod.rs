@@ -1,5 +1,6 @@
 //! Command-line definitions (clap) and dispatch to the subcommands' implementations.
 mod data_cmds;
+mod eval_cmds;
 mod model_cmds;
 mod train_cmds;
 
@@ -81,6 +82,9 @@ pub enum Command {
         #[arg(long)]
         stop_after: Option<u64>,
     },
+    /// Evaluate masked LMs: pseudo-log-likelihoods and bias win rates.
+    #[command(subcommand)]
+    Eval(EvalCommand),
     /// Validate recipes.
     #[command(subcommand)]
     Recipe(RecipeCommand),
@@ -110,6 +114,54 @@ pub enum Command {
         #[arg(long, default_value_t = 5)]
         top_k: i64,
     },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum EvalCommand {
+    /// Pseudo-log-likelihood of each sentence of a file (one per line): PLL, scored tokens, PPPL.
+    Pll {
+        #[arg(long)]
+        model: PathBuf,
+        /// One sentence a line (with --metric crows: two tab-separated sentences a line).
+        #[arg(long)]
+        text: PathBuf,
+        /// `pll`: every token; `crows`: only the tokens the two sentences of a line share.
+        #[arg(long, value_enum, default_value = "pll")]
+        metric: PllMetric,
+        /// Print JSON lines instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Stereotype win rates on IndoBias-Pairs (or CrowS-Pairs) per language, domain and subdomain.
+    Bias {
+        /// A model directory.
+        #[arg(long, required_unless_present = "run", conflicts_with = "run")]
+        model: Option<PathBuf>,
+        /// Evaluate every checkpoint (with weights) of a run directory after the fact.
+        #[arg(long)]
+        run: Option<PathBuf>,
+        /// The IndoBias `pair/` folder (or its parent, or a file), or the CrowS-Pairs CSV.
+        #[arg(long)]
+        pairs: PathBuf,
+        /// Restrict to these languages (codes or names).
+        #[arg(long, num_args = 1..)]
+        languages: Vec<String>,
+        /// `pppl` (IndoBias/RuBia) or `crows` (CrowS-Pairs metric.py); default: pppl, crows for CrowS-Pairs.
+        #[arg(long, value_enum)]
+        metric: Option<indolm::eval::bias::Metric>,
+        /// Write the results as JSON to this file.
+        #[arg(long)]
+        json: Option<PathBuf>,
+        /// With --run: TensorBoard folder for the curves (default runs/<run>/eval-bias).
+        #[arg(long)]
+        logdir: Option<PathBuf>,
+    },
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PllMetric {
+    Pll,
+    Crows,
 }
 
 #[derive(Subcommand, Debug)]
@@ -173,6 +225,10 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Train { recipe, resume, force, overwrite, stop_after } => {
             let opts = indolm::train::trainer::TrainOptions { device: device()?, resume, force, overwrite, stop_after };
             train_cmds::train(&recipe, &opts)
+        }
+        Command::Eval(EvalCommand::Pll { model, text, metric, json }) => eval_cmds::pll(&model, &text, metric, json, device()?),
+        Command::Eval(EvalCommand::Bias { model, run, pairs, languages, metric, json, logdir }) => {
+            eval_cmds::bias(model.as_deref(), run.as_deref(), &pairs, &languages, metric, json.as_deref(), logdir.as_deref(), device()?)
         }
         Command::Recipe(RecipeCommand::Check { recipe }) => train_cmds::check_recipe(&recipe),
         Command::Corpus(CorpusCommand::Prepare { recipe }) => data_cmds::prepare(&recipe),

@@ -6,7 +6,7 @@ use indolm::train::trainer::{train as run_training, TrainOptions};
 use std::path::Path;
 
 pub fn train(recipe: &Path, opts: &TrainOptions) -> Result<()> {
-    let summary = run_training(recipe, opts, &mut [])?;
+    let summary = run_training(recipe, opts)?;
     println!("finished at step {} in {}", summary.final_step, summary.run_dir.display());
     if let (Some(first), Some(last)) = (summary.first_heldout_loss, summary.last_heldout_loss) {
         println!("held-out MLM loss {first:.4} -> {last:.4}");

@@ -32,6 +32,10 @@ impl BertEmbeddings {
         }
     }
 
+    pub fn max_positions(&self) -> usize {
+        self.position_embeddings.size()[0] as usize
+    }
+
     pub fn forward(&self, input_ids: &Tensor, token_type_ids: &Tensor, train: bool) -> Tensor {
         let seq_len = input_ids.size()[1];
         let positions = Tensor::arange(seq_len, (Kind::Int64, input_ids.device()));
@@ -223,6 +227,11 @@ impl BertForMaskedLM {
             bert: BertModel::new(root / "bert", c, with_pooler),
             head: MlmHead::new(root / "cls" / "predictions", c),
         }
+    }
+
+    /// The longest input the position embeddings allow.
+    pub fn max_positions(&self) -> usize {
+        self.bert.embeddings.max_positions()
     }
 
     pub fn set_precision(&mut self, precision: Precision) {

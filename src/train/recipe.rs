@@ -169,7 +169,24 @@ fn d_keep() -> usize { 2 }
 pub struct EvalSection {
     #[serde(default)]
     pub mlm: Option<MlmEvalSection>,
+    #[serde(default)]
+    pub bias: Option<BiasEvalSection>,
 }
+
+/// The bias evaluation at every checkpoint.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct BiasEvalSection {
+    /// The IndoBias-Pairs `pair/` folder (or its parent, or one file).
+    pub pairs: PathBuf,
+    #[serde(default = "d_metric")]
+    pub metric: crate::eval::bias::Metric,
+    /// Language codes or names to evaluate (all when empty).
+    #[serde(default)]
+    pub languages: Vec<String>,
+}
+
+fn d_metric() -> crate::eval::bias::Metric { crate::eval::bias::Metric::Pppl }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]

@@ -50,7 +50,17 @@ pub struct TrainSummary {
     pub nonfinite_skipped: u64,
 }
 
-pub fn train(recipe_path: &Path, opts: &TrainOptions, hooks: &mut [Box<dyn CheckpointHook>]) -> Result<TrainSummary> {
+/// The recipe's checkpoint evaluations.
+fn recipe_hooks(recipe: &Recipe, device: Device) -> Result<Vec<Box<dyn CheckpointHook>>> {
+    let mut hooks: Vec<Box<dyn CheckpointHook>> = Vec::new();
+    if let Some(bias) = &recipe.eval.bias {
+        let pairs = crate::eval::pairs::load_indobias(&recipe.resolve(&bias.pairs))?;
+        hooks.push(Box::new(crate::eval::bias::BiasHook { pairs, metric: bias.metric, languages: bias.languages.clone(), device }));
+    }
+    Ok(hooks)
+}
+
+pub fn train(recipe_path: &Path, opts: &TrainOptions) -> Result<TrainSummary> {
     // --- Recipe, tokenizer, model configuration -------------------------------------------
     let recipe = Recipe::load(recipe_path)?;
     let tokenizer = TextTokenizer::from_path(&recipe.resolve(&recipe.tokenizer.path))?;
@@ -60,6 +70,7 @@ pub fn train(recipe_path: &Path, opts: &TrainOptions, hooks: &mut [Box<dyn Check
         (PrecisionSetting::Bf16, _) => return Err(Error::field(recipe_path, "precision", "bf16 needs a CUDA device; use \"auto\" (bf16 on CUDA, fp32 on CPU) or \"fp32\"")),
         (PrecisionSetting::Auto, d) => default_precision(d),
     };
+    let mut hooks = recipe_hooks(&recipe, opts.device)?;
     let run_dir = recipe.run_dir();
     prepare_run_dir(&run_dir, &recipe, opts)?;
 

@@ -1,0 +1,5 @@
+//! Evaluations of masked LMs: pseudo-log-likelihood scoring and the bias evaluation on
+//! IndoBias-Pairs and CrowS-Pairs.
+pub mod bias;
+pub mod pairs;
+pub mod pll;

@@ -1,0 +1,165 @@
+//! Pseudo-log-likelihood scoring of sentences by a masked LM (Salazar et al. 2020): every
+//! scored token is masked in turn and PLL = Σ ln p(token | rest). All masked copies of many
+//! sentences are batched: rows are sorted by length, padded, packed under a token budget, and
+//! the vocabulary projection is computed only at each row's masked position.
+use crate::data::tokenizer::TextTokenizer;
+use crate::error::{Error, Result};
+use crate::model::BertForMaskedLM;
+use tch::{Device, Kind, Tensor};
+
+/// One sentence to score: its ids (with `[CLS]`/`[SEP]`) and the positions to mask.
+#[derive(Debug, Clone)]
+pub struct ScoringInput {
+    pub ids: Vec<i64>,
+    pub positions: Vec<usize>,
+}
+
+/// PLL of one sentence over its scored tokens.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SentenceScore {
+    pub pll: f64,
+    pub tokens: usize,
+}
+
+impl SentenceScore {
+    /// Pseudo-perplexity exp(−PLL / N) (RuBia's per-sentence form).
+    pub fn pppl(&self) -> f64 {
+        (-self.pll / self.tokens.max(1) as f64).exp()
+    }
+}
+
+pub struct PllScorer<'a> {
+    pub model: &'a BertForMaskedLM,
+    pub tokenizer: &'a TextTokenizer,
+    pub device: Device,
+    /// Padded tokens per forward pass.
+    pub token_budget: usize,
+    /// Longest input in tokens (the model's positions).
+    pub max_len: usize,
+}
+
+impl<'a> PllScorer<'a> {
+    /// A scorer with a token budget suited to the device (4,096 padded tokens per forward
+    /// pass on CPU, 65,536 on CUDA).
+    pub fn new(model: &'a BertForMaskedLM, tokenizer: &'a TextTokenizer, device: Device) -> Self {
+        let token_budget = if device.is_cuda() { 65_536 } else { 4_096 };
+        PllScorer { model, tokenizer, device, token_budget, max_len: model.max_positions() }
+    }
+
+    /// The standard input: every token but `[CLS]` and `[SEP]` is scored.
+    pub fn full_input(&self, text: &str) -> Result<ScoringInput> {
+        let ids: Vec<i64> = self.tokenizer.encode(text)?.into_iter().map(i64::from).collect();
+        if ids.len() <= 2 {
+            return Err(Error::usage("PLL scoring", format!("the sentence {text:?} has no tokens")));
+        }
+        if ids.len() > self.max_len {
+            return Err(Error::usage("PLL scoring", format!("the sentence {text:?} has {} tokens, more than the model's {}", ids.len(), self.max_len)));
+        }
+        let positions = (1..ids.len() - 1).collect();
+        Ok(ScoringInput { ids, positions })
+    }
+
+    /// Scores every input; rows (input, position) are batched by length.
+    pub fn score(&self, inputs: &[ScoringInput]) -> Vec<SentenceScore> {
+        let mut rows: Vec<(usize, usize)> = inputs.iter().enumerate().flat_map(|(i, inp)| inp.positions.iter().map(move |&p| (i, p))).collect();
+        rows.sort_by_key(|&(i, p)| (inputs[i].ids.len(), i, p));
+        let mut pll = vec![0.0f64; inputs.len()];
+        let mut start = 0;
+        while start < rows.len() {
+            // Rows are sorted by length, so the last row of a batch is its longest.
+            let mut end = start + 1;
+            while end < rows.len() && (end + 1 - start) * inputs[rows[end].0].ids.len() <= self.token_budget {
+                end += 1;
+            }
+            let batch = &rows[start..end];
+            let log_probs = self.score_rows(inputs, batch);
+            for (&(i, _), lp) in batch.iter().zip(log_probs) {
+                pll[i] += lp;
+            }
+            start = end;
+        }
+        inputs.iter().zip(pll).map(|(inp, pll)| SentenceScore { pll, tokens: inp.positions.len() }).collect()
+    }
+
+    /// ln p(original token) at the masked position of each row.
+    fn score_rows(&self, inputs: &[ScoringInput], rows: &[(usize, usize)]) -> Vec<f64> {
+        let width = rows.iter().map(|&(i, _)| inputs[i].ids.len()).max().unwrap_or(0);
+        let n = rows.len();
+        let mut ids = vec![self.tokenizer.special.pad; n * width];
+        let mut mask = vec![0i64; n * width];
+        let mut flat_positions = Vec::with_capacity(n);
+        let mut targets = Vec::with_capacity(n);
+        for (r, &(i, p)) in rows.iter().enumerate() {
+            let src = &inputs[i].ids;
+            ids[r * width..r * width + src.len()].copy_from_slice(src);
+            mask[r * width..r * width + src.len()].iter_mut().for_each(|m| *m = 1);
+            ids[r * width + p] = self.tokenizer.special.mask;
+            flat_positions.push((r * width + p) as i64);
+            targets.push(src[p]);
+        }
+        let shape = [n as i64, width as i64];
+        tch::no_grad(|| {
+            let ids = Tensor::from_slice(&ids).view(shape).to_device(self.device);
+            let mask = Tensor::from_slice(&mask).view(shape).to_device(self.device);
+            let hidden = self.model.bert.forward(&ids, None, Some(&mask), false);
+            let logits = self.model.logits_at(&hidden, &Tensor::from_slice(&flat_positions).to_device(self.device));
+            let targets = Tensor::from_slice(&targets).to_device(self.device).unsqueeze(1);
+            let lp = logits.log_softmax(-1, Kind::Float).gather(1, &targets, false).squeeze_dim(1).to_kind(Kind::Double).to_device(Device::Cpu);
+            Vec::<f64>::try_from(lp).expect("a vector of log-probabilities")
+        })
+    }
+}
+
+/// The positions of tokens two id sequences share, as CrowS-Pairs finds them: the "equal"
+/// blocks of Python's `difflib.SequenceMatcher` (no junk; inputs are short), in order.
+pub fn shared_positions(a: &[i64], b: &[i64]) -> (Vec<usize>, Vec<usize>) {
+    let mut blocks = Vec::new();
+    matching_blocks(a, b, 0, a.len(), 0, b.len(), &mut blocks);
+    blocks.sort_unstable();
+    let mut pa = Vec::new();
+    let mut pb = Vec::new();
+    for (i, j, k) in blocks {
+        pa.extend(i..i + k);
+        pb.extend(j..j + k);
+    }
+    (pa, pb)
+}
+
+/// difflib's recursion: the longest matching block in a[alo..ahi] × b[blo..bhi] (earliest in
+/// `a`, then in `b`, among the longest), then the same on both sides of it.
+fn matching_blocks(a: &[i64], b: &[i64], alo: usize, ahi: usize, blo: usize, bhi: usize, out: &mut Vec<(usize, usize, usize)>) {
+    let (mut best_i, mut best_j, mut best_k) = (alo, blo, 0);
+    // run[j + 1] = length of the match ending at a[i], b[j].
+    let mut prev = vec![0usize; bhi - blo + 1];
+    for i in alo..ahi {
+        let mut cur = vec![0usize; bhi - blo + 1];
+        for j in blo..bhi {
+            if a[i] == b[j] {
+                let k = prev[j - blo] + 1;
+                cur[j - blo + 1] = k;
+                if k > best_k {
+                    best_i = i + 1 - k;
+                    best_j = j + 1 - k;
+                    best_k = k;
+                }
+            }
+        }
+        prev = cur;
+    }
+    if best_k == 0 {
+        return;
+    }
+    matching_blocks(a, b, alo, best_i, blo, best_j, out);
+    out.push((best_i, best_j, best_k));
+    matching_blocks(a, b, best_i + best_k, ahi, best_j + best_k, bhi, out);
+}
+
+/// CrowS-Pairs inputs for a pair: each sentence scored at the shared tokens only, the first
+/// and last shared positions (`[CLS]`, `[SEP]`) skipped.
+pub fn crows_inputs(tokenizer: &TextTokenizer, a: &str, b: &str) -> Result<(ScoringInput, ScoringInput)> {
+    let ia: Vec<i64> = tokenizer.encode(a)?.into_iter().map(i64::from).collect();
+    let ib: Vec<i64> = tokenizer.encode(b)?.into_iter().map(i64::from).collect();
+    let (pa, pb) = shared_positions(&ia, &ib);
+    let trim = |p: Vec<usize>| if p.len() >= 2 { p[1..p.len() - 1].to_vec() } else { Vec::new() };
+    Ok((ScoringInput { ids: ia, positions: trim(pa) }, ScoringInput { ids: ib, positions: trim(pb) }))
+}
