@@ -15,6 +15,10 @@ Builds fixtures with HF transformers and checks indolm's outputs against transfo
                           writes the labels used and the final parameters to OUT.
   tb-scalars LOGDIR       every scalar tag with its steps and values, read by TensorBoard's own
                           EventAccumulator, as JSON on stdout.
+  pll DIR SENTENCES OUT    per-sentence PLL with transformers' BertForMaskedLM, masking one token
+                          per forward pass as mlm-scoring does ([CLS]/[SEP] never scored); OUT JSON.
+  crows DIR PAIRS OUT      CrowS-Pairs metric.py scoring of tab-separated pairs: difflib "equal"
+                          blocks of the two id lists, first/last shared skipped, one mask a pass.
   tokenize DIR OUT        the ids of every NusaX sentiment test sentence and UD Indonesian
                           `# text` line through three transformers tokenizers (AutoTokenizer on
                           tokenizer.json, BertTokenizer and the pure-Python BertTokenizerLegacy
@@ -168,6 +172,55 @@ def adamw(model_dir, out_path):
     print(json.dumps({"lrs": lrs, "grad_norms": norms, "losses": losses}))
 
 
+def _load_mlm(model_dir):
+    from transformers import AutoTokenizer, BertForMaskedLM
+
+    return BertForMaskedLM.from_pretrained(model_dir).eval(), AutoTokenizer.from_pretrained(model_dir)
+
+
+def _masked_log_probs(model, tok, ids, positions):
+    """ln p(ids[p]) with ids[p] masked, one forward pass per position (batch 1)."""
+    out = []
+    for p in positions:
+        masked = list(ids)
+        masked[p] = tok.mask_token_id
+        with torch.no_grad():
+            logits = model(torch.tensor([masked])).logits[0, p]
+        out.append(torch.log_softmax(logits, -1)[ids[p]].item())
+    return out
+
+
+def pll(model_dir, sentences_path, out_path):
+    model, tok = _load_mlm(model_dir)
+    with open(sentences_path, encoding="utf-8") as f:
+        sentences = [l.rstrip("\n") for l in f if l.strip()]
+    rows = []
+    for s in sentences:
+        ids = tok(s)["input_ids"]
+        rows.append({"pll": sum(_masked_log_probs(model, tok, ids, range(1, len(ids) - 1))), "tokens": len(ids) - 2})
+    with open(out_path, "w") as f:
+        json.dump(rows, f)
+
+
+def crows(model_dir, pairs_path, out_path):
+    import difflib
+
+    model, tok = _load_mlm(model_dir)
+    rows = []
+    with open(pairs_path, encoding="utf-8") as f:
+        for line in f:
+            a, b = line.rstrip("\n").split("\t")
+            ia, ib = tok(a)["input_ids"], tok(b)["input_ids"]
+            ta, tb = [], []
+            for op in difflib.SequenceMatcher(None, [str(x) for x in ia], [str(x) for x in ib]).get_opcodes():
+                if op[0] == "equal":
+                    ta += list(range(op[1], op[2]))
+                    tb += list(range(op[3], op[4]))
+            rows.append({"a": sum(_masked_log_probs(model, tok, ia, ta[1:-1])), "b": sum(_masked_log_probs(model, tok, ib, tb[1:-1])), "shared": len(ta) - 2})
+    with open(out_path, "w") as f:
+        json.dump(rows, f)
+
+
 def tb_scalars(logdir):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
@@ -178,7 +231,7 @@ def tb_scalars(logdir):
 
 
 if __name__ == "__main__":
-    commands = {"make-model": make_model, "check-export": check_export, "tokenize": tokenize, "adamw": adamw, "tb-scalars": tb_scalars}
+    commands = {"make-model": make_model, "check-export": check_export, "tokenize": tokenize, "adamw": adamw, "tb-scalars": tb_scalars, "pll": pll, "crows": crows}
     if len(sys.argv) < 2 or sys.argv[1] not in commands:
         sys.exit(__doc__)
     commands[sys.argv[1]](*sys.argv[2:])
