@@ -47,3 +47,8 @@ demo: setup
 
 clean:
 	cargo clean
+
+# Benchmarks: our figure, the reference's, and the ratio, from one run.
+.PHONY: bench-bias
+bench-bias: setup
+	$(PYTHON) tests/bench/bench_bias.py

@@ -31,7 +31,11 @@ pub fn pll(model: &Path, text: &Path, metric: PllMetric, json: bool, device: Dev
             }
         }
     }
+    let started = std::time::Instant::now();
     let scores = scorer.score(&inputs);
+    let secs = started.elapsed().as_secs_f64();
+    let positions: usize = scores.iter().map(|s| s.tokens).sum();
+    eprintln!("scored {positions} masked positions in {secs:.3} s ({:.0} positions/s)", positions as f64 / secs.max(1e-9));
     if !json {
         println!("| pll | tokens | pppl | sentence |\n|---:|---:|---:|---|");
     }
