@@ -41,8 +41,10 @@ demo: setup
 	$(BIN) corpus prepare $(DEMO_RECIPE)
 	$(BIN) train $(DEMO_RECIPE) --overwrite
 	$(BIN) fill-mask --model checkpoints/tiny-sample/step-600 --text "Petani menanam [MASK] di sawah."
+	$(BIN) report bias-curve --run checkpoints/tiny-sample --out runs/tiny-sample/bias-curve.png
 	@echo
-	@echo "Checkpoints: checkpoints/tiny-sample/   TensorBoard logs: runs/tiny-sample/"
+	@echo "Checkpoints (with bias.json at each): checkpoints/tiny-sample/   TensorBoard logs: runs/tiny-sample/"
+	@echo "Bias-over-steps picture: runs/tiny-sample/bias-curve.png"
 	@echo "View the curves with:  $(VENV)/bin/tensorboard --logdir runs"
 
 clean:

@@ -4,4 +4,5 @@ pub mod device;
 pub mod error;
 pub mod eval;
 pub mod model;
+pub mod report;
 pub mod train;

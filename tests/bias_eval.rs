@@ -213,4 +213,16 @@ every = 3
         assert_eq!(steps, vec![3, 6], "{tag}");
     }
     assert!(scalars.get("bias/su/overall").is_none());
+
+    // The same curves as a picture, without TensorBoard.
+    let run = work.join("ck/hook");
+    let (svg_out, png_out) = (work.join("curve.svg"), work.join("curve.png"));
+    let (stdout, _) = indolm_ok(&["report", "bias-curve", "--run", run.to_str().unwrap(), "--out", svg_out.to_str().unwrap()]);
+    assert!(stdout.contains("plotted 2 checkpoint(s)"), "{stdout}");
+    let svg = std::fs::read_to_string(&svg_out).unwrap();
+    assert!(svg.starts_with("<svg") && svg.contains("Ideology and Religion") && svg.contains("jv") && svg.contains("overall"));
+    indolm_ok(&["report", "bias-curve", "--run", run.to_str().unwrap(), "--out", png_out.to_str().unwrap()]);
+    assert_eq!(&std::fs::read(&png_out).unwrap()[..8], b"\x89PNG\r\n\x1a\n");
+    let err = indolm_fails(&["report", "bias-curve", "--run", run.to_str().unwrap(), "--out", work.join("c.pdf").to_str().unwrap()]);
+    assert!(err.contains(".svg or .png"), "{err}");
 }

@@ -85,6 +85,9 @@ pub enum Command {
     /// Evaluate masked LMs: pseudo-log-likelihoods and bias win rates.
     #[command(subcommand)]
     Eval(EvalCommand),
+    /// Pictures of a run's evaluations.
+    #[command(subcommand)]
+    Report(ReportCommand),
     /// Validate recipes.
     #[command(subcommand)]
     Recipe(RecipeCommand),
@@ -155,6 +158,19 @@ pub enum EvalCommand {
         /// With --run: TensorBoard folder for the curves (default runs/<run>/eval-bias).
         #[arg(long)]
         logdir: Option<PathBuf>,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum ReportCommand {
+    /// Win rate against step per language, one panel per domain, from the run's bias.json files.
+    BiasCurve {
+        /// The run directory (checkpoints/<run>).
+        #[arg(long)]
+        run: PathBuf,
+        /// Output file: .svg or .png (text needs a TrueType font such as DejaVu Sans).
+        #[arg(long)]
+        out: PathBuf,
     },
 }
 
@@ -229,6 +245,11 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Eval(EvalCommand::Pll { model, text, metric, json }) => eval_cmds::pll(&model, &text, metric, json, device()?),
         Command::Eval(EvalCommand::Bias { model, run, pairs, languages, metric, json, logdir }) => {
             eval_cmds::bias(model.as_deref(), run.as_deref(), &pairs, &languages, metric, json.as_deref(), logdir.as_deref(), device()?)
+        }
+        Command::Report(ReportCommand::BiasCurve { run, out }) => {
+            let n = indolm::report::bias_curve::write_bias_curve(&run, &out)?;
+            println!("plotted {n} checkpoint(s) -> {}", out.display());
+            Ok(())
         }
         Command::Recipe(RecipeCommand::Check { recipe }) => train_cmds::check_recipe(&recipe),
         Command::Corpus(CorpusCommand::Prepare { recipe }) => data_cmds::prepare(&recipe),

@@ -1,0 +1,2 @@
+//! Reports without TensorBoard: pictures of a run's evaluations.
+pub mod bias_curve;
