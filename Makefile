@@ -54,3 +54,7 @@ clean:
 .PHONY: bench-bias
 bench-bias: setup
 	$(PYTHON) tests/bench/bench_bias.py
+
+.PHONY: bench-train
+bench-train: setup
+	$(PYTHON) tests/bench/bench_train.py

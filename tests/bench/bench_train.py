@@ -1,0 +1,120 @@
+"""`make bench-train`: training tokens/s of `indolm train` and of HF transformers'
+BertForMaskedLM in a plain PyTorch loop (AdamW, 15% masking, logits at every position, as HF
+computes them), same config (L4 H256 A4 FF1024, vocab 31,923), seq 128, batch 32, same threads,
+in one run. Prints both, the ratio (goal >= 3.0), indolm's useful FLOP/s and the machine's fp32
+GEMM rate (goal >= 40%)."""
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import torch
+from transformers import BertConfig, BertForMaskedLM
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+THREADS = int(os.environ.get("BENCH_THREADS", "2"))
+STEPS = int(os.environ.get("BENCH_STEPS", "30"))
+L, H, A, FF, V, SEQ, BATCH = 4, 256, 4, 1024, 31923, 128, 32
+
+
+def gemm_gflops():
+    a, b = torch.randn(2048, 2048), torch.randn(2048, 2048)
+    for _ in range(3):
+        a @ b
+    t = time.perf_counter()
+    for _ in range(10):
+        a @ b
+    return 2 * 2048**3 * 10 / (time.perf_counter() - t) / 1e9
+
+
+def useful_flops_per_token():
+    """Forward + backward (x3) of the encoder's matrix products and attention, plus the vocabulary
+    projection at the 15% predicted positions only."""
+    per_layer = 2 * (4 * H * H + 2 * H * FF) + 2 * 2 * SEQ * H
+    head = 2 * H * H + 0.15 * 2 * H * V
+    return 3 * (L * per_layer + head)
+
+
+def indolm_tokens_per_s(work):
+    config = BertConfig(vocab_size=V, hidden_size=H, num_hidden_layers=L, num_attention_heads=A, intermediate_size=FF, max_position_embeddings=512)
+    config.to_json_file(os.path.join(work, "config.json"))
+    shared = os.path.join(ROOT, "..", "shared", "data")
+    recipe = f"""name = "bench"
+output_dir = "{work}/ck"
+precision = "fp32"
+[model]
+config = "{work}/config.json"
+[tokenizer]
+path = "{work}/tok"
+[data]
+corpus = "bench"
+corpora_dir = "{work}/corpora"
+seq_len = {SEQ}
+heldout_fraction = 0.0
+[[data.sources]]
+name = "ud"
+lang = "id"
+paths = ["{shared}/ud-indonesian/*.conllu", "{shared}/nusax/mt/train.csv"]
+text_field = "indonesian"
+[optimizer]
+lr = 1e-4
+batch_size = {BATCH}
+warmup_steps = 10
+max_steps = {STEPS}
+[checkpoint]
+every = {STEPS * 10}
+[logging]
+tensorboard = "{work}/runs"
+every = 5
+"""
+    path = os.path.join(work, "bench.toml")
+    with open(path, "w") as f:
+        f.write(recipe)
+    binary = os.path.join(ROOT, "target", "release", "indolm")
+    subprocess.run([binary, "tokenizer", "train", "--recipe", path, "--vocab-size", "16000"], check=True, capture_output=True)
+    out = subprocess.run([binary, "--device", "cpu", "--threads", str(THREADS), "train", path, "--stop-after", str(STEPS)], check=True, capture_output=True, text=True).stdout
+    rates = [float(m) for m in re.findall(r"([0-9.]+) tok/s", out)]
+    return statistics.median(rates[1:])  # the first window includes start-up
+
+
+def hf_tokens_per_s():
+    torch.manual_seed(0)
+    config = BertConfig(vocab_size=V, hidden_size=H, num_hidden_layers=L, num_attention_heads=A, intermediate_size=FF)
+    model = BertForMaskedLM(config).train()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.01)
+    times = []
+    for step in range(min(STEPS, 15)):
+        ids = torch.randint(5, V, (BATCH, SEQ))
+        labels = torch.full_like(ids, -100)
+        pick = torch.rand(BATCH, SEQ) < 0.15
+        labels[pick] = ids[pick]
+        ids = ids.masked_fill(pick & (torch.rand(BATCH, SEQ) < 0.8), 4)
+        t = time.perf_counter()
+        opt.zero_grad()
+        model(input_ids=ids, labels=labels).loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        times.append(time.perf_counter() - t)
+    return BATCH * SEQ / statistics.median(times[2:])
+
+
+def main():
+    torch.set_num_threads(THREADS)
+    work = tempfile.mkdtemp(prefix="bench-train-")
+    peak = gemm_gflops()
+    ours = indolm_tokens_per_s(work)
+    theirs = hf_tokens_per_s()
+    useful = ours * useful_flops_per_token() / 1e9
+    print(f"config L{L} H{H} A{A} FF{FF} vocab {V}, seq {SEQ}, batch {BATCH}, {THREADS} CPU threads, medians")
+    print(f"indolm train:                       {ours:8.0f} tokens/s")
+    print(f"HF BertForMaskedLM (PyTorch loop):  {theirs:8.0f} tokens/s")
+    print(f"ratio: {ours / theirs:.2f}x (goal >= 3.0)")
+    print(f"indolm useful FLOP/s: {useful:.1f} GFLOP/s = {100 * useful / peak:.0f}% of this machine's fp32 GEMM rate {peak:.1f} GFLOP/s (goal >= 40%)")
+
+
+if __name__ == "__main__":
+    main()
