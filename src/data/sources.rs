@@ -15,6 +15,7 @@ pub enum Format {
     Jsonl,
     Conllu,
     Csv,
+    Parquet,
     Liputan6,
 }
 
@@ -96,6 +97,8 @@ impl SourceSpec {
             Format::Conllu
         } else if name.ends_with(".csv") {
             Format::Csv
+        } else if name.ends_with(".parquet") {
+            Format::Parquet
         } else {
             Format::Text
         }
@@ -118,6 +121,7 @@ impl SourceSpec {
                 Format::Jsonl => read_jsonl(&file, &self.text_field, &mut count, &mut stats.invalid_utf8_lines)?,
                 Format::Conllu => read_conllu(&file, &mut count, &mut stats.invalid_utf8_lines)?,
                 Format::Csv => read_csv(&file, &self.text_field, &mut count)?,
+                Format::Parquet => read_parquet(&file, &self.text_field, &mut count)?,
                 Format::Liputan6 => read_liputan6(&file, &mut count)?,
             }
         }
@@ -235,6 +239,30 @@ fn read_csv(path: &Path, column: &str, emit: &mut impl FnMut(Vec<String>)) -> Re
         if !text.is_empty() {
             emit(vec![text.to_string()]);
         }
+    }
+    Ok(())
+}
+
+/// Parquet with a string column `column` (Wikipedia shards: `text`); each row a document,
+/// its lines paragraphs.
+fn read_parquet(path: &Path, column: &str, emit: &mut impl FnMut(Vec<String>)) -> Result<()> {
+    use parquet::file::reader::{FileReader, SerializedFileReader};
+    let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+    let reader = SerializedFileReader::new(file).map_err(|e| Error::invalid(path, format!("not a readable parquet file: {e}")))?;
+    let schema = reader.metadata().file_metadata().schema_descr_ptr();
+    let fields = schema.root_schema().get_fields();
+    let names: Vec<&str> = fields.iter().map(|f| f.name()).collect();
+    let index = names.iter().position(|n| *n == column).ok_or_else(|| Error::field(path, column, format!("no such column; the file has {names:?}")))?;
+    let projection = parquet::schema::types::Type::group_type_builder("schema")
+        .with_fields(vec![fields[index].clone()])
+        .build()
+        .map_err(|e| Error::invalid(path, e.to_string()))?;
+    let rows = reader.get_row_iter(Some(projection)).map_err(|e| Error::invalid(path, e.to_string()))?;
+    for (i, row) in rows.enumerate() {
+        use parquet::record::RowAccessor;
+        let row = row.map_err(|e| Error::invalid(path, format!("row {i}: {e}")))?;
+        let text = row.get_string(0).map_err(|e| Error::invalid(path, format!("row {i}: column `{column}` is not a string: {e}")))?;
+        emit(text.lines().map(str::trim).filter(|l| !l.is_empty()).map(String::from).collect());
     }
     Ok(())
 }
