@@ -8,7 +8,6 @@ use indolm::model::model_dir::save_model_dir;
 use indolm::train::corpus::{open_mixture, prepare_corpus};
 use indolm::train::recipe::Recipe;
 use rand::Rng;
-use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 
 const SALT_TOKENIZER_SAMPLE: u64 = 6;
@@ -60,7 +59,7 @@ pub fn train_tokenizer(files: &[String], recipe_path: Option<&Path>, sample: usi
         (None, None) => return Err(Error::usage("tokenizer train", "--out is required with --files")),
     };
     let paragraphs = training_paragraphs(files, recipe.as_ref(), sample)?;
-    let options = TrainOptions { vocab_size, min_frequency, lowercase: true, show_progress: std::io::stderr().is_terminal() };
+    let options = TrainOptions { vocab_size, min_frequency, lowercase: true };
     let tokenizer = train_wordpiece(&paragraphs, &options)?;
     save_model_dir(&out, overwrite, |dir| {
         std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
