@@ -19,6 +19,9 @@ Builds fixtures with HF transformers and checks indolm's outputs against transfo
                           per forward pass as mlm-scoring does ([CLS]/[SEP] never scored); OUT JSON.
   crows DIR PAIRS OUT      CrowS-Pairs metric.py scoring of tab-separated pairs: difflib "equal"
                           blocks of the two id lists, first/last shared skipped, one mask a pass.
+  train-vocab TEXTS N OUT  HF tokenizers' BertWordPieceTokenizer trained on TEXTS (a paragraph a
+                          line) with vocabulary N; its vocabulary (one token a line) to OUT.
+  write-parquet OUT JSON   a parquet file with the columns and rows of JSON ({"col": [...]}).
   tokenize DIR OUT        the ids of every NusaX sentiment test sentence and UD Indonesian
                           `# text` line through three transformers tokenizers (AutoTokenizer on
                           tokenizer.json, BertTokenizer and the pure-Python BertTokenizerLegacy
@@ -221,6 +224,27 @@ def crows(model_dir, pairs_path, out_path):
         json.dump(rows, f)
 
 
+def train_vocab_cmd(texts_path, n, out_path):
+    from tokenizers import BertWordPieceTokenizer
+
+    with open(texts_path, encoding="utf-8") as f:
+        paragraphs = [l.rstrip("\n") for l in f if l.strip()]
+    tok = BertWordPieceTokenizer(lowercase=True)
+    tok.train_from_iterator(paragraphs, vocab_size=int(n), special_tokens=["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"])
+    with open(out_path, "w", encoding="utf-8") as f:
+        vocab = tok.get_vocab()
+        f.write("\n".join(sorted(vocab, key=vocab.get)) + "\n")
+
+
+def write_parquet(out_path, json_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    with open(json_path, encoding="utf-8") as f:
+        columns = json.load(f)
+    pq.write_table(pa.table(columns), out_path, compression="snappy")
+
+
 def tb_scalars(logdir):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
@@ -231,7 +255,7 @@ def tb_scalars(logdir):
 
 
 if __name__ == "__main__":
-    commands = {"make-model": make_model, "check-export": check_export, "tokenize": tokenize, "adamw": adamw, "tb-scalars": tb_scalars, "pll": pll, "crows": crows}
+    commands = {"make-model": make_model, "check-export": check_export, "tokenize": tokenize, "adamw": adamw, "tb-scalars": tb_scalars, "pll": pll, "crows": crows, "train-vocab": train_vocab_cmd, "write-parquet": write_parquet}
     if len(sys.argv) < 2 or sys.argv[1] not in commands:
         sys.exit(__doc__)
     commands[sys.argv[1]](*sys.argv[2:])
