@@ -258,3 +258,27 @@ fn recipe_errors_and_changed_recipe_on_resume() {
     let (stdout, _) = indolm_ok(&["train", changed.to_str().unwrap(), "--resume", "latest", "--force"]);
     assert!(stdout.contains("finished at step 20"), "{stdout}");
 }
+
+/// Every shipped recipe parses and validates (their data need not be present).
+#[test]
+fn shipped_recipes_parse() {
+    let mut n = 0;
+    for dir in ["recipes", "recipes/tiny", "recipes/indobias"] {
+        for entry in std::fs::read_dir(root().join(dir)).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|e| e == "toml") {
+                let recipe = indolm::train::recipe::Recipe::load(&path).unwrap_or_else(|e| panic!("{e}"));
+                if dir == "recipes/indobias" {
+                    let o = &recipe.optimizer;
+                    assert_eq!((recipe.seed, recipe.data.seq_len, o.batch_size, o.lr, o.warmup_steps, o.max_steps), (3407, 512, 64, 1e-4, 10_000, 500_000), "{}", path.display());
+                    assert_eq!((recipe.checkpoint.every, o.weight_decay), (25_000, 0.01));
+                    assert!(recipe.eval.bias.is_some());
+                    let total: f64 = recipe.data.sources.iter().map(|s| s.weight).sum();
+                    assert!((total - 1.0).abs() < 1e-9, "{}: weights sum to {total}", path.display());
+                }
+                n += 1;
+            }
+        }
+    }
+    assert_eq!(n, 9);
+}

@@ -69,6 +69,31 @@ pub fn train_tokenizer(files: &[String], recipe_path: Option<&Path>, sample: usi
     Ok(())
 }
 
+pub fn download(what: super::DownloadCommand, out: &Path, mirror: Option<String>) -> Result<()> {
+    use super::DownloadCommand;
+    use indolm::data::download::Downloader;
+    let dl = Downloader::new(mirror);
+    let files = match what {
+        DownloadCommand::Cc100 { lang } => lang.iter().flat_map(|l| dl.cc100(l, out)).collect(),
+        DownloadCommand::Wikipedia { lang, date } => lang.iter().map(|l| dl.wikipedia(&date, l, out)).collect::<Result<Vec<_>>>()?.concat(),
+        DownloadCommand::Nusax => dl.nusax(out),
+    };
+    for spec in &files {
+        let n = dl.fetch(spec)?;
+        let checks = match (&spec.size, &spec.sha256) {
+            (_, Some(_)) => "size and SHA-256 checked",
+            (Some(_), None) => "size checked",
+            (None, None) => "length checked against the server's",
+        };
+        if n == 0 {
+            println!("{}: already complete", spec.dest.display());
+        } else {
+            println!("{}: {n} bytes fetched ({checks})", spec.dest.display());
+        }
+    }
+    Ok(())
+}
+
 pub fn prepare(recipe_path: &Path) -> Result<()> {
     let recipe = Recipe::load(recipe_path)?;
     let tokenizer = TextTokenizer::from_path(&recipe.resolve(&recipe.tokenizer.path))?;

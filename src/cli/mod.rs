@@ -88,6 +88,17 @@ pub enum Command {
     /// Pictures of a run's evaluations.
     #[command(subcommand)]
     Report(ReportCommand),
+    /// Download public sources (CC-100, Wikipedia parquet, NusaX) with resume and checks.
+    Download {
+        #[command(subcommand)]
+        what: DownloadCommand,
+        /// Where the files go.
+        #[arg(long, global = true, default_value = "corpora/downloads")]
+        out: PathBuf,
+        /// Fetch from this base URL instead of the public hosts (`<mirror>/<host>/<path>`).
+        #[arg(long, global = true)]
+        mirror: Option<String>,
+    },
     /// Validate recipes.
     #[command(subcommand)]
     Recipe(RecipeCommand),
@@ -159,6 +170,25 @@ pub enum EvalCommand {
         #[arg(long)]
         logdir: Option<PathBuf>,
     },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum DownloadCommand {
+    /// CC-100 `<lang>.txt.xz` (one paragraph a line, documents separated by blank lines).
+    Cc100 {
+        /// Language codes, e.g. id jv su.
+        #[arg(long, num_args = 1.., required = true)]
+        lang: Vec<String>,
+    },
+    /// Wikipedia dump shards as parquet (the `wikimedia/wikipedia` data set on the HF hub).
+    Wikipedia {
+        #[arg(long, num_args = 1.., required = true)]
+        lang: Vec<String>,
+        #[arg(long, default_value = "20231101")]
+        date: String,
+    },
+    /// NusaX sentiment, all 12 languages.
+    Nusax,
 }
 
 #[derive(Subcommand, Debug)]
@@ -246,6 +276,7 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Eval(EvalCommand::Bias { model, run, pairs, languages, metric, json, logdir }) => {
             eval_cmds::bias(model.as_deref(), run.as_deref(), &pairs, &languages, metric, json.as_deref(), logdir.as_deref(), device()?)
         }
+        Command::Download { what, out, mirror } => data_cmds::download(what, &out, mirror),
         Command::Report(ReportCommand::BiasCurve { run, out }) => {
             let n = indolm::report::bias_curve::write_bias_curve(&run, &out)?;
             println!("plotted {n} checkpoint(s) -> {}", out.display());

@@ -1,5 +1,6 @@
 //! Text data: sources and their formats, tokenization and tokenizer training, prepared
 //! token shards and weighted mixtures of them.
+pub mod download;
 pub mod mixture;
 pub mod shards;
 pub mod sources;

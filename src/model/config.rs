@@ -179,6 +179,17 @@ impl BertConfig {
         serde_json::to_string_pretty(&c).expect("config serializes") + "\n"
     }
 
+    /// Training FLOPs per input token (forward and backward, 3x the forward's matrix products):
+    /// the encoder's dense layers and attention at `seq_len`, and the MLM head at the
+    /// `predicted_fraction` of positions where indolm computes it. Elementwise work is not
+    /// counted; this is the "useful" FLOP figure behind MFU.
+    pub fn training_flops_per_token(&self, seq_len: usize, predicted_fraction: f64) -> f64 {
+        let (h, ff, v) = (self.hidden_size as f64, self.intermediate_size as f64, self.vocab_size as f64);
+        let per_layer = 2.0 * (4.0 * h * h + 2.0 * h * ff) + 2.0 * 2.0 * seq_len as f64 * h;
+        let head = predicted_fraction * (2.0 * h * h + 2.0 * h * v);
+        3.0 * (self.num_hidden_layers as f64 * per_layer + head)
+    }
+
     /// Parameter count of encoder + embeddings (no heads), for reports.
     pub fn encoder_parameters(&self) -> i64 {
         let h = self.hidden_size;

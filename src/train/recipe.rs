@@ -209,6 +209,10 @@ pub struct LoggingSection {
     pub tensorboard: PathBuf,
     #[serde(default = "d_log_every")]
     pub every: u64,
+    /// The device's peak dense TFLOP/s in the training precision (e.g. 989 for an H100/H200
+    /// in bf16); when given, MFU is logged as `train/mfu`.
+    #[serde(default)]
+    pub peak_tflops: Option<f64>,
 }
 
 fn d_tb() -> PathBuf { "runs".into() }
@@ -216,7 +220,7 @@ fn d_log_every() -> u64 { 10 }
 
 impl Default for LoggingSection {
     fn default() -> Self {
-        LoggingSection { tensorboard: d_tb(), every: d_log_every() }
+        LoggingSection { tensorboard: d_tb(), every: d_log_every(), peak_tflops: None }
     }
 }
 

@@ -108,6 +108,7 @@ pub fn train(recipe_path: &Path, opts: &TrainOptions) -> Result<TrainSummary> {
         signal_hook::flag::register(signal, Arc::clone(&stop_requested)).map_err(|e| Error::usage("signals", e.to_string()))?;
     }
     let tokens_per_step = (o.batch_size * o.grad_accumulation * recipe.data.seq_len) as f64;
+    let flops_per_token = config.training_flops_per_token(recipe.data.seq_len, recipe.masking.probability);
     let heldout = recipe.eval.mlm.as_ref().map(|m| mixture.heldout_sequences(m.sequences_per_source));
     logger.println(&format!(
         "run {}: {} on {}, {} parameters, {:?}, {} tokens per step, steps {}..{}",
@@ -171,8 +172,15 @@ pub fn train(recipe_path: &Path, opts: &TrainOptions) -> Result<TrainSummary> {
             logger.scalar("train/loss", loss, state.step);
             logger.scalar("train/lr", lr, state.step);
             logger.scalar("train/grad_norm", grad_norm, state.step);
+            let tflops = tokens_per_s * flops_per_token / 1e12;
             logger.scalar("train/tokens_per_s", tokens_per_s, state.step);
-            logger.progress(state.step, &format!("loss {loss:.4} lr {lr:.2e} grad-norm {grad_norm:.3} {tokens_per_s:.0} tok/s"));
+            logger.scalar("train/tflops", tflops, state.step);
+            let mut line = format!("loss {loss:.4} lr {lr:.2e} grad-norm {grad_norm:.3} {tokens_per_s:.0} tok/s {tflops:.3} TFLOP/s");
+            if let Some(peak) = recipe.logging.peak_tflops {
+                logger.scalar("train/mfu", tflops / peak, state.step);
+                line.push_str(&format!(" MFU {:.1}%", 100.0 * tflops / peak));
+            }
+            logger.progress(state.step, &line);
             train_log.append(state.step, loss, lr, grad_norm)?;
         }
         let eval_every = recipe.eval.mlm.as_ref().map_or(0, |m| m.every);

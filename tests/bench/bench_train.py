@@ -32,10 +32,10 @@ def gemm_gflops():
 
 
 def useful_flops_per_token():
-    """Forward + backward (x3) of the encoder's matrix products and attention, plus the vocabulary
-    projection at the 15% predicted positions only."""
+    """Forward + backward (x3) of the encoder's matrix products and attention, plus the MLM head
+    at the 15% predicted positions only (the same formula as BertConfig::training_flops_per_token)."""
     per_layer = 2 * (4 * H * H + 2 * H * FF) + 2 * 2 * SEQ * H
-    head = 2 * H * H + 0.15 * 2 * H * V
+    head = 0.15 * (2 * H * H + 2 * H * V)
     return 3 * (L * per_layer + head)
 
 

@@ -1,0 +1,197 @@
+//! `indolm download`: the public pretraining and evaluation sources, fetched over HTTPS with a
+//! progress bar, resumable partial downloads (`<file>.part` and an HTTP Range request), and a
+//! size and SHA-256 check where the host publishes them. A `mirror` base URL replaces every
+//! host (`<mirror>/<host>/<path>`), for offline mirrors and for the tests' loopback server.
+use crate::error::{Error, Result};
+use indicatif::{ProgressBar, ProgressStyle};
+use sha2::{Digest, Sha256};
+use std::io::{IsTerminal, Read, Write};
+use std::path::{Path, PathBuf};
+
+/// One file to fetch: where from, where to, and what it must be.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FileSpec {
+    pub url: String,
+    pub dest: PathBuf,
+    pub size: Option<u64>,
+    pub sha256: Option<String>,
+}
+
+const CC100: &str = "https://data.statmt.org/cc-100";
+const HF_WIKIPEDIA: &str = "https://huggingface.co/datasets/wikimedia/wikipedia";
+const HF_WIKIPEDIA_API: &str = "https://huggingface.co/api/datasets/wikimedia/wikipedia/tree/main";
+const NUSAX: &str = "https://raw.githubusercontent.com/IndoNLP/nusax/main/datasets";
+pub const NUSAX_LANGUAGES: [&str; 12] = ["acehnese", "balinese", "banjarese", "buginese", "english", "indonesian", "javanese", "madurese", "minangkabau", "ngaju", "sundanese", "toba_batak"];
+
+pub struct Downloader {
+    agent: ureq::Agent,
+    mirror: Option<String>,
+    show_progress: bool,
+}
+
+impl Downloader {
+    pub fn new(mirror: Option<String>) -> Self {
+        let agent: ureq::Agent = ureq::Agent::config_builder().http_status_as_error(false).build().into();
+        Downloader { agent, mirror: mirror.map(|m| m.trim_end_matches('/').to_string()), show_progress: std::io::stderr().is_terminal() }
+    }
+
+    /// The URL actually requested: with a mirror, `https://host/path` becomes `<mirror>/host/path`.
+    pub fn resolve(&self, url: &str) -> String {
+        match &self.mirror {
+            Some(m) => format!("{m}/{}", url.split_once("://").map_or(url, |(_, rest)| rest)),
+            None => url.to_string(),
+        }
+    }
+
+    fn get(&self, url: &str, range_from: u64) -> Result<ureq::http::Response<ureq::Body>> {
+        let mut req = self.agent.get(url);
+        if range_from > 0 {
+            req = req.header("Range", format!("bytes={range_from}-"));
+        }
+        req.call().map_err(|e| Error::usage(format!("download {url}"), e.to_string()))
+    }
+
+    /// CC-100 for one language: `<out>/cc100/<lang>.txt.xz`.
+    pub fn cc100(&self, lang: &str, out: &Path) -> Vec<FileSpec> {
+        vec![FileSpec { url: format!("{CC100}/{lang}.txt.xz"), dest: out.join("cc100").join(format!("{lang}.txt.xz")), size: None, sha256: None }]
+    }
+
+    /// The Wikipedia parquet shards of `<date>.<lang>`, with sizes and SHA-256 from the hub's listing.
+    pub fn wikipedia(&self, date: &str, lang: &str, out: &Path) -> Result<Vec<FileSpec>> {
+        let config = format!("{date}.{lang}");
+        let url = self.resolve(&format!("{HF_WIKIPEDIA_API}/{config}"));
+        let resp = self.get(&url, 0)?;
+        if resp.status() != 200 {
+            return Err(Error::usage(format!("download wikipedia {config}"), format!("listing {url} answered HTTP {}", resp.status())));
+        }
+        let mut text = String::new();
+        resp.into_body().into_reader().read_to_string(&mut text).map_err(|e| Error::usage(format!("download {url}"), e.to_string()))?;
+        let listing: serde_json::Value = serde_json::from_str(&text).map_err(|e| Error::usage(format!("listing {url}"), e.to_string()))?;
+        let files: Vec<FileSpec> = listing
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|f| f["type"] == "file" && f["path"].as_str().is_some_and(|p| p.ends_with(".parquet")))
+            .map(|f| {
+                let path = f["path"].as_str().unwrap();
+                FileSpec {
+                    url: format!("{HF_WIKIPEDIA}/resolve/main/{path}"),
+                    dest: out.join("wikipedia").join(path),
+                    size: f["size"].as_u64(),
+                    sha256: f["lfs"]["oid"].as_str().map(String::from),
+                }
+            })
+            .collect();
+        if files.is_empty() {
+            return Err(Error::usage(format!("download wikipedia {config}"), format!("no parquet shards listed at {url} (is the date/language right?)")));
+        }
+        Ok(files)
+    }
+
+    /// NusaX sentiment (12 languages × train/valid/test) in `../shared/data`'s layout.
+    pub fn nusax(&self, out: &Path) -> Vec<FileSpec> {
+        NUSAX_LANGUAGES
+            .iter()
+            .flat_map(|lang| {
+                ["train", "valid", "test"].map(|split| FileSpec {
+                    url: format!("{NUSAX}/sentiment/{lang}/{split}.csv"),
+                    dest: out.join("nusax").join("sentiment").join(lang).join(format!("{split}.csv")),
+                    size: None,
+                    sha256: None,
+                })
+            })
+            .collect()
+    }
+
+    /// Fetches one file: skipped when complete, resumed from `.part`, verified, renamed.
+    pub fn fetch(&self, spec: &FileSpec) -> Result<u64> {
+        if spec.dest.exists() && verify(spec, &spec.dest).is_ok() {
+            return Ok(0);
+        }
+        if let Some(dir) = spec.dest.parent() {
+            std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+        }
+        let part = PathBuf::from(format!("{}.part", spec.dest.display()));
+        let have = std::fs::metadata(&part).map(|m| m.len()).unwrap_or(0);
+        let url = self.resolve(&spec.url);
+        let resp = self.get(&url, have)?;
+        let (append, total) = match resp.status().as_u16() {
+            206 => (true, content_length(&resp).map(|n| n + have)),
+            200 => (false, content_length(&resp)),
+            416 if spec.size == Some(have) => (true, Some(have)),
+            code => return Err(Error::usage(format!("download {url}"), format!("HTTP {code}"))),
+        };
+        if let (Some(expected), Some(total)) = (spec.size, total) {
+            if expected != total {
+                return Err(Error::usage(format!("download {url}"), format!("the server offers {total} bytes, the listing says {expected}")));
+            }
+        }
+        let mut file = std::fs::OpenOptions::new().create(true).write(true).append(append).truncate(!append).open(&part).map_err(|e| Error::io(&part, e))?;
+        let start = if append { have } else { 0 };
+        let bar = self.bar(&spec.dest, total, start);
+        let mut reader = resp.into_body().into_reader();
+        let mut buf = vec![0u8; 1 << 16];
+        let mut written = start;
+        loop {
+            let n = reader.read(&mut buf).map_err(|e| Error::usage(format!("download {url}"), format!("{e} after {written} bytes; run the command again to resume")))?;
+            if n == 0 {
+                break;
+            }
+            file.write_all(&buf[..n]).map_err(|e| Error::io(&part, e))?;
+            written += n as u64;
+            if let Some(b) = &bar {
+                b.set_position(written);
+            }
+        }
+        file.sync_all().map_err(|e| Error::io(&part, e))?;
+        if let Some(b) = bar {
+            b.finish_and_clear();
+        }
+        if let Some(total) = total {
+            if written != total {
+                return Err(Error::usage(format!("download {url}"), format!("connection ended after {written} of {total} bytes; run the command again to resume")));
+            }
+        }
+        if let Err(e) = verify(spec, &part) {
+            std::fs::remove_file(&part).map_err(|e| Error::io(&part, e))?;
+            return Err(e);
+        }
+        std::fs::rename(&part, &spec.dest).map_err(|e| Error::io(&spec.dest, e))?;
+        Ok(written - start)
+    }
+
+    fn bar(&self, dest: &Path, total: Option<u64>, start: u64) -> Option<ProgressBar> {
+        self.show_progress.then(|| {
+            let bar = ProgressBar::new(total.unwrap_or(0)).with_style(
+                ProgressStyle::default_bar().template("{msg} {bar:30} {bytes}/{total_bytes} {bytes_per_sec} ETA {eta}").expect("valid template"),
+            );
+            bar.set_message(dest.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default());
+            bar.set_position(start);
+            bar
+        })
+    }
+}
+
+fn content_length(resp: &ureq::http::Response<ureq::Body>) -> Option<u64> {
+    resp.headers().get("content-length")?.to_str().ok()?.parse().ok()
+}
+
+/// Checks a file against the expected size and SHA-256 (when known).
+pub fn verify(spec: &FileSpec, path: &Path) -> Result<()> {
+    let len = std::fs::metadata(path).map_err(|e| Error::io(path, e))?.len();
+    if let Some(size) = spec.size {
+        if len != size {
+            return Err(Error::invalid(path, format!("size {len} bytes, expected {size}")));
+        }
+    }
+    if let Some(expected) = &spec.sha256 {
+        let mut hasher = Sha256::new();
+        let mut f = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+        std::io::copy(&mut f, &mut hasher).map_err(|e| Error::io(path, e))?;
+        let found: String = hasher.finalize().iter().map(|b| format!("{b:02x}")).collect();
+        if &found != expected {
+            return Err(Error::invalid(path, format!("SHA-256 {found}, expected {expected} (the partial download was removed; run again)")));
+        }
+    }
+    Ok(())
+}

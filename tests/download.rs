@@ -1,0 +1,149 @@
+//! `indolm download` against a loopback HTTP server (127.0.0.1, this test's own) that serves a
+//! mirror of the public hosts' layouts, supports Range requests, and can cut a transfer short.
+mod common;
+
+use common::*;
+use sha2::{Digest, Sha256};
+use std::io::{BufRead, BufReader, Write};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+/// Serves files under `root`; the first request for a path in `cut` sends half the body and
+/// closes. Records each request line with its Range header.
+struct Server {
+    base: String,
+    log: Arc<Mutex<Vec<String>>>,
+}
+
+fn serve(root: PathBuf, cut: Vec<String>) -> Server {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let cut = Arc::new(Mutex::new(cut));
+    let log2 = Arc::clone(&log);
+    std::thread::spawn(move || {
+        for stream in listener.incoming().take(200) {
+            let Ok(mut stream) = stream else { continue };
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut request = String::new();
+            reader.read_line(&mut request).unwrap();
+            let mut range_from: Option<usize> = None;
+            loop {
+                let mut line = String::new();
+                if reader.read_line(&mut line).unwrap() == 0 || line == "\r\n" {
+                    break;
+                }
+                if let Some(v) = line.to_lowercase().strip_prefix("range: bytes=") {
+                    range_from = v.trim().trim_end_matches('-').parse().ok();
+                }
+            }
+            let path = request.split_whitespace().nth(1).unwrap_or("/").to_string();
+            log2.lock().unwrap().push(format!("{path} range={range_from:?}"));
+            let file = root.join(path.trim_start_matches('/'));
+            let Ok(body) = std::fs::read(&file) else {
+                let _ = stream.write_all(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+                continue;
+            };
+            let (status, slice) = match range_from {
+                Some(from) if from < body.len() => ("206 Partial Content", &body[from..]),
+                _ => ("200 OK", &body[..]),
+            };
+            let head = format!("HTTP/1.1 {status}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n", slice.len());
+            let _ = stream.write_all(head.as_bytes());
+            let mut cut = cut.lock().unwrap();
+            if let Some(i) = cut.iter().position(|c| *c == path) {
+                cut.remove(i);
+                let _ = stream.write_all(&slice[..slice.len() / 2]);
+                continue; // dropped: the connection closes mid-body
+            }
+            let _ = stream.write_all(slice);
+        }
+    });
+    Server { base, log }
+}
+
+fn put(root: &Path, rel: &str, bytes: &[u8]) {
+    let p = root.join(rel);
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    std::fs::write(p, bytes).unwrap();
+}
+
+fn sha256(bytes: &[u8]) -> String {
+    Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[test]
+fn cc100_resumes_after_a_cut_connection() {
+    let work = scratch("dl-cc100");
+    let root = work.join("mirror");
+    let text: String = (0..30000).map(|i| format!("Paragraf {i} dalam bahasa Sunda.\n")).collect();
+    let mut xz = liblzma::write::XzEncoder::new(Vec::new(), 1);
+    xz.write_all(text.as_bytes()).unwrap();
+    let bytes = xz.finish().unwrap();
+    put(&root, "data.statmt.org/cc-100/su.txt.xz", &bytes);
+    let server = serve(root, vec!["/data.statmt.org/cc-100/su.txt.xz".into()]);
+    let out = work.join("out");
+    let args = ["download", "cc100", "--lang", "su", "--out", out.to_str().unwrap(), "--mirror", &server.base];
+    let err = indolm_fails(&args);
+    assert!(err.contains("run the command again to resume"), "{err}");
+    let part = out.join("cc100/su.txt.xz.part");
+    let partial = std::fs::metadata(&part).unwrap().len();
+    assert!(partial > 0 && (partial as usize) < bytes.len());
+    let (stdout, _) = indolm_ok(&args);
+    assert!(stdout.contains(&format!("{} bytes fetched", bytes.len() as u64 - partial)), "{stdout}");
+    assert_eq!(std::fs::read(out.join("cc100/su.txt.xz")).unwrap(), bytes);
+    assert!(!part.exists());
+    let log = server.log.lock().unwrap().clone();
+    assert_eq!(log[1], format!("/data.statmt.org/cc-100/su.txt.xz range=Some({partial})"), "{log:?}");
+    let (stdout, _) = indolm_ok(&args);
+    assert!(stdout.contains("already complete"), "{stdout}");
+}
+
+#[test]
+fn wikipedia_shards_are_checked_against_the_listing() {
+    let work = scratch("dl-wiki");
+    let root = work.join("mirror");
+    let shard = b"PAR1 pretend parquet bytes for the transfer test PAR1".to_vec();
+    let shard_path = "20231101.su/train-00000-of-00001.parquet";
+    put(&root, &format!("huggingface.co/datasets/wikimedia/wikipedia/resolve/main/{shard_path}"), &shard);
+    let listing = |sha: &str| serde_json::json!([
+        {"type": "file", "path": shard_path, "size": shard.len(), "lfs": {"oid": sha, "size": shard.len()}},
+        {"type": "file", "path": "20231101.su/README.md", "size": 3}
+    ]).to_string();
+    put(&root, "huggingface.co/api/datasets/wikimedia/wikipedia/tree/main/20231101.su", listing(&sha256(&shard)).as_bytes());
+    let server = serve(root.clone(), vec![]);
+    let out = work.join("out");
+    let args = ["download", "wikipedia", "--lang", "su", "--out", out.to_str().unwrap(), "--mirror", &server.base];
+    let (stdout, _) = indolm_ok(&args);
+    assert!(stdout.contains("size and SHA-256 checked"), "{stdout}");
+    assert_eq!(std::fs::read(out.join("wikipedia").join(shard_path)).unwrap(), shard);
+
+    // A listing whose checksum does not match: refused, nothing left behind.
+    put(&root, "huggingface.co/api/datasets/wikimedia/wikipedia/tree/main/20231101.su", listing(&"0".repeat(64)).as_bytes());
+    let out2 = work.join("out2");
+    let err = indolm_fails(&["download", "wikipedia", "--lang", "su", "--out", out2.to_str().unwrap(), "--mirror", &server.base]);
+    assert!(err.contains("SHA-256") && err.contains(&"0".repeat(64)), "{err}");
+    assert!(!out2.join("wikipedia").join(format!("{shard_path}.part")).exists());
+    let err = indolm_fails(&["download", "wikipedia", "--lang", "xx", "--out", out2.to_str().unwrap(), "--mirror", &server.base]);
+    assert!(err.contains("HTTP 404"), "{err}");
+}
+
+#[test]
+fn nusax_lands_in_the_shared_data_layout() {
+    let work = scratch("dl-nusax");
+    let root = work.join("mirror");
+    let shared = shared_data().join("nusax/sentiment");
+    for lang in indolm::data::download::NUSAX_LANGUAGES {
+        for split in ["train", "valid", "test"] {
+            let bytes = std::fs::read(shared.join(lang).join(format!("{split}.csv"))).unwrap();
+            put(&root, &format!("raw.githubusercontent.com/IndoNLP/nusax/main/datasets/sentiment/{lang}/{split}.csv"), &bytes);
+        }
+    }
+    let server = serve(root, vec![]);
+    let out = work.join("out");
+    indolm_ok(&["download", "nusax", "--out", out.to_str().unwrap(), "--mirror", &server.base]);
+    for lang in indolm::data::download::NUSAX_LANGUAGES {
+        assert_eq!(std::fs::read(out.join("nusax/sentiment").join(lang).join("test.csv")).unwrap(), std::fs::read(shared.join(lang).join("test.csv")).unwrap());
+    }
+}
