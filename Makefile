@@ -58,3 +58,7 @@ bench-bias: setup
 .PHONY: bench-train
 bench-train: setup
 	$(PYTHON) tests/bench/bench_train.py
+
+.PHONY: bench-data
+bench-data: setup
+	$(PYTHON) tests/bench/bench_data.py

@@ -118,5 +118,16 @@ pub fn stats(recipe_path: &Path, sequences: usize) -> Result<()> {
     for (((name, w), n), e) in mixture.names().iter().zip(mixture.weights()).zip(&cursor.per_source).zip(mixture.epochs(&cursor)) {
         println!("| {name} | {:.3} | {:.3} | {e:.2} |", w, *n as f64 / sequences as f64);
     }
+    // The data loader's own speed: batches of the recipe's size, drawn and masked.
+    let masker = indolm::train::masking::Masker::new(recipe.masking.clone(), &tokenizer, recipe.seed);
+    let batch = recipe.optimizer.batch_size;
+    let started = std::time::Instant::now();
+    let mut batches = 0u64;
+    while started.elapsed().as_secs_f64() < 1.0 {
+        let seqs = mixture.next_sequences(&mut cursor, batch);
+        std::hint::black_box(masker.mask(&seqs, batches));
+        batches += 1;
+    }
+    println!("\ndata loader: {:.0} batches/s (batch {batch}, seq_len {}, sampled and masked, one thread)", batches as f64 / started.elapsed().as_secs_f64(), recipe.data.seq_len);
     Ok(())
 }
