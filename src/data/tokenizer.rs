@@ -80,9 +80,8 @@ impl TextTokenizer {
         Self::with_special_ids(inner, path, lowercase)
     }
 
-    /// Builds the BERT pipeline HF builds from a `vocab.txt`: BERT normalizer (clean text,
-    /// CJK splitting, lowercasing and accent stripping when uncased), BERT pre-tokenizer,
-    /// WordPiece with `[UNK]` and `##` continuation, `[CLS] A [SEP] B [SEP]` post-processing.
+    /// The pipeline HF builds from a `vocab.txt` (see `bert_pipeline`), WordPiece with `[UNK]`
+    /// and `##` continuation.
     pub fn from_vocab_txt(path: &Path, lowercase: bool) -> Result<Self> {
         if !path.exists() {
             return Err(Error::MissingFile { path: path.into(), hint: String::new() });
@@ -92,17 +91,7 @@ impl TextTokenizer {
             .unk_token("[UNK]".into())
             .build()
             .map_err(|e| Error::Tokenizer { path: path.into(), message: e.to_string() })?;
-        let mut inner = Tokenizer::new(model);
-        inner.with_normalizer(Some(BertNormalizer::new(true, true, None, lowercase)));
-        inner.with_pre_tokenizer(Some(BertPreTokenizer));
-        inner.with_decoder(Some(WordPieceDecoder::default()));
-        let special: Vec<AddedToken> = SPECIAL_TOKENS.iter().map(|t| AddedToken::from(*t, true)).collect();
-        inner.add_special_tokens(&special);
-        let cls = inner.token_to_id("[CLS]");
-        let sep = inner.token_to_id("[SEP]");
-        if let (Some(cls), Some(sep)) = (cls, sep) {
-            inner.with_post_processor(Some(BertProcessing::new(("[SEP]".into(), sep), ("[CLS]".into(), cls))));
-        }
+        let inner = bert_pipeline(model, lowercase);
         Self::with_special_ids(inner, path, lowercase)
     }
 
@@ -251,6 +240,22 @@ impl TextTokenizer {
         }
         Ok(out)
     }
+}
+
+/// The BERT pipeline around a WordPiece model, as HF builds it from a `vocab.txt`: BERT
+/// normalizer (clean text, CJK splitting, lowercasing and accent stripping when uncased), BERT
+/// pre-tokenizer, the special tokens, `[CLS] A [SEP] B [SEP]` post-processing, WordPiece decoder.
+pub fn bert_pipeline(model: WordPiece, lowercase: bool) -> Tokenizer {
+    let mut inner = Tokenizer::new(model);
+    inner.with_normalizer(Some(BertNormalizer::new(true, true, None, lowercase)));
+    inner.with_pre_tokenizer(Some(BertPreTokenizer));
+    inner.with_decoder(Some(WordPieceDecoder::default()));
+    let special: Vec<AddedToken> = SPECIAL_TOKENS.iter().map(|t| AddedToken::from(*t, true)).collect();
+    inner.add_special_tokens(&special);
+    if let (Some(cls), Some(sep)) = (inner.token_to_id("[CLS]"), inner.token_to_id("[SEP]")) {
+        inner.with_post_processor(Some(BertProcessing::new(("[SEP]".into(), sep), ("[CLS]".into(), cls))));
+    }
+    inner
 }
 
 /// Pads rows of (ids, token types) to the longest into tensors, with the attention mask.

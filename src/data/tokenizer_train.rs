@@ -4,17 +4,15 @@
 //! the same text always gives the same vocabulary. (The `tokenizers` crate's trainer breaks
 //! ties by hash order, which changes from run to run.) Words come from the same BERT
 //! normalizer and pre-tokenizer the tokenizer uses.
-use super::tokenizer::{TextTokenizer, SPECIAL_TOKENS};
+use super::tokenizer::{bert_pipeline, TextTokenizer, SPECIAL_TOKENS};
 use crate::error::{Error, Result};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, HashSet};
 use std::path::Path;
-use tokenizers::decoders::wordpiece::WordPiece as WordPieceDecoder;
 use tokenizers::models::wordpiece::WordPiece;
 use tokenizers::normalizers::bert::BertNormalizer;
 use tokenizers::pre_tokenizers::bert::BertPreTokenizer;
-use tokenizers::processors::bert::BertProcessing;
-use tokenizers::{AddedToken, NormalizedString, Normalizer, OffsetReferential, OffsetType, PreTokenizedString, PreTokenizer, Tokenizer};
+use tokenizers::{NormalizedString, Normalizer, OffsetReferential, OffsetType, PreTokenizedString, PreTokenizer};
 
 /// IndoBERT's (IndoLEM) vocabulary size.
 pub const DEFAULT_VOCAB_SIZE: usize = 31_923;
@@ -198,12 +196,6 @@ pub fn train_wordpiece(texts: &[String], options: &TrainOptions) -> Result<TextT
         .continuing_subword_prefix(PREFIX.into())
         .build()
         .map_err(|e| Error::Tokenizer { path: source.into(), message: e.to_string() })?;
-    let mut tokenizer = Tokenizer::new(model);
-    tokenizer.with_normalizer(Some(BertNormalizer::new(true, true, None, options.lowercase)));
-    tokenizer.with_pre_tokenizer(Some(BertPreTokenizer));
-    tokenizer.with_decoder(Some(WordPieceDecoder::default()));
-    let special: Vec<AddedToken> = SPECIAL_TOKENS.iter().map(|t| AddedToken::from(*t, true)).collect();
-    tokenizer.add_special_tokens(&special);
-    tokenizer.with_post_processor(Some(BertProcessing::new(("[SEP]".into(), 3), ("[CLS]".into(), 2))));
+    let tokenizer = bert_pipeline(model, options.lowercase);
     TextTokenizer::from_tokenizer(tokenizer, source, options.lowercase)
 }
