@@ -282,3 +282,20 @@ fn shipped_recipes_parse() {
     }
     assert_eq!(n, 9);
 }
+
+/// Non-finite losses: each bad step is skipped and counted; after `max_nonfinite_steps` in a row
+/// the run stops with a clear message, leaving the last good checkpoint loadable.
+#[test]
+fn nonfinite_losses_stop_the_run_cleanly() {
+    let dir = scratch("nonfinite");
+    let recipe = write_recipe(&dir, "nan", SMALL_MODEL, "lr = 1e30\nbatch_size = 8\nwarmup_steps = 0\nmax_steps = 50\nmax_nonfinite_steps = 3\ngrad_clip = 0.0", 1, "");
+    let out = Command::new(env!("CARGO_BIN_EXE_indolm")).args(["train", recipe.to_str().unwrap()]).output().unwrap();
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert_eq!(out.status.code(), Some(1), "{stdout}\n{stderr}");
+    assert!(stderr.contains("3 consecutive non-finite losses") && stderr.contains("last good checkpoint is intact"), "{stderr}");
+    assert!(stdout.contains("update skipped (1 in a row)") && stdout.contains("update skipped (3 in a row)"), "{stdout}");
+    let run = dir.join("checkpoints/nan");
+    let last = latest(&run).unwrap();
+    indolm::train::checkpoint::load_state(&run.join(&last)).unwrap();
+    load_masked_lm(&run.join(&last), Device::Cpu).unwrap();
+}

@@ -38,9 +38,15 @@ pub fn prepare_corpus(recipe: &Recipe, tokenizer: &TextTokenizer, mut say: impl 
     Ok(metas)
 }
 
-/// Prepares the corpus if needed and opens the mixture of its sources.
-pub fn open_mixture(recipe: &Recipe, tokenizer: &TextTokenizer, say: impl FnMut(&str)) -> Result<Mixture> {
-    prepare_corpus(recipe, tokenizer, say)?;
+/// Prepares the corpus if needed and opens the mixture of its sources. Weights that do not sum
+/// to 1 are normalised, with a notice.
+pub fn open_mixture(recipe: &Recipe, tokenizer: &TextTokenizer, mut say: impl FnMut(&str)) -> Result<Mixture> {
+    prepare_corpus(recipe, tokenizer, &mut say)?;
+    let total: f64 = recipe.data.sources.iter().map(|s| s.weight).sum();
+    if (total - 1.0).abs() > 1e-9 {
+        let shares: Vec<String> = recipe.data.sources.iter().map(|s| format!("{} {:.3}", s.name, s.weight / total)).collect();
+        say(&format!("note: the source weights sum to {total}; normalised to {}", shares.join(", ")));
+    }
     let dir = recipe.corpus_dir();
     let shards = recipe
         .data
