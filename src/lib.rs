@@ -5,4 +5,5 @@ pub mod error;
 pub mod eval;
 pub mod model;
 pub mod report;
+pub mod tasks;
 pub mod train;

@@ -2,6 +2,7 @@
 mod data_cmds;
 mod eval_cmds;
 mod model_cmds;
+mod task_cmds;
 mod train_cmds;
 
 use clap::{Parser, Subcommand};
@@ -99,6 +100,12 @@ pub enum Command {
         #[arg(long, global = true)]
         mirror: Option<String>,
     },
+    /// Fine-tune a pretrained model on a task.
+    #[command(subcommand)]
+    Finetune(FinetuneCommand),
+    /// Use a fine-tuned model.
+    #[command(subcommand)]
+    Predict(PredictCommand),
     /// Validate recipes.
     #[command(subcommand)]
     Recipe(RecipeCommand),
@@ -169,6 +176,34 @@ pub enum EvalCommand {
         /// With --run: TensorBoard folder for the curves (default runs/<run>/eval-bias).
         #[arg(long)]
         logdir: Option<PathBuf>,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum FinetuneCommand {
+    /// NusaX sentiment (negative/neutral/positive): monolingual, multilingual, leave-one-out or cross-lingual.
+    Sentiment {
+        /// The fine-tuning recipe (TOML).
+        recipe: PathBuf,
+        /// Start from this model directory (overrides the recipe's `init`).
+        #[arg(long)]
+        init: Option<PathBuf>,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum PredictCommand {
+    /// Sentiment labels with probabilities.
+    Sentiment {
+        /// A fine-tuned sentiment model directory.
+        #[arg(long)]
+        model: PathBuf,
+        /// Texts to classify.
+        #[arg(long, num_args = 1.., required_unless_present = "file", conflicts_with = "file")]
+        text: Vec<String>,
+        /// A file with one text a line.
+        #[arg(long)]
+        file: Option<PathBuf>,
     },
 }
 
@@ -276,6 +311,8 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Eval(EvalCommand::Bias { model, run, pairs, languages, metric, json, logdir }) => {
             eval_cmds::bias(model.as_deref(), run.as_deref(), &pairs, &languages, metric, json.as_deref(), logdir.as_deref(), device()?)
         }
+        Command::Finetune(FinetuneCommand::Sentiment { recipe, init }) => task_cmds::finetune_sentiment(&recipe, init.as_deref(), device()?),
+        Command::Predict(PredictCommand::Sentiment { model, text, file }) => task_cmds::predict_sentiment(&model, &text, file.as_deref(), device()?),
         Command::Download { what, out, mirror } => data_cmds::download(what, &out, mirror),
         Command::Report(ReportCommand::BiasCurve { run, out }) => {
             let n = indolm::report::bias_curve::write_bias_curve(&run, &out)?;

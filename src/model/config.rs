@@ -173,9 +173,15 @@ impl BertConfig {
 
     /// The `config.json` text that transformers' `BertForMaskedLM` loads.
     pub fn to_hf_json(&self) -> String {
+        self.to_hf_json_as("BertForMaskedLM", serde_json::Map::new())
+    }
+
+    /// `config.json` for another architecture, with extra keys (e.g. `id2label`).
+    pub fn to_hf_json_as(&self, architecture: &str, extra: serde_json::Map<String, serde_json::Value>) -> String {
         let mut c = self.clone();
         c.model_type = "bert".into();
-        c.extra.insert("architectures".into(), serde_json::json!(["BertForMaskedLM"]));
+        c.extra.insert("architectures".into(), serde_json::json!([architecture]));
+        c.extra.extend(extra);
         serde_json::to_string_pretty(&c).expect("config serializes") + "\n"
     }
 

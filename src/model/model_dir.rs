@@ -23,11 +23,32 @@ pub struct LoadedModel {
 }
 
 const MLM_HEAD_PREFIX: &str = "cls.predictions.";
-/// Tensors HF checkpoints may carry that `BertForMaskedLM` does not use.
-const IGNORED: &[&str] = &["bert.embeddings.position_ids", "cls.seq_relationship."];
+/// Tensors HF checkpoints may carry that the model being loaded does not use.
+const IGNORED: &[&str] = &["bert.embeddings.position_ids", "cls.seq_relationship.", "cls.predictions.", "classifier."];
 
 /// Loads a masked LM from `dir` onto `device`.
 pub fn load_masked_lm(dir: &Path, device: Device) -> Result<LoadedModel> {
+    let ModelFiles { config, tokenizer, weights_path, tensors } = read_model_files(dir)?;
+    let with_pooler = tensors.contains_key("bert.pooler.dense.weight");
+    let vs = VarStore::new(device);
+    let model = BertForMaskedLM::new(&vs.root(), &config, with_pooler);
+    let notes = copy_into(&vs, tensors, &weights_path, &[(MLM_HEAD_PREFIX, MLM_HEAD_NOTE)])?;
+    Ok(LoadedModel { vs, model, config, tokenizer, notes })
+}
+
+const MLM_HEAD_NOTE: &str = "no MLM head in the checkpoint: initialised randomly, so masked-token predictions are meaningless until it is trained (an encoder-only or sentence-embedding checkpoint?)";
+
+/// A model directory's parts before a network is built on them: configuration, tokenizer and
+/// its weights under canonical names.
+pub struct ModelFiles {
+    pub config: BertConfig,
+    pub tokenizer: TextTokenizer,
+    pub weights_path: PathBuf,
+    pub tensors: BTreeMap<String, Tensor>,
+}
+
+/// Reads a model directory (indolm or HF) without building a network.
+pub fn read_model_files(dir: &Path) -> Result<ModelFiles> {
     if !dir.is_dir() {
         return Err(Error::MissingFile { path: dir.into(), hint: "expected a model directory (an indolm checkpoint or an HF BERT directory)".into() });
     }
@@ -39,12 +60,7 @@ pub fn load_masked_lm(dir: &Path, device: Device) -> Result<LoadedModel> {
     let tokenizer = TextTokenizer::from_dir(dir)?;
     check_vocab(&config, &config_path, &tokenizer)?;
     let (weights_path, tensors) = weights::read_model_weights(dir)?;
-    let tensors = canonical_names(tensors);
-    let with_pooler = tensors.contains_key("bert.pooler.dense.weight");
-    let vs = VarStore::new(device);
-    let model = BertForMaskedLM::new(&vs.root(), &config, with_pooler);
-    let notes = copy_into(&vs, tensors, &weights_path)?;
-    Ok(LoadedModel { vs, model, config, tokenizer, notes })
+    Ok(ModelFiles { config, tokenizer, weights_path, tensors: canonical_names(tensors) })
 }
 
 /// The tokenizer must not produce ids outside the embedding table.
@@ -80,10 +96,11 @@ fn canonical_names(tensors: BTreeMap<String, Tensor>) -> BTreeMap<String, Tensor
         .collect()
 }
 
-/// Copies checkpoint tensors into the variables of `vs`, checking every shape. Missing MLM
-/// head tensors are left randomly initialised (with a note); any other missing tensor is an
-/// error. Tied decoder copies must equal what they are tied to.
-fn copy_into(vs: &VarStore, mut tensors: BTreeMap<String, Tensor>, path: &Path) -> Result<Vec<String>> {
+/// Copies checkpoint tensors into the variables of `vs`, checking every shape. Variables under
+/// an `optional` prefix may be missing: they keep their random initialisation, with the note
+/// given (none when empty); any other missing tensor is an error. Tied decoder copies must
+/// equal what they are tied to.
+pub fn copy_into(vs: &VarStore, mut tensors: BTreeMap<String, Tensor>, path: &Path, optional: &[(&str, &str)]) -> Result<Vec<String>> {
     let mut notes = Vec::new();
     // The decoder bias is the head's `bias` under another name; the decoder weight is tied to
     // the word embeddings.
@@ -111,7 +128,7 @@ fn copy_into(vs: &VarStore, mut tensors: BTreeMap<String, Tensor>, path: &Path) 
         }
         Ok(())
     })?;
-    let (head_missing, other_missing): (Vec<String>, Vec<String>) = missing.into_iter().partition(|n| n.starts_with(MLM_HEAD_PREFIX));
+    let (optional_missing, other_missing): (Vec<String>, Vec<String>) = missing.into_iter().partition(|n| optional.iter().any(|(p, _)| n.starts_with(p)));
     if !other_missing.is_empty() {
         let shown: Vec<&str> = other_missing.iter().take(6).map(String::as_str).collect();
         return Err(Error::invalid(
@@ -119,15 +136,15 @@ fn copy_into(vs: &VarStore, mut tensors: BTreeMap<String, Tensor>, path: &Path) 
             format!("{} encoder tensor(s) missing, e.g. {} (is this a BERT checkpoint?)", other_missing.len(), shown.join(", ")),
         ));
     }
-    if !head_missing.is_empty() {
-        notes.push(format!(
-            "no MLM head in the checkpoint ({}): initialised randomly, so masked-token predictions are meaningless until it is trained (an encoder-only or sentence-embedding checkpoint?)",
-            head_missing.join(", ")
-        ));
+    for (prefix, note) in optional {
+        let names: Vec<&str> = optional_missing.iter().filter(|n| n.starts_with(prefix)).map(String::as_str).collect();
+        if !names.is_empty() && !note.is_empty() {
+            notes.push(format!("{note} [{}]", names.join(", ")));
+        }
     }
     let (known, unknown): (Vec<String>, Vec<String>) = tensors.into_keys().partition(|n| IGNORED.iter().any(|p| n.starts_with(p)));
     if !known.is_empty() {
-        notes.push(format!("ignored {} tensor(s) BertForMaskedLM does not use: {}", known.len(), known.join(", ")));
+        notes.push(format!("ignored {} tensor(s) this model does not use, e.g. {}", known.len(), known.iter().take(4).cloned().collect::<Vec<_>>().join(", ")));
     }
     if !unknown.is_empty() {
         let shown: Vec<&str> = unknown.iter().take(6).map(String::as_str).collect();
@@ -139,8 +156,13 @@ fn copy_into(vs: &VarStore, mut tensors: BTreeMap<String, Tensor>, path: &Path) 
 /// Writes `config.json`, `model.safetensors` (HF names, fp32) and the tokenizer files into `dir`
 /// (created if needed; each file written atomically).
 pub fn save_model_files(dir: &Path, config: &BertConfig, vs: &VarStore, tokenizer: &TextTokenizer) -> Result<()> {
+    save_model_files_as(dir, &config.to_hf_json(), vs, tokenizer)
+}
+
+/// As `save_model_files`, with the `config.json` text given (another architecture).
+pub fn save_model_files_as(dir: &Path, config_json: &str, vs: &VarStore, tokenizer: &TextTokenizer) -> Result<()> {
     std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
-    write_atomic(&dir.join("config.json"), config.to_hf_json().as_bytes())?;
+    write_atomic(&dir.join("config.json"), config_json.as_bytes())?;
     let mut named: Vec<(String, Tensor)> = vs.variables().into_iter().map(|(n, t)| (n, t.detach().to_kind(Kind::Float))).collect();
     named.sort_by(|a, b| a.0.cmp(&b.0));
     weights::write_file(&dir.join("model.safetensors"), &named)?;

@@ -22,6 +22,9 @@ Builds fixtures with HF transformers and checks indolm's outputs against transfo
   train-vocab TEXTS N OUT  HF tokenizers' BertWordPieceTokenizer trained on TEXTS (a paragraph a
                           line) with vocabulary N; its vocabulary (one token a line) to OUT.
   write-parquet OUT JSON   a parquet file with the columns and rows of JSON ({"col": [...]}).
+  f1 JSON                  scikit-learn's f1_score(average="macro") of {"gold": [...], "pred": [...]}.
+  classify DIR TEXTS OUT   class probabilities from BertForSequenceClassification.from_pretrained(DIR)
+                          and AutoTokenizer, a text a line; OUT JSON (also checks id2label).
   tokenize DIR OUT        the ids of every NusaX sentiment test sentence and UD Indonesian
                           `# text` line through three transformers tokenizers (AutoTokenizer on
                           tokenizer.json, BertTokenizer and the pure-Python BertTokenizerLegacy
@@ -245,6 +248,28 @@ def write_parquet(out_path, json_path):
     pq.write_table(pa.table(columns), out_path, compression="snappy")
 
 
+def f1(json_path):
+    from sklearn.metrics import f1_score
+
+    with open(json_path) as f:
+        data = json.load(f)
+    print(json.dumps([f1_score(c["gold"], c["pred"], average="macro") for c in data]))
+
+
+def classify(model_dir, texts_path, out_path):
+    from transformers import AutoTokenizer, BertForSequenceClassification
+
+    model = BertForSequenceClassification.from_pretrained(model_dir).eval()
+    tok = AutoTokenizer.from_pretrained(model_dir)
+    with open(texts_path, encoding="utf-8") as f:
+        texts = [l.rstrip("\n") for l in f if l.strip()]
+    with torch.no_grad():
+        enc = tok(texts, padding=True, truncation=True, max_length=128, return_tensors="pt")
+        probs = torch.softmax(model(**enc).logits.double(), -1)
+    with open(out_path, "w") as f:
+        json.dump({"probs": probs.tolist(), "id2label": model.config.id2label}, f)
+
+
 def tb_scalars(logdir):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
@@ -255,7 +280,7 @@ def tb_scalars(logdir):
 
 
 if __name__ == "__main__":
-    commands = {"make-model": make_model, "check-export": check_export, "tokenize": tokenize, "adamw": adamw, "tb-scalars": tb_scalars, "pll": pll, "crows": crows, "train-vocab": train_vocab_cmd, "write-parquet": write_parquet}
+    commands = {"make-model": make_model, "check-export": check_export, "tokenize": tokenize, "adamw": adamw, "tb-scalars": tb_scalars, "pll": pll, "crows": crows, "train-vocab": train_vocab_cmd, "write-parquet": write_parquet, "f1": f1, "classify": classify}
     if len(sys.argv) < 2 or sys.argv[1] not in commands:
         sys.exit(__doc__)
     commands[sys.argv[1]](*sys.argv[2:])

@@ -1,0 +1,82 @@
+//! `BertForSequenceClassification` (HF names: `bert.*` with its pooler, `classifier.*`): the
+//! pooled `[CLS]` vector, dropout, and a linear layer to the labels. Loads any BERT model
+//! directory (a missing pooler or classifier starts random, with a note) and saves what
+//! transformers' `BertForSequenceClassification` and `AutoTokenizer` load, `id2label` included.
+use crate::data::tokenizer::TextTokenizer;
+use crate::error::Result;
+use crate::model::layers::{Linear, Precision};
+use crate::model::model_dir::{copy_into, read_model_files, save_model_files_as};
+use crate::model::{BertConfig, BertModel};
+use std::path::Path;
+use tch::nn::VarStore;
+use tch::{Device, Kind, Tensor};
+
+pub struct SequenceClassifier {
+    pub vs: VarStore,
+    pub bert: BertModel,
+    classifier: Linear,
+    dropout: f64,
+    pub config: BertConfig,
+    pub tokenizer: TextTokenizer,
+    pub labels: Vec<String>,
+}
+
+impl SequenceClassifier {
+    /// Builds the classifier on a model directory's encoder; `labels` name the classes.
+    pub fn load(dir: &Path, labels: &[String], device: Device) -> Result<(Self, Vec<String>)> {
+        let files = read_model_files(dir)?;
+        let vs = VarStore::new(device);
+        let root = vs.root();
+        let bert = BertModel::new(&root / "bert", &files.config, true);
+        let classifier = Linear::new(&root / "classifier", files.config.hidden_size, labels.len() as i64, files.config.initializer_range);
+        let notes = copy_into(
+            &vs,
+            files.tensors,
+            &files.weights_path,
+            &[
+                ("bert.pooler.", "no pooler in the checkpoint (an MLM-only model): initialised randomly and trained with the classifier"),
+                ("classifier.", "no classifier in the checkpoint: initialised randomly (to be fine-tuned)"),
+            ],
+        )?;
+        let dropout = files.config.hidden_dropout_prob;
+        Ok((SequenceClassifier { vs, bert, classifier, dropout, config: files.config, tokenizer: files.tokenizer, labels: labels.to_vec() }, notes))
+    }
+
+    pub fn set_precision(&mut self, precision: Precision) {
+        self.bert.precision = precision;
+    }
+
+    /// Label logits [batch, labels] (fp32).
+    pub fn logits(&self, input_ids: &Tensor, attention_mask: &Tensor, train: bool) -> Tensor {
+        let hidden = self.bert.forward(input_ids, None, Some(attention_mask), train);
+        let pooled = self.bert.pool(&hidden).expect("the classifier is built with a pooler").dropout(self.dropout, train);
+        self.classifier.forward(&pooled, self.bert.precision).to_kind(Kind::Float)
+    }
+
+    /// A model directory transformers' `BertForSequenceClassification` loads.
+    pub fn save(&self, dir: &Path) -> Result<()> {
+        let id2label: serde_json::Map<String, serde_json::Value> = self.labels.iter().enumerate().map(|(i, l)| (i.to_string(), l.clone().into())).collect();
+        let label2id: serde_json::Map<String, serde_json::Value> = self.labels.iter().enumerate().map(|(i, l)| (l.clone(), i.into())).collect();
+        let extra = serde_json::Map::from_iter([
+            ("id2label".to_string(), id2label.into()),
+            ("label2id".to_string(), label2id.into()),
+            ("problem_type".to_string(), "single_label_classification".into()),
+        ]);
+        save_model_files_as(dir, &self.config.to_hf_json_as("BertForSequenceClassification", extra), &self.vs, &self.tokenizer)
+    }
+
+    /// Label probabilities for texts, in batches.
+    pub fn predict(&self, texts: &[&str], max_len: usize, batch_size: usize) -> Result<Vec<Vec<f64>>> {
+        let device = self.vs.device();
+        let mut out = Vec::with_capacity(texts.len());
+        for chunk in texts.chunks(batch_size.max(1)) {
+            let batch = self.tokenizer.batch(chunk, None, max_len)?;
+            let probs = tch::no_grad(|| self.logits(&batch.input_ids.to_device(device), &batch.attention_mask.to_device(device), false).softmax(-1, Kind::Double));
+            let probs = probs.to_device(Device::Cpu);
+            for r in 0..chunk.len() as i64 {
+                out.push(Vec::<f64>::try_from(probs.get(r)).expect("a row of probabilities"));
+            }
+        }
+        Ok(out)
+    }
+}

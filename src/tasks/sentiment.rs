@@ -1,0 +1,391 @@
+//! NusaX sentiment fine-tuning: the data (`<root>/<language>/{train,valid,test}.csv`, columns
+//! `text` and `label` in negative/neutral/positive), the fine-tuning loop (cross-entropy, the
+//! recipe's optimizer, early stopping on validation macro-F1, the best weights kept), and the
+//! NusaX paper's settings: monolingual, multilingual, leave-one-language-out and zero-shot
+//! cross-lingual, with an optional grid over learning rate and batch size.
+use super::classifier::SequenceClassifier;
+use crate::data::mixture::{derive_seed, stream_rng};
+use crate::error::{read_to_string, write_atomic, Error, Result};
+use crate::eval::metrics::{accuracy, confusion_matrix, macro_f1};
+use crate::train::logger::Logger;
+use crate::train::optim::{linear_schedule, AdamW};
+use rand::seq::SliceRandom;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+use tch::{Device, Kind, Tensor};
+
+pub const LABELS: [&str; 3] = ["negative", "neutral", "positive"];
+pub const NUSAX_LANGUAGES: [&str; 12] = crate::data::download::NUSAX_LANGUAGES;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Setting {
+    Monolingual,
+    Multilingual,
+    LeaveOneOut,
+    CrossLingual,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct SentimentRecipe {
+    pub name: String,
+    #[serde(default = "d_seed")]
+    pub seed: u64,
+    #[serde(default = "d_output")]
+    pub output_dir: PathBuf,
+    /// The model to start from (an indolm checkpoint or an HF BERT directory); `--init` overrides.
+    #[serde(default)]
+    pub init: Option<PathBuf>,
+    pub data: SentimentData,
+    pub optimizer: FinetuneOptimizer,
+    #[serde(default)]
+    pub grid: Option<Grid>,
+    #[serde(default = "d_tb")]
+    pub tensorboard: PathBuf,
+}
+
+fn d_seed() -> u64 { 3407 }
+fn d_output() -> PathBuf { "checkpoints".into() }
+fn d_tb() -> PathBuf { "runs".into() }
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct SentimentData {
+    /// The folder with one sub-folder per language.
+    pub root: PathBuf,
+    /// Languages (folder names); all 12 NusaX languages when omitted.
+    #[serde(default)]
+    pub languages: Vec<String>,
+    pub setting: Setting,
+    #[serde(default = "d_max_len")]
+    pub max_len: usize,
+}
+
+fn d_max_len() -> usize { 128 }
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct FinetuneOptimizer {
+    pub lr: f64,
+    pub batch_size: usize,
+    #[serde(default = "d_betas")]
+    pub betas: [f64; 2],
+    #[serde(default = "d_eps")]
+    pub eps: f64,
+    #[serde(default)]
+    pub weight_decay: f64,
+    #[serde(default = "d_clip")]
+    pub grad_clip: f64,
+    #[serde(default)]
+    pub warmup_steps: u64,
+    pub max_epochs: usize,
+    /// Stop after this many epochs without a better validation macro-F1.
+    #[serde(default = "d_patience")]
+    pub patience: usize,
+}
+
+fn d_betas() -> [f64; 2] { [0.9, 0.999] }
+fn d_eps() -> f64 { 1e-8 }
+fn d_clip() -> f64 { 10.0 }
+fn d_patience() -> usize { 3 }
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Grid {
+    pub lr: Vec<f64>,
+    pub batch_size: Vec<usize>,
+}
+
+impl SentimentRecipe {
+    pub fn load(path: &Path) -> Result<Self> {
+        let text = read_to_string(path)?;
+        let recipe: SentimentRecipe = toml::from_str(&text).map_err(|e| Error::invalid(path, e.to_string()))?;
+        let o = &recipe.optimizer;
+        if o.lr <= 0.0 || o.batch_size == 0 || o.max_epochs == 0 {
+            return Err(Error::field(path, "optimizer", "lr, batch_size and max_epochs must be positive"));
+        }
+        Ok(recipe)
+    }
+
+    pub fn languages(&self) -> Vec<String> {
+        if self.data.languages.is_empty() { NUSAX_LANGUAGES.iter().map(|s| s.to_string()).collect() } else { self.data.languages.clone() }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Example {
+    pub text: String,
+    pub label: usize,
+}
+
+/// One split of one language, checked: the folder, the columns, every label and text.
+pub fn load_split(root: &Path, language: &str, split: &str) -> Result<Vec<Example>> {
+    let dir = root.join(language);
+    if !dir.is_dir() {
+        let available: Vec<String> = std::fs::read_dir(root).map(|d| d.filter_map(|e| e.ok()).map(|e| e.file_name().to_string_lossy().to_string()).collect()).unwrap_or_default();
+        return Err(Error::MissingFile { path: dir, hint: format!("no folder for language `{language}` (found: {})", available.join(", ")) });
+    }
+    let path = dir.join(format!("{split}.csv"));
+    let mut reader = csv::Reader::from_path(&path).map_err(|e| match e.kind() {
+        csv::ErrorKind::Io(io) if io.kind() == std::io::ErrorKind::NotFound => Error::MissingFile { path: path.clone(), hint: String::new() },
+        _ => Error::invalid(&path, e.to_string()),
+    })?;
+    let header: Vec<String> = reader.headers().map_err(|e| Error::invalid(&path, e.to_string()))?.iter().map(String::from).collect();
+    let col = |name: &str| header.iter().position(|h| h == name).ok_or_else(|| Error::field(&path, name, format!("missing column; the header has {header:?}")));
+    let (text_col, label_col) = (col("text")?, col("label")?);
+    let mut out = Vec::new();
+    for (i, rec) in reader.records().enumerate() {
+        let row = i + 2;
+        let rec = rec.map_err(|e| Error::invalid(&path, format!("row {row}: {e}")))?;
+        let text = rec.get(text_col).unwrap_or("").trim();
+        if text.is_empty() {
+            return Err(Error::invalid(&path, format!("row {row}: empty text")));
+        }
+        let raw = rec.get(label_col).unwrap_or("").trim();
+        let label = LABELS.iter().position(|l| *l == raw.to_lowercase()).ok_or_else(|| Error::invalid(&path, format!("row {row}: unknown label {raw:?}, expected one of {LABELS:?}")))?;
+        out.push(Example { text: text.to_string(), label });
+    }
+    Ok(out)
+}
+
+/// Scores of one evaluation: macro-F1, accuracy, confusion matrix.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Scores {
+    pub macro_f1: f64,
+    pub accuracy: f64,
+    pub confusion: Vec<Vec<usize>>,
+    pub n: usize,
+}
+
+pub fn score(model: &SequenceClassifier, data: &[Example], max_len: usize) -> Result<(Scores, Vec<usize>)> {
+    let texts: Vec<&str> = data.iter().map(|e| e.text.as_str()).collect();
+    let probs = model.predict(&texts, max_len, 64)?;
+    let pred: Vec<usize> = probs.iter().map(|p| p.iter().enumerate().max_by(|a, b| a.1.total_cmp(b.1)).unwrap().0).collect();
+    let gold: Vec<usize> = data.iter().map(|e| e.label).collect();
+    Ok((Scores { macro_f1: macro_f1(&gold, &pred, LABELS.len()), accuracy: accuracy(&gold, &pred), confusion: confusion_matrix(&gold, &pred, LABELS.len()), n: data.len() }, pred))
+}
+
+/// What one fine-tuning produced.
+pub struct Finetuned {
+    pub model: SequenceClassifier,
+    pub best_valid: Scores,
+    pub best_epoch: usize,
+    pub epochs: usize,
+    pub lr: f64,
+    pub batch_size: usize,
+}
+
+const SALT_SHUFFLE: u64 = 7;
+const SALT_TORCH: u64 = 8;
+
+/// Fine-tunes `init` on `train`, selecting the epoch with the best validation macro-F1 and
+/// stopping after `patience` epochs without improvement. Deterministic given `seed`.
+#[allow(clippy::too_many_arguments)]
+pub fn finetune(init: &Path, train: &[Example], valid: &[Example], o: &FinetuneOptimizer, lr: f64, batch_size: usize, max_len: usize, seed: u64, device: Device, logger: &mut Logger, tag: &str) -> Result<Finetuned> {
+    tch::manual_seed(derive_seed(seed, SALT_TORCH) as i64);
+    let labels: Vec<String> = LABELS.iter().map(|s| s.to_string()).collect();
+    let (mut model, notes) = SequenceClassifier::load(init, &labels, device)?;
+    for note in notes {
+        logger.println(&format!("note: {note}"));
+    }
+    model.set_precision(crate::device::default_precision(device));
+    let mut optimizer = AdamW::new(model.vs.variables().into_iter().collect(), o.betas, o.eps, o.weight_decay);
+    let steps_per_epoch = train.len().div_ceil(batch_size) as u64;
+    let total_steps = steps_per_epoch * o.max_epochs as u64;
+    let mut best: Option<(Scores, usize, Vec<(String, Tensor)>)> = None;
+    let mut step = 0u64;
+    let mut epochs = 0;
+    for epoch in 0..o.max_epochs {
+        epochs = epoch + 1;
+        let mut order: Vec<usize> = (0..train.len()).collect();
+        order.shuffle(&mut stream_rng(seed, SALT_SHUFFLE, epoch as u64));
+        let started = Instant::now();
+        let mut loss_sum = 0.0;
+        for chunk in order.chunks(batch_size) {
+            tch::manual_seed(derive_seed(seed, SALT_TORCH ^ (step << 8)) as i64);
+            let texts: Vec<&str> = chunk.iter().map(|&i| train[i].text.as_str()).collect();
+            let targets = Tensor::from_slice(&chunk.iter().map(|&i| train[i].label as i64).collect::<Vec<_>>()).to_device(device);
+            let batch = model.tokenizer.batch(&texts, None, max_len)?;
+            optimizer.zero_grad();
+            let logits = model.logits(&batch.input_ids.to_device(device), &batch.attention_mask.to_device(device), true);
+            let loss = logits.log_softmax(-1, Kind::Float).nll_loss(&targets);
+            loss.backward();
+            optimizer.clip_grad_norm(o.grad_clip);
+            optimizer.step(linear_schedule_or_constant(lr, o.warmup_steps, total_steps, step));
+            loss_sum += loss.double_value(&[]);
+            step += 1;
+        }
+        let (valid_scores, _) = score(&model, valid, max_len)?;
+        let train_loss = loss_sum / steps_per_epoch as f64;
+        logger.scalar(&format!("{tag}/train_loss"), train_loss, epoch as u64 + 1);
+        logger.scalar(&format!("{tag}/valid_macro_f1"), valid_scores.macro_f1, epoch as u64 + 1);
+        logger.println(&format!("{tag} epoch {}: loss {train_loss:.4}, valid macro-F1 {:.4} ({:.1}s)", epoch + 1, valid_scores.macro_f1, started.elapsed().as_secs_f64()));
+        let improved = best.as_ref().is_none_or(|(b, _, _)| valid_scores.macro_f1 > b.macro_f1);
+        if improved {
+            let weights = model.vs.variables().into_iter().map(|(n, t)| (n, t.detach().copy())).collect();
+            best = Some((valid_scores, epoch + 1, weights));
+        } else if epoch + 1 - best.as_ref().map_or(0, |b| b.1) >= o.patience {
+            break;
+        }
+    }
+    let (best_valid, best_epoch, weights) = best.expect("at least one epoch ran");
+    tch::no_grad(|| {
+        let vars = model.vs.variables();
+        for (name, t) in weights {
+            vars[&name].shallow_clone().copy_(&t);
+        }
+    });
+    Ok(Finetuned { model, best_valid, best_epoch, epochs, lr, batch_size })
+}
+
+/// With no warmup, a constant learning rate (the NusaX setting); else warmup and linear decay.
+fn linear_schedule_or_constant(lr: f64, warmup: u64, total: u64, step: u64) -> f64 {
+    if warmup == 0 { lr } else { linear_schedule(lr, warmup, total, step) }
+}
+
+/// The grid (or the single setting) searched on validation macro-F1.
+#[allow(clippy::too_many_arguments)]
+pub fn finetune_selected(recipe: &SentimentRecipe, init: &Path, train: &[Example], valid: &[Example], device: Device, logger: &mut Logger, tag: &str) -> Result<Finetuned> {
+    let o = &recipe.optimizer;
+    let grid: Vec<(f64, usize)> = match &recipe.grid {
+        Some(g) => g.lr.iter().flat_map(|&lr| g.batch_size.iter().map(move |&b| (lr, b))).collect(),
+        None => vec![(o.lr, o.batch_size)],
+    };
+    let mut best: Option<Finetuned> = None;
+    for (lr, bs) in grid {
+        let tag = if recipe.grid.is_some() { format!("{tag}/lr{lr:e}-bs{bs}") } else { tag.to_string() };
+        let run = finetune(init, train, valid, o, lr, bs, recipe.data.max_len, recipe.seed, device, logger, &tag)?;
+        if best.as_ref().is_none_or(|b| run.best_valid.macro_f1 > b.best_valid.macro_f1) {
+            best = Some(run);
+        }
+    }
+    Ok(best.expect("the grid is not empty"))
+}
+
+/// One trained model's test results per language.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct RunResult {
+    /// What it was trained on (a language, `all`, or `all-but-<language>`).
+    pub trained_on: String,
+    pub lr: f64,
+    pub batch_size: usize,
+    pub best_epoch: usize,
+    pub epochs: usize,
+    pub valid_macro_f1: f64,
+    pub test: BTreeMap<String, Scores>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct SentimentResults {
+    pub setting: Setting,
+    pub languages: Vec<String>,
+    pub runs: Vec<RunResult>,
+}
+
+fn concat(root: &Path, langs: &[String], split: &str) -> Result<Vec<Example>> {
+    let mut out = Vec::new();
+    for l in langs {
+        out.extend(load_split(root, l, split)?);
+    }
+    Ok(out)
+}
+
+/// Runs the recipe's setting; models and results under `<output_dir>/<name>/`.
+pub fn run(recipe: &SentimentRecipe, init: &Path, device: Device) -> Result<SentimentResults> {
+    let root = &recipe.data.root;
+    let langs = recipe.languages();
+    // Check every language folder and file before training anything.
+    let mut tests = BTreeMap::new();
+    for l in &langs {
+        load_split(root, l, "train")?;
+        load_split(root, l, "valid")?;
+        tests.insert(l.clone(), load_split(root, l, "test")?);
+    }
+    let out_dir = recipe.output_dir.join(&recipe.name);
+    let mut logger = Logger::new(&recipe.tensorboard.join(&recipe.name), recipe.optimizer.max_epochs as u64, 0)?;
+    // (name of the training set, its languages, the languages it is tested on)
+    let plans: Vec<(String, Vec<String>, Vec<String>)> = match recipe.data.setting {
+        Setting::Monolingual => langs.iter().map(|l| (l.clone(), vec![l.clone()], vec![l.clone()])).collect(),
+        Setting::Multilingual => vec![("all".into(), langs.clone(), langs.clone())],
+        Setting::LeaveOneOut => langs.iter().map(|l| (format!("all-but-{l}"), langs.iter().filter(|x| *x != l).cloned().collect(), vec![l.clone()])).collect(),
+        Setting::CrossLingual => langs.iter().map(|l| (l.clone(), vec![l.clone()], langs.clone())).collect(),
+    };
+    let mut runs = Vec::new();
+    for (name, train_langs, test_langs) in plans {
+        let train = concat(root, &train_langs, "train")?;
+        let valid = concat(root, &train_langs, "valid")?;
+        let tuned = finetune_selected(recipe, init, &train, &valid, device, &mut logger, &name)?;
+        let mut test = BTreeMap::new();
+        for l in &test_langs {
+            let (scores, _) = score(&tuned.model, &tests[l], recipe.data.max_len)?;
+            test.insert(l.clone(), scores);
+        }
+        let model_dir = out_dir.join(&name);
+        crate::model::model_dir::save_model_dir(&model_dir, true, |d| tuned.model.save(d))?;
+        let summary: Vec<String> = test.iter().map(|(l, s)| format!("{l} {:.4}", s.macro_f1)).collect();
+        logger.println(&format!("{name}: best epoch {} of {}, valid macro-F1 {:.4}; test macro-F1 {}", tuned.best_epoch, tuned.epochs, tuned.best_valid.macro_f1, summary.join(", ")));
+        runs.push(RunResult { trained_on: name, lr: tuned.lr, batch_size: tuned.batch_size, best_epoch: tuned.best_epoch, epochs: tuned.epochs, valid_macro_f1: tuned.best_valid.macro_f1, test });
+    }
+    logger.finish();
+    let results = SentimentResults { setting: recipe.data.setting, languages: langs, runs };
+    std::fs::create_dir_all(&out_dir).map_err(|e| Error::io(&out_dir, e))?;
+    write_atomic(&out_dir.join("results.json"), (serde_json::to_string_pretty(&results).unwrap() + "\n").as_bytes())?;
+    write_atomic(&out_dir.join("results.md"), results.markdown().as_bytes())?;
+    Ok(results)
+}
+
+impl SentimentResults {
+    /// The NusaX paper's layout: a row of per-language test macro-F1 (×100) with the average;
+    /// a language × language matrix for cross-lingual; then confusion matrices.
+    pub fn markdown(&self) -> String {
+        let short = |l: &str| l.chars().take(3).collect::<String>();
+        let mut out = String::new();
+        let header = |out: &mut String, first: &str| {
+            out.push_str(&format!("| {first} |"));
+            for l in &self.languages {
+                out.push_str(&format!(" {} |", short(l)));
+            }
+            out.push_str(" avg |\n|---|");
+            out.push_str(&"---:|".repeat(self.languages.len() + 1));
+            out.push('\n');
+        };
+        let row = |out: &mut String, name: &str, f1: &dyn Fn(&str) -> Option<f64>| {
+            out.push_str(&format!("| {name} |"));
+            let mut vals = Vec::new();
+            for l in &self.languages {
+                match f1(l) {
+                    Some(v) => {
+                        vals.push(v);
+                        out.push_str(&format!(" {:.1} |", 100.0 * v));
+                    }
+                    None => out.push_str(" – |"),
+                }
+            }
+            out.push_str(&format!(" {:.1} |\n", 100.0 * vals.iter().sum::<f64>() / vals.len().max(1) as f64));
+        };
+        out.push_str(&format!("Test macro-F1 (×100), setting {:?}\n\n", self.setting));
+        match self.setting {
+            Setting::CrossLingual => {
+                header(&mut out, "train \\ test");
+                for r in &self.runs {
+                    row(&mut out, &short(&r.trained_on), &|l| r.test.get(l).map(|s| s.macro_f1));
+                }
+            }
+            _ => {
+                header(&mut out, "model");
+                let find = |l: &str| self.runs.iter().find_map(|r| r.test.get(l).map(|s| s.macro_f1));
+                row(&mut out, &format!("{:?}", self.setting), &find);
+            }
+        }
+        out.push_str("\nConfusion matrices (rows gold, columns predicted: negative, neutral, positive)\n");
+        for r in &self.runs {
+            for (l, s) in &r.test {
+                out.push_str(&format!("\n{} → {l}: {:?}\n", r.trained_on, s.confusion));
+            }
+        }
+        out
+    }
+}
