@@ -80,10 +80,13 @@ impl BertAttention {
     /// `x`: [batch, seq, hidden]; `mask`: bool [batch, 1, 1, seq], true where a key may be attended.
     fn forward(&self, x: &Tensor, mask: &Tensor, precision: Precision, train: bool) -> Tensor {
         let (b, s, h) = x.size3().expect("hidden states are [batch, seq, hidden]");
-        let split = |t: Tensor| t.view([b, s, self.heads, h / self.heads]).transpose(1, 2);
-        let q = split(self.query.forward(x, precision));
-        let k = split(self.key.forward(x, precision));
-        let v = split(self.value.forward(x, precision));
+        // One matrix product for query, key and value (their weights stacked), then split.
+        let kind = precision.compute_kind();
+        let weight = Tensor::cat(&[&self.query.weight, &self.key.weight, &self.value.weight], 0).to_kind(kind);
+        let bias = Tensor::cat(&[&self.query.bias, &self.key.bias, &self.value.bias], 0).to_kind(kind);
+        let qkv = x.to_kind(kind).linear(&weight, Some(&bias));
+        let heads = |i: i64| qkv.narrow(2, i * h, h).view([b, s, self.heads, h / self.heads]).transpose(1, 2);
+        let (q, k, v) = (heads(0), heads(1), heads(2));
         let p_drop = if train { self.attention_dropout } else { 0.0 };
         let context = Tensor::scaled_dot_product_attention(&q, &k, &v, Some(mask), p_drop, false, None, false);
         let context = context.transpose(1, 2).contiguous().view([b, s, h]);
