@@ -185,6 +185,10 @@ keep_last = 1
 [eval.bias]
 pairs = "{pairs}"
 languages = ["indonesian", "jv"]
+[eval.indommlu]
+data = "{mmlu}"
+mode = "letter"
+subsample = 12
 [logging]
 tensorboard = "{runs}"
 every = 3
@@ -194,6 +198,7 @@ every = 3
         corpora = work.join("corpora").display(),
         ud = shared_data().join("ud-indonesian/id_gsd-ud-dev.conllu").display(),
         pairs = fixture.display(),
+        mmlu = root().join("tests/fixtures/indommlu/indoMMLU-fixture.csv").display(),
         runs = work.join("runs").display()
     );
     std::fs::write(work.join("r.toml"), recipe).unwrap();
@@ -213,6 +218,12 @@ every = 3
         assert_eq!(steps, vec![3, 6], "{tag}");
     }
     assert!(scalars.get("bias/su/overall").is_none());
+    // The IndoMMLU hook beside it.
+    let steps: Vec<u64> = scalars["indommlu/average"].as_array().unwrap().iter().map(|e| e[0].as_u64().unwrap()).collect();
+    assert_eq!(steps, vec![3, 6]);
+    let mmlu: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(work.join("ck/hook/step-6/indommlu.json")).unwrap()).unwrap();
+    assert_eq!(mmlu["questions"], 12);
+    assert!(stdout.contains("step 6: IndoMMLU average"), "{stdout}");
 
     // The same curves as a picture, without TensorBoard.
     let run = work.join("ck/hook");

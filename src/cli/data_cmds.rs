@@ -77,6 +77,7 @@ pub fn download(what: super::DownloadCommand, out: &Path, mirror: Option<String>
         DownloadCommand::Cc100 { lang } => lang.iter().flat_map(|l| dl.cc100(l, out)).collect(),
         DownloadCommand::Wikipedia { lang, date } => lang.iter().map(|l| dl.wikipedia(&date, l, out)).collect::<Result<Vec<_>>>()?.concat(),
         DownloadCommand::Nusax => dl.nusax(out),
+        DownloadCommand::Indommlu => dl.indommlu(out),
     };
     for spec in &files {
         let n = dl.fetch(spec)?;

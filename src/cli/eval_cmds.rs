@@ -109,3 +109,18 @@ pub fn bias(model: Option<&Path>, run: Option<&Path>, pairs_path: &Path, languag
     }
     Ok(())
 }
+
+pub fn indommlu(model: &Path, data: &Path, mode: indolm::eval::indommlu::Mode, json: Option<&Path>, device: Device) -> Result<()> {
+    let questions = indolm::eval::indommlu::load(data)?;
+    let mut loaded = load_masked_lm(model, device)?;
+    for note in &loaded.notes {
+        eprintln!("note: {note}");
+    }
+    loaded.model.set_precision(indolm::device::default_precision(device));
+    let report = indolm::eval::indommlu::evaluate(&loaded.model, &loaded.tokenizer, &questions, mode, device, None)?;
+    print!("{}", report.markdown());
+    if let Some(out) = json {
+        write_atomic(out, report.to_json().as_bytes())?;
+    }
+    Ok(())
+}

@@ -177,6 +177,19 @@ pub enum EvalCommand {
         #[arg(long)]
         logdir: Option<PathBuf>,
     },
+    /// IndoMMLU zero-shot accuracy per subject, level and area, with the random baseline.
+    Indommlu {
+        #[arg(long)]
+        model: PathBuf,
+        /// The IndoMMLU CSV (`indolm download indommlu`).
+        #[arg(long)]
+        data: PathBuf,
+        #[arg(long, value_enum, default_value = "option-pll")]
+        mode: indolm::eval::indommlu::Mode,
+        /// Write the results as JSON to this file.
+        #[arg(long)]
+        json: Option<PathBuf>,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -224,6 +237,8 @@ pub enum DownloadCommand {
     },
     /// NusaX sentiment, all 12 languages.
     Nusax,
+    /// The IndoMMLU CSV from its authors' repository.
+    Indommlu,
 }
 
 #[derive(Subcommand, Debug)]
@@ -308,6 +323,7 @@ pub fn run(cli: Cli) -> Result<()> {
             train_cmds::train(&recipe, &opts)
         }
         Command::Eval(EvalCommand::Pll { model, text, metric, json }) => eval_cmds::pll(&model, &text, metric, json, device()?),
+        Command::Eval(EvalCommand::Indommlu { model, data, mode, json }) => eval_cmds::indommlu(&model, &data, mode, json.as_deref(), device()?),
         Command::Eval(EvalCommand::Bias { model, run, pairs, languages, metric, json, logdir }) => {
             eval_cmds::bias(model.as_deref(), run.as_deref(), &pairs, &languages, metric, json.as_deref(), logdir.as_deref(), device()?)
         }

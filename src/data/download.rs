@@ -20,6 +20,7 @@ pub struct FileSpec {
 const CC100: &str = "https://data.statmt.org/cc-100";
 const HF_WIKIPEDIA: &str = "https://huggingface.co/datasets/wikimedia/wikipedia";
 const HF_WIKIPEDIA_API: &str = "https://huggingface.co/api/datasets/wikimedia/wikipedia/tree/main";
+const INDOMMLU: &str = "https://raw.githubusercontent.com/fajri91/IndoMMLU/main/data/indoMMLU.csv";
 const NUSAX: &str = "https://raw.githubusercontent.com/IndoNLP/nusax/main/datasets";
 pub const NUSAX_LANGUAGES: [&str; 12] = ["acehnese", "balinese", "banjarese", "buginese", "english", "indonesian", "javanese", "madurese", "minangkabau", "ngaju", "sundanese", "toba_batak"];
 
@@ -101,6 +102,11 @@ impl Downloader {
                 })
             })
             .collect()
+    }
+
+    /// IndoMMLU's CSV: `<out>/indommlu/indoMMLU.csv`.
+    pub fn indommlu(&self, out: &Path) -> Vec<FileSpec> {
+        vec![FileSpec { url: INDOMMLU.into(), dest: out.join("indommlu").join("indoMMLU.csv"), size: None, sha256: None }]
     }
 
     /// Fetches one file: skipped when complete, resumed from `.part`, verified, renamed.

@@ -171,7 +171,25 @@ pub struct EvalSection {
     pub mlm: Option<MlmEvalSection>,
     #[serde(default)]
     pub bias: Option<BiasEvalSection>,
+    #[serde(default)]
+    pub indommlu: Option<IndommluEvalSection>,
 }
+
+/// IndoMMLU at every checkpoint, on a fixed subsample so it stays cheap.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct IndommluEvalSection {
+    /// The IndoMMLU CSV.
+    pub data: PathBuf,
+    #[serde(default = "d_indommlu_mode")]
+    pub mode: crate::eval::indommlu::Mode,
+    /// Questions drawn (seeded) from the CSV; 0 for all.
+    #[serde(default = "d_subsample")]
+    pub subsample: usize,
+}
+
+fn d_indommlu_mode() -> crate::eval::indommlu::Mode { crate::eval::indommlu::Mode::OptionPll }
+fn d_subsample() -> usize { 500 }
 
 /// The bias evaluation at every checkpoint.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

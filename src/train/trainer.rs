@@ -57,6 +57,9 @@ fn recipe_hooks(recipe: &Recipe, device: Device) -> Result<Vec<Box<dyn Checkpoin
         let pairs = crate::eval::pairs::load_indobias(&recipe.resolve(&bias.pairs))?;
         hooks.push(Box::new(crate::eval::bias::BiasHook { pairs, metric: bias.metric, languages: bias.languages.clone(), device }));
     }
+    if let Some(mmlu) = &recipe.eval.indommlu {
+        hooks.push(Box::new(crate::eval::indommlu::IndommluHook::new(&recipe.resolve(&mmlu.data), mmlu.mode, mmlu.subsample, recipe.seed, device)?));
+    }
     Ok(hooks)
 }
 

@@ -25,6 +25,10 @@ Builds fixtures with HF transformers and checks indolm's outputs against transfo
   f1 JSON                  scikit-learn's f1_score(average="macro") of {"gold": [...], "pred": [...]}.
   classify DIR TEXTS OUT   class probabilities from BertForSequenceClassification.from_pretrained(DIR)
                           and AutoTokenizer, a text a line; OUT JSON (also checks id2label).
+  indommlu DIR CSV MODE OUT  per-option scores of the IndoMMLU questions in CSV with transformers:
+                          option-pll (mean PLL of the option's tokens after the prompt, one mask
+                          a forward pass) or letter (log-prob of the option letters at one
+                          [MASK] after "Jawaban:"); the prompt built here from the paper's text.
   tokenize DIR OUT        the ids of every NusaX sentiment test sentence and UD Indonesian
                           `# text` line through three transformers tokenizers (AutoTokenizer on
                           tokenizer.json, BertTokenizer and the pure-Python BertTokenizerLegacy
@@ -69,7 +73,7 @@ def train_vocab(out_dir, vocab_size):
     tok.save_model(out_dir)
 
 
-def make_model(out_dir):
+def make_model(out_dir, positions="64"):
     from transformers import AutoTokenizer, BertConfig, BertForMaskedLM
 
     os.makedirs(out_dir, exist_ok=True)
@@ -77,7 +81,7 @@ def make_model(out_dir):
     train_vocab(out_dir, 1000)
     config = BertConfig(
         vocab_size=1000, hidden_size=96, num_hidden_layers=3, num_attention_heads=6,
-        intermediate_size=200, max_position_embeddings=64, type_vocab_size=2, layer_norm_eps=1e-7,
+        intermediate_size=200, max_position_embeddings=int(positions), type_vocab_size=2, layer_norm_eps=1e-7,
         hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1,
     )
     model = BertForMaskedLM(config)
@@ -270,6 +274,45 @@ def classify(model_dir, texts_path, out_path):
         json.dump({"probs": probs.tolist(), "id2label": model.config.id2label}, f)
 
 
+def indommlu(model_dir, csv_path, mode, out_path):
+    model, tok = _load_mlm(model_dir)
+    max_len = model.config.max_position_embeddings
+    enc = lambda s: tok(s, add_special_tokens=False)["input_ids"]
+    out = []
+    with open(csv_path, newline="", encoding="utf-8") as f:
+        for row in csv.DictReader(f):
+            options = [l.strip() for l in row["jawaban"].split("\n") if l.strip()]
+            letters = [o[0].upper() for o in options]
+            texts = [o[1:].lstrip(".):").strip() for o in options]
+            level = "seleksi masuk universitas" if "seleksi" in row["level"].lower() else f"{row['kelas']} {row['level']}".strip()
+            header = enc(f"Ini adalah soal {row['subject']} untuk {level}. Pilihlah salah satu jawaban yang dianggap benar!")
+            tail = "\n".join(f"{l}. {t}" for l, t in zip(letters, texts)) + "\nJawaban:"
+            middle = enc(row["soal"]) + enc(tail)
+
+            def build(extra):
+                room = max_len - 2 - len(header) - len(extra)
+                mid = middle[len(middle) - room:] if len(middle) > room else middle
+                ids = [tok.cls_token_id] + header + mid
+                return ids + extra + [tok.sep_token_id], len(ids)
+
+            if mode == "option-pll":
+                scores = []
+                for t in texts:
+                    opt = enc(t) or [tok.unk_token_id]
+                    ids, start = build(opt)
+                    lps = _masked_log_probs(model, tok, ids, range(start, start + len(opt)))
+                    scores.append(sum(lps) / len(lps))
+            else:
+                ids, start = build([tok.mask_token_id])
+                with torch.no_grad():
+                    logits = model(torch.tensor([ids])).logits[0, start]
+                lp = torch.log_softmax(logits.double(), -1)
+                scores = [lp[tok.convert_tokens_to_ids(l.lower())].item() for l in letters]
+            out.append(scores)
+    with open(out_path, "w") as f:
+        json.dump(out, f)
+
+
 def tb_scalars(logdir):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
@@ -280,7 +323,7 @@ def tb_scalars(logdir):
 
 
 if __name__ == "__main__":
-    commands = {"make-model": make_model, "check-export": check_export, "tokenize": tokenize, "adamw": adamw, "tb-scalars": tb_scalars, "pll": pll, "crows": crows, "train-vocab": train_vocab_cmd, "write-parquet": write_parquet, "f1": f1, "classify": classify}
+    commands = {"make-model": make_model, "check-export": check_export, "tokenize": tokenize, "adamw": adamw, "tb-scalars": tb_scalars, "pll": pll, "crows": crows, "train-vocab": train_vocab_cmd, "write-parquet": write_parquet, "f1": f1, "classify": classify, "indommlu": indommlu}
     if len(sys.argv) < 2 or sys.argv[1] not in commands:
         sys.exit(__doc__)
     commands[sys.argv[1]](*sys.argv[2:])

@@ -1,0 +1,353 @@
+//! IndoMMLU zero-shot evaluation for masked LMs. The release is one CSV (`subject, level,
+//! kelas, soal, jawaban, kunci`, sometimes `is_for_fewshot`); options are one a line, each
+//! starting with its letter. The paper's prompt: `Ini adalah soal [SUBJECT] untuk [LEVEL].
+//! Pilihlah salah satu jawaban yang dianggap benar!`, the question, the options, `Jawaban: `.
+//! Two scoring modes: `option-pll` (the mean PLL of the option's tokens, each masked in turn,
+//! after the prompt; the question is truncated from the left to fit) and `letter` (one
+//! `[MASK]` after `Jawaban:` and the logits of the option letters). Accuracy per subject and
+//! level, per area (mean of its subjects), the average of the areas, the random baseline from
+//! the option counts, pass/fail at 65, and accuracy with and without negation.
+use super::pll::{PllScorer, ScoringInput};
+use crate::error::{write_atomic, Error, Result};
+use crate::model::BertForMaskedLM;
+use crate::data::tokenizer::TextTokenizer;
+use crate::train::logger::Logger;
+use crate::train::trainer::CheckpointHook;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::Path;
+use tch::{Device, Kind, Tensor};
+
+/// The paper's subject → area mapping (Table 2).
+pub const AREAS: &[(&str, &[&str])] = &[
+    ("STEM", &["Kimia", "Biologi", "IPA", "Fisika"]),
+    ("Social science", &["Geografi", "IPS", "Sosiologi", "Ekonomi", "PPKN"]),
+    ("Humanities", &["Sejarah", "Agama Kristen", "Agama Islam", "Agama Hindu", "Kesenian", "Penjaskes"]),
+    ("Indonesian language", &["Bahasa Indonesia"]),
+    (
+        "Local languages and cultures",
+        &["Bahasa Lampung", "Bahasa Bali", "Bahasa Makassar", "Bahasa Banjar", "Bahasa Madura", "Bahasa Sunda", "Bahasa Jawa", "Bahasa Dayak Ngaju", "Budaya Alam Minangkabau"],
+    ),
+];
+pub const PASS_MARK: f64 = 65.0;
+const NEGATIONS: [&str; 3] = ["kecuali", "yang bukan", "yang tidak"];
+
+pub fn area_of(subject: &str) -> Option<&'static str> {
+    AREAS.iter().find(|(_, subjects)| subjects.iter().any(|s| s.eq_ignore_ascii_case(subject))).map(|(a, _)| *a)
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Question {
+    pub row: usize,
+    pub subject: String,
+    pub level: String,
+    pub kelas: String,
+    pub question: String,
+    /// (letter, text) in order.
+    pub options: Vec<(char, String)>,
+    pub answer: usize,
+}
+
+impl Question {
+    pub fn level_phrase(&self) -> String {
+        if self.level.to_lowercase().contains("seleksi") { "seleksi masuk universitas".into() } else { format!("{} {}", self.kelas, self.level).trim().to_string() }
+    }
+    pub fn header(&self) -> String {
+        format!("Ini adalah soal {} untuk {}. Pilihlah salah satu jawaban yang dianggap benar!", self.subject, self.level_phrase())
+    }
+    /// The options listing and the answer cue that follow the question.
+    pub fn tail(&self) -> String {
+        let options: Vec<String> = self.options.iter().map(|(l, t)| format!("{l}. {t}")).collect();
+        format!("{}\nJawaban:", options.join("\n"))
+    }
+    pub fn negated(&self) -> bool {
+        let q = self.question.to_lowercase();
+        NEGATIONS.iter().any(|n| q.contains(n))
+    }
+}
+
+/// Splits `jawaban` into lettered options ("A. ...", "A) ...", "A ...").
+fn split_options(text: &str) -> Option<Vec<(char, String)>> {
+    let mut out = Vec::new();
+    for line in text.lines().map(str::trim).filter(|l| !l.is_empty()) {
+        let mut chars = line.chars();
+        let letter = chars.next()?.to_ascii_uppercase();
+        let expected = (b'A' + out.len() as u8) as char;
+        if letter != expected {
+            return None;
+        }
+        let rest = chars.as_str().trim_start_matches(['.', ')', ':']).trim();
+        out.push((letter, rest.to_string()));
+    }
+    (out.len() >= 2).then_some(out)
+}
+
+pub fn load(path: &Path) -> Result<Vec<Question>> {
+    let mut reader = csv::Reader::from_path(path).map_err(|e| match e.kind() {
+        csv::ErrorKind::Io(io) if io.kind() == std::io::ErrorKind::NotFound => Error::MissingFile { path: path.into(), hint: "get the CSV with `indolm download indommlu`".into() },
+        _ => Error::invalid(path, e.to_string()),
+    })?;
+    let header: Vec<String> = reader.headers().map_err(|e| Error::invalid(path, e.to_string()))?.iter().map(|h| h.trim().to_lowercase()).collect();
+    let col = |n: &str| header.iter().position(|h| h == n).ok_or_else(|| Error::field(path, n, format!("missing column; the header has {header:?}")));
+    let (subject, level, kelas, soal, jawaban, kunci) = (col("subject")?, col("level")?, col("kelas")?, col("soal")?, col("jawaban")?, col("kunci")?);
+    let mut out = Vec::new();
+    for (i, rec) in reader.records().enumerate() {
+        let row = i + 2;
+        let rec = rec.map_err(|e| Error::invalid(path, format!("row {row}: {e}")))?;
+        let get = |c: usize| rec.get(c).unwrap_or("").trim().to_string();
+        let options = split_options(&get(jawaban)).ok_or_else(|| Error::invalid(path, format!("row {row}: cannot split the options {:?} (one per line, starting A, B, C, ...)", get(jawaban))))?;
+        let key = get(kunci).to_uppercase();
+        let answer = options.iter().position(|(l, _)| key.len() == 1 && key.starts_with(*l)).ok_or_else(|| {
+            Error::invalid(path, format!("row {row}: the key {key:?} is not among the options {}", options.iter().map(|(l, _)| l.to_string()).collect::<Vec<_>>().join("")))
+        })?;
+        if get(soal).is_empty() {
+            return Err(Error::invalid(path, format!("row {row}: empty question")));
+        }
+        out.push(Question { row, subject: get(subject), level: get(level), kelas: get(kelas), question: get(soal), options, answer });
+    }
+    Ok(out)
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum Mode {
+    OptionPll,
+    Letter,
+}
+
+/// `[CLS] header question tail X [SEP]` ids, with the question (then the tail) cut from the
+/// left so the whole fits `max_len`; returns the ids and where `X` starts.
+pub fn context_ids(tok: &TextTokenizer, q: &Question, extra: &[i64], max_len: usize) -> Result<(Vec<i64>, usize)> {
+    let enc = |s: &str| -> Result<Vec<i64>> { Ok(tok.encode_plain(s)?.into_iter().map(i64::from).collect()) };
+    let header = enc(&q.header())?;
+    let mut middle = enc(&q.question)?;
+    middle.extend(enc(&q.tail())?);
+    let room = max_len.saturating_sub(2 + header.len() + extra.len());
+    if middle.len() > room {
+        middle.drain(..middle.len() - room);
+    }
+    let mut ids = vec![tok.special.cls];
+    ids.extend(header);
+    ids.extend(middle);
+    let start = ids.len();
+    ids.extend_from_slice(extra);
+    ids.push(tok.special.sep);
+    Ok((ids, start))
+}
+
+/// One score per option (higher is better) for every question.
+pub fn score_questions(model: &BertForMaskedLM, tok: &TextTokenizer, questions: &[Question], mode: Mode, device: Device) -> Result<Vec<Vec<f64>>> {
+    let max_len = model.max_positions();
+    match mode {
+        Mode::OptionPll => {
+            let scorer = PllScorer::new(model, tok, device);
+            let mut inputs = Vec::new();
+            for q in questions {
+                for (_, text) in &q.options {
+                    let option: Vec<i64> = tok.encode_plain(text)?.into_iter().map(i64::from).collect();
+                    let option = if option.is_empty() { vec![tok.special.unk] } else { option };
+                    let (ids, start) = context_ids(tok, q, &option, max_len)?;
+                    inputs.push(ScoringInput { positions: (start..start + option.len()).collect(), ids });
+                }
+            }
+            let scores = scorer.score(&inputs);
+            let mut it = scores.into_iter();
+            Ok(questions.iter().map(|q| q.options.iter().map(|_| {
+                let s = it.next().expect("one score per option");
+                s.pll / s.tokens as f64
+            }).collect()).collect())
+        }
+        Mode::Letter => {
+            let mut out = Vec::new();
+            for chunk in questions.chunks(16) {
+                let mut rows = Vec::new();
+                let mut positions = Vec::new();
+                for q in chunk {
+                    let (ids, start) = context_ids(tok, q, &[tok.special.mask], max_len)?;
+                    positions.push(start);
+                    rows.push(ids);
+                }
+                let width = rows.iter().map(Vec::len).max().unwrap_or(0);
+                let flat: Vec<i64> = rows.iter().flat_map(|r| r.iter().copied().chain(std::iter::repeat_n(tok.special.pad, width - r.len()))).collect();
+                let mask: Vec<i64> = rows.iter().flat_map(|r| std::iter::repeat_n(1i64, r.len()).chain(std::iter::repeat_n(0, width - r.len()))).collect();
+                let flat_pos: Vec<i64> = positions.iter().enumerate().map(|(r, &p)| (r * width + p) as i64).collect();
+                let shape = [rows.len() as i64, width as i64];
+                let log_probs = tch::no_grad(|| {
+                    let ids = Tensor::from_slice(&flat).view(shape).to_device(device);
+                    let m = Tensor::from_slice(&mask).view(shape).to_device(device);
+                    let hidden = model.bert.forward(&ids, None, Some(&m), false);
+                    model.logits_at(&hidden, &Tensor::from_slice(&flat_pos).to_device(device)).log_softmax(-1, Kind::Double).to_device(Device::Cpu)
+                });
+                for (r, q) in chunk.iter().enumerate() {
+                    let mut scores = Vec::new();
+                    for (letter, _) in &q.options {
+                        let token = if tok.lowercase { letter.to_ascii_lowercase() } else { *letter }.to_string();
+                        let id = tok.token_to_id(&token).ok_or_else(|| Error::Tokenizer { path: tok.source.clone(), message: format!("no token for the option letter {token:?}") })?;
+                        scores.push(log_probs.double_value(&[r as i64, id as i64]));
+                    }
+                    out.push(scores);
+                }
+            }
+            Ok(out)
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Cell {
+    pub questions: usize,
+    pub correct: usize,
+    /// Expected correct answers by chance: Σ 1 / options.
+    pub chance: f64,
+}
+
+impl Cell {
+    fn add(&mut self, correct: bool, options: usize) {
+        self.questions += 1;
+        self.correct += correct as usize;
+        self.chance += 1.0 / options as f64;
+    }
+    pub fn accuracy(&self) -> f64 {
+        100.0 * self.correct as f64 / self.questions.max(1) as f64
+    }
+    pub fn random(&self) -> f64 {
+        100.0 * self.chance / self.questions.max(1) as f64
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AreaScore {
+    pub area: String,
+    /// Mean of the subjects' accuracies.
+    pub accuracy: f64,
+    pub random: f64,
+    pub subjects: usize,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct IndommluReport {
+    pub mode: Mode,
+    pub step: Option<u64>,
+    pub questions: usize,
+    /// "subject / level" → cell.
+    pub subject_level: BTreeMap<String, Cell>,
+    pub subjects: BTreeMap<String, Cell>,
+    pub areas: Vec<AreaScore>,
+    /// Mean over the areas.
+    pub average: f64,
+    pub random_average: f64,
+    pub negated: Cell,
+    pub not_negated: Cell,
+    /// Subjects outside the paper's mapping (scored, not in the averages).
+    pub unmapped_subjects: Vec<String>,
+}
+
+/// Aggregates predictions (the index of each question's best option).
+pub fn aggregate(questions: &[Question], predictions: &[usize], mode: Mode, step: Option<u64>) -> IndommluReport {
+    let (mut subject_level, mut subjects) = (BTreeMap::<String, Cell>::new(), BTreeMap::<String, Cell>::new());
+    let (mut negated, mut not_negated) = (Cell::default(), Cell::default());
+    for (q, &p) in questions.iter().zip(predictions) {
+        let ok = p == q.answer;
+        let n = q.options.len();
+        subject_level.entry(format!("{} / {}", q.subject, q.level)).or_default().add(ok, n);
+        subjects.entry(q.subject.clone()).or_default().add(ok, n);
+        if q.negated() { negated.add(ok, n) } else { not_negated.add(ok, n) }
+    }
+    let mut areas = Vec::new();
+    for (area, _) in AREAS {
+        let cells: Vec<&Cell> = subjects.iter().filter(|(s, _)| area_of(s) == Some(area)).map(|(_, c)| c).collect();
+        if cells.is_empty() {
+            continue;
+        }
+        let mean = |f: &dyn Fn(&Cell) -> f64| cells.iter().map(|c| f(c)).sum::<f64>() / cells.len() as f64;
+        areas.push(AreaScore { area: area.to_string(), accuracy: mean(&|c| c.accuracy()), random: mean(&|c| c.random()), subjects: cells.len() });
+    }
+    let n = areas.len().max(1) as f64;
+    let unmapped_subjects = subjects.keys().filter(|s| area_of(s).is_none()).cloned().collect();
+    IndommluReport {
+        mode,
+        step,
+        questions: questions.len(),
+        average: areas.iter().map(|a| a.accuracy).sum::<f64>() / n,
+        random_average: areas.iter().map(|a| a.random).sum::<f64>() / n,
+        areas,
+        subject_level,
+        subjects,
+        negated,
+        not_negated,
+        unmapped_subjects,
+    }
+}
+
+/// Scores and aggregates.
+pub fn evaluate(model: &BertForMaskedLM, tok: &TextTokenizer, questions: &[Question], mode: Mode, device: Device, step: Option<u64>) -> Result<IndommluReport> {
+    let scores = score_questions(model, tok, questions, mode, device)?;
+    let predictions: Vec<usize> = scores.iter().map(|s| s.iter().enumerate().max_by(|a, b| a.1.total_cmp(b.1)).map(|(i, _)| i).unwrap_or(0)).collect();
+    Ok(aggregate(questions, &predictions, mode, step))
+}
+
+impl IndommluReport {
+    pub fn markdown(&self) -> String {
+        let mut out = format!("IndoMMLU, mode {:?}, {} questions: accuracy % (random baseline)\n\n| area | accuracy | random | subjects |\n|---|---:|---:|---:|\n", self.mode, self.questions);
+        for a in &self.areas {
+            out.push_str(&format!("| {} | {:.1} | {:.1} | {} |\n", a.area, a.accuracy, a.random, a.subjects));
+        }
+        out.push_str(&format!("| **average** | **{:.1}** | {:.1} | |\n", self.average, self.random_average));
+        out.push_str(&format!("\n| subject / level | accuracy | random | questions | pass ({PASS_MARK}) |\n|---|---:|---:|---:|:-:|\n"));
+        for (k, c) in &self.subject_level {
+            out.push_str(&format!("| {k} | {:.1} | {:.1} | {} | {} |\n", c.accuracy(), c.random(), c.questions, if c.accuracy() >= PASS_MARK { "pass" } else { "fail" }));
+        }
+        out.push_str(&format!(
+            "\nwith negation ({}): {:.1} ({} questions); without: {:.1} ({} questions)\n",
+            NEGATIONS.join(", "),
+            self.negated.accuracy(),
+            self.negated.questions,
+            self.not_negated.accuracy(),
+            self.not_negated.questions
+        ));
+        if !self.unmapped_subjects.is_empty() {
+            out.push_str(&format!("subjects outside the paper's area mapping (not averaged): {}\n", self.unmapped_subjects.join(", ")));
+        }
+        out
+    }
+
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).expect("serializes") + "\n"
+    }
+}
+
+/// The `[eval.indommlu]` checkpoint hook: a fixed, seeded subsample of the questions.
+pub struct IndommluHook {
+    pub questions: Vec<Question>,
+    pub mode: Mode,
+    pub device: Device,
+}
+
+impl IndommluHook {
+    pub fn new(path: &Path, mode: Mode, subsample: usize, seed: u64, device: Device) -> Result<Self> {
+        use rand::seq::SliceRandom;
+        let mut questions = load(path)?;
+        if subsample > 0 && subsample < questions.len() {
+            questions.shuffle(&mut crate::data::mixture::stream_rng(seed, 9, 0));
+            questions.truncate(subsample);
+            questions.sort_by_key(|q| q.row);
+        }
+        Ok(IndommluHook { questions, mode, device })
+    }
+}
+
+impl CheckpointHook for IndommluHook {
+    fn name(&self) -> &str {
+        "IndoMMLU evaluation"
+    }
+    fn run(&mut self, step: u64, model: &BertForMaskedLM, tokenizer: &TextTokenizer, dir: &Path, logger: &mut Logger) -> Result<()> {
+        let report = evaluate(model, tokenizer, &self.questions, self.mode, self.device, Some(step))?;
+        write_atomic(&dir.join("indommlu.json"), report.to_json().as_bytes())?;
+        for a in &report.areas {
+            logger.scalar(&format!("indommlu/{}", a.area.replace(' ', "_")), a.accuracy, step);
+        }
+        logger.scalar("indommlu/average", report.average, step);
+        logger.println(&format!("step {step}: IndoMMLU average {:.1} (random {:.1})", report.average, report.random_average));
+        Ok(())
+    }
+}
