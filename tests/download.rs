@@ -147,3 +147,17 @@ fn nusax_lands_in_the_shared_data_layout() {
         assert_eq!(std::fs::read(out.join("nusax/sentiment").join(lang).join("test.csv")).unwrap(), std::fs::read(shared.join(lang).join("test.csv")).unwrap());
     }
 }
+
+#[test]
+fn indommlu_csv_is_fetched() {
+    let work = scratch("dl-indommlu");
+    let root = work.join("mirror");
+    let csv = std::fs::read(common::root().join("tests/fixtures/indommlu/indoMMLU-fixture.csv")).unwrap();
+    put(&root, "raw.githubusercontent.com/fajri91/IndoMMLU/main/data/indoMMLU.csv", &csv);
+    let server = serve(root, vec![]);
+    let out = work.join("out");
+    indolm_ok(&["download", "indommlu", "--out", out.to_str().unwrap(), "--mirror", &server.base]);
+    let path = out.join("indommlu/indoMMLU.csv");
+    assert_eq!(std::fs::read(&path).unwrap(), csv);
+    assert_eq!(indolm::eval::indommlu::load(&path).unwrap().len(), 30);
+}
