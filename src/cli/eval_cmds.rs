@@ -124,3 +124,15 @@ pub fn indommlu(model: &Path, data: &Path, mode: indolm::eval::indommlu::Mode, j
     }
     Ok(())
 }
+
+pub fn rouge(pred: &Path, reference: &Path) -> Result<()> {
+    let (p, r) = (read_to_string(pred)?, read_to_string(reference)?);
+    let (p, r): (Vec<&str>, Vec<&str>) = (p.lines().collect(), r.lines().collect());
+    if p.len() != r.len() {
+        return Err(Error::invalid(pred, format!("{} predictions but {} references in {}", p.len(), r.len(), reference.display())));
+    }
+    let pairs: Vec<(String, String)> = p.iter().zip(&r).map(|(a, b)| (a.to_string(), b.to_string())).collect();
+    let (r1, r2, rl) = indolm::eval::rouge::mean_f1(&pairs);
+    println!("| pairs | ROUGE-1 | ROUGE-2 | ROUGE-L |\n|---:|---:|---:|---:|\n| {} | {r1:.2} | {r2:.2} | {rl:.2} |", pairs.len());
+    Ok(())
+}

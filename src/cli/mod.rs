@@ -177,6 +177,15 @@ pub enum EvalCommand {
         #[arg(long)]
         logdir: Option<PathBuf>,
     },
+    /// ROUGE-1/2/L F1 (as rouge-score computes them) of predicted summaries against references.
+    Rouge {
+        /// One predicted summary a line.
+        #[arg(long)]
+        pred: PathBuf,
+        /// One reference summary a line, aligned with --pred.
+        #[arg(long = "ref")]
+        reference: PathBuf,
+    },
     /// IndoMMLU zero-shot accuracy per subject, level and area, with the random baseline.
     Indommlu {
         #[arg(long)]
@@ -323,6 +332,7 @@ pub fn run(cli: Cli) -> Result<()> {
             train_cmds::train(&recipe, &opts)
         }
         Command::Eval(EvalCommand::Pll { model, text, metric, json }) => eval_cmds::pll(&model, &text, metric, json, device()?),
+        Command::Eval(EvalCommand::Rouge { pred, reference }) => eval_cmds::rouge(&pred, &reference),
         Command::Eval(EvalCommand::Indommlu { model, data, mode, json }) => eval_cmds::indommlu(&model, &data, mode, json.as_deref(), device()?),
         Command::Eval(EvalCommand::Bias { model, run, pairs, languages, metric, json, logdir }) => {
             eval_cmds::bias(model.as_deref(), run.as_deref(), &pairs, &languages, metric, json.as_deref(), logdir.as_deref(), device()?)

@@ -5,3 +5,4 @@ pub mod indommlu;
 pub mod metrics;
 pub mod pairs;
 pub mod pll;
+pub mod rouge;

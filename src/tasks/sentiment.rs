@@ -222,7 +222,7 @@ pub fn finetune(init: &Path, train: &[Example], valid: &[Example], o: &FinetuneO
         let train_loss = loss_sum / steps_per_epoch as f64;
         logger.scalar(&format!("{tag}/train_loss"), train_loss, epoch as u64 + 1);
         logger.scalar(&format!("{tag}/valid_macro_f1"), valid_scores.macro_f1, epoch as u64 + 1);
-        logger.println(&format!("{tag} epoch {}: loss {train_loss:.4}, valid macro-F1 {:.4} ({:.1}s)", epoch + 1, valid_scores.macro_f1, started.elapsed().as_secs_f64()));
+        logger.progress(epoch as u64 + 1, &format!("{tag}: loss {train_loss:.4}, valid macro-F1 {:.4} ({:.1}s)", valid_scores.macro_f1, started.elapsed().as_secs_f64()));
         let improved = best.as_ref().is_none_or(|(b, _, _)| valid_scores.macro_f1 > b.macro_f1);
         if improved {
             let weights = model.vs.variables().into_iter().map(|(n, t)| (n, t.detach().copy())).collect();
@@ -305,7 +305,7 @@ pub fn run(recipe: &SentimentRecipe, init: &Path, device: Device) -> Result<Sent
         tests.insert(l.clone(), load_split(root, l, "test")?);
     }
     let out_dir = recipe.output_dir.join(&recipe.name);
-    let mut logger = Logger::new(&recipe.tensorboard.join(&recipe.name), recipe.optimizer.max_epochs as u64, 0)?;
+    let mut logger = Logger::with_unit(&recipe.tensorboard.join(&recipe.name), recipe.optimizer.max_epochs as u64, 0, "epoch")?;
     // (name of the training set, its languages, the languages it is tested on)
     let plans: Vec<(String, Vec<String>, Vec<String>)> = match recipe.data.setting {
         Setting::Monolingual => langs.iter().map(|l| (l.clone(), vec![l.clone()], vec![l.clone()])).collect(),

@@ -41,21 +41,28 @@ impl TrainLog {
 pub struct Logger {
     tb: SummaryWriter,
     bar: Option<ProgressBar>,
+    /// What the bar counts ("step", "epoch"), for plain log lines.
+    unit: &'static str,
 }
 
 impl Logger {
     pub fn new(tb_dir: &Path, total_steps: u64, start_step: u64) -> Result<Self> {
+        Self::with_unit(tb_dir, total_steps, start_step, "step")
+    }
+
+    /// A logger whose progress counts `unit`s (a bar only when there is a total).
+    pub fn with_unit(tb_dir: &Path, total_steps: u64, start_step: u64, unit: &'static str) -> Result<Self> {
         std::fs::create_dir_all(tb_dir).map_err(|e| Error::io(tb_dir, e))?;
-        let bar = std::io::stderr().is_terminal().then(|| {
+        let bar = (std::io::stderr().is_terminal() && total_steps > 0).then(|| {
             let bar = ProgressBar::new(total_steps).with_style(
                 ProgressStyle::default_bar()
-                    .template("{bar:30} {pos}/{len} steps [{elapsed_precise} < {eta_precise}] {msg}")
+                    .template(&format!("{{bar:30}} {{pos}}/{{len}} {unit}s [{{elapsed_precise}} < {{eta_precise}}] {{msg}}"))
                     .expect("valid template"),
             );
             bar.set_position(start_step);
             bar
         });
-        Ok(Logger { tb: SummaryWriter::new(tb_dir), bar })
+        Ok(Logger { tb: SummaryWriter::new(tb_dir), bar, unit })
     }
 
     pub fn scalar(&mut self, tag: &str, value: f64, step: u64) {
@@ -69,7 +76,7 @@ impl Logger {
                 bar.set_position(step);
                 bar.set_message(line.to_string());
             }
-            None => println!("step {step}: {line}"),
+            None => println!("{} {step}: {line}", self.unit),
         }
     }
 

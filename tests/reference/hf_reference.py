@@ -29,6 +29,7 @@ Builds fixtures with HF transformers and checks indolm's outputs against transfo
                           option-pll (mean PLL of the option's tokens after the prompt, one mask
                           a forward pass) or letter (log-prob of the option letters at one
                           [MASK] after "Jawaban:"); the prompt built here from the paper's text.
+  rouge PAIRS OUT         rouge-score's ROUGE-1/2/L (no stemming) of [[prediction, reference], ...].
   tokenize DIR OUT        the ids of every NusaX sentiment test sentence and UD Indonesian
                           `# text` line through three transformers tokenizers (AutoTokenizer on
                           tokenizer.json, BertTokenizer and the pure-Python BertTokenizerLegacy
@@ -313,6 +314,20 @@ def indommlu(model_dir, csv_path, mode, out_path):
         json.dump(out, f)
 
 
+def rouge(pairs_path, out_path):
+    from rouge_score import rouge_scorer
+
+    scorer = rouge_scorer.RougeScorer(["rouge1", "rouge2", "rougeL"], use_stemmer=False)
+    with open(pairs_path, encoding="utf-8") as f:
+        pairs = json.load(f)
+    out = []
+    for pred, ref in pairs:
+        s = scorer.score(ref, pred)  # (target, prediction)
+        out.append({k: [v.precision, v.recall, v.fmeasure] for k, v in s.items()})
+    with open(out_path, "w") as f:
+        json.dump(out, f)
+
+
 def tb_scalars(logdir):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
@@ -323,7 +338,7 @@ def tb_scalars(logdir):
 
 
 if __name__ == "__main__":
-    commands = {"make-model": make_model, "check-export": check_export, "tokenize": tokenize, "adamw": adamw, "tb-scalars": tb_scalars, "pll": pll, "crows": crows, "train-vocab": train_vocab_cmd, "write-parquet": write_parquet, "f1": f1, "classify": classify, "indommlu": indommlu}
+    commands = {"make-model": make_model, "check-export": check_export, "tokenize": tokenize, "adamw": adamw, "tb-scalars": tb_scalars, "pll": pll, "crows": crows, "train-vocab": train_vocab_cmd, "write-parquet": write_parquet, "f1": f1, "classify": classify, "indommlu": indommlu, "rouge": rouge}
     if len(sys.argv) < 2 or sys.argv[1] not in commands:
         sys.exit(__doc__)
     commands[sys.argv[1]](*sys.argv[2:])
