@@ -186,6 +186,15 @@ pub enum EvalCommand {
         #[arg(long = "ref")]
         reference: PathBuf,
     },
+    /// Lead-1/2/3 and Oracle ROUGE on a Liputan6 split (the extractive baselines of the paper's Table 4).
+    SummarizationBaselines {
+        /// The Liputan6 folder holding the split folders.
+        #[arg(long)]
+        data: PathBuf,
+        /// Split folders to evaluate (e.g. test, or the Xtreme test folder).
+        #[arg(long, num_args = 1.., default_value = "test")]
+        split: Vec<String>,
+    },
     /// IndoMMLU zero-shot accuracy per subject, level and area, with the random baseline.
     Indommlu {
         #[arg(long)]
@@ -332,6 +341,14 @@ pub fn run(cli: Cli) -> Result<()> {
             train_cmds::train(&recipe, &opts)
         }
         Command::Eval(EvalCommand::Pll { model, text, metric, json }) => eval_cmds::pll(&model, &text, metric, json, device()?),
+        Command::Eval(EvalCommand::SummarizationBaselines { data, split }) => {
+            for s in &split {
+                let articles = indolm::tasks::summarization::data::load_split(&data, s)?;
+                let rows = indolm::tasks::summarization::baselines(&articles);
+                println!("{}", indolm::tasks::summarization::markdown(&format!("{s} ({} articles)", articles.len()), &rows));
+            }
+            Ok(())
+        }
         Command::Eval(EvalCommand::Rouge { pred, reference }) => eval_cmds::rouge(&pred, &reference),
         Command::Eval(EvalCommand::Indommlu { model, data, mode, json }) => eval_cmds::indommlu(&model, &data, mode, json.as_deref(), device()?),
         Command::Eval(EvalCommand::Bias { model, run, pairs, languages, metric, json, logdir }) => {

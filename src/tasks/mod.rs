@@ -2,3 +2,4 @@
 //! sentiment.
 pub mod classifier;
 pub mod sentiment;
+pub mod summarization;

@@ -1,0 +1,44 @@
+//! Summarization on Liputan6 (as the Liputan6 paper, after PreSumm): the data layout, the
+//! extractive baselines (Lead-N, Oracle) and their ROUGE table. The neural summarizers
+//! (BertExt, BertAbs, BertExtAbs) are not built yet.
+pub mod data;
+pub mod oracle;
+
+use crate::eval::rouge::mean_f1;
+use data::{join, Article};
+
+/// One row of the results table: system name and mean ROUGE-1/2/L F1 (×100).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Row {
+    pub system: String,
+    pub rouge1: f64,
+    pub rouge2: f64,
+    pub rouge_l: f64,
+}
+
+fn row(system: &str, articles: &[Article], pick: impl Fn(&Article) -> Vec<usize>) -> Row {
+    let pairs: Vec<(String, String)> = articles
+        .iter()
+        .map(|a| {
+            let chosen: Vec<Vec<String>> = pick(a).into_iter().map(|i| a.article[i].clone()).collect();
+            (join(&chosen), join(&a.summary))
+        })
+        .collect();
+    let (rouge1, rouge2, rouge_l) = mean_f1(&pairs);
+    Row { system: system.into(), rouge1, rouge2, rouge_l }
+}
+
+/// Lead-1, Lead-2, Lead-3 and Oracle (released labels, else the Liputan6 oracle).
+pub fn baselines(articles: &[Article]) -> Vec<Row> {
+    let mut rows: Vec<Row> = (1..=3).map(|n| row(&format!("Lead-{n}"), articles, |a| oracle::lead(&a.article, n))).collect();
+    rows.push(row("Oracle", articles, |a| a.extractive.clone().unwrap_or_else(|| oracle::oracle_liputan6(&a.article, &a.summary))));
+    rows
+}
+
+pub fn markdown(split: &str, rows: &[Row]) -> String {
+    let mut out = format!("| {split} | ROUGE-1 | ROUGE-2 | ROUGE-L |\n|---|---:|---:|---:|\n");
+    for r in rows {
+        out.push_str(&format!("| {} | {:.2} | {:.2} | {:.2} |\n", r.system, r.rouge1, r.rouge2, r.rouge_l));
+    }
+    out
+}
