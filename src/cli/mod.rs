@@ -106,6 +106,14 @@ pub enum Command {
     /// Use a fine-tuned model.
     #[command(subcommand)]
     Predict(PredictCommand),
+    /// Summarize an article with a fine-tuned BertExt model.
+    Summarize {
+        #[arg(long)]
+        model: PathBuf,
+        /// The article as plain text.
+        #[arg(long)]
+        file: PathBuf,
+    },
     /// Validate recipes.
     #[command(subcommand)]
     Recipe(RecipeCommand),
@@ -214,6 +222,14 @@ pub enum EvalCommand {
 pub enum FinetuneCommand {
     /// NusaX sentiment (negative/neutral/positive): monolingual, multilingual, leave-one-out or cross-lingual.
     Sentiment {
+        /// The fine-tuning recipe (TOML).
+        recipe: PathBuf,
+        /// Start from this model directory (overrides the recipe's `init`).
+        #[arg(long)]
+        init: Option<PathBuf>,
+    },
+    /// Liputan6 summarization (task = "ext": BertExt; BertAbs and BertExtAbs are not built yet).
+    Summarize {
         /// The fine-tuning recipe (TOML).
         recipe: PathBuf,
         /// Start from this model directory (overrides the recipe's `init`).
@@ -355,6 +371,8 @@ pub fn run(cli: Cli) -> Result<()> {
             eval_cmds::bias(model.as_deref(), run.as_deref(), &pairs, &languages, metric, json.as_deref(), logdir.as_deref(), device()?)
         }
         Command::Finetune(FinetuneCommand::Sentiment { recipe, init }) => task_cmds::finetune_sentiment(&recipe, init.as_deref(), device()?),
+        Command::Finetune(FinetuneCommand::Summarize { recipe, init }) => task_cmds::finetune_summarize(&recipe, init.as_deref(), device()?),
+        Command::Summarize { model, file } => task_cmds::summarize(&model, &file, device()?),
         Command::Predict(PredictCommand::Sentiment { model, text, file }) => task_cmds::predict_sentiment(&model, &text, file.as_deref(), device()?),
         Command::Download { what, out, mirror } => data_cmds::download(what, &out, mirror),
         Command::Report(ReportCommand::BiasCurve { run, out }) => {

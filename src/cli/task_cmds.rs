@@ -42,3 +42,59 @@ pub fn predict_sentiment(model_dir: &Path, texts: &[String], file: Option<&Path>
     }
     Ok(())
 }
+
+pub fn finetune_summarize(recipe_path: &Path, init: Option<&Path>, device: Device) -> Result<()> {
+    use indolm::tasks::summarization::train::{run, SummarizeRecipe};
+    let recipe = SummarizeRecipe::load(recipe_path)?;
+    let init = init
+        .map(Path::to_path_buf)
+        .or_else(|| recipe.init.clone())
+        .ok_or_else(|| Error::field(recipe_path, "init", "no model to start from: set `init` in the recipe or pass --init"))?;
+    let results = run(&recipe, &init, device)?;
+    let dir = recipe.output_dir.join(&recipe.name);
+    println!(
+        "dev ROUGE-1/2/L before training {:.2}/{:.2}/{:.2}, best (step {}) {:.2}/{:.2}/{:.2}",
+        results.dev_before.rouge1, results.dev_before.rouge2, results.dev_before.rouge_l, results.best_step, results.dev_best.rouge1, results.dev_best.rouge2, results.dev_best.rouge_l
+    );
+    println!("{}", read_to_string(&dir.join("results.md"))?);
+    println!("model in {}", dir.join("best").display());
+    Ok(())
+}
+
+/// Splits plain text into sentences of lowercased words (after `.`, `!` or `?`).
+fn sentences_of(text: &str) -> Vec<Vec<String>> {
+    let mut out = Vec::new();
+    let mut current: Vec<String> = Vec::new();
+    for word in text.split_whitespace() {
+        current.push(word.to_lowercase());
+        if word.ends_with(['.', '!', '?']) {
+            out.push(std::mem::take(&mut current));
+        }
+    }
+    if !current.is_empty() {
+        out.push(current);
+    }
+    out
+}
+
+pub fn summarize(model_dir: &Path, file: &Path, device: Device) -> Result<()> {
+    use indolm::tasks::summarization::ext::{select, BertExt, ExtConfig};
+    let config_path = model_dir.join("config.json");
+    let config: serde_json::Value = serde_json::from_str(&read_to_string(&config_path)?).map_err(|e| Error::json(&config_path, &e))?;
+    let ext: ExtConfig = serde_json::from_value(config["indolm_ext"].clone()).map_err(|_| Error::field(&config_path, "indolm_ext", "missing: is this a model from `indolm finetune summarize`?"))?;
+    let (model, notes) = BertExt::load(model_dir, ext, device)?;
+    if !notes.is_empty() {
+        return Err(Error::invalid(model_dir, format!("not a trained BertExt model: {}", notes.join("; "))));
+    }
+    let article = sentences_of(&read_to_string(file)?);
+    if article.is_empty() {
+        return Err(Error::invalid(file, "empty article"));
+    }
+    let batch = model.encode(&[article.as_slice()])?;
+    let scores = tch::no_grad(|| model.scores(&batch, false)).to_device(Device::Cpu);
+    let row: Vec<f64> = (0..batch.sentences[0]).map(|k| scores.double_value(&[0, k as i64])).collect();
+    for i in select(&article[..batch.sentences[0]], &row, model.ext.min_sentences, model.ext.min_words) {
+        println!("{}", article[i].join(" "));
+    }
+    Ok(())
+}

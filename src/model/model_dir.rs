@@ -139,7 +139,8 @@ pub fn copy_into(vs: &VarStore, mut tensors: BTreeMap<String, Tensor>, path: &Pa
     for (prefix, note) in optional {
         let names: Vec<&str> = optional_missing.iter().filter(|n| n.starts_with(prefix)).map(String::as_str).collect();
         if !names.is_empty() && !note.is_empty() {
-            notes.push(format!("{note} [{}]", names.join(", ")));
+            let more = if names.len() > 4 { format!(", … {} tensors in all", names.len()) } else { String::new() };
+            notes.push(format!("{note} [{}{more}]", names[..names.len().min(4)].join(", ")));
         }
     }
     let (known, unknown): (Vec<String>, Vec<String>) = tensors.into_keys().partition(|n| IGNORED.iter().any(|p| n.starts_with(p)));

@@ -2,7 +2,9 @@
 //! extractive baselines (Lead-N, Oracle) and their ROUGE table. The neural summarizers
 //! (BertExt, BertAbs, BertExtAbs) are not built yet.
 pub mod data;
+pub mod ext;
 pub mod oracle;
+pub mod train;
 
 use crate::eval::rouge::mean_f1;
 use data::{join, Article};
