@@ -1,6 +1,7 @@
 //! Summarization on Liputan6 (as the Liputan6 paper, after PreSumm): the data layout, the
 //! extractive baselines (Lead-N, Oracle) and their ROUGE table. The neural summarizers
 //! (BertExt, BertAbs, BertExtAbs) are not built yet.
+pub mod beam;
 pub mod data;
 pub mod ext;
 pub mod oracle;
