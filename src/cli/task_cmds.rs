@@ -5,12 +5,14 @@ use indolm::tasks::sentiment::{run, SentimentRecipe};
 use std::path::Path;
 use tch::Device;
 
+/// The model to start from: `--init`, else the recipe's `init`.
+fn resolve_init(recipe_path: &Path, cli: Option<&Path>, recipe: Option<&Path>) -> Result<std::path::PathBuf> {
+    cli.or(recipe).map(Path::to_path_buf).ok_or_else(|| Error::field(recipe_path, "init", "no model to start from: set `init` in the recipe or pass --init"))
+}
+
 pub fn finetune_sentiment(recipe_path: &Path, init: Option<&Path>, device: Device) -> Result<()> {
     let recipe = SentimentRecipe::load(recipe_path)?;
-    let init = init
-        .map(Path::to_path_buf)
-        .or_else(|| recipe.init.clone())
-        .ok_or_else(|| Error::field(recipe_path, "init", "no model to start from: set `init` in the recipe or pass --init"))?;
+    let init = resolve_init(recipe_path, init, recipe.init.as_deref())?;
     let results = run(&recipe, &init, device)?;
     println!("\n{}", results.markdown());
     println!("models and results.{{json,md}} in {}", recipe.output_dir.join(&recipe.name).display());
@@ -46,10 +48,7 @@ pub fn predict_sentiment(model_dir: &Path, texts: &[String], file: Option<&Path>
 pub fn finetune_summarize(recipe_path: &Path, init: Option<&Path>, device: Device) -> Result<()> {
     use indolm::tasks::summarization::train::{run, SummarizeRecipe};
     let recipe = SummarizeRecipe::load(recipe_path)?;
-    let init = init
-        .map(Path::to_path_buf)
-        .or_else(|| recipe.init.clone())
-        .ok_or_else(|| Error::field(recipe_path, "init", "no model to start from: set `init` in the recipe or pass --init"))?;
+    let init = resolve_init(recipe_path, init, recipe.init.as_deref())?;
     let results = run(&recipe, &init, device)?;
     let dir = recipe.output_dir.join(&recipe.name);
     println!(

@@ -32,9 +32,9 @@ pub enum Setting {
 #[serde(deny_unknown_fields)]
 pub struct SentimentRecipe {
     pub name: String,
-    #[serde(default = "d_seed")]
+    #[serde(default = "crate::tasks::default_seed")]
     pub seed: u64,
-    #[serde(default = "d_output")]
+    #[serde(default = "crate::tasks::default_output_dir")]
     pub output_dir: PathBuf,
     /// The model to start from (an indolm checkpoint or an HF BERT directory); `--init` overrides.
     #[serde(default)]
@@ -43,13 +43,10 @@ pub struct SentimentRecipe {
     pub optimizer: FinetuneOptimizer,
     #[serde(default)]
     pub grid: Option<Grid>,
-    #[serde(default = "d_tb")]
+    #[serde(default = "crate::tasks::default_tensorboard")]
     pub tensorboard: PathBuf,
 }
 
-fn d_seed() -> u64 { 3407 }
-fn d_output() -> PathBuf { "checkpoints".into() }
-fn d_tb() -> PathBuf { "runs".into() }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]

@@ -27,14 +27,14 @@ pub enum Task {
 #[serde(deny_unknown_fields)]
 pub struct SummarizeRecipe {
     pub name: String,
-    #[serde(default = "d_seed")]
+    #[serde(default = "crate::tasks::default_seed")]
     pub seed: u64,
-    #[serde(default = "d_output")]
+    #[serde(default = "crate::tasks::default_output_dir")]
     pub output_dir: PathBuf,
     #[serde(default)]
     pub init: Option<PathBuf>,
     pub task: Task,
-    #[serde(default = "d_tb")]
+    #[serde(default = "crate::tasks::default_tensorboard")]
     pub tensorboard: PathBuf,
     pub data: SummarizeData,
     pub optimizer: SummarizeOptimizer,
@@ -42,9 +42,6 @@ pub struct SummarizeRecipe {
     pub ext: ExtConfig,
 }
 
-fn d_seed() -> u64 { 3407 }
-fn d_output() -> PathBuf { "checkpoints".into() }
-fn d_tb() -> PathBuf { "runs".into() }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
