@@ -83,3 +83,14 @@ fn bad_liputan6_files_are_named() {
     let err = load_article(&dir.join("range.json")).unwrap_err().to_string();
     assert!(err.contains("range.json") && err.contains("index 5 is out of range") && err.contains("2 sentences"), "{err}");
 }
+
+#[test]
+fn shipped_summarization_recipe_parses_with_the_papers_settings() {
+    let r = indolm::tasks::summarization::train::SummarizeRecipe::load(&root().join("recipes/finetune/liputan6-bertext.toml")).unwrap();
+    assert_eq!((r.optimizer.lr, r.optimizer.warmup_steps, r.optimizer.max_steps), (2e-3, 10_000, 50_000));
+    assert_eq!((r.ext.layers, r.ext.heads, r.ext.ff, r.ext.min_sentences, r.ext.min_words), (2, 8, 2048, 2, 15));
+    let abs = scratch("abs-recipe").join("abs.toml");
+    std::fs::write(&abs, std::fs::read_to_string(root().join("recipes/finetune/liputan6-bertext.toml")).unwrap().replace("task = \"ext\"", "task = \"abs\"")).unwrap();
+    let err = indolm_fails(&["finetune", "summarize", abs.to_str().unwrap()]);
+    assert!(err.contains("not built yet"), "{err}");
+}

@@ -77,8 +77,9 @@ impl BertAttention {
         }
     }
 
-    /// `x`: [batch, seq, hidden]; `mask`: bool [batch, 1, 1, seq], true where a key may be attended.
-    fn forward(&self, x: &Tensor, mask: &Tensor, precision: Precision, train: bool) -> Tensor {
+    /// `x`: [batch, seq, hidden]; `mask`: bool [batch, 1, 1, seq], true where a key may be
+    /// attended (`None`: no padding, which lets libtorch pick its fused kernels).
+    fn forward(&self, x: &Tensor, mask: Option<&Tensor>, precision: Precision, train: bool) -> Tensor {
         let (b, s, h) = x.size3().expect("hidden states are [batch, seq, hidden]");
         // One matrix product for query, key and value (their weights stacked), then split.
         let kind = precision.compute_kind();
@@ -88,7 +89,7 @@ impl BertAttention {
         let heads = |i: i64| qkv.narrow(2, i * h, h).view([b, s, self.heads, h / self.heads]).transpose(1, 2);
         let (q, k, v) = (heads(0), heads(1), heads(2));
         let p_drop = if train { self.attention_dropout } else { 0.0 };
-        let context = Tensor::scaled_dot_product_attention(&q, &k, &v, Some(mask), p_drop, false, None, false);
+        let context = Tensor::scaled_dot_product_attention(&q, &k, &v, mask, p_drop, false, None, false);
         let context = context.transpose(1, 2).contiguous().view([b, s, h]);
         let out = self.output_dense.forward(&context, precision).dropout(self.hidden_dropout, train);
         self.output_norm.forward(&(out + x))
@@ -120,7 +121,7 @@ impl BertLayer {
         }
     }
 
-    fn forward(&self, x: &Tensor, mask: &Tensor, precision: Precision, train: bool) -> Tensor {
+    fn forward(&self, x: &Tensor, mask: Option<&Tensor>, precision: Precision, train: bool) -> Tensor {
         let attended = self.attention.forward(x, mask, precision, train);
         let inner = self.activation.apply(&self.intermediate.forward(&attended, precision));
         let out = self.output.forward(&inner, precision).dropout(self.hidden_dropout, train);
@@ -160,13 +161,10 @@ impl BertModel {
             }
         };
         let (b, s) = input_ids.size2().expect("input_ids are [batch, seq]");
-        let mask = match attention_mask {
-            Some(m) => m.ne(0).view([b, 1, 1, s]),
-            None => Tensor::ones([b, 1, 1, s], (Kind::Bool, input_ids.device())),
-        };
+        let mask = attention_mask.map(|m| m.ne(0).view([b, 1, 1, s]));
         let mut x = self.embeddings.forward(input_ids, token_type_ids, train);
         for layer in &self.layers {
-            x = layer.forward(&x, &mask, self.precision, train);
+            x = layer.forward(&x, mask.as_ref(), self.precision, train);
         }
         x
     }
