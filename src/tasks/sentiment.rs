@@ -5,7 +5,7 @@
 //! cross-lingual, with an optional grid over learning rate and batch size.
 use super::classifier::SequenceClassifier;
 use crate::data::mixture::{derive_seed, stream_rng};
-use crate::error::{read_to_string, write_atomic, Error, Result};
+use crate::error::{write_atomic, Error, Result};
 use crate::eval::metrics::{accuracy, confusion_matrix, macro_f1};
 use crate::train::logger::Logger;
 use crate::train::optim::{linear_schedule, AdamW};
@@ -98,8 +98,7 @@ pub struct Grid {
 
 impl SentimentRecipe {
     pub fn load(path: &Path) -> Result<Self> {
-        let text = read_to_string(path)?;
-        let recipe: SentimentRecipe = toml::from_str(&text).map_err(|e| Error::invalid(path, e.to_string()))?;
+        let recipe: SentimentRecipe = crate::train::recipe::parse_toml(path)?;
         let o = &recipe.optimizer;
         if o.lr <= 0.0 || o.batch_size == 0 || o.max_epochs == 0 {
             return Err(Error::field(path, "optimizer", "lr, batch_size and max_epochs must be positive"));

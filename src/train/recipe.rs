@@ -246,11 +246,7 @@ impl Recipe {
     /// Parses and validates a recipe file. Relative paths in it are resolved against the
     /// project root (the current directory), as the shipped recipes are written.
     pub fn load(path: &Path) -> Result<Self> {
-        let text = read_to_string(path)?;
-        let mut recipe: Recipe = toml::from_str(&text).map_err(|e| {
-            let (line, col) = e.span().map(|s| line_col(&text, s.start)).unwrap_or((0, 0));
-            Error::invalid(path, format!("line {line}, column {col}: {}", e.message()))
-        })?;
+        let mut recipe: Recipe = parse_toml(path)?;
         recipe.base_dir = PathBuf::from(".");
         recipe.validate(path)?;
         Ok(recipe)
@@ -352,6 +348,16 @@ impl Recipe {
             ("precision".into(), format!("{:?}", self.precision)),
         ]
     }
+}
+
+/// Reads a TOML file into `T`; a syntax error or an unknown key is reported with its line and
+/// column. Every recipe kind (pretraining, fine-tuning) is read through this.
+pub fn parse_toml<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T> {
+    let text = read_to_string(path)?;
+    toml::from_str(&text).map_err(|e| {
+        let (line, col) = e.span().map(|s| line_col(&text, s.start)).unwrap_or((0, 0));
+        Error::invalid(path, format!("line {line}, column {col}: {}", e.message()))
+    })
 }
 
 fn line_col(text: &str, offset: usize) -> (usize, usize) {

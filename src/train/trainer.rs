@@ -281,18 +281,9 @@ fn resume(run_dir: &Path, which: &str, recipe: &Recipe, force: bool, vs: &VarSto
     if !differing.is_empty() && !force {
         return Err(Error::invalid(&dir, format!("the recipe differs from the one this checkpoint was trained with in: {} (pass --force to resume anyway)", differing.join(", "))));
     }
+    // The same strict, shape-checked copy as any model load; nothing may be missing.
     let weights_path = dir.join("model.safetensors");
-    let tensors = crate::model::weights::read_file(&weights_path)?;
-    tch::no_grad(|| -> Result<()> {
-        for (name, mut var) in vs.variables() {
-            let src = tensors.get(&name).ok_or_else(|| Error::invalid(&weights_path, format!("checkpoint lacks `{name}`")))?;
-            if src.size() != var.size() {
-                return Err(Error::Shape { path: weights_path.clone(), tensor: name, expected: var.size(), found: src.size() });
-            }
-            var.copy_(src);
-        }
-        Ok(())
-    })?;
+    crate::model::model_dir::copy_into(vs, crate::model::weights::read_file(&weights_path)?, &weights_path, &[])?;
     let opt_path = dir.join("optimizer.safetensors");
     optimizer.load_state(crate::model::weights::read_file(&opt_path)?, state.step - state.nonfinite_skipped, &opt_path)?;
     println!("resumed from {} at step {}", dir.display(), state.step);

@@ -5,7 +5,6 @@
 //! cross-entropy; Adam with the Noam schedule; at test time sentences are taken by score,
 //! skipping any that shares a word trigram with one already taken, until at least
 //! `min_sentences` and `min_words` are reached.
-use super::data::Article;
 use crate::data::tokenizer::TextTokenizer;
 use crate::error::Result;
 use crate::model::layers::{LayerNorm, Linear, Precision};
@@ -151,7 +150,7 @@ impl BertExt {
                 let pieces: Vec<i64> = t.encode_plain(&sentence.join(" "))?.into_iter().map(i64::from).collect();
                 if ids.len() + pieces.len() + 2 > max_len {
                     let room = max_len.saturating_sub(ids.len() + 2);
-                    if room == 0 || positions.is_empty() && room < 1 {
+                    if room == 0 {
                         break;
                     }
                     positions.push(ids.len());
@@ -255,7 +254,7 @@ pub fn select(article: &[Vec<String>], scores: &[f64], min_sentences: usize, min
 }
 
 /// Oracle labels as 0/1 rows padded to the batch's sentence count.
-pub fn label_tensor(articles: &[&Article], oracles: &[Vec<usize>], batch: &ExtBatch) -> Tensor {
+pub fn label_tensor(oracles: &[Vec<usize>], batch: &ExtBatch) -> Tensor {
     let (b, s) = batch.cls_positions.size2().unwrap();
     let mut labels = vec![0f32; (b * s) as usize];
     for (r, (oracle, &n)) in oracles.iter().zip(&batch.sentences).enumerate() {
@@ -263,6 +262,5 @@ pub fn label_tensor(articles: &[&Article], oracles: &[Vec<usize>], batch: &ExtBa
             labels[r * s as usize + i] = 1.0;
         }
     }
-    let _ = articles;
     Tensor::from_slice(&labels).view([b, s]).to_device(batch.input_ids.device())
 }

@@ -6,7 +6,7 @@ use super::ext::{label_tensor, select, BertExt, ExtConfig};
 use super::oracle::oracle_liputan6;
 use super::{baselines, markdown, Row};
 use crate::data::mixture::{derive_seed, stream_rng};
-use crate::error::{read_to_string, write_atomic, Error, Result};
+use crate::error::{write_atomic, Error, Result};
 use crate::eval::rouge::mean_f1;
 use crate::train::logger::Logger;
 use crate::train::optim::AdamW;
@@ -76,7 +76,7 @@ pub struct SummarizeOptimizer {
 
 impl SummarizeRecipe {
     pub fn load(path: &Path) -> Result<Self> {
-        let recipe: SummarizeRecipe = toml::from_str(&read_to_string(path)?).map_err(|e| Error::invalid(path, e.to_string()))?;
+        let recipe: SummarizeRecipe = crate::train::recipe::parse_toml(path)?;
         if recipe.task != Task::Ext {
             return Err(Error::field(path, "task", format!("{:?} (BertAbs/BertExtAbs) is not built yet; only \"ext\" trains today", recipe.task)));
         }
@@ -158,7 +158,7 @@ pub fn run(recipe: &SummarizeRecipe, init: &Path, device: Device) -> Result<Summ
         let articles: Vec<&Article> = picked.iter().map(|&i| &train[i]).collect();
         let refs: Vec<&[Vec<String>]> = articles.iter().map(|a| a.article.as_slice()).collect();
         let batch = model.encode(&refs)?;
-        let labels = label_tensor(&articles, &picked.iter().map(|&i| oracles[i].clone()).collect::<Vec<_>>(), &batch);
+        let labels = label_tensor(&picked.iter().map(|&i| oracles[i].clone()).collect::<Vec<_>>(), &batch);
         adam.zero_grad();
         let loss = model.loss(&batch, &labels, true);
         loss.backward();
