@@ -7,6 +7,8 @@
 //! `min_sentences` and `min_words` are reached.
 use crate::data::tokenizer::TextTokenizer;
 use crate::error::Result;
+use super::input::{encode_articles, ArticleBatch};
+use super::transformer::{positional, FeedForward, MultiHeadAttention, NORM_EPS};
 use crate::model::layers::{LayerNorm, Linear, Precision};
 use crate::model::model_dir::{copy_into, read_model_files, save_model_files_as};
 use crate::model::{BertConfig, BertModel};
@@ -45,49 +47,29 @@ impl Default for ExtConfig {
     }
 }
 
-/// One pre-LayerNorm transformer layer over sentence vectors.
+/// One layer of PreSumm's `ExtTransformerEncoder` (pre-LayerNorm; the first layer skips the
+/// norm on its input).
 struct InterLayer {
-    norm_attn: LayerNorm,
-    query: Linear,
-    key: Linear,
-    value: Linear,
-    out: Linear,
-    norm_ff: LayerNorm,
-    w1: Linear,
-    w2: Linear,
-    heads: i64,
+    norm: LayerNorm,
+    self_attn: MultiHeadAttention,
+    feed_forward: FeedForward,
     dropout: f64,
 }
 
 impl InterLayer {
     fn new(p: tch::nn::Path, h: i64, heads: i64, ff: i64, dropout: f64) -> Self {
-        let a = &p / "self_attn";
-        let f = &p / "feed_forward";
         InterLayer {
-            norm_attn: LayerNorm::new(&p / "layer_norm", h, 1e-6),
-            query: Linear::new(&a / "linear_query", h, h, 0.02),
-            key: Linear::new(&a / "linear_keys", h, h, 0.02),
-            value: Linear::new(&a / "linear_values", h, h, 0.02),
-            out: Linear::new(&a / "final_linear", h, h, 0.02),
-            norm_ff: LayerNorm::new(&f / "layer_norm", h, 1e-6),
-            w1: Linear::new(&f / "w_1", h, ff, 0.02),
-            w2: Linear::new(&f / "w_2", ff, h, 0.02),
-            heads,
+            norm: LayerNorm::new(&p / "layer_norm", h, NORM_EPS),
+            self_attn: MultiHeadAttention::new(&p / "self_attn", h, heads, dropout),
+            feed_forward: FeedForward::new(&p / "feed_forward", h, ff, dropout),
             dropout,
         }
     }
 
     fn forward(&self, x: &Tensor, mask: &Tensor, first: bool, train: bool) -> Tensor {
-        let (b, s, h) = x.size3().expect("[batch, sentences, hidden]");
-        let input = if first { x.shallow_clone() } else { self.norm_attn.forward(x) };
-        let split = |t: Tensor| t.view([b, s, self.heads, h / self.heads]).transpose(1, 2);
-        let p = Precision::Fp32;
-        let (q, k, v) = (split(self.query.forward(&input, p)), split(self.key.forward(&input, p)), split(self.value.forward(&input, p)));
-        let drop = if train { self.dropout } else { 0.0 };
-        let ctx = Tensor::scaled_dot_product_attention(&q, &k, &v, Some(mask), drop, false, None, false).transpose(1, 2).contiguous().view([b, s, h]);
-        let out = self.out.forward(&ctx, p).dropout(self.dropout, train) + x;
-        let inter = self.w1.forward(&self.norm_ff.forward(&out), p).gelu("none").dropout(self.dropout, train);
-        self.w2.forward(&inter, p).dropout(self.dropout, train) + out
+        let input = if first { x.shallow_clone() } else { self.norm.forward(x) };
+        let out = self.self_attn.forward(&input, &input, Some(mask), false, train).dropout(self.dropout, train) + x;
+        self.feed_forward.forward(&out, train)
     }
 }
 
@@ -102,26 +84,6 @@ pub struct BertExt {
     pub tokenizer: TextTokenizer,
 }
 
-/// Sinusoidal positions [n, dim] (as the Transformer's).
-fn positional(n: i64, dim: i64, device: Device) -> Tensor {
-    let pos = Tensor::arange(n, (Kind::Float, device)).unsqueeze(1);
-    let div = (Tensor::arange_start_step(0, dim, 2, (Kind::Float, device)) * (-(10000f64.ln()) / dim as f64)).exp();
-    let angles = pos * div.unsqueeze(0);
-    Tensor::stack(&[angles.sin(), angles.cos()], 2).view([n, -1]).narrow(1, 0, dim)
-}
-
-/// Model inputs of a batch of articles.
-pub struct ExtBatch {
-    pub input_ids: Tensor,
-    pub segments: Tensor,
-    pub attention: Tensor,
-    /// Flat positions of each sentence's `[CLS]` ([articles, max sentences], padded with 0).
-    pub cls_positions: Tensor,
-    pub sentence_mask: Tensor,
-    /// Sentences that fit, per article.
-    pub sentences: Vec<usize>,
-}
-
 impl BertExt {
     pub fn load(dir: &Path, ext: ExtConfig, device: Device) -> Result<(Self, Vec<String>)> {
         let files = read_model_files(dir)?;
@@ -131,71 +93,19 @@ impl BertExt {
         let bert = BertModel::new(&root / "bert", &files.config, false);
         let e = &root / "ext_layer";
         let layers = (0..ext.layers).map(|i| InterLayer::new(&e / "transformer_inter" / i, h, ext.heads, ext.ff, ext.dropout)).collect();
-        let final_norm = LayerNorm::new(&e / "layer_norm", h, 1e-6);
+        let final_norm = LayerNorm::new(&e / "layer_norm", h, NORM_EPS);
         let scorer = Linear::new(&e / "wo", h, 1, 0.02);
         let notes = copy_into(&vs, files.tensors, &files.weights_path, &[("ext_layer.", "no extractive layers in the checkpoint: initialised randomly (to be trained)")])?;
         Ok((BertExt { vs, bert, layers, final_norm, scorer, config: files.config, ext, tokenizer: files.tokenizer }, notes))
     }
 
-    /// Encodes articles: `[CLS] s1 [SEP] [CLS] s2 [SEP] …`, segments alternating, cut at the
-    /// model's positions (sentences that do not fit are dropped).
-    pub fn encode(&self, articles: &[&[Vec<String>]]) -> Result<ExtBatch> {
-        let max_len = self.bert.embeddings.max_positions();
-        let t = &self.tokenizer;
-        let mut rows = Vec::new();
-        let mut cls = Vec::new();
-        for article in articles {
-            let (mut ids, mut segs, mut positions) = (Vec::new(), Vec::new(), Vec::new());
-            for (i, sentence) in article.iter().enumerate() {
-                let pieces: Vec<i64> = t.encode_plain(&sentence.join(" "))?.into_iter().map(i64::from).collect();
-                if ids.len() + pieces.len() + 2 > max_len {
-                    let room = max_len.saturating_sub(ids.len() + 2);
-                    if room == 0 {
-                        break;
-                    }
-                    positions.push(ids.len());
-                    ids.push(t.special.cls);
-                    ids.extend(&pieces[..room.min(pieces.len())]);
-                    ids.push(t.special.sep);
-                    segs.resize(ids.len(), (i % 2) as i64);
-                    break;
-                }
-                positions.push(ids.len());
-                ids.push(t.special.cls);
-                ids.extend(pieces);
-                ids.push(t.special.sep);
-                segs.resize(ids.len(), (i % 2) as i64);
-            }
-            rows.push((ids, segs));
-            cls.push(positions);
-        }
-        let width = rows.iter().map(|r| r.0.len()).max().unwrap_or(1).max(1);
-        let n_sent = cls.iter().map(Vec::len).max().unwrap_or(1).max(1);
-        let (mut ids, mut segs, mut att, mut flat, mut smask) = (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
-        for (r, ((row_ids, row_segs), positions)) in rows.iter().zip(&cls).enumerate() {
-            let pad = width - row_ids.len();
-            ids.extend(row_ids.iter().copied().chain(std::iter::repeat_n(t.special.pad, pad)));
-            segs.extend(row_segs.iter().copied().chain(std::iter::repeat_n(0, pad)));
-            att.extend(std::iter::repeat_n(1i64, row_ids.len()).chain(std::iter::repeat_n(0, pad)));
-            for k in 0..n_sent {
-                flat.push((r * width + positions.get(k).copied().unwrap_or(0)) as i64);
-                smask.push((k < positions.len()) as i64);
-            }
-        }
-        let device = self.vs.device();
-        let (b, w) = (rows.len() as i64, width as i64);
-        Ok(ExtBatch {
-            input_ids: Tensor::from_slice(&ids).view([b, w]).to_device(device),
-            segments: Tensor::from_slice(&segs).view([b, w]).to_device(device),
-            attention: Tensor::from_slice(&att).view([b, w]).to_device(device),
-            cls_positions: Tensor::from_slice(&flat).view([b, n_sent as i64]).to_device(device),
-            sentence_mask: Tensor::from_slice(&smask).view([b, n_sent as i64]).to_device(device),
-            sentences: cls.iter().map(Vec::len).collect(),
-        })
+    /// Encodes articles for the encoder (see `input`).
+    pub fn encode(&self, articles: &[&[Vec<String>]]) -> Result<ArticleBatch> {
+        encode_articles(&self.tokenizer, self.bert.embeddings.max_positions(), articles, self.vs.device())
     }
 
     /// Sentence scores in (0, 1) [articles, sentences] (0 at padding).
-    pub fn scores(&self, batch: &ExtBatch, train: bool) -> Tensor {
+    pub fn scores(&self, batch: &ArticleBatch, train: bool) -> Tensor {
         let hidden = self.bert.forward(&batch.input_ids, Some(&batch.segments), Some(&batch.attention), train);
         let h = self.config.hidden_size;
         let (b, s) = batch.cls_positions.size2().unwrap();
@@ -212,7 +122,7 @@ impl BertExt {
     }
 
     /// Binary cross-entropy over real sentences against 0/1 labels [articles, sentences].
-    pub fn loss(&self, batch: &ExtBatch, labels: &Tensor, train: bool) -> Tensor {
+    pub fn loss(&self, batch: &ArticleBatch, labels: &Tensor, train: bool) -> Tensor {
         let scores = self.scores(batch, train).clamp(1e-7, 1.0 - 1e-7);
         let mask = batch.sentence_mask.to_kind(Kind::Float);
         let log_p = scores.log();
@@ -254,7 +164,7 @@ pub fn select(article: &[Vec<String>], scores: &[f64], min_sentences: usize, min
 }
 
 /// Oracle labels as 0/1 rows padded to the batch's sentence count.
-pub fn label_tensor(oracles: &[Vec<usize>], batch: &ExtBatch) -> Tensor {
+pub fn label_tensor(oracles: &[Vec<usize>], batch: &ArticleBatch) -> Tensor {
     let (b, s) = batch.cls_positions.size2().unwrap();
     let mut labels = vec![0f32; (b * s) as usize];
     for (r, (oracle, &n)) in oracles.iter().zip(&batch.sentences).enumerate() {

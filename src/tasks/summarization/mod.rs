@@ -1,11 +1,14 @@
-//! Summarization on Liputan6 (as the Liputan6 paper, after PreSumm): the data layout, the
-//! extractive baselines (Lead-N, Oracle) and their ROUGE table. The neural summarizers
-//! (BertExt, BertAbs, BertExtAbs) are not built yet.
+//! Summarization on Liputan6 (as the Liputan6 paper, after PreSumm): the data layout
+//! (`data`), the extractive baselines Lead-N and Oracle (`oracle`) and their ROUGE table (here),
+//! the encoder input (`input`), PreSumm's transformer blocks (`transformer`), BertExt (`ext`),
+//! beam search (`beam`), and their training (`train`).
 pub mod beam;
 pub mod data;
 pub mod ext;
+pub mod input;
 pub mod oracle;
 pub mod train;
+pub mod transformer;
 
 use crate::eval::rouge::mean_f1;
 use data::{join, Article};
