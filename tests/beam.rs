@@ -10,7 +10,7 @@ fn piece(t: i64) -> String {
 }
 
 fn config(min: usize, max: usize, alpha: f64, block: bool) -> BeamConfig {
-    BeamConfig { beam: 3, min_length: min, max_length: max, alpha, block_trigrams: block, bos: BOS, eos: EOS }
+    BeamConfig { beam: 3, min_length: min, max_length: max, alpha, block_trigrams: block, bos: BOS, eos: EOS, ..BeamConfig::default() }
 }
 
 /// A "model" that wants to loop "a b c a b c ..." and would end right away if allowed.
@@ -82,4 +82,41 @@ fn the_length_penalty_decides_between_short_and_long() {
     let long = beam_search(&config(0, 12, 1.0, false), model, piece);
     assert_eq!(long[0].tokens, vec![3; 9], "{long:?}");
     assert!((long[0].score - (-3.0 / 2.5)).abs() < 1e-9);
+}
+
+#[test]
+fn end_of_sequence_waits_for_the_minimum_sentences_and_words() {
+    // Vocabulary: 0 pad, 1 bos, 2 eos, 3 "a", 4 "b", 5 "c", 6 "##d", 7 "x", 8 sentence marker.
+    let piece9 = |t: i64| ["<pad>", "<bos>", "<eos>", "a", "b", "c", "##d", "x", "<q>"][t as usize].to_string();
+    // After two words the model wants to end; a sentence marker is its second choice; "c ##d" is
+    // one word in two pieces.
+    let model = |seqs: &[Vec<i64>]| -> Vec<Vec<f64>> {
+        seqs.iter()
+            .map(|s| {
+                let since_marker = s.iter().rev().take_while(|&&t| t != 8 && t != BOS).count();
+                (0..9)
+                    .map(|t| match t {
+                        EOS if since_marker >= 2 => -0.1,
+                        8 if since_marker >= 2 => -1.0,
+                        5 if since_marker < 2 && s.last() != Some(&5) => -0.2,
+                        6 if s.last() == Some(&5) => -0.1,
+                        _ => -8.0,
+                    })
+                    .collect()
+            })
+            .collect()
+    };
+    let config = |min_sentences: usize, min_words: usize| BeamConfig { beam: 2, min_length: min_words, max_length: 30, alpha: 0.0, block_trigrams: false, bos: BOS, eos: EOS, sentence_split: Some(8), min_sentences };
+    let sentences = |tokens: &[i64]| tokens.split(|&t| t == 8).filter(|s| !s.is_empty()).count();
+    let words_in = |tokens: &[i64]| words(&tokens.iter().filter(|&&t| t != 8).map(|&t| piece9(t)).collect::<Vec<_>>()).len();
+    let one = &beam_search(&config(1, 0), model, piece9)[0];
+    assert_eq!((sentences(&one.tokens), words_in(&one.tokens)), (1, 1), "{:?}", one.tokens);
+    let two = &beam_search(&config(2, 0), model, piece9)[0];
+    assert_eq!(sentences(&two.tokens), 2, "{:?}", two.tokens);
+    let three = &beam_search(&config(3, 0), model, piece9)[0];
+    assert_eq!(sentences(&three.tokens), 3, "{:?}", three.tokens);
+    // Words count pieces joined: "c ##d" is one word, and the markers are not words.
+    let long = &beam_search(&config(1, 4), model, piece9)[0];
+    assert!(words_in(&long.tokens) >= 4, "{:?}", long.tokens);
+    assert_eq!(words(&["c".into(), "##d".into()]).len(), 1);
 }

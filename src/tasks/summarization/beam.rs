@@ -1,25 +1,37 @@
-//! Beam search as PreSumm decodes (for BertAbs): beams ranked by cumulative log-probability
-//! divided by the GNMT length penalty ((5 + length) / 6)^α (Wu et al. 2016); end-of-sequence
-//! forbidden while shorter than `min_length`; with trigram blocking, a hypothesis whose last
-//! word trigram (word pieces joined at `##`) already occurred is dropped. The model enters as a
-//! function from the live hypotheses to their next-token log-probabilities.
+//! Beam search as PreSumm decodes for BertAbs: candidates ranked by cumulative
+//! log-probability divided by the GNMT length penalty ((5 + length) / 6)^α (Wu et al. 2016);
+//! end-of-sequence forbidden until the hypothesis has `min_length` words and `min_sentences`
+//! sentences (the Liputan6 paper's minimum: two sentences, 15 words); with trigram blocking, a
+//! candidate whose last word trigram (word pieces joined at `##`) already occurred is dropped.
+//! Each step keeps the best `beam` candidates; those that end go to the finished list, and the
+//! search stops when the best candidate of a step ends (PreSumm's end condition) or at
+//! `max_length` tokens. The model enters as a function from the live hypotheses to their
+//! next-token log-probabilities.
+use std::cmp::Ordering;
 use std::collections::HashSet;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct BeamConfig {
     pub beam: usize,
+    /// Words (word pieces joined, sentence markers excluded) before end-of-sequence may come.
     pub min_length: usize,
+    /// Tokens generated at most.
     pub max_length: usize,
     pub alpha: f64,
     pub block_trigrams: bool,
     pub bos: i64,
     pub eos: i64,
+    /// The token between summary sentences, if the targets have one.
+    pub sentence_split: Option<i64>,
+    /// Sentences before end-of-sequence may come (needs `sentence_split`).
+    pub min_sentences: usize,
 }
 
 impl Default for BeamConfig {
-    /// PreSumm's and the Liputan6 paper's decoding: beam 5, α 0.6, 15 to 150 tokens.
+    /// PreSumm's and the Liputan6 paper's decoding: beam 5, α 0.6, at least 15 words, at most
+    /// 150 tokens.
     fn default() -> Self {
-        BeamConfig { beam: 5, min_length: 15, max_length: 150, alpha: 0.6, block_trigrams: true, bos: 1, eos: 2 }
+        BeamConfig { beam: 5, min_length: 15, max_length: 150, alpha: 0.6, block_trigrams: true, bos: 1, eos: 2, sentence_split: None, min_sentences: 1 }
     }
 }
 
@@ -32,12 +44,16 @@ pub fn length_penalty(length: usize, alpha: f64) -> f64 {
 pub fn words(pieces: &[String]) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     for p in pieces {
-        match (p.strip_prefix("##"), out.last_mut()) {
-            (Some(rest), Some(last)) => last.push_str(rest),
-            _ => out.push(p.clone()),
-        }
+        push_piece(&mut out, p);
     }
     out
+}
+
+fn push_piece(words: &mut Vec<String>, piece: &str) {
+    match (piece.strip_prefix("##"), words.last_mut()) {
+        (Some(rest), Some(last)) => last.push_str(rest),
+        _ => words.push(piece.to_string()),
+    }
 }
 
 /// Whether the last word trigram occurred earlier in the hypothesis.
@@ -60,54 +76,114 @@ pub struct Hypothesis {
     pub score: f64,
 }
 
+/// A live hypothesis: its tokens (from `bos`), cumulative log-probability, words so far and
+/// whether it may end now.
+struct Live {
+    tokens: Vec<i64>,
+    log_prob: f64,
+    words: Vec<String>,
+    may_end: bool,
+}
+
+impl Live {
+    fn new(tokens: Vec<i64>, log_prob: f64, config: &BeamConfig, piece: &impl Fn(i64) -> String) -> Self {
+        let pieces: Vec<String> = tokens[1..].iter().map(|&t| piece(t)).collect();
+        let words = words(&pieces);
+        let may_end = match config.sentence_split {
+            None => words.len() >= config.min_length,
+            Some(split) => {
+                let sentences: Vec<&[i64]> = tokens[1..].split(|&t| t == split).filter(|s| !s.is_empty()).collect();
+                let content = sentences.iter().map(|s| self::words(&s.iter().map(|&t| piece(t)).collect::<Vec<_>>()).len()).sum::<usize>();
+                content >= config.min_length && sentences.len() >= config.min_sentences
+            }
+        };
+        Live { tokens, log_prob, words, may_end }
+    }
+}
+
+#[derive(Clone, Copy)]
+struct Candidate {
+    score: f64,
+    log_prob: f64,
+    beam: usize,
+    token: i64,
+}
+
+fn best_first(a: &Candidate, b: &Candidate) -> Ordering {
+    b.score.total_cmp(&a.score).then(a.beam.cmp(&b.beam)).then(a.token.cmp(&b.token))
+}
+
 /// Decodes with `next_log_probs(hypotheses) -> one row of vocabulary log-probabilities per
-/// hypothesis` (each hypothesis starts with `bos`); `piece` names a token, for trigram blocking.
-/// Returns the finished hypotheses, best first.
+/// hypothesis` (each hypothesis starts with `bos`; all have the same length); `piece` names a
+/// token, for trigram blocking and word counts. Returns the finished hypotheses, best first.
 pub fn beam_search(config: &BeamConfig, mut next_log_probs: impl FnMut(&[Vec<i64>]) -> Vec<Vec<f64>>, piece: impl Fn(i64) -> String) -> Vec<Hypothesis> {
-    let mut live: Vec<(Vec<i64>, f64)> = vec![(vec![config.bos], 0.0)];
+    let mut live = vec![Live::new(vec![config.bos], 0.0, config, &piece)];
     let mut finished: Vec<Hypothesis> = Vec::new();
     for step in 0..config.max_length {
-        let seqs: Vec<Vec<i64>> = live.iter().map(|(s, _)| s.clone()).collect();
+        let seqs: Vec<Vec<i64>> = live.iter().map(|h| h.tokens.clone()).collect();
         let rows = next_log_probs(&seqs);
-        let length = step + 1;
-        let lp = length_penalty(length, config.alpha);
-        let mut candidates: Vec<(f64, f64, usize, i64)> = Vec::new(); // (score, log_prob, beam, token)
-        for (b, ((seq, cum), row)) in live.iter().zip(&rows).enumerate() {
-            for (token, &lpr) in row.iter().enumerate() {
+        let lp = length_penalty(step + 1, config.alpha);
+        let mut pool: Vec<Candidate> = Vec::new();
+        for (b, (hyp, row)) in live.iter().zip(&rows).enumerate() {
+            for (token, &log_p) in row.iter().enumerate() {
                 let token = token as i64;
-                if token == config.eos && length <= config.min_length {
+                if token == config.eos && !hyp.may_end {
                     continue;
                 }
-                let total = cum + lpr;
-                if config.block_trigrams && token != config.eos {
-                    let mut pieces: Vec<String> = seq[1..].iter().map(|&t| piece(t)).collect();
-                    pieces.push(piece(token));
-                    if pieces.len() > 3 && repeats_trigram(&words(&pieces)) {
-                        continue;
-                    }
-                }
-                candidates.push((total / lp, total, b, token));
+                let log_prob = hyp.log_prob + log_p;
+                pool.push(Candidate { score: log_prob / lp, log_prob, beam: b, token });
             }
         }
-        candidates.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.2.cmp(&b.2)).then(a.3.cmp(&b.3)));
+        let blocked = |c: &Candidate| {
+            if !config.block_trigrams || c.token == config.eos {
+                return false;
+            }
+            let mut w = live[c.beam].words.clone();
+            push_piece(&mut w, &piece(c.token));
+            repeats_trigram(&w)
+        };
+        // The best `beam` unblocked candidates, sorting only as much of the pool as needed.
+        let mut kept: Vec<Candidate> = Vec::new();
+        let (mut start, mut window) = (0, (config.beam * 4).max(8));
+        while kept.len() < config.beam && start < pool.len() {
+            let end = (start + window).min(pool.len());
+            if end < pool.len() {
+                pool[start..].select_nth_unstable_by(end - start - 1, best_first);
+            }
+            pool[start..end].sort_by(best_first);
+            for c in &pool[start..end] {
+                if kept.len() < config.beam && !c.score.is_infinite() && !blocked(c) {
+                    kept.push(*c);
+                }
+            }
+            start = end;
+            window *= 4;
+        }
+        let top_ends = kept.first().is_some_and(|c| c.token == config.eos);
+        let last_step = step + 1 == config.max_length;
         let mut next = Vec::new();
-        for (score, total, b, token) in candidates.into_iter().take(config.beam) {
-            if token == config.eos {
-                finished.push(Hypothesis { tokens: live[b].0[1..].to_vec(), log_prob: total, score });
+        for c in kept {
+            let parent = &live[c.beam].tokens;
+            if c.token == config.eos {
+                finished.push(Hypothesis { tokens: parent[1..].to_vec(), log_prob: c.log_prob, score: c.score });
             } else {
-                let mut seq = live[b].0.clone();
-                seq.push(token);
-                next.push((seq, total));
+                let mut tokens = parent.clone();
+                tokens.push(c.token);
+                if last_step || top_ends {
+                    // Cut off at the maximum length, or the search ends here: these count as
+                    // finished only when they are the last word of the search.
+                    if last_step {
+                        finished.push(Hypothesis { tokens: tokens[1..].to_vec(), log_prob: c.log_prob, score: c.score });
+                    }
+                } else {
+                    next.push(Live::new(tokens, c.log_prob, config, &piece));
+                }
             }
         }
         live = next;
-        if live.is_empty() || finished.len() >= config.beam {
+        if top_ends || live.is_empty() {
             break;
         }
-    }
-    if finished.is_empty() {
-        let lp = |n: usize| length_penalty(n, config.alpha);
-        finished = live.into_iter().map(|(s, total)| Hypothesis { score: total / lp(s.len() - 1), tokens: s[1..].to_vec(), log_prob: total }).collect();
     }
     finished.sort_by(|a, b| b.score.total_cmp(&a.score));
     finished
