@@ -228,7 +228,7 @@ pub enum FinetuneCommand {
         #[arg(long)]
         init: Option<PathBuf>,
     },
-    /// Liputan6 summarization (task = "ext": BertExt; BertAbs and BertExtAbs are not built yet).
+    /// Liputan6 summarization (task = "ext": BertExt, "abs": BertAbs, "extabs": BertExtAbs).
     Summarize {
         /// The fine-tuning recipe (TOML).
         recipe: PathBuf,
@@ -285,6 +285,16 @@ pub enum ReportCommand {
         /// Output file: .svg or .png (text needs a TrueType font such as DejaVu Sans).
         #[arg(long)]
         out: PathBuf,
+    },
+    /// The Liputan6 paper's Table 4 from `finetune summarize` runs: Lead-1/2/3, Oracle and each
+    /// run's system, ROUGE-1/2/L per test split (canonical and Xtreme side by side).
+    Summarization {
+        /// results.json files of the runs (checkpoints/<name>/results.json).
+        #[arg(required = true)]
+        results: Vec<PathBuf>,
+        /// Also write the table (Markdown) here.
+        #[arg(long)]
+        out: Option<PathBuf>,
     },
 }
 
@@ -378,6 +388,14 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Report(ReportCommand::BiasCurve { run, out }) => {
             let n = indolm::report::bias_curve::write_bias_curve(&run, &out)?;
             println!("plotted {n} checkpoint(s) -> {}", out.display());
+            Ok(())
+        }
+        Command::Report(ReportCommand::Summarization { results, out }) => {
+            let table = indolm::tasks::summarization::table_from_results(&results)?;
+            print!("{table}");
+            if let Some(out) = out {
+                indolm::error::write_atomic(&out, table.as_bytes())?;
+            }
             Ok(())
         }
         Command::Recipe(RecipeCommand::Check { recipe }) => train_cmds::check_recipe(&recipe),

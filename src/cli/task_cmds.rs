@@ -77,23 +77,14 @@ fn sentences_of(text: &str) -> Vec<Vec<String>> {
 }
 
 pub fn summarize(model_dir: &Path, file: &Path, device: Device) -> Result<()> {
-    use indolm::tasks::summarization::ext::{select, BertExt, ExtConfig};
-    let config_path = model_dir.join("config.json");
-    let config: serde_json::Value = serde_json::from_str(&read_to_string(&config_path)?).map_err(|e| Error::json(&config_path, &e))?;
-    let ext: ExtConfig = serde_json::from_value(config["indolm_ext"].clone()).map_err(|_| Error::field(&config_path, "indolm_ext", "missing: is this a model from `indolm finetune summarize`?"))?;
-    let (model, notes) = BertExt::load(model_dir, ext, device)?;
-    if !notes.is_empty() {
-        return Err(Error::invalid(model_dir, format!("not a trained BertExt model: {}", notes.join("; "))));
-    }
+    use indolm::tasks::summarization::train::Summarizer;
+    let model = Summarizer::load_trained(model_dir, device)?;
     let article = sentences_of(&read_to_string(file)?);
     if article.is_empty() {
         return Err(Error::invalid(file, "empty article"));
     }
-    let batch = model.encode(&[article.as_slice()])?;
-    let scores = tch::no_grad(|| model.scores(&batch, false)).to_device(Device::Cpu);
-    let row: Vec<f64> = (0..batch.sentences[0]).map(|k| scores.double_value(&[0, k as i64])).collect();
-    for i in select(&article[..batch.sentences[0]], &row, model.ext.min_sentences, model.ext.min_words) {
-        println!("{}", article[i].join(" "));
+    for sentence in &model.summarize(&[article.as_slice()])?[0] {
+        println!("{}", sentence.join(" "));
     }
     Ok(())
 }

@@ -1,7 +1,8 @@
 //! Summarization on Liputan6 (as the Liputan6 paper, after PreSumm): the data layout
 //! (`data`), the extractive baselines Lead-N and Oracle (`oracle`) and their ROUGE table (here),
 //! the encoder input (`input`), PreSumm's transformer blocks (`transformer`), BertExt (`ext`),
-//! beam search (`beam`), and their training (`train`).
+//! BertAbs/BertExtAbs (`abs`) with beam search (`beam`), and their training (`train`).
+pub mod abs;
 pub mod beam;
 pub mod data;
 pub mod ext;
@@ -14,7 +15,7 @@ use crate::eval::rouge::mean_f1;
 use data::{join, Article};
 
 /// One row of the results table: system name and mean ROUGE-1/2/L F1 (×100).
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Row {
     pub system: String,
     pub rouge1: f64,
@@ -47,4 +48,57 @@ pub fn markdown(split: &str, rows: &[Row]) -> String {
         out.push_str(&format!("| {} | {:.2} | {:.2} | {:.2} |\n", r.system, r.rouge1, r.rouge2, r.rouge_l));
     }
     out
+}
+
+/// Table 4 of the Liputan6 paper from the `results.json` of `finetune summarize` runs: the
+/// Lead-N and Oracle rows (from the first run that has them for a split) and every run's
+/// system, ROUGE-1/2/L for each test split side by side (e.g. canonical and Xtreme).
+pub fn table_from_results(paths: &[std::path::PathBuf]) -> crate::error::Result<String> {
+    use crate::error::{read_to_string, Error};
+    #[derive(serde::Deserialize)]
+    struct Results {
+        test: Vec<(String, Vec<Row>)>,
+    }
+    let mut splits: Vec<String> = Vec::new();
+    let mut systems: Vec<String> = Vec::new();
+    let mut cells: std::collections::HashMap<(String, String), Row> = Default::default();
+    for path in paths {
+        let results: Results = serde_json::from_str(&read_to_string(path)?).map_err(|e| Error::json(path, &e))?;
+        for (split, rows) in results.test {
+            if !splits.contains(&split) {
+                splits.push(split.clone());
+            }
+            for row in rows {
+                let baseline = row.system.starts_with("Lead-") || row.system == "Oracle";
+                let key = (row.system.clone(), split.clone());
+                if baseline && cells.contains_key(&key) {
+                    continue;
+                }
+                if !systems.contains(&row.system) {
+                    systems.push(row.system.clone());
+                }
+                cells.insert(key, row);
+            }
+        }
+    }
+    let mut out = String::from("| System |");
+    let mut rule = String::from("|---|");
+    for split in &splits {
+        out.push_str(&format!(" {split} R1 | R2 | RL |"));
+        rule.push_str("---:|---:|---:|");
+    }
+    out.push('\n');
+    out.push_str(&rule);
+    out.push('\n');
+    for system in &systems {
+        out.push_str(&format!("| {system} |"));
+        for split in &splits {
+            match cells.get(&(system.clone(), split.clone())) {
+                Some(r) => out.push_str(&format!(" {:.2} | {:.2} | {:.2} |", r.rouge1, r.rouge2, r.rouge_l)),
+                None => out.push_str(" – | – | – |"),
+            }
+        }
+        out.push('\n');
+    }
+    Ok(out)
 }

@@ -1,6 +1,10 @@
-//! `indolm finetune summarize`: the recipe and the BertExt training loop (Adam with the Noam
-//! schedule, binary cross-entropy on the oracle labels, dev ROUGE every `eval_every` steps, the
-//! best checkpoint kept), then ROUGE on the test splits beside Lead-N and Oracle.
+//! `indolm finetune summarize`: the recipe and one training loop for the three summarizers
+//! (task `ext`: BertExt, binary cross-entropy on the oracle labels, one Adam; `abs`: BertAbs,
+//! label-smoothed loss on the reference, one Adam for the encoder and one for the rest;
+//! `extabs`: BertAbs started from a fine-tuned BertExt), each with PreSumm's Noam schedule,
+//! dev ROUGE every `eval_every` steps keeping the best weights, then ROUGE on the test splits
+//! beside Lead-N and Oracle, with the predictions written one summary a line.
+use super::abs::{AbsConfig, BertAbs};
 use super::data::{join, load_split, Article};
 use super::ext::{label_tensor, select, BertExt, ExtConfig};
 use super::oracle::oracle_liputan6;
@@ -40,6 +44,8 @@ pub struct SummarizeRecipe {
     pub optimizer: SummarizeOptimizer,
     #[serde(default)]
     pub ext: ExtConfig,
+    #[serde(default)]
+    pub abs: AbsConfig,
 }
 
 
@@ -63,9 +69,17 @@ fn d_test() -> Vec<String> { vec!["test".into()] }
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct SummarizeOptimizer {
-    /// Noam: lr · min(step^-0.5, step · warmup^-1.5).
+    /// Noam: lr · min(step^-0.5, step · warmup^-1.5); for abs/extabs, the BERT encoder's.
     pub lr: f64,
     pub warmup_steps: u64,
+    /// abs/extabs: the decoder's (and generator's) Noam peak factor and warmup.
+    #[serde(default)]
+    pub lr_dec: Option<f64>,
+    #[serde(default)]
+    pub warmup_dec: Option<u64>,
+    /// Dev articles scored at each evaluation (default: all; abstractive decoding is slow).
+    #[serde(default)]
+    pub eval_articles: Option<usize>,
     pub max_steps: u64,
     /// Articles per step.
     pub batch_size: usize,
@@ -77,12 +91,19 @@ pub struct SummarizeOptimizer {
 impl SummarizeRecipe {
     pub fn load(path: &Path) -> Result<Self> {
         let recipe: SummarizeRecipe = crate::train::recipe::parse_toml(path)?;
-        if recipe.task != Task::Ext {
-            return Err(Error::field(path, "task", format!("{:?} (BertAbs/BertExtAbs) is not built yet; only \"ext\" trains today", recipe.task)));
-        }
         let o = &recipe.optimizer;
         if o.lr <= 0.0 || o.max_steps == 0 || o.batch_size == 0 || o.eval_every == 0 || o.warmup_steps == 0 {
             return Err(Error::field(path, "optimizer", "lr, warmup_steps, max_steps, batch_size and eval_every must be positive"));
+        }
+        if recipe.task != Task::Ext {
+            match (o.lr_dec, o.warmup_dec) {
+                (Some(lr), Some(w)) if lr > 0.0 && w > 0 => {}
+                _ => return Err(Error::field(path, "optimizer.lr_dec", "task abs/extabs trains the decoder with its own Noam schedule: set lr_dec and warmup_dec (positive; the Liputan6 paper: 0.1 and 10000)")),
+            }
+            let a = &recipe.abs;
+            if a.layers <= 0 || a.heads <= 0 || a.ff <= 0 || a.beam == 0 || a.max_length == 0 || a.max_target_tokens < 2 || !(0.0..1.0).contains(&a.label_smoothing) {
+                return Err(Error::field(path, "abs", "layers, heads, ff, beam and max_length must be positive, max_target_tokens at least 2, label_smoothing in [0, 1)"));
+            }
         }
         Ok(recipe)
     }
@@ -98,52 +119,188 @@ fn oracle_of(a: &Article) -> Vec<usize> {
     a.extractive.clone().unwrap_or_else(|| oracle_liputan6(&a.article, &a.summary))
 }
 
-/// Mean ROUGE-1/2/L of BertExt's selections on `articles`.
-pub fn evaluate(model: &BertExt, articles: &[Article]) -> Result<Row> {
-    let mut pairs = Vec::new();
-    for chunk in articles.chunks(8) {
-        let refs: Vec<&[Vec<String>]> = chunk.iter().map(|a| a.article.as_slice()).collect();
-        let batch = model.encode(&refs)?;
-        let scores = tch::no_grad(|| model.scores(&batch, false)).to_device(Device::Cpu).to_kind(tch::Kind::Double);
-        for (r, a) in chunk.iter().enumerate() {
-            let n = batch.sentences[r];
-            let row: Vec<f64> = (0..n).map(|k| scores.double_value(&[r as i64, k as i64])).collect();
-            let chosen = select(&a.article[..n], &row, model.ext.min_sentences, model.ext.min_words);
-            let text: Vec<Vec<String>> = chosen.into_iter().map(|i| a.article[i].clone()).collect();
-            pairs.push((join(&text), join(&a.summary)));
+/// The model being trained.
+pub enum Summarizer {
+    Ext(BertExt),
+    Abs(BertAbs),
+}
+
+impl Summarizer {
+    pub fn vs(&self) -> &tch::nn::VarStore {
+        match self {
+            Summarizer::Ext(m) => &m.vs,
+            Summarizer::Abs(m) => &m.vs,
         }
     }
+
+    /// Training loss of a batch (`oracles` are the articles' oracle labels, used by BertExt).
+    fn loss(&self, articles: &[&Article], oracles: &[Vec<usize>]) -> Result<Tensor> {
+        let texts: Vec<&[Vec<String>]> = articles.iter().map(|a| a.article.as_slice()).collect();
+        Ok(match self {
+            Summarizer::Ext(m) => {
+                let batch = m.encode(&texts)?;
+                m.loss(&batch, &label_tensor(oracles, &batch), true)
+            }
+            Summarizer::Abs(m) => {
+                let batch = m.encode(&texts)?;
+                let summaries: Vec<&[Vec<String>]> = articles.iter().map(|a| a.summary.as_slice()).collect();
+                m.loss(&batch, &m.encode_targets(&summaries)?, true).0
+            }
+        })
+    }
+
+    /// The summary of every article, as sentences of words.
+    pub fn summarize(&self, articles: &[&[Vec<String>]]) -> Result<Vec<Vec<Vec<String>>>> {
+        let mut out = Vec::new();
+        match self {
+            Summarizer::Ext(m) => {
+                for chunk in articles.chunks(8) {
+                    let batch = m.encode(chunk)?;
+                    let scores = tch::no_grad(|| m.scores(&batch, false)).to_device(Device::Cpu).to_kind(tch::Kind::Double);
+                    for (r, article) in chunk.iter().enumerate() {
+                        let n = batch.sentences[r];
+                        let row: Vec<f64> = (0..n).map(|k| scores.double_value(&[r as i64, k as i64])).collect();
+                        let chosen = select(&article[..n], &row, m.ext.min_sentences, m.ext.min_words);
+                        out.push(chosen.into_iter().map(|i| article[i].clone()).collect());
+                    }
+                }
+            }
+            Summarizer::Abs(m) => {
+                let beam = m.beam_config();
+                for article in articles {
+                    out.push(m.generate(article, &beam)?);
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Loads a model written by `finetune summarize` (BertExt or BertAbs, from `config.json`).
+    pub fn load_trained(dir: &Path, device: Device) -> Result<Self> {
+        let config_path = dir.join("config.json");
+        let config: serde_json::Value = serde_json::from_str(&crate::error::read_to_string(&config_path)?).map_err(|e| Error::json(&config_path, &e))?;
+        let untrained = |notes: Vec<String>, what: &str| -> Result<()> {
+            match notes.iter().find(|n| n.contains("initialised")) {
+                Some(n) => Err(Error::invalid(dir, format!("not a trained {what} model: {n}"))),
+                None => Ok(()),
+            }
+        };
+        let setting = |key: &str| config.get(key).cloned();
+        if let Some(ext) = setting("indolm_ext") {
+            let ext: ExtConfig = serde_json::from_value(ext).map_err(|e| Error::field(&config_path, "indolm_ext", e.to_string()))?;
+            let (m, notes) = BertExt::load(dir, ext, device)?;
+            untrained(notes, "BertExt")?;
+            Ok(Summarizer::Ext(m))
+        } else if let Some(abs) = setting("indolm_abs") {
+            let abs: AbsConfig = serde_json::from_value(abs).map_err(|e| Error::field(&config_path, "indolm_abs", e.to_string()))?;
+            let (m, notes) = BertAbs::load(dir, abs, device)?;
+            untrained(notes, "BertAbs")?;
+            Ok(Summarizer::Abs(m))
+        } else {
+            Err(Error::field(&config_path, "indolm_ext", "missing (and no indolm_abs): is this a model from `indolm finetune summarize`?"))
+        }
+    }
+
+    fn save(&self, dir: &Path) -> Result<()> {
+        match self {
+            Summarizer::Ext(m) => m.save(dir),
+            Summarizer::Abs(m) => m.save(dir),
+        }
+    }
+}
+
+/// Mean ROUGE-1/2/L of `model`'s summaries of `articles`, and the summaries (one line each).
+pub fn evaluate(model: &Summarizer, system: &str, articles: &[Article]) -> Result<(Row, Vec<String>)> {
+    let texts: Vec<&[Vec<String>]> = articles.iter().map(|a| a.article.as_slice()).collect();
+    let predicted: Vec<String> = model.summarize(&texts)?.iter().map(|s| join(s)).collect();
+    let pairs: Vec<(String, String)> = predicted.iter().zip(articles).map(|(p, a)| (p.clone(), join(&a.summary))).collect();
     let (rouge1, rouge2, rouge_l) = mean_f1(&pairs);
-    Ok(Row { system: "BertExt".into(), rouge1, rouge2, rouge_l })
+    Ok((Row { system: system.into(), rouge1, rouge2, rouge_l }, predicted))
 }
 
 #[derive(Debug, Clone, Serialize)]
 pub struct SummarizeResults {
+    pub system: String,
     pub best_step: u64,
     pub dev_before: Row,
     pub dev_best: Row,
     pub test: Vec<(String, Vec<Row>)>,
 }
 
+/// Builds the model the task trains from `init`, with the notes from loading it.
+fn start_model(recipe: &SummarizeRecipe, init: &Path, device: Device) -> Result<(Summarizer, Vec<String>)> {
+    if recipe.task == Task::Extabs {
+        let config_path = init.join("config.json");
+        let config: serde_json::Value = serde_json::from_str(&crate::error::read_to_string(&config_path)?).map_err(|e| Error::json(&config_path, &e))?;
+        if config["architectures"][0] != "BertExt" {
+            return Err(Error::field(&config_path, "architectures", format!("task extabs starts from a fine-tuned BertExt (found {}); train one with task = \"ext\" first", config["architectures"])));
+        }
+    }
+    Ok(match recipe.task {
+        Task::Ext => {
+            let (m, notes) = BertExt::load(init, recipe.ext.clone(), device)?;
+            (Summarizer::Ext(m), notes)
+        }
+        Task::Abs | Task::Extabs => {
+            let (m, notes) = BertAbs::load(init, recipe.abs.clone(), device)?;
+            (Summarizer::Abs(m), notes)
+        }
+    })
+}
+
+/// Adam optimizers with their Noam settings: one over everything (ext), or the BERT encoder
+/// and the rest (abs/extabs), as PreSumm's `sep_optim`.
+fn optimizers(recipe: &SummarizeRecipe, model: &Summarizer) -> Vec<(AdamW, f64, u64, &'static str)> {
+    let vars = model.vs().variables();
+    let o = &recipe.optimizer;
+    let adam = |vars: std::collections::BTreeMap<String, Tensor>| AdamW::new(vars, [0.9, 0.999], 1e-9, 0.0);
+    match recipe.task {
+        Task::Ext => vec![(adam(vars.into_iter().collect()), o.lr, o.warmup_steps, "lr")],
+        Task::Abs | Task::Extabs => {
+            let (bert, rest): (std::collections::BTreeMap<_, _>, std::collections::BTreeMap<_, _>) = vars.into_iter().partition(|(n, _)| n.starts_with("bert."));
+            vec![
+                (adam(bert), o.lr, o.warmup_steps, "lr_bert"),
+                (adam(rest), o.lr_dec.expect("checked when loading"), o.warmup_dec.expect("checked when loading"), "lr_dec"),
+            ]
+        }
+    }
+}
+
+fn write_lines(path: &Path, lines: &[String]) -> Result<()> {
+    let text: String = lines.iter().map(|l| format!("{}\n", l.replace('\n', " "))).collect();
+    write_atomic(path, text.as_bytes())
+}
+
 pub fn run(recipe: &SummarizeRecipe, init: &Path, device: Device) -> Result<SummarizeResults> {
     let d = &recipe.data;
     let train = load_split(&d.root, &d.train_split)?;
-    let dev = load_split(&d.root, &d.dev_split)?;
+    let dev_all = load_split(&d.root, &d.dev_split)?;
+    let dev = &dev_all[..recipe.optimizer.eval_articles.unwrap_or(usize::MAX).min(dev_all.len()).max(1)];
     let tests: Vec<(String, Vec<Article>)> = d.test_splits.iter().map(|s| Ok((s.clone(), load_split(&d.root, s)?))).collect::<Result<_>>()?;
-    let oracles: Vec<Vec<usize>> = train.iter().map(oracle_of).collect();
+    let oracles: Vec<Vec<usize>> = match recipe.task {
+        Task::Ext => train.iter().map(oracle_of).collect(),
+        Task::Abs | Task::Extabs => vec![Vec::new(); train.len()],
+    };
+    let system = match recipe.task {
+        Task::Ext => "BertExt",
+        Task::Abs => "BertAbs",
+        Task::Extabs => "BertExtAbs",
+    };
     tch::manual_seed(derive_seed(recipe.seed, 10) as i64);
-    let (model, notes) = BertExt::load(init, recipe.ext.clone(), device)?;
+    let (model, notes) = start_model(recipe, init, device)?;
     let out_dir = recipe.output_dir.join(&recipe.name);
     let o = &recipe.optimizer;
     let mut logger = Logger::new(&recipe.tensorboard.join(&recipe.name), o.max_steps, 0)?;
     for n in notes {
         logger.println(&format!("note: {n}"));
     }
-    let mut adam = AdamW::new(model.vs.variables().into_iter().collect(), [0.9, 0.999], 1e-9, 0.0);
-    let dev_before = evaluate(&model, &dev)?;
-    logger.println(&format!("step 0: dev ROUGE-1/2/L {:.2}/{:.2}/{:.2}", dev_before.rouge1, dev_before.rouge2, dev_before.rouge_l));
+    let mut optimizers = optimizers(recipe, &model);
+    let tag = |name: &str| format!("{}/{name}", system.to_lowercase());
+    let (dev_before, _) = evaluate(&model, system, dev)?;
+    logger.println(&format!("step 0: dev ROUGE-1/2/L {:.2}/{:.2}/{:.2} on {} articles", dev_before.rouge1, dev_before.rouge2, dev_before.rouge_l, dev.len()));
     let mean = |r: &Row| (r.rouge1 + r.rouge2 + r.rouge_l) / 3.0;
-    let mut best: (f64, u64, Row, Vec<(String, Tensor)>) = (mean(&dev_before), 0, dev_before.clone(), model.vs.variables().into_iter().map(|(n, t)| (n, t.detach().copy())).collect());
+    let snapshot = || -> Vec<(String, Tensor)> { model.vs().variables().into_iter().map(|(n, t)| (n, t.detach().copy())).collect() };
+    let mut best: (f64, u64, Row, Vec<(String, Tensor)>) = (mean(&dev_before), 0, dev_before.clone(), snapshot());
     let mut order: Vec<usize> = Vec::new();
     let mut cursor = 0;
     for step in 1..=o.max_steps {
@@ -156,51 +313,59 @@ pub fn run(recipe: &SummarizeRecipe, init: &Path, device: Device) -> Result<Summ
         cursor += o.batch_size;
         tch::manual_seed(derive_seed(recipe.seed, 12 ^ (step << 8)) as i64);
         let articles: Vec<&Article> = picked.iter().map(|&i| &train[i]).collect();
-        let refs: Vec<&[Vec<String>]> = articles.iter().map(|a| a.article.as_slice()).collect();
-        let batch = model.encode(&refs)?;
-        let labels = label_tensor(&picked.iter().map(|&i| oracles[i].clone()).collect::<Vec<_>>(), &batch);
-        adam.zero_grad();
-        let loss = model.loss(&batch, &labels, true);
-        loss.backward();
-        if o.grad_clip > 0.0 {
-            adam.clip_grad_norm(o.grad_clip);
+        let labels: Vec<Vec<usize>> = picked.iter().map(|&i| oracles[i].clone()).collect();
+        for (adam, ..) in optimizers.iter_mut() {
+            adam.zero_grad();
         }
-        let lr = noam(o.lr, o.warmup_steps, step);
-        adam.step(lr);
+        let loss = model.loss(&articles, &labels)?;
+        loss.backward();
+        for (adam, lr, warmup, name) in optimizers.iter_mut() {
+            if o.grad_clip > 0.0 {
+                adam.clip_grad_norm(o.grad_clip);
+            }
+            let lr = noam(*lr, *warmup, step);
+            adam.step(lr);
+            if step % 10 == 0 {
+                logger.scalar(&tag(name), lr, step);
+            }
+        }
         if step % 10 == 0 {
-            logger.scalar("ext/train_loss", loss.double_value(&[]), step);
-            logger.scalar("ext/lr", lr, step);
+            logger.scalar(&tag("train_loss"), loss.double_value(&[]), step);
         }
         if step % o.eval_every == 0 || step == o.max_steps {
-            let row = evaluate(&model, &dev)?;
-            logger.scalar("ext/dev_rouge1", row.rouge1, step);
-            logger.scalar("ext/dev_rouge2", row.rouge2, step);
-            logger.scalar("ext/dev_rougeL", row.rouge_l, step);
+            let (row, _) = evaluate(&model, system, dev)?;
+            logger.scalar(&tag("dev_rouge1"), row.rouge1, step);
+            logger.scalar(&tag("dev_rouge2"), row.rouge2, step);
+            logger.scalar(&tag("dev_rougeL"), row.rouge_l, step);
             logger.progress(step, &format!("loss {:.4}, dev ROUGE-1/2/L {:.2}/{:.2}/{:.2}", loss.double_value(&[]), row.rouge1, row.rouge2, row.rouge_l));
             if mean(&row) > best.0 {
-                best = (mean(&row), step, row, model.vs.variables().into_iter().map(|(n, t)| (n, t.detach().copy())).collect());
+                best = (mean(&row), step, row, snapshot());
             }
         }
     }
     let (_, best_step, dev_best, weights) = best;
     tch::no_grad(|| {
-        let vars = model.vs.variables();
+        let vars = model.vs().variables();
         for (name, t) in &weights {
             vars[name].shallow_clone().copy_(t);
         }
     });
     crate::model::model_dir::save_model_dir(&out_dir.join("best"), true, |dir| model.save(dir))?;
     let mut test = Vec::new();
-    let mut md = format!("BertExt, best dev step {best_step}\n\n");
+    let mut md = format!("{system}, best dev step {best_step}\n\n");
     for (split, articles) in &tests {
         let mut rows = baselines(articles);
-        rows.push(evaluate(&model, articles)?);
+        let (row, predicted) = evaluate(&model, system, articles)?;
+        rows.push(row);
+        let file_stem = split.replace(['/', '\\'], "_");
+        write_lines(&out_dir.join(format!("{file_stem}.candidate")), &predicted)?;
+        write_lines(&out_dir.join(format!("{file_stem}.gold")), &articles.iter().map(|a| join(&a.summary)).collect::<Vec<_>>())?;
         md.push_str(&markdown(split, &rows));
         md.push('\n');
         test.push((split.clone(), rows));
     }
     logger.finish();
-    let results = SummarizeResults { best_step, dev_before, dev_best, test };
+    let results = SummarizeResults { system: system.into(), best_step, dev_before, dev_best, test };
     write_atomic(&out_dir.join("results.json"), (serde_json::to_string_pretty(&results).unwrap() + "\n").as_bytes())?;
     write_atomic(&out_dir.join("results.md"), md.as_bytes())?;
     Ok(results)

@@ -1,0 +1,334 @@
+//! BertAbs (PreSumm, as the Liputan6 paper uses it): the BERT encoder over the article
+//! (encoded as for BertExt) and a randomly initialised 6-layer transformer decoder (PreSumm's
+//! `TransformerDecoder`: pre-LayerNorm self-attention, context attention over the encoder
+//! states, feed-forward; embeddings scaled by √hidden plus sinusoidal positions). The decoder's
+//! word embeddings start as a copy of BERT's and the generator's output projection is tied to
+//! them. Training minimises PreSumm's label-smoothed KL divergence (smoothing mass spread over
+//! V − 2 entries, padding zeroed) per target token; generation is `beam::beam_search`.
+//! BertExtAbs is this model with its encoder loaded from a fine-tuned BertExt.
+//!
+//! Targets are `bos s1 split s2 … eos` with PreSumm's markers `[unused0]`, `[unused2]`,
+//! `[unused1]`; a vocabulary without them uses `[CLS]`, `[MASK]` and `[SEP]` (with a note).
+use super::beam::{beam_search, words, BeamConfig};
+use super::input::{encode_articles, ArticleBatch};
+use super::transformer::{positional, FeedForward, MultiHeadAttention, NORM_EPS};
+use crate::data::tokenizer::TextTokenizer;
+use crate::error::{Error, Result};
+use crate::model::layers::LayerNorm;
+use crate::model::model_dir::{copy_into, read_model_files, save_model_files_as};
+use crate::model::{BertConfig, BertModel};
+use std::path::Path;
+use tch::nn::{Init, VarStore};
+use tch::{Device, Kind, Tensor};
+
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct AbsConfig {
+    pub layers: i64,
+    pub heads: i64,
+    pub ff: i64,
+    /// Decoder dropout (PreSumm: 0.2).
+    pub dropout: f64,
+    pub label_smoothing: f64,
+    /// Target tokens kept for training (PreSumm's `max_tgt_len`), markers included.
+    pub max_target_tokens: usize,
+    pub beam: usize,
+    pub alpha: f64,
+    /// Words before the summary may end.
+    pub min_length: usize,
+    /// Tokens generated at most.
+    pub max_length: usize,
+    pub min_sentences: usize,
+    pub block_trigrams: bool,
+}
+
+impl Default for AbsConfig {
+    /// PreSumm's BertAbs and the Liputan6 paper's decoding.
+    fn default() -> Self {
+        AbsConfig {
+            layers: 6,
+            heads: 8,
+            ff: 2048,
+            dropout: 0.2,
+            label_smoothing: 0.1,
+            max_target_tokens: 140,
+            beam: 5,
+            alpha: 0.6,
+            min_length: 15,
+            max_length: 150,
+            min_sentences: 2,
+            block_trigrams: true,
+        }
+    }
+}
+
+/// PreSumm's `TransformerDecoderLayer`.
+struct DecoderLayer {
+    norm_1: LayerNorm,
+    self_attn: MultiHeadAttention,
+    norm_2: LayerNorm,
+    context_attn: MultiHeadAttention,
+    feed_forward: FeedForward,
+    dropout: f64,
+}
+
+impl DecoderLayer {
+    fn new(p: tch::nn::Path, h: i64, heads: i64, ff: i64, dropout: f64) -> Self {
+        DecoderLayer {
+            norm_1: LayerNorm::new(&p / "layer_norm_1", h, NORM_EPS),
+            self_attn: MultiHeadAttention::new(&p / "self_attn", h, heads, dropout),
+            norm_2: LayerNorm::new(&p / "layer_norm_2", h, NORM_EPS),
+            context_attn: MultiHeadAttention::new(&p / "context_attn", h, heads, dropout),
+            feed_forward: FeedForward::new(&p / "feed_forward", h, ff, dropout),
+            dropout,
+        }
+    }
+
+    fn forward(&self, x: &Tensor, memory: &(Tensor, Tensor), source_mask: Option<&Tensor>, train: bool) -> Tensor {
+        let normed = self.norm_1.forward(x);
+        let query = self.self_attn.forward(&normed, &normed, None, true, train).dropout(self.dropout, train) + x;
+        let context = self.context_attn.attend(&self.norm_2.forward(&query), memory, source_mask, false, train);
+        self.feed_forward.forward(&(context.dropout(self.dropout, train) + query), train)
+    }
+}
+
+/// PreSumm's `TransformerDecoder` (`decoder.*`).
+struct Decoder {
+    embeddings: Tensor,
+    layers: Vec<DecoderLayer>,
+    norm: LayerNorm,
+    hidden: i64,
+    pad: i64,
+    dropout: f64,
+}
+
+impl Decoder {
+    /// Keys and values of the encoder states for every layer's context attention.
+    fn memory(&self, encoder_states: &Tensor) -> Vec<(Tensor, Tensor)> {
+        self.layers.iter().map(|l| l.context_attn.keys_values(encoder_states)).collect()
+    }
+
+    /// Final hidden states [batch, len, hidden] of target prefixes [batch, len].
+    fn forward(&self, targets: &Tensor, memory: &[(Tensor, Tensor)], source_mask: Option<&Tensor>, train: bool) -> Tensor {
+        let len = targets.size()[1];
+        let embedded = Tensor::embedding(&self.embeddings, targets, self.pad, false, false) * (self.hidden as f64).sqrt();
+        let mut x = (embedded + positional(len, self.hidden, targets.device()).unsqueeze(0)).dropout(self.dropout, train);
+        for (layer, kv) in self.layers.iter().zip(memory) {
+            x = layer.forward(&x, kv, source_mask, train);
+        }
+        self.norm.forward(&x)
+    }
+}
+
+/// The target markers' ids.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TargetMarkers {
+    pub bos: i64,
+    pub eos: i64,
+    pub split: i64,
+}
+
+impl TargetMarkers {
+    /// PreSumm's `[unused0]`/`[unused1]`/`[unused2]`, else `[CLS]`/`[SEP]`/`[MASK]` with a note.
+    pub fn of(tokenizer: &TextTokenizer) -> (Self, Option<String>) {
+        let id = |t: &str| tokenizer.token_to_id(t).map(i64::from);
+        match (id("[unused0]"), id("[unused1]"), id("[unused2]")) {
+            (Some(bos), Some(eos), Some(split)) => (TargetMarkers { bos, eos, split }, None),
+            _ => {
+                let s = &tokenizer.special;
+                let note = "the vocabulary has no [unused0]/[unused1]/[unused2]: summaries are marked with [CLS] (begin), [SEP] (end) and [MASK] (between sentences)";
+                (TargetMarkers { bos: s.cls, eos: s.sep, split: s.mask }, Some(note.into()))
+            }
+        }
+    }
+}
+
+pub struct BertAbs {
+    pub vs: VarStore,
+    pub bert: BertModel,
+    decoder: Decoder,
+    generator_bias: Tensor,
+    pub config: BertConfig,
+    pub abs: AbsConfig,
+    pub tokenizer: TextTokenizer,
+    pub markers: TargetMarkers,
+    /// Every vocabulary entry's text, for trigram blocking and decoding.
+    pieces: Vec<String>,
+}
+
+/// Label-smoothed KL divergence summed over targets (PreSumm's `LabelSmoothingLoss`):
+/// the gold token gets 1 − ε, every other entry but padding ε / (V − 2).
+pub fn label_smoothed_loss(log_probs: &Tensor, gold: &Tensor, smoothing: f64, pad: i64) -> Tensor {
+    let vocab = log_probs.size()[1];
+    let gold_lp = log_probs.gather(1, &gold.unsqueeze(1), false).squeeze_dim(1);
+    if smoothing <= 0.0 {
+        return -gold_lp.sum(Kind::Float);
+    }
+    let confidence = 1.0 - smoothing;
+    let spread = smoothing / (vocab - 2) as f64;
+    let entropy = confidence * confidence.ln() + smoothing * spread.ln();
+    let others = log_probs.sum_dim_intlist(1, false, Kind::Float) - &gold_lp - log_probs.select(1, pad);
+    (-(gold_lp * confidence) - others * spread + entropy).sum(Kind::Float)
+}
+
+impl BertAbs {
+    /// Loads a BertAbs directory, or starts one from a BERT (task abs) or BertExt (task
+    /// extabs) directory: the decoder is then initialised, its word embeddings copied from the
+    /// encoder's.
+    pub fn load(dir: &Path, abs: AbsConfig, device: Device) -> Result<(Self, Vec<String>)> {
+        let mut files = read_model_files(dir)?;
+        let mut notes = Vec::new();
+        let ext_layers: Vec<String> = files.tensors.keys().filter(|n| n.starts_with("ext_layer.")).cloned().collect();
+        if !ext_layers.is_empty() {
+            for name in &ext_layers {
+                files.tensors.remove(name);
+            }
+            notes.push(format!("a BertExt: its encoder is used, its {} ext_layer tensors (sentence scorer) are not", ext_layers.len()));
+        }
+        let has_decoder = files.tensors.contains_key("decoder.embeddings.weight");
+        let vs = VarStore::new(device);
+        let root = vs.root();
+        let c = &files.config;
+        let h = c.hidden_size;
+        if h % abs.heads != 0 {
+            return Err(Error::invalid(dir, format!("hidden size {h} is not divisible by the decoder's {} heads", abs.heads)));
+        }
+        let bert = BertModel::new(&root / "bert", c, false);
+        let d = &root / "decoder";
+        let decoder = Decoder {
+            embeddings: (&d / "embeddings").var("weight", &[c.vocab_size, h], Init::Randn { mean: 0.0, stdev: 0.02 }),
+            layers: (0..abs.layers).map(|i| DecoderLayer::new(&d / "transformer_layers" / i, h, abs.heads, abs.ff, abs.dropout)).collect(),
+            norm: LayerNorm::new(&d / "layer_norm", h, NORM_EPS),
+            hidden: h,
+            pad: files.tokenizer.special.pad,
+            dropout: abs.dropout,
+        };
+        let generator_bias = (&root / "generator").var("bias", &[c.vocab_size], Init::Const(0.0));
+        let start = "no decoder in the checkpoint: initialised (word embeddings copied from the encoder's), to be trained";
+        notes.extend(copy_into(&vs, files.tensors, &files.weights_path, &[("decoder.", start), ("generator.", "")])?);
+        if !has_decoder {
+            tch::no_grad(|| decoder.embeddings.shallow_clone().copy_(&bert.embeddings.word_embeddings));
+        }
+        let (markers, note) = TargetMarkers::of(&files.tokenizer);
+        notes.extend(note);
+        let pieces = (0..files.tokenizer.vocab_size() as u32).map(|i| files.tokenizer.id_to_token(i).unwrap_or_default()).collect();
+        Ok((BertAbs { vs, bert, decoder, generator_bias, config: files.config, abs, tokenizer: files.tokenizer, markers, pieces }, notes))
+    }
+
+    pub fn encode(&self, articles: &[&[Vec<String>]]) -> Result<ArticleBatch> {
+        encode_articles(&self.tokenizer, self.bert.embeddings.max_positions(), articles, self.vs.device())
+    }
+
+    /// Targets `bos s1 split s2 … eos`, cut to `max_target_tokens` (the last kept token
+    /// replaced by `eos`, as PreSumm does), padded [summaries, longest].
+    pub fn encode_targets(&self, summaries: &[&[Vec<String>]]) -> Result<Tensor> {
+        let m = self.markers;
+        let max = self.abs.max_target_tokens.max(2);
+        let mut rows = Vec::new();
+        for summary in summaries {
+            let mut ids = vec![m.bos];
+            for (i, sentence) in summary.iter().enumerate() {
+                if i > 0 {
+                    ids.push(m.split);
+                }
+                ids.extend(self.tokenizer.encode_plain(&sentence.join(" "))?.into_iter().map(i64::from));
+            }
+            ids.truncate(max - 1);
+            ids.push(m.eos);
+            rows.push(ids);
+        }
+        let width = rows.iter().map(Vec::len).max().unwrap_or(2);
+        let pad = self.tokenizer.special.pad;
+        let flat: Vec<i64> = rows.iter().flat_map(|r| r.iter().copied().chain(std::iter::repeat_n(pad, width - r.len()))).collect();
+        Ok(Tensor::from_slice(&flat).view([rows.len() as i64, width as i64]).to_device(self.vs.device()))
+    }
+
+    fn source_mask(batch: &ArticleBatch) -> Tensor {
+        let (b, s) = batch.attention.size2().unwrap();
+        batch.attention.ne(0).view([b, 1, 1, s])
+    }
+
+    fn log_probs(&self, hidden: &Tensor) -> Tensor {
+        hidden.linear(&self.decoder.embeddings, Some(&self.generator_bias)).log_softmax(-1, Kind::Float)
+    }
+
+    /// Decoder log-probabilities [batch, len − 1, vocab] of each next target token (teacher
+    /// forcing), for checking against a reference.
+    pub fn target_log_probs(&self, batch: &ArticleBatch, targets: &Tensor, train: bool) -> Tensor {
+        let states = self.bert.forward(&batch.input_ids, Some(&batch.segments), Some(&batch.attention), train);
+        let len = targets.size()[1];
+        let hidden = self.decoder.forward(&targets.narrow(1, 0, len - 1), &self.decoder.memory(&states), Some(&Self::source_mask(batch)), train);
+        self.log_probs(&hidden)
+    }
+
+    /// Label-smoothed loss per target token and the number of target tokens. The vocabulary
+    /// projection runs only at non-padding positions.
+    pub fn loss(&self, batch: &ArticleBatch, targets: &Tensor, train: bool) -> (Tensor, i64) {
+        let states = self.bert.forward(&batch.input_ids, Some(&batch.segments), Some(&batch.attention), train);
+        let len = targets.size()[1];
+        let hidden = self.decoder.forward(&targets.narrow(1, 0, len - 1), &self.decoder.memory(&states), Some(&Self::source_mask(batch)), train);
+        let gold = targets.narrow(1, 1, len - 1).reshape([-1]);
+        let pad = self.tokenizer.special.pad;
+        let keep = gold.ne(pad).nonzero().squeeze_dim(1);
+        let n = keep.size()[0];
+        let log_probs = self.log_probs(&hidden.reshape([-1, self.config.hidden_size]).index_select(0, &keep));
+        let total = label_smoothed_loss(&log_probs, &gold.index_select(0, &keep), self.abs.label_smoothing, pad);
+        (total / n.max(1) as f64, n)
+    }
+
+    /// The beam-search settings of this model.
+    pub fn beam_config(&self) -> BeamConfig {
+        let a = &self.abs;
+        BeamConfig {
+            beam: a.beam,
+            min_length: a.min_length,
+            max_length: a.max_length,
+            alpha: a.alpha,
+            block_trigrams: a.block_trigrams,
+            bos: self.markers.bos,
+            eos: self.markers.eos,
+            sentence_split: Some(self.markers.split),
+            min_sentences: a.min_sentences,
+        }
+    }
+
+    /// Generates a summary of `article`: sentences of words.
+    pub fn generate(&self, article: &[Vec<String>], beam: &BeamConfig) -> Result<Vec<Vec<String>>> {
+        let batch = self.encode(&[article])?;
+        let vocab = self.config.vocab_size as usize;
+        let best = tch::no_grad(|| {
+            let states = self.bert.forward(&batch.input_ids, Some(&batch.segments), Some(&batch.attention), false);
+            let memory = self.decoder.memory(&states);
+            let next = |seqs: &[Vec<i64>]| -> Vec<Vec<f64>> {
+                let (n, len) = (seqs.len() as i64, seqs[0].len() as i64);
+                let flat: Vec<i64> = seqs.concat();
+                let prefixes = Tensor::from_slice(&flat).view([n, len]).to_device(self.vs.device());
+                let kv: Vec<(Tensor, Tensor)> = memory.iter().map(|(k, v)| (k.expand([n, -1, -1, -1], false), v.expand([n, -1, -1, -1], false))).collect();
+                let hidden = self.decoder.forward(&prefixes, &kv, None, false).select(1, len - 1);
+                let values: Vec<f64> = Vec::try_from(self.log_probs(&hidden).to_kind(Kind::Double).to_device(Device::Cpu).reshape([-1])).expect("log-probabilities");
+                values.chunks(vocab).map(<[f64]>::to_vec).collect()
+            };
+            let piece = |t: i64| self.pieces.get(t as usize).cloned().unwrap_or_default();
+            beam_search(beam, next, piece).into_iter().next()
+        });
+        let tokens = best.map(|h| h.tokens).unwrap_or_default();
+        Ok(self.sentences_of(&tokens))
+    }
+
+    /// Generated tokens as sentences of words (split at the sentence marker, markers and
+    /// special tokens dropped, word pieces joined).
+    pub fn sentences_of(&self, tokens: &[i64]) -> Vec<Vec<String>> {
+        let s = &self.tokenizer.special;
+        let special = [s.pad, s.cls, s.sep, s.mask, self.markers.bos, self.markers.eos];
+        tokens
+            .split(|&t| t == self.markers.split)
+            .map(|sentence| words(&sentence.iter().filter(|t| !special.contains(t)).map(|&t| self.pieces[t as usize].clone()).collect::<Vec<_>>()))
+            .filter(|w| !w.is_empty())
+            .collect()
+    }
+
+    pub fn save(&self, dir: &Path) -> Result<()> {
+        let extra = serde_json::Map::from_iter([("indolm_abs".to_string(), serde_json::to_value(&self.abs).expect("serializes"))]);
+        save_model_files_as(dir, &self.config.to_hf_json_as("BertAbs", extra), &self.vs, &self.tokenizer)
+    }
+}

@@ -1,0 +1,204 @@
+//! BertAbs and BertExtAbs: the decoder, generator and label-smoothed loss against an
+//! independent reference (transformers' BertModel for the encoder, torch's own
+//! TransformerDecoder for PreSumm's pre-norm decoder, PreSumm's LabelSmoothingLoss written with
+//! `F.kl_div`); save/load; real learning on a fixture whose summary is recoverable from the
+//! article (ROUGE before and after); BertExtAbs starting from a trained BertExt; bad recipes.
+mod common;
+
+use common::*;
+use indolm::model::weights::write_file;
+use indolm::tasks::summarization::abs::{label_smoothed_loss, AbsConfig, BertAbs};
+use std::path::Path;
+use tch::{Device, Kind, Tensor};
+
+fn ud_sentences(max_words: usize) -> Vec<String> {
+    let ud: String = ["id_csui-ud-train.conllu", "id_gsd-ud-dev.conllu", "id_gsd-ud-test.conllu"].iter().map(|f| std::fs::read_to_string(shared_data().join("ud-indonesian").join(f)).unwrap()).collect();
+    ud.lines().filter_map(|l| l.strip_prefix("# text = ")).filter(|s| s.split_whitespace().count() <= max_words).map(|s| s.to_lowercase()).collect()
+}
+
+fn words(s: &str) -> Vec<String> {
+    s.split_whitespace().map(String::from).collect()
+}
+
+#[test]
+fn decoder_and_loss_match_torch_and_presumm() {
+    let init = copy_dir(reference_model(), "abs-init");
+    tch::manual_seed(3);
+    let config = AbsConfig { layers: 2, heads: 4, ff: 80, ..AbsConfig::default() };
+    let (model, notes) = BertAbs::load(&init, config, Device::Cpu).unwrap();
+    assert!(notes.iter().any(|n| n.contains("no decoder")), "{notes:?}");
+    assert!(notes.iter().any(|n| n.contains("[unused0]")), "this vocabulary has no [unused*]: {notes:?}");
+    // Move every decoder parameter off its initial value (LayerNorm 1/0, zero biases).
+    tch::no_grad(|| {
+        for (name, mut t) in model.vs.variables() {
+            if !name.starts_with("bert.") {
+                let _ = t.g_add_(&(t.randn_like() * 0.05));
+            }
+        }
+    });
+    let s = ud_sentences(14);
+    let articles: Vec<Vec<Vec<String>>> = vec![s[0..5].iter().map(|x| words(x)).collect(), s[5..7].iter().map(|x| words(x)).collect(), s[7..10].iter().map(|x| words(x)).collect()];
+    let summaries: Vec<Vec<Vec<String>>> = vec![vec![words(&s[20]), words(&s[21])], vec![words(&s[22])], vec![words(&s[23]), words(&s[24]), words(&s[25])]];
+    let refs: Vec<&[Vec<String>]> = articles.iter().map(Vec::as_slice).collect();
+    let batch = model.encode(&refs).unwrap();
+    assert_eq!(batch.input_ids.size()[1], 64, "the first article is cut at the model's 64 positions");
+    let targets = model.encode_targets(&summaries.iter().map(Vec::as_slice).collect::<Vec<_>>()).unwrap();
+    let log_probs = tch::no_grad(|| model.target_log_probs(&batch, &targets, false));
+    let (loss, tokens) = tch::no_grad(|| model.loss(&batch, &targets, false));
+
+    let dir = scratch("abs-parity");
+    let saved = dir.join("model");
+    model.save(&saved).unwrap();
+    let reference_file = dir.join("ref.safetensors");
+    let pad = Tensor::from_slice(&[model.tokenizer.special.pad]);
+    let named = [("input_ids", &batch.input_ids), ("segments", &batch.segments), ("attention", &batch.attention), ("targets", &targets), ("log_probs", &log_probs), ("loss", &loss.view([1])), ("pad", &pad)];
+    write_file(&reference_file, &named.iter().map(|(n, t)| (n.to_string(), t.shallow_clone())).collect::<Vec<_>>()).unwrap();
+    let out: serde_json::Value = serde_json::from_str(reference(&["presumm-decoder", saved.to_str().unwrap(), reference_file.to_str().unwrap()]).trim()).unwrap();
+    println!("reference: {out}");
+    let max_diff = out["max_abs_log_prob"].as_f64().unwrap();
+    let (theirs, ours) = (out["loss"].as_f64().unwrap(), out["ours"].as_f64().unwrap());
+    println!("log-prob max abs difference {max_diff:.2e}; loss ours {ours:.6} reference {theirs:.6} over {tokens} tokens");
+    assert_eq!(out["tokens"].as_i64().unwrap(), tokens);
+    assert!(max_diff < 1e-4, "decoder log-probabilities differ by {max_diff}");
+    assert!((ours - theirs).abs() / theirs.abs() < 1e-5, "loss {ours} vs {theirs}");
+
+    // The saved directory loads back complete, with the same outputs.
+    let (reloaded, notes) = BertAbs::load(&saved, model.abs.clone(), Device::Cpu).unwrap();
+    assert!(!notes.iter().any(|n| n.contains("initialised")), "{notes:?}");
+    let again = tch::no_grad(|| reloaded.target_log_probs(&batch, &targets, false));
+    assert!(again.allclose(&log_probs, 0.0, 1e-6, false));
+
+    // Without smoothing the loss is the gold tokens' negative log-likelihood.
+    let lp = Tensor::from_slice(&[0.7f32, 0.2, 0.1]).log().view([1, 3]);
+    let gold = Tensor::from_slice(&[1i64]);
+    assert!((label_smoothed_loss(&lp, &gold, 0.0, 0).double_value(&[]) + 0.2f64.ln()).abs() < 1e-6);
+    // With smoothing 0.1 over V - 2 = 1 entry: KL(p || q) with p = (0, 0.9, 0.1).
+    let kl = 0.9 * (0.9f64 / 0.2).ln() + 0.1 * (0.1f64 / 0.1).ln();
+    assert!((label_smoothed_loss(&lp, &gold, 0.1, 0).double_value(&[]) - kl).abs() < 1e-6);
+    let _ = Kind::Float;
+}
+
+fn copy_split(root: &Path, from: &str, to: &str) {
+    std::fs::create_dir_all(root.join(to)).unwrap();
+    for e in std::fs::read_dir(root.join(from)).unwrap() {
+        let e = e.unwrap();
+        std::fs::copy(e.path(), root.join(to).join(e.file_name())).unwrap();
+    }
+}
+
+/// Liputan6-layout articles of three UD sentences drawn from `pool` (seeded), whose summary is
+/// the first sentence.
+fn write_split(root: &Path, split: &str, pool: &[String], count: usize, seed: u64) {
+    use rand::{Rng, SeedableRng};
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let dir = root.join(split);
+    std::fs::create_dir_all(&dir).unwrap();
+    for a in 0..count {
+        let article: Vec<Vec<String>> = (0..3).map(|_| words(&pool[rng.random_range(0..pool.len())])).collect();
+        let summary = article[..1].to_vec();
+        let json = serde_json::json!({"id": format!("{split}-{a}"), "url": "", "clean_article": article, "clean_summary": summary});
+        std::fs::write(dir.join(format!("{a:04}.json")), json.to_string()).unwrap();
+    }
+}
+
+/// A random-init tiny BERT with a WordPiece vocabulary trained on the sentences.
+fn tiny_bert(dir: &Path, sentences: &[String]) {
+    use indolm::data::tokenizer_train::{train_wordpiece, TrainOptions};
+    use indolm::model::model_dir::{save_model_dir, save_model_files};
+    use indolm::model::{BertConfig, BertForMaskedLM};
+    let tok = train_wordpiece(sentences, &TrainOptions { vocab_size: 2000, min_frequency: 2, lowercase: true }).unwrap();
+    let config = BertConfig::new(tok.vocab_size() as i64, 64, 2, 2, 256);
+    tch::manual_seed(5);
+    let vs = tch::nn::VarStore::new(Device::Cpu);
+    let _ = BertForMaskedLM::new(&vs.root(), &config, false);
+    save_model_dir(dir, true, |d| save_model_files(d, &config, &vs, &tok)).unwrap();
+}
+
+fn recipe(path: &Path, work: &Path, name: &str, task: &str, init: &Path, optimizer: &str, abs: &str) {
+    let text = format!(
+        "name = \"{name}\"\noutput_dir = \"{}\"\ntensorboard = \"{}\"\ntask = \"{task}\"\ninit = \"{}\"\n[data]\nroot = \"{}\"\n[optimizer]\n{optimizer}\n[abs]\n{abs}\n[ext]\nlayers = 1\nheads = 2\nff = 64\nmin_sentences = 2\nmin_words = 8\n",
+        work.join("ck").display(),
+        work.join("runs").display(),
+        init.display(),
+        work.join("liputan6").display()
+    );
+    std::fs::write(path, text).unwrap();
+}
+
+#[test]
+fn bertabs_learns_to_write_the_lead_and_bertextabs_starts_from_bertext() {
+    let work = scratch("bertabs");
+    let sentences = ud_sentences(12);
+    let data = work.join("liputan6");
+    // Overfitting a few articles: each has its own summary, so the decoder must read the
+    // encoder to know which one to write.
+    let pool = &sentences[..48];
+    write_split(&data, "train", pool, 16, 1);
+    for split in ["dev", "test"] {
+        copy_split(&data, "train", split);
+    }
+    let init = work.join("init");
+    tiny_bert(&init, &sentences);
+
+    let abs = "layers = 2\nheads = 4\nff = 128\ndropout = 0.1\nbeam = 3\nmin_length = 3\nmax_length = 30\nmin_sentences = 1";
+    let optimizer = |steps: u64| format!("lr = 0.05\nwarmup_steps = 200\nlr_dec = 0.05\nwarmup_dec = 200\nmax_steps = {steps}\nbatch_size = 8\neval_every = {}\neval_articles = 12", steps / 6);
+    let abs_recipe = work.join("abs.toml");
+    recipe(&abs_recipe, &work, "abs", "abs", &init, &optimizer(600), abs);
+    let (stdout, _) = indolm_ok(&["finetune", "summarize", abs_recipe.to_str().unwrap()]);
+    println!("{stdout}");
+    let results: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(work.join("ck/abs/results.json")).unwrap()).unwrap();
+    let before = results["dev_before"]["rouge1"].as_f64().unwrap();
+    let after = results["dev_best"]["rouge1"].as_f64().unwrap();
+    println!("BertAbs dev ROUGE-1 before training {before:.2}, after {after:.2}");
+    assert!(before < 10.0 && after > 90.0, "BertAbs did not learn to write each article's summary: {before} -> {after}");
+    let test = &results["test"][0][1];
+    let row = |name: &str| test.as_array().unwrap().iter().find(|r| r["system"] == name).unwrap()["rouge1"].as_f64().unwrap();
+    assert!(row("BertAbs") > 90.0, "{test}");
+    let candidates = std::fs::read_to_string(work.join("ck/abs/test.candidate")).unwrap();
+    assert_eq!(candidates.lines().count(), 16);
+
+    // The saved model summarizes a plain-text article (here a training one, so the output is known).
+    let article: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(data.join("train/0000.json")).unwrap()).unwrap();
+    let sentences: Vec<String> = article["clean_article"].as_array().unwrap().iter().map(|s| s.as_array().unwrap().iter().map(|w| w.as_str().unwrap()).collect::<Vec<_>>().join(" ")).collect();
+    let text_file = work.join("article.txt");
+    std::fs::write(&text_file, sentences.iter().map(|s| format!("{s}.")).collect::<Vec<_>>().join(" ")).unwrap();
+    let (summary, _) = indolm_ok(&["summarize", "--model", work.join("ck/abs/best").to_str().unwrap(), "--file", text_file.to_str().unwrap()]);
+    println!("summary of train/0000: {summary}");
+    assert!(!summary.trim().is_empty());
+
+    // BertExtAbs: refused from a plain BERT, started from a trained BertExt with its encoder.
+    let extabs_recipe = work.join("extabs.toml");
+    recipe(&extabs_recipe, &work, "extabs", "extabs", &init, &optimizer(200), abs);
+    let err = indolm_fails(&["finetune", "summarize", extabs_recipe.to_str().unwrap()]);
+    assert!(err.contains("starts from a fine-tuned BertExt"), "{err}");
+    let ext_recipe = work.join("ext.toml");
+    recipe(&ext_recipe, &work, "ext", "ext", &init, "lr = 0.002\nwarmup_steps = 20\nmax_steps = 40\nbatch_size = 8\neval_every = 20", abs);
+    indolm_ok(&["finetune", "summarize", ext_recipe.to_str().unwrap()]);
+    let ext_best = work.join("ck/ext/best");
+    let (from_ext, notes) = BertAbs::load(&ext_best, AbsConfig { layers: 2, heads: 4, ff: 128, ..AbsConfig::default() }, Device::Cpu).unwrap();
+    assert!(notes.iter().any(|n| n.contains("its encoder is used")), "the BertExt layers are left out: {notes:?}");
+    let ext_weights = indolm::model::model_dir::read_model_files(&ext_best).unwrap().tensors;
+    let init_weights = indolm::model::model_dir::read_model_files(&init).unwrap().tensors;
+    let mut fine_tuned = 0;
+    for (name, var) in from_ext.vs.variables().into_iter().filter(|(n, _)| n.starts_with("bert.")) {
+        assert!(var.equal(&ext_weights[&name]), "{name} is not BertExt's");
+        fine_tuned += usize::from(!var.equal(&init_weights[&name]));
+    }
+    assert!(fine_tuned > 10, "BertExt's encoder should differ from the initial BERT");
+    let words_of = |name: &str| from_ext.vs.variables()[name].shallow_clone();
+    assert!(words_of("decoder.embeddings.weight").equal(&words_of("bert.embeddings.word_embeddings.weight")));
+    recipe(&extabs_recipe, &work, "extabs", "extabs", &ext_best, &optimizer(600), abs);
+    let (stdout, _) = indolm_ok(&["finetune", "summarize", extabs_recipe.to_str().unwrap()]);
+    println!("{stdout}");
+    let results: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(work.join("ck/extabs/results.json")).unwrap()).unwrap();
+    assert_eq!(results["system"], "BertExtAbs");
+    let after = results["dev_best"]["rouge1"].as_f64().unwrap();
+    println!("BertExtAbs dev ROUGE-1 after training {after:.2}");
+    assert!(after > 90.0, "{results}");
+
+    // A decoder recipe without the decoder's learning rate is refused.
+    let bad = work.join("bad.toml");
+    recipe(&bad, &work, "bad", "abs", &init, "lr = 0.02\nwarmup_steps = 20\nmax_steps = 40\nbatch_size = 8\neval_every = 20", abs);
+    let err = indolm_fails(&["finetune", "summarize", bad.to_str().unwrap()]);
+    assert!(err.contains("lr_dec"), "{err}");
+}
