@@ -85,12 +85,57 @@ fn bad_liputan6_files_are_named() {
 }
 
 #[test]
-fn shipped_summarization_recipe_parses_with_the_papers_settings() {
-    let r = indolm::tasks::summarization::train::SummarizeRecipe::load(&root().join("recipes/finetune/liputan6-bertext.toml")).unwrap();
-    assert_eq!((r.optimizer.lr, r.optimizer.warmup_steps, r.optimizer.max_steps), (2e-3, 10_000, 50_000));
-    assert_eq!((r.ext.layers, r.ext.heads, r.ext.ff, r.ext.min_sentences, r.ext.min_words), (2, 8, 2048, 2, 15));
-    let abs = scratch("abs-recipe").join("abs.toml");
-    std::fs::write(&abs, std::fs::read_to_string(root().join("recipes/finetune/liputan6-bertext.toml")).unwrap().replace("task = \"ext\"", "task = \"abs\"")).unwrap();
-    let err = indolm_fails(&["finetune", "summarize", abs.to_str().unwrap()]);
-    assert!(err.contains("not built yet"), "{err}");
+fn shipped_summarization_recipes_parse_with_the_papers_settings() {
+    use indolm::tasks::summarization::train::{SummarizeRecipe, Task};
+    let load = |name: &str| SummarizeRecipe::load(&root().join("recipes/finetune").join(name)).unwrap();
+    let ext = load("liputan6-bertext.toml");
+    assert_eq!((ext.optimizer.lr, ext.optimizer.warmup_steps, ext.optimizer.max_steps), (2e-3, 10_000, 50_000));
+    assert_eq!((ext.ext.layers, ext.ext.heads, ext.ext.ff, ext.ext.min_sentences, ext.ext.min_words), (2, 8, 2048, 2, 15));
+    assert_eq!(ext.data.test_splits, vec!["canonical/test".to_string(), "xtreme/test".to_string()]);
+    for (name, task) in [("liputan6-bertabs.toml", Task::Abs), ("liputan6-bertextabs.toml", Task::Extabs)] {
+        let r = load(name);
+        assert_eq!(r.task, task);
+        let o = &r.optimizer;
+        assert_eq!((o.lr, o.warmup_steps, o.lr_dec, o.warmup_dec, o.max_steps), (2e-3, 20_000, Some(0.1), Some(10_000), 200_000), "{name}");
+        let a = &r.abs;
+        assert_eq!((a.layers, a.heads, a.ff, a.dropout, a.label_smoothing), (6, 8, 2048, 0.2, 0.1), "{name}");
+        assert_eq!((a.beam, a.alpha, a.min_length, a.max_length, a.min_sentences, a.block_trigrams), (5, 0.6, 15, 150, 2, true), "{name}");
+    }
+    assert_eq!(load("liputan6-bertextabs.toml").init.unwrap(), std::path::PathBuf::from("checkpoints/liputan6-bertext/best"));
+    for tiny in ["liputan6-bertext-tiny.toml", "liputan6-bertabs-tiny.toml", "liputan6-bertextabs-tiny.toml"] {
+        let r = load(tiny);
+        assert!(root().join(&r.data.root).join(&r.data.train_split).is_dir(), "{tiny}: the sample split is shipped");
+    }
+    // An unknown key is refused with its line.
+    let bad = scratch("abs-recipe").join("abs.toml");
+    std::fs::write(&bad, std::fs::read_to_string(root().join("recipes/finetune/liputan6-bertabs.toml")).unwrap().replace("label_smoothing = 0.1", "label_smothing = 0.1")).unwrap();
+    let err = indolm_fails(&["finetune", "summarize", bad.to_str().unwrap()]);
+    assert!(err.contains("label_smothing") && err.contains("line"), "{err}");
+}
+
+#[test]
+fn table_four_joins_runs_and_splits() {
+    let dir = scratch("table4");
+    let row = |s: &str, v: f64| serde_json::json!({"system": s, "rouge1": v, "rouge2": v / 2.0, "rouge_l": v - 1.0});
+    let run = |system: &str, v: f64, lead: f64| {
+        serde_json::json!({"system": system, "best_step": 1, "dev_before": row(system, 0.0), "dev_best": row(system, v), "test": [
+            ["canonical/test", [row("Lead-1", lead), row("Oracle", 60.0), row(system, v)]],
+            ["xtreme/test", [row("Lead-1", lead - 10.0), row("Oracle", 50.0), row(system, v - 5.0)]]]})
+    };
+    std::fs::write(dir.join("ext.json"), run("BertExt", 40.0, 30.0).to_string()).unwrap();
+    // The second run's baselines are the same articles' and are not repeated.
+    std::fs::write(dir.join("abs.json"), run("BertAbs", 41.0, 99.0).to_string()).unwrap();
+    let out = dir.join("table4.md");
+    let (stdout, _) = indolm_ok(&["report", "summarization", dir.join("ext.json").to_str().unwrap(), dir.join("abs.json").to_str().unwrap(), "--out", out.to_str().unwrap()]);
+    println!("{stdout}");
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines[0], "| System | canonical/test R1 | R2 | RL | xtreme/test R1 | R2 | RL |");
+    assert_eq!(lines[2], "| Lead-1 | 30.00 | 15.00 | 29.00 | 20.00 | 10.00 | 19.00 |");
+    assert_eq!(lines[3], "| Oracle | 60.00 | 30.00 | 59.00 | 50.00 | 25.00 | 49.00 |");
+    assert_eq!(lines[4], "| BertExt | 40.00 | 20.00 | 39.00 | 35.00 | 17.50 | 34.00 |");
+    assert_eq!(lines[5], "| BertAbs | 41.00 | 20.50 | 40.00 | 36.00 | 18.00 | 35.00 |");
+    assert_eq!(lines.len(), 6);
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), stdout);
+    let err = indolm_fails(&["report", "summarization", dir.join("missing.json").to_str().unwrap()]);
+    assert!(err.contains("missing.json"), "{err}");
 }
