@@ -3,7 +3,7 @@
 //! …, `cls.predictions.transform.dense.weight`, `cls.predictions.bias`), so loading and saving
 //! HF checkpoints needs no renaming table: this file is the one place the names live.
 use super::config::{Activation, BertConfig};
-use super::layers::{embedding, LayerNorm, Linear, Precision};
+use super::layers::{dropout, embedding, LayerNorm, Linear, Precision};
 use tch::nn::Path;
 use tch::{Kind, Tensor};
 
@@ -42,7 +42,7 @@ impl BertEmbeddings {
         let x = Tensor::embedding(&self.word_embeddings, input_ids, -1, false, false)
             + Tensor::embedding(&self.position_embeddings, &positions, -1, false, false)
             + Tensor::embedding(&self.token_type_embeddings, token_type_ids, -1, false, false);
-        self.layer_norm.forward(&x).dropout(self.dropout, train)
+        dropout(&self.layer_norm.forward(&x), self.dropout, train)
     }
 }
 
@@ -89,9 +89,20 @@ impl BertAttention {
         let heads = |i: i64| qkv.narrow(2, i * h, h).view([b, s, self.heads, h / self.heads]).transpose(1, 2);
         let (q, k, v) = (heads(0), heads(1), heads(2));
         let p_drop = if train { self.attention_dropout } else { 0.0 };
-        let context = Tensor::scaled_dot_product_attention(&q, &k, &v, mask, p_drop, false, None, false);
+        let context = if p_drop > 0.0 && x.device() == tch::Device::Cpu {
+            // libtorch's CPU attention with dropout is this same arithmetic (its "math" path),
+            // with the slow dropout; written out, it takes the fast one.
+            let scores = q.matmul(&k.transpose(-2, -1)) * (1.0 / ((h / self.heads) as f64).sqrt());
+            let scores = match mask {
+                Some(m) => scores.masked_fill(&m.logical_not(), f64::NEG_INFINITY),
+                None => scores,
+            };
+            dropout(&scores.softmax(-1, scores.kind()), p_drop, true).matmul(&v)
+        } else {
+            Tensor::scaled_dot_product_attention(&q, &k, &v, mask, p_drop, false, None, false)
+        };
         let context = context.transpose(1, 2).contiguous().view([b, s, h]);
-        let out = self.output_dense.forward(&context, precision).dropout(self.hidden_dropout, train);
+        let out = dropout(&self.output_dense.forward(&context, precision), self.hidden_dropout, train);
         self.output_norm.forward(&(out + x))
     }
 }
@@ -124,7 +135,7 @@ impl BertLayer {
     fn forward(&self, x: &Tensor, mask: Option<&Tensor>, precision: Precision, train: bool) -> Tensor {
         let attended = self.attention.forward(x, mask, precision, train);
         let inner = self.activation.apply(&self.intermediate.forward(&attended, precision));
-        let out = self.output.forward(&inner, precision).dropout(self.hidden_dropout, train);
+        let out = dropout(&self.output.forward(&inner, precision), self.hidden_dropout, train);
         self.output_norm.forward(&(out + attended))
     }
 }
@@ -214,12 +225,11 @@ pub struct BertForMaskedLM {
     pub head: MlmHead,
 }
 
-/// Output of the masked-LM loss: mean cross-entropy over the predicted positions, their count
-/// and how many of them the model got right.
+/// Output of the masked-LM loss: mean cross-entropy over the predicted positions and their
+/// count.
 pub struct MlmLoss {
     pub loss: Tensor,
     pub predicted: i64,
-    pub correct: Tensor,
 }
 
 impl BertForMaskedLM {
@@ -256,14 +266,34 @@ impl BertForMaskedLM {
 
     /// Masked-LM loss. `labels` hold the original token at predicted positions and
     /// `IGNORE_INDEX` elsewhere; vocabulary logits are computed only at predicted positions.
+    /// In training the loss carries its gradient directly (see `cross_entropy_for_backward`).
     pub fn mlm_loss(&self, input_ids: &Tensor, token_type_ids: Option<&Tensor>, attention_mask: Option<&Tensor>, labels: &Tensor, train: bool) -> MlmLoss {
         let hidden = self.bert.forward(input_ids, token_type_ids, attention_mask, train);
         let flat_labels = labels.reshape([-1]);
         let positions = flat_labels.ne(IGNORE_INDEX).nonzero().squeeze_dim(1);
         let targets = flat_labels.index_select(0, &positions);
         let logits = self.logits_at(&hidden, &positions);
-        let loss = logits.log_softmax(-1, Kind::Float).nll_loss(&targets);
-        let correct = logits.argmax(-1, false).eq_tensor(&targets).sum(Kind::Int64);
-        MlmLoss { loss, predicted: targets.size()[0], correct }
+        let loss = if train && logits.requires_grad() { cross_entropy_for_backward(&logits, &targets) } else { logits.log_softmax(-1, Kind::Float).nll_loss(&targets) };
+        MlmLoss { loss, predicted: targets.size()[0] }
     }
+}
+
+/// Mean cross-entropy of `logits` [rows, vocab] against `targets`, built so that its backward
+/// pass hands the logits their known gradient (softmax − one-hot) / rows instead of running
+/// libtorch's log-softmax and NLL backward kernels: on CPU those cost a dense zero fill and a
+/// slow pass over rows × vocabulary (about 0.1 s a step for the bench-train model). The value
+/// is the same cross-entropy; the gradient is the same formula, computed once here.
+pub fn cross_entropy_for_backward(logits: &Tensor, targets: &Tensor) -> Tensor {
+    let rows = logits.size()[0].max(1) as f64;
+    let (value, gradient) = tch::no_grad(|| {
+        let detached = logits.detach();
+        let mut log_probs = detached.log_softmax(-1, Kind::Float);
+        let value = -log_probs.gather(1, &targets.unsqueeze(1), false).mean(Kind::Float);
+        let mut gradient = log_probs.exp_().g_mul_scalar_(1.0 / rows);
+        let _ = gradient.scatter_add_(1, &targets.unsqueeze(1), &Tensor::full([targets.size()[0], 1], -1.0 / rows, (Kind::Float, logits.device())));
+        (value, gradient)
+    });
+    // d/dlogits of sum(logits · gradient) is `gradient`; its value is subtracted back out.
+    let carrier = logits.reshape([-1]).dot(&gradient.reshape([-1]));
+    &carrier - carrier.detach() + value
 }

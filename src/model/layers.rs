@@ -76,3 +76,28 @@ pub fn embedding(p: Path, n: i64, dim: i64, init_std: f64, padding_idx: Option<i
     }
     weight
 }
+
+/// Inverted dropout (zero with probability `p`, scale the rest by 1/(1 − p)). On CUDA this is
+/// libtorch's fused kernel. On CPU libtorch draws one Mersenne-Twister number per element
+/// (about 6 ns each, a tenth of a small model's training step), so here each element gets 16
+/// random bits instead, four elements to one 64-bit draw, and is dropped when they fall below
+/// round(p · 65536): p is honoured to 1/65536 (0.1 becomes 0.100006) and the scale uses that
+/// value, so the expectation is exact. Every bit comes from torch's generator, so a seeded step
+/// repeats exactly.
+pub fn dropout(x: &Tensor, p: f64, train: bool) -> Tensor {
+    if !train || p <= 0.0 {
+        return x.shallow_clone();
+    }
+    if x.device() != tch::Device::Cpu || p >= 1.0 {
+        return x.dropout(p, train);
+    }
+    let n = x.numel() as i64;
+    let drop_below = (p * 65536.0).round();
+    let mut words = Tensor::empty([(n + 3) / 4], (Kind::Int64, x.device()));
+    let _ = words.random_from_(i64::MIN, None);
+    let bits = words.view_dtype(Kind::Int16).narrow(0, 0, n).view(x.size().as_slice());
+    // int16 values are uniform on [-32768, 32767]: keep those at or above the threshold.
+    let keep = bits.ge(drop_below as i64 - 32768);
+    let mask = Tensor::where_scalar(&keep, 1.0 / (1.0 - drop_below / 65536.0), 0.0).to_kind(x.kind());
+    x * mask
+}

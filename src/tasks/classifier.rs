@@ -49,7 +49,7 @@ impl SequenceClassifier {
     /// Label logits [batch, labels] (fp32).
     pub fn logits(&self, input_ids: &Tensor, attention_mask: &Tensor, train: bool) -> Tensor {
         let hidden = self.bert.forward(input_ids, None, Some(attention_mask), train);
-        let pooled = self.bert.pool(&hidden).expect("the classifier is built with a pooler").dropout(self.dropout, train);
+        let pooled = crate::model::layers::dropout(&self.bert.pool(&hidden).expect("the classifier is built with a pooler"), self.dropout, train);
         self.classifier.forward(&pooled, self.bert.precision).to_kind(Kind::Float)
     }
 

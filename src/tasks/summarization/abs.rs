@@ -14,7 +14,7 @@ use super::input::{encode_articles, ArticleBatch};
 use super::transformer::{positional, FeedForward, MultiHeadAttention, NORM_EPS};
 use crate::data::tokenizer::TextTokenizer;
 use crate::error::{Error, Result};
-use crate::model::layers::LayerNorm;
+use crate::model::layers::{dropout, LayerNorm};
 use crate::model::model_dir::{copy_into, read_model_files, save_model_files_as};
 use crate::model::{BertConfig, BertModel};
 use std::path::Path;
@@ -86,9 +86,9 @@ impl DecoderLayer {
 
     fn forward(&self, x: &Tensor, memory: &(Tensor, Tensor), source_mask: Option<&Tensor>, train: bool) -> Tensor {
         let normed = self.norm_1.forward(x);
-        let query = self.self_attn.forward(&normed, &normed, None, true, train).dropout(self.dropout, train) + x;
+        let query = dropout(&self.self_attn.forward(&normed, &normed, None, true, train), self.dropout, train) + x;
         let context = self.context_attn.attend(&self.norm_2.forward(&query), memory, source_mask, false, train);
-        self.feed_forward.forward(&(context.dropout(self.dropout, train) + query), train)
+        self.feed_forward.forward(&(dropout(&context, self.dropout, train) + query), train)
     }
 }
 
@@ -112,7 +112,7 @@ impl Decoder {
     fn forward(&self, targets: &Tensor, memory: &[(Tensor, Tensor)], source_mask: Option<&Tensor>, train: bool) -> Tensor {
         let len = targets.size()[1];
         let embedded = Tensor::embedding(&self.embeddings, targets, self.pad, false, false) * (self.hidden as f64).sqrt();
-        let mut x = (embedded + positional(len, self.hidden, targets.device()).unsqueeze(0)).dropout(self.dropout, train);
+        let mut x = dropout(&(embedded + positional(len, self.hidden, targets.device()).unsqueeze(0)), self.dropout, train);
         for (layer, kv) in self.layers.iter().zip(memory) {
             x = layer.forward(&x, kv, source_mask, train);
         }

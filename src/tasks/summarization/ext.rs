@@ -9,7 +9,7 @@ use crate::data::tokenizer::TextTokenizer;
 use crate::error::Result;
 use super::input::{encode_articles, ArticleBatch};
 use super::transformer::{positional, FeedForward, MultiHeadAttention, NORM_EPS};
-use crate::model::layers::{LayerNorm, Linear, Precision};
+use crate::model::layers::{dropout, LayerNorm, Linear, Precision};
 use crate::model::model_dir::{copy_into, read_model_files, save_model_files_as};
 use crate::model::{BertConfig, BertModel};
 use std::collections::HashSet;
@@ -68,7 +68,7 @@ impl InterLayer {
 
     fn forward(&self, x: &Tensor, mask: &Tensor, first: bool, train: bool) -> Tensor {
         let input = if first { x.shallow_clone() } else { self.norm.forward(x) };
-        let out = self.self_attn.forward(&input, &input, Some(mask), false, train).dropout(self.dropout, train) + x;
+        let out = dropout(&self.self_attn.forward(&input, &input, Some(mask), false, train), self.dropout, train) + x;
         self.feed_forward.forward(&out, train)
     }
 }

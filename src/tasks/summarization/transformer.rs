@@ -3,7 +3,7 @@
 //! `linear_keys`, `linear_values`, `final_linear`), the position-wise feed-forward (its own
 //! pre-LayerNorm `layer_norm`, `w_1`, tanh-GELU, `w_2`, residual) and the sinusoidal positions.
 //! LayerNorms use PreSumm's eps 1e-6 and everything runs in fp32.
-use crate::model::layers::{LayerNorm, Linear, Precision};
+use crate::model::layers::{dropout, LayerNorm, Linear, Precision};
 use tch::nn::Path;
 use tch::{Device, Kind, Tensor};
 
@@ -78,8 +78,8 @@ impl FeedForward {
     }
 
     pub fn forward(&self, x: &Tensor, train: bool) -> Tensor {
-        let inter = self.w1.forward(&self.norm.forward(x), Precision::Fp32).gelu("tanh").dropout(self.dropout, train);
-        self.w2.forward(&inter, Precision::Fp32).dropout(self.dropout, train) + x
+        let inter = dropout(&self.w1.forward(&self.norm.forward(x), Precision::Fp32).gelu("tanh"), self.dropout, train);
+        dropout(&self.w2.forward(&inter, Precision::Fp32), self.dropout, train) + x
     }
 }
 
