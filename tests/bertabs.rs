@@ -156,6 +156,10 @@ fn bertabs_learns_to_write_the_lead_and_bertextabs_starts_from_bertext() {
     assert!(row("BertAbs") > 90.0, "{test}");
     let candidates = std::fs::read_to_string(work.join("ck/abs/test.candidate")).unwrap();
     assert_eq!(candidates.lines().count(), 16);
+    // The written predictions score the same through `eval rouge`.
+    let ck = work.join("ck/abs");
+    let (table, _) = indolm_ok(&["eval", "rouge", "--pred", ck.join("test.candidate").to_str().unwrap(), "--ref", ck.join("test.gold").to_str().unwrap()]);
+    assert!(table.contains(&format!("| 16 | {:.2} |", row("BertAbs"))), "{table}");
 
     // The saved model summarizes a plain-text article (here a training one, so the output is known).
     let article: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(data.join("train/0000.json")).unwrap()).unwrap();
