@@ -4,7 +4,8 @@
 //! states, feed-forward; embeddings scaled by √hidden plus sinusoidal positions). The decoder's
 //! word embeddings start as a copy of BERT's and the generator's output projection is tied to
 //! them. Training minimises PreSumm's label-smoothed KL divergence (smoothing mass spread over
-//! V − 2 entries, padding zeroed) per target token; generation is `beam::beam_search`.
+//! V − 2 entries, padding zeroed) per target token; generation is `beam::beam_search` over
+//! `DecodeState`, which caches each layer's self-attention keys and values as PreSumm does.
 //! BertExtAbs is this model with its encoder loaded from a fine-tuned BertExt.
 //!
 //! Targets are `bos s1 split s2 … eos` with PreSumm's markers `[unused0]`, `[unused2]`,
@@ -92,6 +93,23 @@ impl DecoderLayer {
     }
 }
 
+impl DecoderLayer {
+    /// One decoding step for new tokens [hypotheses, 1, hidden]: their self-attention keys and
+    /// values are appended to `cache` (the earlier tokens'), so only the new position is computed.
+    fn step(&self, x: &Tensor, cache: &mut Option<(Tensor, Tensor)>, memory: &(Tensor, Tensor)) -> Tensor {
+        let normed = self.norm_1.forward(x);
+        let (k, v) = self.self_attn.keys_values(&normed);
+        let kv = match cache.take() {
+            Some((past_k, past_v)) => (Tensor::cat(&[past_k, k], 2), Tensor::cat(&[past_v, v], 2)),
+            None => (k, v),
+        };
+        let query = self.self_attn.attend(&normed, &kv, None, false, false) + x;
+        *cache = Some(kv);
+        let context = self.context_attn.attend(&self.norm_2.forward(&query), memory, None, false, false);
+        self.feed_forward.forward(&(context + query), false)
+    }
+}
+
 /// PreSumm's `TransformerDecoder` (`decoder.*`).
 struct Decoder {
     embeddings: Tensor,
@@ -117,6 +135,55 @@ impl Decoder {
             x = layer.forward(&x, kv, source_mask, train);
         }
         self.norm.forward(&x)
+    }
+
+    /// Final hidden states [hypotheses, hidden] of `tokens` [hypotheses] at `position`, every
+    /// hypothesis's earlier tokens being in `caches` (one per layer).
+    fn step(&self, tokens: &Tensor, position: i64, caches: &mut [Option<(Tensor, Tensor)>], memory: &[(Tensor, Tensor)]) -> Tensor {
+        let embedded = Tensor::embedding(&self.embeddings, tokens, self.pad, false, false) * (self.hidden as f64).sqrt();
+        let mut x = (embedded + positional(position + 1, self.hidden, tokens.device()).get(position)).unsqueeze(1);
+        for ((layer, cache), kv) in self.layers.iter().zip(caches.iter_mut()).zip(memory) {
+            x = layer.step(&x, cache, kv);
+        }
+        self.norm.forward(&x).squeeze_dim(1)
+    }
+}
+
+/// Incremental decoding of one article: the encoder states' keys and values computed once,
+/// and for every layer the self-attention keys and values of the tokens so far, so that a step
+/// runs the decoder on one new token per hypothesis (PreSumm's layer cache).
+pub struct DecodeState<'a> {
+    model: &'a BertAbs,
+    memory: Vec<(Tensor, Tensor)>,
+    caches: Vec<Option<(Tensor, Tensor)>>,
+    length: i64,
+}
+
+impl<'a> DecodeState<'a> {
+    pub fn new(model: &'a BertAbs, article: &[Vec<String>]) -> Result<Self> {
+        let batch = model.encode(&[article])?;
+        let states = tch::no_grad(|| model.bert.forward(&batch.input_ids, Some(&batch.segments), Some(&batch.attention), false));
+        let memory = tch::no_grad(|| model.decoder.memory(&states));
+        Ok(DecodeState { model, caches: model.decoder.layers.iter().map(|_| None).collect(), memory, length: 0 })
+    }
+
+    /// Next-token log-probabilities [hypotheses, vocab] after each hypothesis appends its
+    /// token; hypothesis `i` continues row `parents[i]` of the previous step.
+    pub fn step(&mut self, parents: &[i64], tokens: &[i64]) -> Tensor {
+        tch::no_grad(|| {
+            let device = self.model.vs.device();
+            let n = tokens.len() as i64;
+            let parents = Tensor::from_slice(parents).to_device(device);
+            for cache in self.caches.iter_mut() {
+                if let Some((k, v)) = cache.take() {
+                    *cache = Some((k.index_select(0, &parents), v.index_select(0, &parents)));
+                }
+            }
+            let memory: Vec<(Tensor, Tensor)> = self.memory.iter().map(|(k, v)| (k.expand([n, -1, -1, -1], false), v.expand([n, -1, -1, -1], false))).collect();
+            let hidden = self.model.decoder.step(&Tensor::from_slice(tokens).to_device(device), self.length, &mut self.caches, &memory);
+            self.length += 1;
+            self.model.log_probs(&hidden)
+        })
     }
 }
 
@@ -294,24 +361,24 @@ impl BertAbs {
 
     /// Generates a summary of `article`: sentences of words.
     pub fn generate(&self, article: &[Vec<String>], beam: &BeamConfig) -> Result<Vec<Vec<String>>> {
-        let batch = self.encode(&[article])?;
-        let vocab = self.config.vocab_size as usize;
-        let best = tch::no_grad(|| {
-            let states = self.bert.forward(&batch.input_ids, Some(&batch.segments), Some(&batch.attention), false);
-            let memory = self.decoder.memory(&states);
-            let next = |seqs: &[Vec<i64>]| -> Vec<Vec<f64>> {
-                let (n, len) = (seqs.len() as i64, seqs[0].len() as i64);
-                let flat: Vec<i64> = seqs.concat();
-                let prefixes = Tensor::from_slice(&flat).view([n, len]).to_device(self.vs.device());
-                let kv: Vec<(Tensor, Tensor)> = memory.iter().map(|(k, v)| (k.expand([n, -1, -1, -1], false), v.expand([n, -1, -1, -1], false))).collect();
-                let hidden = self.decoder.forward(&prefixes, &kv, None, false).select(1, len - 1);
-                let values: Vec<f64> = Vec::try_from(self.log_probs(&hidden).to_kind(Kind::Double).to_device(Device::Cpu).reshape([-1])).expect("log-probabilities");
-                values.chunks(vocab).map(<[f64]>::to_vec).collect()
-            };
-            let piece = |t: i64| self.pieces.get(t as usize).cloned().unwrap_or_default();
-            beam_search(beam, next, piece).into_iter().next()
-        });
-        let tokens = best.map(|h| h.tokens).unwrap_or_default();
+        let mut state = DecodeState::new(self, article)?;
+        // Only ids the tokenizer has can be written (the embedding table may be larger).
+        let vocab = self.pieces.len().min(self.config.vocab_size as usize);
+        let mut previous: Vec<Vec<i64>> = Vec::new();
+        let next = |seqs: &[Vec<i64>]| -> Vec<Vec<f64>> {
+            // Each hypothesis extends one of the last step's: its row in the caches.
+            let parents: Vec<i64> = seqs
+                .iter()
+                .map(|s| previous.iter().position(|p| p[..] == s[..s.len() - 1]).unwrap_or(0) as i64)
+                .collect();
+            let last: Vec<i64> = seqs.iter().map(|s| *s.last().expect("starts with bos")).collect();
+            let log_probs = state.step(&parents, &last).narrow(1, 0, vocab as i64);
+            previous = seqs.to_vec();
+            let values: Vec<f64> = Vec::try_from(log_probs.to_kind(Kind::Double).to_device(Device::Cpu).reshape([-1])).expect("log-probabilities");
+            values.chunks(vocab).map(<[f64]>::to_vec).collect()
+        };
+        let piece = |t: i64| self.pieces.get(t as usize).cloned().unwrap_or_default();
+        let tokens = beam_search(beam, next, piece).into_iter().next().map(|h| h.tokens).unwrap_or_default();
         Ok(self.sentences_of(&tokens))
     }
 
@@ -322,7 +389,7 @@ impl BertAbs {
         let special = [s.pad, s.cls, s.sep, s.mask, self.markers.bos, self.markers.eos];
         tokens
             .split(|&t| t == self.markers.split)
-            .map(|sentence| words(&sentence.iter().filter(|t| !special.contains(t)).map(|&t| self.pieces[t as usize].clone()).collect::<Vec<_>>()))
+            .map(|sentence| words(&sentence.iter().filter(|t| !special.contains(t)).filter_map(|&t| self.pieces.get(t as usize).cloned()).collect::<Vec<_>>()))
             .filter(|w| !w.is_empty())
             .collect()
     }
