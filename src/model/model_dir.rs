@@ -128,6 +128,8 @@ pub fn copy_into(vs: &VarStore, mut tensors: BTreeMap<String, Tensor>, path: &Pa
         }
         Ok(())
     })?;
+    // Sorted, so that notes and errors name the same tensors every run (the store is a hash map).
+    missing.sort();
     let (optional_missing, other_missing): (Vec<String>, Vec<String>) = missing.into_iter().partition(|n| optional.iter().any(|(p, _)| n.starts_with(p)));
     if !other_missing.is_empty() {
         let shown: Vec<&str> = other_missing.iter().take(6).map(String::as_str).collect();
