@@ -26,8 +26,8 @@ fn looping(seqs: &[Vec<i64>]) -> Vec<Vec<f64>> {
 
 #[test]
 fn trigram_blocking_drops_repeated_word_trigrams() {
-    let with = beam_search(&config(8, 10, 0.0, true), looping, piece);
-    let without = beam_search(&config(8, 10, 0.0, false), looping, piece);
+    let with = beam_search(&config(8, 10, 0.0, true), |s: &[Vec<i64>], _: &[usize]| looping(s), piece);
+    let without = beam_search(&config(8, 10, 0.0, false), |s: &[Vec<i64>], _: &[usize]| looping(s), piece);
     let text = |h: &[i64]| words(&h.iter().map(|&t| piece(t)).collect::<Vec<_>>());
     let best_without = text(&without[0].tokens);
     assert!(best_without.windows(3).count() > best_without.windows(3).collect::<std::collections::HashSet<_>>().len(), "the unblocked search repeats: {best_without:?}");
@@ -46,7 +46,7 @@ fn trigram_blocking_drops_repeated_word_trigrams() {
 #[test]
 fn end_of_sequence_waits_for_the_minimum_length() {
     for min in [0, 3, 7] {
-        let best = &beam_search(&config(min, 20, 0.0, false), looping, piece)[0];
+        let best = &beam_search(&config(min, 20, 0.0, false), |s: &[Vec<i64>], _: &[usize]| looping(s), piece)[0];
         assert!(best.tokens.len() >= min, "min {min}: {:?}", best.tokens);
         assert_eq!(best.tokens.len(), min, "EOS is the likeliest token, so it ends as soon as allowed");
     }
@@ -77,9 +77,9 @@ fn the_length_penalty_decides_between_short_and_long() {
             })
             .collect()
     };
-    let short = beam_search(&config(0, 12, 0.0, false), model, piece);
+    let short = beam_search(&config(0, 12, 0.0, false), |s: &[Vec<i64>], _: &[usize]| model(s), piece);
     assert_eq!(short[0].tokens, vec![7]);
-    let long = beam_search(&config(0, 12, 1.0, false), model, piece);
+    let long = beam_search(&config(0, 12, 1.0, false), |s: &[Vec<i64>], _: &[usize]| model(s), piece);
     assert_eq!(long[0].tokens, vec![3; 9], "{long:?}");
     assert!((long[0].score - (-3.0 / 2.5)).abs() < 1e-9);
 }
@@ -109,14 +109,14 @@ fn end_of_sequence_waits_for_the_minimum_sentences_and_words() {
     let config = |min_sentences: usize, min_words: usize| BeamConfig { beam: 2, min_length: min_words, max_length: 30, alpha: 0.0, block_trigrams: false, bos: BOS, eos: EOS, sentence_split: Some(8), min_sentences };
     let sentences = |tokens: &[i64]| tokens.split(|&t| t == 8).filter(|s| !s.is_empty()).count();
     let words_in = |tokens: &[i64]| words(&tokens.iter().filter(|&&t| t != 8).map(|&t| piece9(t)).collect::<Vec<_>>()).len();
-    let one = &beam_search(&config(1, 0), model, piece9)[0];
+    let one = &beam_search(&config(1, 0), |s: &[Vec<i64>], _: &[usize]| model(s), piece9)[0];
     assert_eq!((sentences(&one.tokens), words_in(&one.tokens)), (1, 1), "{:?}", one.tokens);
-    let two = &beam_search(&config(2, 0), model, piece9)[0];
+    let two = &beam_search(&config(2, 0), |s: &[Vec<i64>], _: &[usize]| model(s), piece9)[0];
     assert_eq!(sentences(&two.tokens), 2, "{:?}", two.tokens);
-    let three = &beam_search(&config(3, 0), model, piece9)[0];
+    let three = &beam_search(&config(3, 0), |s: &[Vec<i64>], _: &[usize]| model(s), piece9)[0];
     assert_eq!(sentences(&three.tokens), 3, "{:?}", three.tokens);
     // Words count pieces joined: "c ##d" is one word, and the markers are not words.
-    let long = &beam_search(&config(1, 4), model, piece9)[0];
+    let long = &beam_search(&config(1, 4), |s: &[Vec<i64>], _: &[usize]| model(s), piece9)[0];
     assert!(words_in(&long.tokens) >= 4, "{:?}", long.tokens);
     assert_eq!(words(&["c".into(), "##d".into()]).len(), 1);
 }

@@ -130,7 +130,7 @@ impl Decoder {
     fn forward(&self, targets: &Tensor, memory: &[(Tensor, Tensor)], source_mask: Option<&Tensor>, train: bool) -> Tensor {
         let len = targets.size()[1];
         let embedded = Tensor::embedding(&self.embeddings, targets, self.pad, false, false) * (self.hidden as f64).sqrt();
-        let mut x = dropout(&(embedded + positional(len, self.hidden, targets.device()).unsqueeze(0)), self.dropout, train);
+        let mut x = dropout(&(embedded + positional(0, len, self.hidden, targets.device()).unsqueeze(0)), self.dropout, train);
         for (layer, kv) in self.layers.iter().zip(memory) {
             x = layer.forward(&x, kv, source_mask, train);
         }
@@ -141,7 +141,7 @@ impl Decoder {
     /// hypothesis's earlier tokens being in `caches` (one per layer).
     fn step(&self, tokens: &Tensor, position: i64, caches: &mut [Option<(Tensor, Tensor)>], memory: &[(Tensor, Tensor)]) -> Tensor {
         let embedded = Tensor::embedding(&self.embeddings, tokens, self.pad, false, false) * (self.hidden as f64).sqrt();
-        let mut x = (embedded + positional(position + 1, self.hidden, tokens.device()).get(position)).unsqueeze(1);
+        let mut x = (embedded + positional(position, 1, self.hidden, tokens.device())).unsqueeze(1);
         for ((layer, cache), kv) in self.layers.iter().zip(caches.iter_mut()).zip(memory) {
             x = layer.step(&x, cache, kv);
         }
@@ -319,21 +319,25 @@ impl BertAbs {
         hidden.linear(&self.decoder.embeddings, Some(&self.generator_bias)).log_softmax(-1, Kind::Float)
     }
 
+    /// Decoder hidden states [batch, len − 1, hidden] predicting each next target token
+    /// (teacher forcing: the decoder reads the targets shifted right).
+    fn teacher_forced_hidden(&self, batch: &ArticleBatch, targets: &Tensor, train: bool) -> Tensor {
+        let states = self.bert.forward(&batch.input_ids, Some(&batch.segments), Some(&batch.attention), train);
+        let len = targets.size()[1];
+        self.decoder.forward(&targets.narrow(1, 0, len - 1), &self.decoder.memory(&states), Some(&Self::source_mask(batch)), train)
+    }
+
     /// Decoder log-probabilities [batch, len − 1, vocab] of each next target token (teacher
     /// forcing), for checking against a reference.
     pub fn target_log_probs(&self, batch: &ArticleBatch, targets: &Tensor, train: bool) -> Tensor {
-        let states = self.bert.forward(&batch.input_ids, Some(&batch.segments), Some(&batch.attention), train);
-        let len = targets.size()[1];
-        let hidden = self.decoder.forward(&targets.narrow(1, 0, len - 1), &self.decoder.memory(&states), Some(&Self::source_mask(batch)), train);
-        self.log_probs(&hidden)
+        self.log_probs(&self.teacher_forced_hidden(batch, targets, train))
     }
 
     /// Label-smoothed loss per target token and the number of target tokens. The vocabulary
     /// projection runs only at non-padding positions.
     pub fn loss(&self, batch: &ArticleBatch, targets: &Tensor, train: bool) -> (Tensor, i64) {
-        let states = self.bert.forward(&batch.input_ids, Some(&batch.segments), Some(&batch.attention), train);
+        let hidden = self.teacher_forced_hidden(batch, targets, train);
         let len = targets.size()[1];
-        let hidden = self.decoder.forward(&targets.narrow(1, 0, len - 1), &self.decoder.memory(&states), Some(&Self::source_mask(batch)), train);
         let gold = targets.narrow(1, 1, len - 1).reshape([-1]);
         let pad = self.tokenizer.special.pad;
         let keep = gold.ne(pad).nonzero().squeeze_dim(1);
@@ -364,16 +368,10 @@ impl BertAbs {
         let mut state = DecodeState::new(self, article)?;
         // Only ids the tokenizer has can be written (the embedding table may be larger).
         let vocab = self.pieces.len().min(self.config.vocab_size as usize);
-        let mut previous: Vec<Vec<i64>> = Vec::new();
-        let next = |seqs: &[Vec<i64>]| -> Vec<Vec<f64>> {
-            // Each hypothesis extends one of the last step's: its row in the caches.
-            let parents: Vec<i64> = seqs
-                .iter()
-                .map(|s| previous.iter().position(|p| p[..] == s[..s.len() - 1]).unwrap_or(0) as i64)
-                .collect();
+        let next = |seqs: &[Vec<i64>], parents: &[usize]| -> Vec<Vec<f64>> {
+            let parents: Vec<i64> = parents.iter().map(|&p| p as i64).collect();
             let last: Vec<i64> = seqs.iter().map(|s| *s.last().expect("starts with bos")).collect();
             let log_probs = state.step(&parents, &last).narrow(1, 0, vocab as i64);
-            previous = seqs.to_vec();
             let values: Vec<f64> = Vec::try_from(log_probs.to_kind(Kind::Double).to_device(Device::Cpu).reshape([-1])).expect("log-probabilities");
             values.chunks(vocab).map(<[f64]>::to_vec).collect()
         };

@@ -76,17 +76,18 @@ pub struct Hypothesis {
     pub score: f64,
 }
 
-/// A live hypothesis: its tokens (from `bos`), cumulative log-probability, words so far and
-/// whether it may end now.
+/// A live hypothesis: its tokens (from `bos`), the row of the previous step's hypotheses it
+/// extends, cumulative log-probability, words so far and whether it may end now.
 struct Live {
     tokens: Vec<i64>,
+    parent: usize,
     log_prob: f64,
     words: Vec<String>,
     may_end: bool,
 }
 
 impl Live {
-    fn new(tokens: Vec<i64>, log_prob: f64, config: &BeamConfig, piece: &impl Fn(i64) -> String) -> Self {
+    fn new(tokens: Vec<i64>, parent: usize, log_prob: f64, config: &BeamConfig, piece: &impl Fn(i64) -> String) -> Self {
         let pieces: Vec<String> = tokens[1..].iter().map(|&t| piece(t)).collect();
         let words = words(&pieces);
         let may_end = match config.sentence_split {
@@ -97,7 +98,7 @@ impl Live {
                 content >= config.min_length && sentences.len() >= config.min_sentences
             }
         };
-        Live { tokens, log_prob, words, may_end }
+        Live { tokens, parent, log_prob, words, may_end }
     }
 }
 
@@ -113,15 +114,18 @@ fn best_first(a: &Candidate, b: &Candidate) -> Ordering {
     b.score.total_cmp(&a.score).then(a.beam.cmp(&b.beam)).then(a.token.cmp(&b.token))
 }
 
-/// Decodes with `next_log_probs(hypotheses) -> one row of vocabulary log-probabilities per
-/// hypothesis` (each hypothesis starts with `bos`; all have the same length); `piece` names a
-/// token, for trigram blocking and word counts. Returns the finished hypotheses, best first.
-pub fn beam_search(config: &BeamConfig, mut next_log_probs: impl FnMut(&[Vec<i64>]) -> Vec<Vec<f64>>, piece: impl Fn(i64) -> String) -> Vec<Hypothesis> {
-    let mut live = vec![Live::new(vec![config.bos], 0.0, config, &piece)];
+/// Decodes with `next_log_probs(hypotheses, parents) -> one row of vocabulary log-probabilities
+/// per hypothesis` (each hypothesis starts with `bos`; all have the same length; `parents[i]` is
+/// the row of the previous call's hypotheses that hypothesis `i` extends, for a model that
+/// caches per-hypothesis state); `piece` names a token, for trigram blocking and word counts.
+/// Returns the finished hypotheses, best first.
+pub fn beam_search(config: &BeamConfig, mut next_log_probs: impl FnMut(&[Vec<i64>], &[usize]) -> Vec<Vec<f64>>, piece: impl Fn(i64) -> String) -> Vec<Hypothesis> {
+    let mut live = vec![Live::new(vec![config.bos], 0, 0.0, config, &piece)];
     let mut finished: Vec<Hypothesis> = Vec::new();
     for step in 0..config.max_length {
         let seqs: Vec<Vec<i64>> = live.iter().map(|h| h.tokens.clone()).collect();
-        let rows = next_log_probs(&seqs);
+        let parents: Vec<usize> = live.iter().map(|h| h.parent).collect();
+        let rows = next_log_probs(&seqs, &parents);
         let lp = length_penalty(step + 1, config.alpha);
         let mut pool: Vec<Candidate> = Vec::new();
         for (b, (hyp, row)) in live.iter().zip(&rows).enumerate() {
@@ -176,7 +180,7 @@ pub fn beam_search(config: &BeamConfig, mut next_log_probs: impl FnMut(&[Vec<i64
                         finished.push(Hypothesis { tokens: tokens[1..].to_vec(), log_prob: c.log_prob, score: c.score });
                     }
                 } else {
-                    next.push(Live::new(tokens, c.log_prob, config, &piece));
+                    next.push(Live::new(tokens, c.beam, c.log_prob, config, &piece));
                 }
             }
         }

@@ -112,7 +112,7 @@ impl BertExt {
         let vectors = hidden.reshape([-1, h]).index_select(0, &batch.cls_positions.reshape([-1])).view([b, s, h]);
         let mask_f = batch.sentence_mask.to_kind(Kind::Float);
         let device = vectors.device();
-        let mut x = vectors * mask_f.unsqueeze(-1) + positional(s, h, device).unsqueeze(0);
+        let mut x = vectors * mask_f.unsqueeze(-1) + positional(0, s, h, device).unsqueeze(0);
         let attn_mask = batch.sentence_mask.ne(0).view([b, 1, 1, s]);
         for (i, layer) in self.layers.iter().enumerate() {
             x = layer.forward(&x, &attn_mask, i == 0, train);

@@ -83,9 +83,10 @@ impl FeedForward {
     }
 }
 
-/// Sinusoidal positions [n, dim], sine and cosine interleaved (PreSumm's `PositionalEncoding`).
-pub fn positional(n: i64, dim: i64, device: Device) -> Tensor {
-    let pos = Tensor::arange(n, (Kind::Float, device)).unsqueeze(1);
+/// Sinusoidal positions [n, dim] for positions `start .. start + n`, sine and cosine
+/// interleaved (PreSumm's `PositionalEncoding`).
+pub fn positional(start: i64, n: i64, dim: i64, device: Device) -> Tensor {
+    let pos = Tensor::arange_start(start, start + n, (Kind::Float, device)).unsqueeze(1);
     let div = (Tensor::arange_start_step(0, dim, 2, (Kind::Float, device)) * (-(10000f64.ln()) / dim as f64)).exp();
     let angles = pos * div.unsqueeze(0);
     Tensor::stack(&[angles.sin(), angles.cos()], 2).view([n, -1]).narrow(1, 0, dim)
