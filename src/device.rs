@@ -11,7 +11,9 @@ pub fn parse_device(spec: &str) -> Result<Device> {
         "cpu" => return Ok(Device::Cpu),
         "cuda" => Device::Cuda(0),
         s if s.starts_with("cuda:") => {
-            let n: usize = s[5..].parse().map_err(|_| Error::usage("--device", format!("expected cuda:N with a number N, found {s:?}")))?;
+            let n: usize = s[5..]
+                .parse()
+                .map_err(|_| Error::usage("--device", format!("expected cuda:N with a number N, found {s:?}")))?;
             Device::Cuda(n)
         }
         s => return Err(Error::usage("--device", format!("expected auto, cpu, cuda or cuda:N, found {s:?}"))),
@@ -41,7 +43,11 @@ pub fn set_threads(threads: Option<usize>) -> Result<()> {
 
 /// The compute precision for a device: bf16 mixed precision on CUDA, fp32 on CPU.
 pub fn default_precision(device: Device) -> Precision {
-    if device.is_cuda() { Precision::Bf16 } else { Precision::Fp32 }
+    if device.is_cuda() {
+        Precision::Bf16
+    } else {
+        Precision::Fp32
+    }
 }
 
 /// A one-line description of the device for logs.

@@ -33,7 +33,11 @@ pub enum Error {
 }
 
 fn hint_suffix(hint: &str) -> String {
-    if hint.is_empty() { String::new() } else { format!(" ({hint})") }
+    if hint.is_empty() {
+        String::new()
+    } else {
+        format!(" ({hint})")
+    }
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -28,7 +28,10 @@ fn missing_weights_and_pytorch_bin_only() {
     assert!(err.contains("model.safetensors: file not found"), "{err}");
     std::fs::write(dir.join("pytorch_model.bin"), b"not really a pickle").unwrap();
     let err = indolm_fails(&["info", "--model", s(&dir)]);
-    assert!(err.contains("pytorch_model.bin") && err.contains("save_pretrained") && err.contains("safe_serialization=True"), "{err}");
+    assert!(
+        err.contains("pytorch_model.bin") && err.contains("save_pretrained") && err.contains("safe_serialization=True"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -43,7 +46,8 @@ fn missing_tokenizer() {
 #[test]
 fn wrong_tensor_shape_names_the_tensor() {
     let dir = copy_dir(reference_model(), "bad-shape");
-    let mut tensors: Vec<(String, Tensor)> = weights::read_file(&dir.join("model.safetensors")).unwrap().into_iter().collect();
+    let mut tensors: Vec<(String, Tensor)> =
+        weights::read_file(&dir.join("model.safetensors")).unwrap().into_iter().collect();
     for (name, t) in tensors.iter_mut() {
         if name == "bert.encoder.layer.1.intermediate.dense.weight" {
             *t = Tensor::zeros([100, 96], (tch::Kind::Float, tch::Device::Cpu));
@@ -51,7 +55,10 @@ fn wrong_tensor_shape_names_the_tensor() {
     }
     weights::write_file(&dir.join("model.safetensors"), &tensors).unwrap();
     let err = indolm_fails(&["info", "--model", s(&dir)]);
-    assert!(err.contains("`bert.encoder.layer.1.intermediate.dense.weight` has shape [100, 96], expected [200, 96]"), "{err}");
+    assert!(
+        err.contains("`bert.encoder.layer.1.intermediate.dense.weight` has shape [100, 96], expected [200, 96]"),
+        "{err}"
+    );
 }
 
 fn edit_config(name: &str, edit: impl FnOnce(&mut serde_json::Value)) -> std::path::PathBuf {
@@ -110,7 +117,12 @@ fn encoder_only_checkpoint_loads_with_a_note() {
     let (stdout, stderr) = indolm_ok(&["info", "--model", s(&dir)]);
     assert!(stdout.contains("layers        3"));
     // The first names in order, and how many in all.
-    assert!(stderr.contains("note: no MLM head in the checkpoint") && stderr.contains("[cls.predictions.bias, cls.predictions.transform.LayerNorm.bias") && stderr.contains("5 tensors in all"), "{stderr}");
+    assert!(
+        stderr.contains("note: no MLM head in the checkpoint")
+            && stderr.contains("[cls.predictions.bias, cls.predictions.transform.LayerNorm.bias")
+            && stderr.contains("5 tensors in all"),
+        "{stderr}"
+    );
 }
 
 #[test]
@@ -128,7 +140,8 @@ fn bad_device_and_existing_output() {
     let err = indolm_fails(&["--device", "tpu", "fill-mask", "--model", s(reference_model()), "--text", "a [MASK]"]);
     assert!(err.contains("--device") && err.contains("\"tpu\""), "{err}");
     if !tch::Cuda::is_available() {
-        let err = indolm_fails(&["--device", "cuda", "fill-mask", "--model", s(reference_model()), "--text", "a [MASK]"]);
+        let err =
+            indolm_fails(&["--device", "cuda", "fill-mask", "--model", s(reference_model()), "--text", "a [MASK]"]);
         assert!(err.contains("0 CUDA device"), "{err}");
     }
     let out = scratch("existing-out");

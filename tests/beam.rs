@@ -10,7 +10,16 @@ fn piece(t: i64) -> String {
 }
 
 fn config(min: usize, max: usize, alpha: f64, block: bool) -> BeamConfig {
-    BeamConfig { beam: 3, min_length: min, max_length: max, alpha, block_trigrams: block, bos: BOS, eos: EOS, ..BeamConfig::default() }
+    BeamConfig {
+        beam: 3,
+        min_length: min,
+        max_length: max,
+        alpha,
+        block_trigrams: block,
+        bos: BOS,
+        eos: EOS,
+        ..BeamConfig::default()
+    }
 }
 
 /// A "model" that wants to loop "a b c a b c ..." and would end right away if allowed.
@@ -18,8 +27,24 @@ fn looping(seqs: &[Vec<i64>]) -> Vec<Vec<f64>> {
     seqs.iter()
         .map(|s| {
             let last = *s.last().unwrap();
-            let next = match last { 3 => 4, 4 => 5, _ => 3 };
-            (0..8).map(|t| if t == EOS { -0.1 } else if t == next { -0.5 } else if t == 7 { -3.0 } else { -6.0 }).collect()
+            let next = match last {
+                3 => 4,
+                4 => 5,
+                _ => 3,
+            };
+            (0..8)
+                .map(|t| {
+                    if t == EOS {
+                        -0.1
+                    } else if t == next {
+                        -0.5
+                    } else if t == 7 {
+                        -3.0
+                    } else {
+                        -6.0
+                    }
+                })
+                .collect()
         })
         .collect()
 }
@@ -30,7 +55,10 @@ fn trigram_blocking_drops_repeated_word_trigrams() {
     let without = beam_search(&config(8, 10, 0.0, false), |s: &[Vec<i64>], _: &[usize]| looping(s), piece);
     let text = |h: &[i64]| words(&h.iter().map(|&t| piece(t)).collect::<Vec<_>>());
     let best_without = text(&without[0].tokens);
-    assert!(best_without.windows(3).count() > best_without.windows(3).collect::<std::collections::HashSet<_>>().len(), "the unblocked search repeats: {best_without:?}");
+    assert!(
+        best_without.windows(3).count() > best_without.windows(3).collect::<std::collections::HashSet<_>>().len(),
+        "the unblocked search repeats: {best_without:?}"
+    );
     for h in &with {
         let w = text(&h.tokens);
         let trigrams: Vec<_> = w.windows(3).collect();
@@ -106,9 +134,20 @@ fn end_of_sequence_waits_for_the_minimum_sentences_and_words() {
             })
             .collect()
     };
-    let config = |min_sentences: usize, min_words: usize| BeamConfig { beam: 2, min_length: min_words, max_length: 30, alpha: 0.0, block_trigrams: false, bos: BOS, eos: EOS, sentence_split: Some(8), min_sentences };
+    let config = |min_sentences: usize, min_words: usize| BeamConfig {
+        beam: 2,
+        min_length: min_words,
+        max_length: 30,
+        alpha: 0.0,
+        block_trigrams: false,
+        bos: BOS,
+        eos: EOS,
+        sentence_split: Some(8),
+        min_sentences,
+    };
     let sentences = |tokens: &[i64]| tokens.split(|&t| t == 8).filter(|s| !s.is_empty()).count();
-    let words_in = |tokens: &[i64]| words(&tokens.iter().filter(|&&t| t != 8).map(|&t| piece9(t)).collect::<Vec<_>>()).len();
+    let words_in =
+        |tokens: &[i64]| words(&tokens.iter().filter(|&&t| t != 8).map(|&t| piece9(t)).collect::<Vec<_>>()).len();
     let one = &beam_search(&config(1, 0), |s: &[Vec<i64>], _: &[usize]| model(s), piece9)[0];
     assert_eq!((sentences(&one.tokens), words_in(&one.tokens)), (1, 1), "{:?}", one.tokens);
     let two = &beam_search(&config(2, 0), |s: &[Vec<i64>], _: &[usize]| model(s), piece9)[0];

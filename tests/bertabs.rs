@@ -12,8 +12,15 @@ use std::path::Path;
 use tch::{Device, Tensor};
 
 fn ud_sentences(max_words: usize) -> Vec<String> {
-    let ud: String = ["id_csui-ud-train.conllu", "id_gsd-ud-dev.conllu", "id_gsd-ud-test.conllu"].iter().map(|f| std::fs::read_to_string(shared_data().join("ud-indonesian").join(f)).unwrap()).collect();
-    ud.lines().filter_map(|l| l.strip_prefix("# text = ")).filter(|s| s.split_whitespace().count() <= max_words).map(|s| s.to_lowercase()).collect()
+    let ud: String = ["id_csui-ud-train.conllu", "id_gsd-ud-dev.conllu", "id_gsd-ud-test.conllu"]
+        .iter()
+        .map(|f| std::fs::read_to_string(shared_data().join("ud-indonesian").join(f)).unwrap())
+        .collect();
+    ud.lines()
+        .filter_map(|l| l.strip_prefix("# text = "))
+        .filter(|s| s.split_whitespace().count() <= max_words)
+        .map(|s| s.to_lowercase())
+        .collect()
 }
 
 fn words(s: &str) -> Vec<String> {
@@ -37,8 +44,16 @@ fn decoder_and_loss_match_torch_and_presumm() {
         }
     });
     let s = ud_sentences(14);
-    let articles: Vec<Vec<Vec<String>>> = vec![s[0..5].iter().map(|x| words(x)).collect(), s[5..7].iter().map(|x| words(x)).collect(), s[7..10].iter().map(|x| words(x)).collect()];
-    let summaries: Vec<Vec<Vec<String>>> = vec![vec![words(&s[20]), words(&s[21])], vec![words(&s[22])], vec![words(&s[23]), words(&s[24]), words(&s[25])]];
+    let articles: Vec<Vec<Vec<String>>> = vec![
+        s[0..5].iter().map(|x| words(x)).collect(),
+        s[5..7].iter().map(|x| words(x)).collect(),
+        s[7..10].iter().map(|x| words(x)).collect(),
+    ];
+    let summaries: Vec<Vec<Vec<String>>> = vec![
+        vec![words(&s[20]), words(&s[21])],
+        vec![words(&s[22])],
+        vec![words(&s[23]), words(&s[24]), words(&s[25])],
+    ];
     let refs: Vec<&[Vec<String>]> = articles.iter().map(Vec::as_slice).collect();
     let batch = model.encode(&refs).unwrap();
     assert_eq!(batch.input_ids.size()[1], 64, "the first article is cut at the model's 64 positions");
@@ -51,13 +66,27 @@ fn decoder_and_loss_match_torch_and_presumm() {
     model.save(&saved).unwrap();
     let reference_file = dir.join("ref.safetensors");
     let pad = Tensor::from_slice(&[model.tokenizer.special.pad]);
-    let named = [("input_ids", &batch.input_ids), ("segments", &batch.segments), ("attention", &batch.attention), ("targets", &targets), ("log_probs", &log_probs), ("loss", &loss.view([1])), ("pad", &pad)];
-    write_file(&reference_file, &named.iter().map(|(n, t)| (n.to_string(), t.shallow_clone())).collect::<Vec<_>>()).unwrap();
-    let out: serde_json::Value = serde_json::from_str(reference(&["presumm-decoder", saved.to_str().unwrap(), reference_file.to_str().unwrap()]).trim()).unwrap();
+    let named = [
+        ("input_ids", &batch.input_ids),
+        ("segments", &batch.segments),
+        ("attention", &batch.attention),
+        ("targets", &targets),
+        ("log_probs", &log_probs),
+        ("loss", &loss.view([1])),
+        ("pad", &pad),
+    ];
+    write_file(&reference_file, &named.iter().map(|(n, t)| (n.to_string(), t.shallow_clone())).collect::<Vec<_>>())
+        .unwrap();
+    let out: serde_json::Value = serde_json::from_str(
+        reference(&["presumm-decoder", saved.to_str().unwrap(), reference_file.to_str().unwrap()]).trim(),
+    )
+    .unwrap();
     println!("reference: {out}");
     let max_diff = out["max_abs_log_prob"].as_f64().unwrap();
     let (theirs, ours) = (out["loss"].as_f64().unwrap(), out["ours"].as_f64().unwrap());
-    println!("log-prob max abs difference {max_diff:.2e}; loss ours {ours:.6} reference {theirs:.6} over {tokens} tokens");
+    println!(
+        "log-prob max abs difference {max_diff:.2e}; loss ours {ours:.6} reference {theirs:.6} over {tokens} tokens"
+    );
     assert_eq!(out["tokens"].as_i64().unwrap(), tokens);
     assert!(max_diff < 1e-4, "decoder log-probabilities differ by {max_diff}");
     assert!((ours - theirs).abs() / theirs.abs() < 1e-5, "loss {ours} vs {theirs}");
@@ -84,7 +113,8 @@ fn decoder_and_loss_match_torch_and_presumm() {
         let parents = if i == 0 { [0i64, 0] } else { [1, 0] };
         let step = state.step(&parents, &[rows[order[0]][i], rows[order[1]][i]]);
         for (row, &h) in order.iter().enumerate() {
-            worst = worst.max((step.get(row as i64) - forced.get(h as i64).get(i as i64)).abs().max().double_value(&[]));
+            worst =
+                worst.max((step.get(row as i64) - forced.get(h as i64).get(i as i64)).abs().max().double_value(&[]));
         }
     }
     println!("incremental decoding against teacher forcing over {steps} steps: max difference {worst:.2e}");
@@ -127,7 +157,8 @@ fn tiny_bert(dir: &Path, sentences: &[String]) {
     use indolm::data::tokenizer_train::{train_wordpiece, TrainOptions};
     use indolm::model::model_dir::{save_model_dir, save_model_files};
     use indolm::model::{BertConfig, BertForMaskedLM};
-    let tok = train_wordpiece(sentences, &TrainOptions { vocab_size: 2000, min_frequency: 2, lowercase: true }).unwrap();
+    let tok =
+        train_wordpiece(sentences, &TrainOptions { vocab_size: 2000, min_frequency: 2, lowercase: true }).unwrap();
     let config = BertConfig::new(tok.vocab_size() as i64, 64, 2, 2, 256);
     tch::manual_seed(5);
     let vs = tch::nn::VarStore::new(Device::Cpu);
@@ -161,33 +192,60 @@ fn bertabs_learns_to_write_the_lead_and_bertextabs_starts_from_bertext() {
     let init = work.join("init");
     tiny_bert(&init, &sentences);
 
-    let abs = "layers = 2\nheads = 4\nff = 128\ndropout = 0.1\nbeam = 3\nmin_length = 3\nmax_length = 30\nmin_sentences = 1";
-    let optimizer = |steps: u64| format!("lr = 0.05\nwarmup_steps = 200\nlr_dec = 0.05\nwarmup_dec = 200\nmax_steps = {steps}\nbatch_size = 8\neval_every = {}\neval_articles = 12", steps / 6);
+    let abs =
+        "layers = 2\nheads = 4\nff = 128\ndropout = 0.1\nbeam = 3\nmin_length = 3\nmax_length = 30\nmin_sentences = 1";
+    let optimizer = |steps: u64| {
+        format!("lr = 0.05\nwarmup_steps = 200\nlr_dec = 0.05\nwarmup_dec = 200\nmax_steps = {steps}\nbatch_size = 8\neval_every = {}\neval_articles = 12", steps / 6)
+    };
     let abs_recipe = work.join("abs.toml");
     recipe(&abs_recipe, &work, "abs", "abs", &init, &optimizer(600), abs);
     let (stdout, _) = indolm_ok(&["finetune", "summarize", abs_recipe.to_str().unwrap()]);
     println!("{stdout}");
-    let results: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(work.join("ck/abs/results.json")).unwrap()).unwrap();
+    let results: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(work.join("ck/abs/results.json")).unwrap()).unwrap();
     let before = results["dev_before"]["rouge1"].as_f64().unwrap();
     let after = results["dev_best"]["rouge1"].as_f64().unwrap();
     println!("BertAbs dev ROUGE-1 before training {before:.2}, after {after:.2}");
-    assert!(before < 10.0 && after > 90.0, "BertAbs did not learn to write each article's summary: {before} -> {after}");
+    assert!(
+        before < 10.0 && after > 90.0,
+        "BertAbs did not learn to write each article's summary: {before} -> {after}"
+    );
     let test = &results["test"][0][1];
-    let row = |name: &str| test.as_array().unwrap().iter().find(|r| r["system"] == name).unwrap()["rouge1"].as_f64().unwrap();
+    let row =
+        |name: &str| test.as_array().unwrap().iter().find(|r| r["system"] == name).unwrap()["rouge1"].as_f64().unwrap();
     assert!(row("BertAbs") > 90.0, "{test}");
     let candidates = std::fs::read_to_string(work.join("ck/abs/test.candidate")).unwrap();
     assert_eq!(candidates.lines().count(), 16);
     // The written predictions score the same through `eval rouge`.
     let ck = work.join("ck/abs");
-    let (table, _) = indolm_ok(&["eval", "rouge", "--pred", ck.join("test.candidate").to_str().unwrap(), "--ref", ck.join("test.gold").to_str().unwrap()]);
+    let (table, _) = indolm_ok(&[
+        "eval",
+        "rouge",
+        "--pred",
+        ck.join("test.candidate").to_str().unwrap(),
+        "--ref",
+        ck.join("test.gold").to_str().unwrap(),
+    ]);
     assert!(table.contains(&format!("| 16 | {:.2} |", row("BertAbs"))), "{table}");
 
     // The saved model summarizes a plain-text article (here a training one, so the output is known).
-    let article: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(data.join("train/0000.json")).unwrap()).unwrap();
-    let sentences: Vec<String> = article["clean_article"].as_array().unwrap().iter().map(|s| s.as_array().unwrap().iter().map(|w| w.as_str().unwrap()).collect::<Vec<_>>().join(" ")).collect();
+    let article: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(data.join("train/0000.json")).unwrap()).unwrap();
+    let sentences: Vec<String> = article["clean_article"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s.as_array().unwrap().iter().map(|w| w.as_str().unwrap()).collect::<Vec<_>>().join(" "))
+        .collect();
     let text_file = work.join("article.txt");
     std::fs::write(&text_file, sentences.iter().map(|s| format!("{s}.")).collect::<Vec<_>>().join(" ")).unwrap();
-    let (summary, _) = indolm_ok(&["summarize", "--model", work.join("ck/abs/best").to_str().unwrap(), "--file", text_file.to_str().unwrap()]);
+    let (summary, _) = indolm_ok(&[
+        "summarize",
+        "--model",
+        work.join("ck/abs/best").to_str().unwrap(),
+        "--file",
+        text_file.to_str().unwrap(),
+    ]);
     println!("summary of train/0000: {summary}");
     assert!(!summary.trim().is_empty());
 
@@ -197,10 +255,20 @@ fn bertabs_learns_to_write_the_lead_and_bertextabs_starts_from_bertext() {
     let err = indolm_fails(&["finetune", "summarize", extabs_recipe.to_str().unwrap()]);
     assert!(err.contains("starts from a fine-tuned BertExt"), "{err}");
     let ext_recipe = work.join("ext.toml");
-    recipe(&ext_recipe, &work, "ext", "ext", &init, "lr = 0.002\nwarmup_steps = 20\nmax_steps = 40\nbatch_size = 8\neval_every = 20", abs);
+    recipe(
+        &ext_recipe,
+        &work,
+        "ext",
+        "ext",
+        &init,
+        "lr = 0.002\nwarmup_steps = 20\nmax_steps = 40\nbatch_size = 8\neval_every = 20",
+        abs,
+    );
     indolm_ok(&["finetune", "summarize", ext_recipe.to_str().unwrap()]);
     let ext_best = work.join("ck/ext/best");
-    let (from_ext, notes) = BertAbs::load(&ext_best, AbsConfig { layers: 2, heads: 4, ff: 128, ..AbsConfig::default() }, Device::Cpu).unwrap();
+    let (from_ext, notes) =
+        BertAbs::load(&ext_best, AbsConfig { layers: 2, heads: 4, ff: 128, ..AbsConfig::default() }, Device::Cpu)
+            .unwrap();
     assert!(notes.iter().any(|n| n.contains("its encoder is used")), "the BertExt layers are left out: {notes:?}");
     let ext_weights = indolm::model::model_dir::read_model_files(&ext_best).unwrap().tensors;
     let init_weights = indolm::model::model_dir::read_model_files(&init).unwrap().tensors;
@@ -215,7 +283,8 @@ fn bertabs_learns_to_write_the_lead_and_bertextabs_starts_from_bertext() {
     recipe(&extabs_recipe, &work, "extabs", "extabs", &ext_best, &optimizer(600), abs);
     let (stdout, _) = indolm_ok(&["finetune", "summarize", extabs_recipe.to_str().unwrap()]);
     println!("{stdout}");
-    let results: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(work.join("ck/extabs/results.json")).unwrap()).unwrap();
+    let results: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(work.join("ck/extabs/results.json")).unwrap()).unwrap();
     assert_eq!(results["system"], "BertExtAbs");
     let after = results["dev_best"]["rouge1"].as_f64().unwrap();
     println!("BertExtAbs dev ROUGE-1 after training {after:.2}");
@@ -223,7 +292,15 @@ fn bertabs_learns_to_write_the_lead_and_bertextabs_starts_from_bertext() {
 
     // A decoder recipe without the decoder's learning rate is refused.
     let bad = work.join("bad.toml");
-    recipe(&bad, &work, "bad", "abs", &init, "lr = 0.02\nwarmup_steps = 20\nmax_steps = 40\nbatch_size = 8\neval_every = 20", abs);
+    recipe(
+        &bad,
+        &work,
+        "bad",
+        "abs",
+        &init,
+        "lr = 0.02\nwarmup_steps = 20\nmax_steps = 40\nbatch_size = 8\neval_every = 20",
+        abs,
+    );
     let err = indolm_fails(&["finetune", "summarize", bad.to_str().unwrap()]);
     assert!(err.contains("lr_dec"), "{err}");
 }

@@ -54,14 +54,24 @@ fn write_split(root: &Path, split: &str, sentences: &[String], start: usize, cou
 #[test]
 fn bertext_learns_a_recoverable_signal() {
     let work = scratch("bertext");
-    let ud: String = ["id_csui-ud-train.conllu", "id_gsd-ud-dev.conllu", "id_gsd-ud-test.conllu"].iter().map(|f| std::fs::read_to_string(shared_data().join("ud-indonesian").join(f)).unwrap()).collect();
-    let sentences: Vec<String> = ud.lines().filter_map(|l| l.strip_prefix("# text = ")).filter(|s| s.split_whitespace().count() <= 30).map(|s| s.to_lowercase()).collect();
+    let ud: String = ["id_csui-ud-train.conllu", "id_gsd-ud-dev.conllu", "id_gsd-ud-test.conllu"]
+        .iter()
+        .map(|f| std::fs::read_to_string(shared_data().join("ud-indonesian").join(f)).unwrap())
+        .collect();
+    let sentences: Vec<String> = ud
+        .lines()
+        .filter_map(|l| l.strip_prefix("# text = "))
+        .filter(|s| s.split_whitespace().count() <= 30)
+        .map(|s| s.to_lowercase())
+        .collect();
     let data = work.join("liputan6");
     write_split(&data, "train", &sentences, 0, 90);
     write_split(&data, "dev", &sentences, 720, 25);
     write_split(&data, "test", &sentences, 870, 25);
 
-    let tok = train_wordpiece(&sentences[..1000], &TrainOptions { vocab_size: 3000, min_frequency: 2, lowercase: true }).unwrap();
+    let tok =
+        train_wordpiece(&sentences[..1000], &TrainOptions { vocab_size: 3000, min_frequency: 2, lowercase: true })
+            .unwrap();
     let config = BertConfig::new(tok.vocab_size() as i64, 64, 2, 2, 256);
     tch::manual_seed(5);
     let vs = tch::nn::VarStore::new(Device::Cpu);
@@ -83,19 +93,27 @@ fn bertext_learns_a_recoverable_signal() {
     .unwrap();
     let (stdout, _) = indolm_ok(&["finetune", "summarize", recipe.to_str().unwrap()]);
     println!("{stdout}");
-    let results: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(work.join("ck/ext/results.json")).unwrap()).unwrap();
+    let results: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(work.join("ck/ext/results.json")).unwrap()).unwrap();
     let before = results["dev_before"]["rouge1"].as_f64().unwrap();
     let after = results["dev_best"]["rouge1"].as_f64().unwrap();
     println!("dev ROUGE-1 before training {before:.2}, after {after:.2}");
     assert!(after > before + 15.0, "BertExt did not learn the signal: {before} -> {after}");
     let test = &results["test"][0][1];
-    let row = |name: &str| test.as_array().unwrap().iter().find(|r| r["system"] == name).unwrap()["rouge1"].as_f64().unwrap();
+    let row =
+        |name: &str| test.as_array().unwrap().iter().find(|r| r["system"] == name).unwrap()["rouge1"].as_f64().unwrap();
     assert!(row("BertExt") > row("Lead-2"), "{test}");
 
     // The saved model summarizes a plain-text article.
     let article = work.join("article.txt");
     std::fs::write(&article, "Hari ini hujan turun di kota. Warga tetap bekerja seperti biasa. Pasar tetap ramai oleh pembeli. Jalan raya tidak banjir sama sekali.").unwrap();
-    let (summary, _) = indolm_ok(&["summarize", "--model", work.join("ck/ext/best").to_str().unwrap(), "--file", article.to_str().unwrap()]);
+    let (summary, _) = indolm_ok(&[
+        "summarize",
+        "--model",
+        work.join("ck/ext/best").to_str().unwrap(),
+        "--file",
+        article.to_str().unwrap(),
+    ]);
     println!("{summary}");
     assert!(!summary.trim().is_empty());
     let err = indolm_fails(&["summarize", "--model", init.to_str().unwrap(), "--file", article.to_str().unwrap()]);

@@ -16,7 +16,8 @@ fn shared_sentences(n_ud: usize, n_nusax: usize) -> Vec<String> {
     let tok = indolm::data::tokenizer::TextTokenizer::from_dir(reference_model()).unwrap();
     let fits = |s: &String| tok.encode(s).unwrap().len() <= 60;
     let ud = std::fs::read_to_string(shared_data().join("ud-indonesian/id_gsd-ud-test.conllu")).unwrap();
-    let mut out: Vec<String> = ud.lines().filter_map(|l| l.strip_prefix("# text = ")).map(String::from).filter(fits).take(n_ud).collect();
+    let mut out: Vec<String> =
+        ud.lines().filter_map(|l| l.strip_prefix("# text = ")).map(String::from).filter(fits).take(n_ud).collect();
     let mut reader = csv::Reader::from_path(shared_data().join("nusax/sentiment/javanese/test.csv")).unwrap();
     let text_col = reader.headers().unwrap().iter().position(|h| h == "text").unwrap();
     out.extend(reader.records().map(|r| r.unwrap()[text_col].to_string()).filter(fits).take(n_nusax));
@@ -29,8 +30,14 @@ fn pll_matches_transformers_per_token_loop() {
     let work = scratch("pll-parity");
     let sentences = shared_sentences(12, 8);
     std::fs::write(work.join("s.txt"), sentences.join("\n")).unwrap();
-    reference(&["pll", model_dir.to_str().unwrap(), work.join("s.txt").to_str().unwrap(), work.join("ref.json").to_str().unwrap()]);
-    let expected: Vec<serde_json::Value> = serde_json::from_str(&std::fs::read_to_string(work.join("ref.json")).unwrap()).unwrap();
+    reference(&[
+        "pll",
+        model_dir.to_str().unwrap(),
+        work.join("s.txt").to_str().unwrap(),
+        work.join("ref.json").to_str().unwrap(),
+    ]);
+    let expected: Vec<serde_json::Value> =
+        serde_json::from_str(&std::fs::read_to_string(work.join("ref.json")).unwrap()).unwrap();
     let loaded = load_masked_lm(model_dir, Device::Cpu).unwrap();
     let mut scorer = PllScorer::new(&loaded.model, &loaded.tokenizer, Device::Cpu);
     scorer.token_budget = 1024; // several batches of mixed lengths
@@ -42,7 +49,11 @@ fn pll_matches_transformers_per_token_loop() {
         let rel = (s.pll - e["pll"].as_f64().unwrap()).abs() / e["pll"].as_f64().unwrap().abs();
         worst = worst.max(rel);
     }
-    println!("{} sentences ({} masked positions): max relative PLL difference {worst:.2e}", scores.len(), scores.iter().map(|s| s.tokens).sum::<usize>());
+    println!(
+        "{} sentences ({} masked positions): max relative PLL difference {worst:.2e}",
+        scores.len(),
+        scores.iter().map(|s| s.tokens).sum::<usize>()
+    );
     assert!(worst <= 1e-4);
 }
 
@@ -53,11 +64,18 @@ fn crows_variant_matches_metric_py_on_crows_pairs() {
     let crows = load_crows(&shared_data().join("crows-pairs/crows_pairs_anonymized.csv")).unwrap();
     let tok = indolm::data::tokenizer::TextTokenizer::from_dir(model_dir).unwrap();
     let fits = |s: &str| tok.encode(s).unwrap().len() <= 60;
-    let pairs: Vec<&BiasPair> = crows.languages[0].1.iter().filter(|p| fits(&p.pro) && fits(&p.anti)).take(15).collect();
+    let pairs: Vec<&BiasPair> =
+        crows.languages[0].1.iter().filter(|p| fits(&p.pro) && fits(&p.anti)).take(15).collect();
     let lines: Vec<String> = pairs.iter().map(|p| format!("{}\t{}", p.pro, p.anti)).collect();
     std::fs::write(work.join("pairs.tsv"), lines.join("\n") + "\n").unwrap();
-    reference(&["crows", model_dir.to_str().unwrap(), work.join("pairs.tsv").to_str().unwrap(), work.join("ref.json").to_str().unwrap()]);
-    let expected: Vec<serde_json::Value> = serde_json::from_str(&std::fs::read_to_string(work.join("ref.json")).unwrap()).unwrap();
+    reference(&[
+        "crows",
+        model_dir.to_str().unwrap(),
+        work.join("pairs.tsv").to_str().unwrap(),
+        work.join("ref.json").to_str().unwrap(),
+    ]);
+    let expected: Vec<serde_json::Value> =
+        serde_json::from_str(&std::fs::read_to_string(work.join("ref.json")).unwrap()).unwrap();
     let loaded = load_masked_lm(model_dir, Device::Cpu).unwrap();
     let scorer = PllScorer::new(&loaded.model, &loaded.tokenizer, Device::Cpu);
     let mut worst: f64 = 0.0;
@@ -93,7 +111,10 @@ fn win_rates_ties_and_rounding() {
     let r = tally_language("id", &pairs, &outcomes);
     assert_eq!((r.overall.tally.pairs, r.overall.tally.wins, r.overall.tally.ties), (4, 2, 1));
     assert_eq!(r.overall.win_rate, 50.0);
-    assert_eq!(r.domains.iter().map(|c| (c.name.as_str(), c.win_rate)).collect::<Vec<_>>(), vec![("A", 200.0 / 3.0), ("B", 0.0)]);
+    assert_eq!(
+        r.domains.iter().map(|c| (c.name.as_str(), c.win_rate)).collect::<Vec<_>>(),
+        vec![("A", 200.0 / 3.0), ("B", 0.0)]
+    );
     assert_eq!(r.subdomains[0].name, "A / x");
     assert_eq!(r.subdomains[0].win_rate, 50.0);
     // PPPL: the lower perplexity wins, strictly; equal is a tie and not a win.
@@ -128,9 +149,17 @@ fn indobias_loader_layout_and_errors() {
     let dir = scratch("pairs-errors");
     let h = "protrope,antitrope,domain,subdomain";
     write_pairs(&dir.join("a/pair"), "indonesian", &[["Ibu memasak.", "Ayah memasak.", "Social", "family"]], h);
-    write_pairs(&dir.join("a/pair"), "javanese", &[["Ibu masak.", "Bapak masak.", "Social", "family"], ["x", "y", "Social", "family"]], h);
+    write_pairs(
+        &dir.join("a/pair"),
+        "javanese",
+        &[["Ibu masak.", "Bapak masak.", "Social", "family"], ["x", "y", "Social", "family"]],
+        h,
+    );
     let err = load_indobias(&dir.join("a")).unwrap_err().to_string();
-    assert!(err.contains("javanese.csv") && err.contains("row-aligned") && err.contains("2 pairs") && err.contains("has 1"), "{err}");
+    assert!(
+        err.contains("javanese.csv") && err.contains("row-aligned") && err.contains("2 pairs") && err.contains("has 1"),
+        "{err}"
+    );
 
     write_pairs(&dir.join("b/pair"), "klingon", &[["a", "b", "c", "d"]], h);
     let err = load_indobias(&dir.join("b")).unwrap_err().to_string();
@@ -203,9 +232,15 @@ every = 3
     );
     std::fs::write(work.join("r.toml"), recipe).unwrap();
     let (stdout, _) = indolm_ok(&["train", work.join("r.toml").to_str().unwrap()]);
-    assert!(stdout.contains("step 3: bias evaluation took") && stdout.contains("step 6: bias evaluation took"), "{stdout}");
+    assert!(
+        stdout.contains("step 3: bias evaluation took") && stdout.contains("step 6: bias evaluation took"),
+        "{stdout}"
+    );
     for step in [3, 6] {
-        let report: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(work.join(format!("ck/hook/step-{step}/bias.json"))).unwrap()).unwrap();
+        let report: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(work.join(format!("ck/hook/step-{step}/bias.json"))).unwrap(),
+        )
+        .unwrap();
         assert_eq!(report["step"], step);
         assert_eq!(report["languages"].as_array().unwrap().len(), 2);
     }
@@ -213,27 +248,49 @@ every = 3
     assert!(!work.join("ck/hook/step-3/model.safetensors").exists());
     let json = reference(&["tb-scalars", work.join("runs/hook").to_str().unwrap()]);
     let scalars: serde_json::Value = serde_json::from_str(json.trim()).unwrap();
-    for tag in ["bias/id/overall", "bias/jv/overall", "bias/id/Identity_and_Demographics", "bias/jv/Ideology_and_Religion"] {
-        let steps: Vec<u64> = scalars[tag].as_array().unwrap_or_else(|| panic!("no {tag}")).iter().map(|e| e[0].as_u64().unwrap()).collect();
+    for tag in
+        ["bias/id/overall", "bias/jv/overall", "bias/id/Identity_and_Demographics", "bias/jv/Ideology_and_Religion"]
+    {
+        let steps: Vec<u64> = scalars[tag]
+            .as_array()
+            .unwrap_or_else(|| panic!("no {tag}"))
+            .iter()
+            .map(|e| e[0].as_u64().unwrap())
+            .collect();
         assert_eq!(steps, vec![3, 6], "{tag}");
     }
     assert!(scalars.get("bias/su/overall").is_none());
     // The IndoMMLU hook beside it.
-    let steps: Vec<u64> = scalars["indommlu/average"].as_array().unwrap().iter().map(|e| e[0].as_u64().unwrap()).collect();
+    let steps: Vec<u64> =
+        scalars["indommlu/average"].as_array().unwrap().iter().map(|e| e[0].as_u64().unwrap()).collect();
     assert_eq!(steps, vec![3, 6]);
-    let mmlu: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(work.join("ck/hook/step-6/indommlu.json")).unwrap()).unwrap();
+    let mmlu: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(work.join("ck/hook/step-6/indommlu.json")).unwrap()).unwrap();
     assert_eq!(mmlu["questions"], 12);
     assert!(stdout.contains("step 6: IndoMMLU average"), "{stdout}");
 
     // The same curves as a picture, without TensorBoard.
     let run = work.join("ck/hook");
     let (svg_out, png_out) = (work.join("curve.svg"), work.join("curve.png"));
-    let (stdout, _) = indolm_ok(&["report", "bias-curve", "--run", run.to_str().unwrap(), "--out", svg_out.to_str().unwrap()]);
+    let (stdout, _) =
+        indolm_ok(&["report", "bias-curve", "--run", run.to_str().unwrap(), "--out", svg_out.to_str().unwrap()]);
     assert!(stdout.contains("plotted 2 checkpoint(s)"), "{stdout}");
     let svg = std::fs::read_to_string(&svg_out).unwrap();
-    assert!(svg.starts_with("<svg") && svg.contains("Ideology and Religion") && svg.contains("jv") && svg.contains("overall"));
+    assert!(
+        svg.starts_with("<svg")
+            && svg.contains("Ideology and Religion")
+            && svg.contains("jv")
+            && svg.contains("overall")
+    );
     indolm_ok(&["report", "bias-curve", "--run", run.to_str().unwrap(), "--out", png_out.to_str().unwrap()]);
     assert_eq!(&std::fs::read(&png_out).unwrap()[..8], b"\x89PNG\r\n\x1a\n");
-    let err = indolm_fails(&["report", "bias-curve", "--run", run.to_str().unwrap(), "--out", work.join("c.pdf").to_str().unwrap()]);
+    let err = indolm_fails(&[
+        "report",
+        "bias-curve",
+        "--run",
+        run.to_str().unwrap(),
+        "--out",
+        work.join("c.pdf").to_str().unwrap(),
+    ]);
     assert!(err.contains(".svg or .png"), "{err}");
 }

@@ -59,8 +59,14 @@ fn tokenizer_training_is_deterministic_matches_hf_and_round_trips() {
     // follow hash order).
     let work = scratch("tok-train");
     std::fs::write(work.join("texts.txt"), texts.join("\n")).unwrap();
-    reference(&["train-vocab", work.join("texts.txt").to_str().unwrap(), "6000", work.join("hf-vocab.txt").to_str().unwrap()]);
-    let hf: std::collections::BTreeSet<String> = std::fs::read_to_string(work.join("hf-vocab.txt")).unwrap().lines().map(String::from).collect();
+    reference(&[
+        "train-vocab",
+        work.join("texts.txt").to_str().unwrap(),
+        "6000",
+        work.join("hf-vocab.txt").to_str().unwrap(),
+    ]);
+    let hf: std::collections::BTreeSet<String> =
+        std::fs::read_to_string(work.join("hf-vocab.txt")).unwrap().lines().map(String::from).collect();
     let ours: std::collections::BTreeSet<String> = a.iter().cloned().collect();
     let common = hf.intersection(&ours).count();
     println!("vocabulary {} pieces; HF's trainer {}; shared {common}", ours.len(), hf.len());
@@ -88,14 +94,18 @@ fn tokenizer_training_is_deterministic_matches_hf_and_round_trips() {
     std::fs::create_dir_all(&dir).unwrap();
     tok.save(&dir).unwrap();
     reference(&["tokenize", dir.to_str().unwrap(), work.join("ids.json").to_str().unwrap()]);
-    let json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(work.join("ids.json")).unwrap()).unwrap();
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(work.join("ids.json")).unwrap()).unwrap();
     let texts: Vec<&str> = json["texts"].as_array().unwrap().iter().map(|t| t.as_str().unwrap()).collect();
     let reloaded = TextTokenizer::from_dir(&dir).unwrap();
     for (name, rows) in json["ids"].as_object().unwrap() {
         let mismatches = texts
             .iter()
             .zip(rows.as_array().unwrap())
-            .filter(|(t, r)| reloaded.encode(t).unwrap().iter().map(|&i| i as u64).collect::<Vec<_>>() != r.as_array().unwrap().iter().map(|v| v.as_u64().unwrap()).collect::<Vec<_>>())
+            .filter(|(t, r)| {
+                reloaded.encode(t).unwrap().iter().map(|&i| i as u64).collect::<Vec<_>>()
+                    != r.as_array().unwrap().iter().map(|v| v.as_u64().unwrap()).collect::<Vec<_>>()
+            })
             .count();
         println!("{name}: {mismatches} mismatches on {} sentences", texts.len());
         assert_eq!(mismatches, 0);
@@ -134,17 +144,31 @@ fn every_source_format_reads_its_documents() {
     expect_cc100(&documents(&source("x", &[&dir.join("id.txt.xz")], None, "text")).0);
 
     let jsonl = dir.join("docs.jsonl");
-    std::fs::write(&jsonl, "{\"content\": \"Baris satu.\\nBaris dua.\", \"id\": 1}\n\n{\"content\": \"Dokumen kedua.\"}\n").unwrap();
+    std::fs::write(
+        &jsonl,
+        "{\"content\": \"Baris satu.\\nBaris dua.\", \"id\": 1}\n\n{\"content\": \"Dokumen kedua.\"}\n",
+    )
+    .unwrap();
     let (docs, _) = documents(&source("j", &[&jsonl], None, "content"));
-    assert_eq!(docs, vec![vec!["Baris satu.".to_string(), "Baris dua.".to_string()], vec!["Dokumen kedua.".to_string()]]);
+    assert_eq!(
+        docs,
+        vec![vec!["Baris satu.".to_string(), "Baris dua.".to_string()], vec!["Dokumen kedua.".to_string()]]
+    );
 
     let conllu = dir.join("ud.conllu");
     std::fs::write(&conllu, "# newdoc id = a\n# sent_id = 1\n# text = Kalimat pertama.\n1\tKalimat\n\n# text = Kalimat kedua.\n1\tx\n\n# newdoc id = b\n# text = Dokumen lain.\n").unwrap();
     let (docs, _) = documents(&source("c", &[&conllu], None, "text"));
-    assert_eq!(docs, vec![vec!["Kalimat pertama.".to_string(), "Kalimat kedua.".to_string()], vec!["Dokumen lain.".to_string()]]);
+    assert_eq!(
+        docs,
+        vec![vec!["Kalimat pertama.".to_string(), "Kalimat kedua.".to_string()], vec!["Dokumen lain.".to_string()]]
+    );
 
     let csv = dir.join("nusax.csv");
-    std::fs::write(&csv, "id,text,label\n1,\"Makanannya enak, harganya murah.\",positive\n2,Pelayanan lambat.,negative\n").unwrap();
+    std::fs::write(
+        &csv,
+        "id,text,label\n1,\"Makanannya enak, harganya murah.\",positive\n2,Pelayanan lambat.,negative\n",
+    )
+    .unwrap();
     let (docs, _) = documents(&source("s", &[&csv], None, "text"));
     assert_eq!(docs, vec![vec!["Makanannya enak, harganya murah.".to_string()], vec!["Pelayanan lambat.".to_string()]]);
 
@@ -159,7 +183,13 @@ fn every_source_format_reads_its_documents() {
     std::fs::write(dir.join("cols.json"), columns.to_string()).unwrap();
     reference(&["write-parquet", parquet.to_str().unwrap(), dir.join("cols.json").to_str().unwrap()]);
     let (docs, _) = documents(&source("p", &[&parquet], None, "text"));
-    assert_eq!(docs, vec![vec!["Jakarta adalah ibu kota.".to_string(), "Kota ini besar.".to_string()], vec!["Bandung di Jawa Barat.".to_string()]]);
+    assert_eq!(
+        docs,
+        vec![
+            vec!["Jakarta adalah ibu kota.".to_string(), "Kota ini besar.".to_string()],
+            vec!["Bandung di Jawa Barat.".to_string()]
+        ]
+    );
     let err = source("p", &[&parquet], None, "content").read_documents(Path::new("."), |_| {}).unwrap_err().to_string();
     assert!(err.contains("wiki.parquet") && err.contains("`content`") && err.contains("\"title\""), "{err}");
 }
@@ -167,9 +197,13 @@ fn every_source_format_reads_its_documents() {
 #[test]
 fn bad_sources_are_named() {
     let dir = scratch("bad-sources");
-    let err = source("s", &[&dir.join("missing.txt")], None, "text").read_documents(Path::new("."), |_| {}).unwrap_err().to_string();
+    let err = source("s", &[&dir.join("missing.txt")], None, "text")
+        .read_documents(Path::new("."), |_| {})
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("missing.txt") && err.contains("source `s`"), "{err}");
-    let err = source("s", &[&dir.join("*.xz")], None, "text").read_documents(Path::new("."), |_| {}).unwrap_err().to_string();
+    let err =
+        source("s", &[&dir.join("*.xz")], None, "text").read_documents(Path::new("."), |_| {}).unwrap_err().to_string();
     assert!(err.contains("*.xz") && err.contains("matches no file"), "{err}");
 
     let bad = dir.join("mixed.txt");
@@ -203,7 +237,9 @@ fn shards_decode_back_to_the_source_tokens_and_skip_when_up_to_date() {
     let tok = tokenizer_for_tests();
     let dir = scratch("shards");
     let spec = source("ud", &[&shared_data().join("ud-indonesian/id_gsd-ud-dev.conllu")], None, "text");
-    let Prepared::Written(meta) = prepare_source(&spec, Path::new("."), &dir, &tok, |_| {}).unwrap() else { panic!("expected a fresh shard") };
+    let Prepared::Written(meta) = prepare_source(&spec, Path::new("."), &dir, &tok, |_| {}).unwrap() else {
+        panic!("expected a fresh shard")
+    };
     assert!(matches!(prepare_source(&spec, Path::new("."), &dir, &tok, |_| {}).unwrap(), Prepared::UpToDate(_)));
     let shard = open_shard(&dir, "ud", &tok).unwrap();
     assert_eq!(shard.meta, meta);
@@ -223,7 +259,11 @@ fn shards_decode_back_to_the_source_tokens_and_skip_when_up_to_date() {
     println!("{} documents, {} tokens decode back exactly", docs.len(), meta.tokens);
 
     // A different tokenizer: the shard is refused by name.
-    let other = train_wordpiece(&["satu dua tiga empat lima".to_string()], &TrainOptions { vocab_size: 100, min_frequency: 1, lowercase: true }).unwrap();
+    let other = train_wordpiece(
+        &["satu dua tiga empat lima".to_string()],
+        &TrainOptions { vocab_size: 100, min_frequency: 1, lowercase: true },
+    )
+    .unwrap();
     let err = open_shard(&dir, "ud", &other).err().unwrap().to_string();
     assert!(err.contains("ud.json") && err.contains("different tokenizer"), "{err}");
 }

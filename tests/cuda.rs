@@ -31,11 +31,14 @@ fn bf16_on_cuda_matches_fp32_on_cpu_and_trains() {
     let rel = ((&got - &want).abs().mean(Kind::Float) / want.abs().mean(Kind::Float)).double_value(&[]);
     println!("CUDA bf16 logits against CPU fp32: mean relative difference {rel:.2e}");
     assert!(rel < 3e-2, "{rel}");
-    let labels = ids.where_scalarother(&Tensor::rand([4, 48], (Kind::Float, Device::Cpu)).lt(0.15), -100).to_device(gpu);
+    let labels =
+        ids.where_scalarother(&Tensor::rand([4, 48], (Kind::Float, Device::Cpu)).lt(0.15), -100).to_device(gpu);
     let out = on_gpu.model.mlm_loss(&ids.to_device(gpu), None, None, &labels, true);
     out.loss.backward();
     let grad = on_gpu.vs.variables()["bert.embeddings.word_embeddings.weight"].grad();
-    assert!(out.loss.double_value(&[]).is_finite() && grad.defined() && grad.abs().sum(Kind::Float).double_value(&[]) > 0.0);
+    assert!(
+        out.loss.double_value(&[]).is_finite() && grad.defined() && grad.abs().sum(Kind::Float).double_value(&[]) > 0.0
+    );
 }
 
 #[test]
@@ -47,7 +50,10 @@ fn bertabs_on_cuda_matches_cpu_and_decodes() {
     let saved = scratch("cuda-abs").join("model");
     cpu_model.save(&saved).unwrap();
     let (gpu_model, _) = BertAbs::load(&saved, config, gpu).unwrap();
-    let article: Vec<Vec<String>> = ["hari ini hujan turun di kota", "warga tetap bekerja seperti biasa"].iter().map(|s| s.split(' ').map(String::from).collect()).collect();
+    let article: Vec<Vec<String>> = ["hari ini hujan turun di kota", "warga tetap bekerja seperti biasa"]
+        .iter()
+        .map(|s| s.split(' ').map(String::from).collect())
+        .collect();
     let summary = vec![article[0].clone()];
     let log_probs = |m: &BertAbs| {
         let batch = m.encode(&[article.as_slice()]).unwrap();

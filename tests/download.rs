@@ -107,11 +107,18 @@ fn wikipedia_shards_are_checked_against_the_listing() {
     let shard = b"PAR1 pretend parquet bytes for the transfer test PAR1".to_vec();
     let shard_path = "20231101.su/train-00000-of-00001.parquet";
     put(&root, &format!("huggingface.co/datasets/wikimedia/wikipedia/resolve/main/{shard_path}"), &shard);
-    let listing = |sha: &str| serde_json::json!([
-        {"type": "file", "path": shard_path, "size": shard.len(), "lfs": {"oid": sha, "size": shard.len()}},
-        {"type": "file", "path": "20231101.su/README.md", "size": 3}
-    ]).to_string();
-    put(&root, "huggingface.co/api/datasets/wikimedia/wikipedia/tree/main/20231101.su", listing(&sha256(&shard)).as_bytes());
+    let listing = |sha: &str| {
+        serde_json::json!([
+            {"type": "file", "path": shard_path, "size": shard.len(), "lfs": {"oid": sha, "size": shard.len()}},
+            {"type": "file", "path": "20231101.su/README.md", "size": 3}
+        ])
+        .to_string()
+    };
+    put(
+        &root,
+        "huggingface.co/api/datasets/wikimedia/wikipedia/tree/main/20231101.su",
+        listing(&sha256(&shard)).as_bytes(),
+    );
     let server = serve(root.clone(), vec![]);
     let out = work.join("out");
     let args = ["download", "wikipedia", "--lang", "su", "--out", out.to_str().unwrap(), "--mirror", &server.base];
@@ -120,12 +127,34 @@ fn wikipedia_shards_are_checked_against_the_listing() {
     assert_eq!(std::fs::read(out.join("wikipedia").join(shard_path)).unwrap(), shard);
 
     // A listing whose checksum does not match: refused, nothing left behind.
-    put(&root, "huggingface.co/api/datasets/wikimedia/wikipedia/tree/main/20231101.su", listing(&"0".repeat(64)).as_bytes());
+    put(
+        &root,
+        "huggingface.co/api/datasets/wikimedia/wikipedia/tree/main/20231101.su",
+        listing(&"0".repeat(64)).as_bytes(),
+    );
     let out2 = work.join("out2");
-    let err = indolm_fails(&["download", "wikipedia", "--lang", "su", "--out", out2.to_str().unwrap(), "--mirror", &server.base]);
+    let err = indolm_fails(&[
+        "download",
+        "wikipedia",
+        "--lang",
+        "su",
+        "--out",
+        out2.to_str().unwrap(),
+        "--mirror",
+        &server.base,
+    ]);
     assert!(err.contains("SHA-256") && err.contains(&"0".repeat(64)), "{err}");
     assert!(!out2.join("wikipedia").join(format!("{shard_path}.part")).exists());
-    let err = indolm_fails(&["download", "wikipedia", "--lang", "xx", "--out", out2.to_str().unwrap(), "--mirror", &server.base]);
+    let err = indolm_fails(&[
+        "download",
+        "wikipedia",
+        "--lang",
+        "xx",
+        "--out",
+        out2.to_str().unwrap(),
+        "--mirror",
+        &server.base,
+    ]);
     assert!(err.contains("HTTP 404"), "{err}");
 }
 
@@ -137,14 +166,21 @@ fn nusax_lands_in_the_shared_data_layout() {
     for lang in indolm::data::download::NUSAX_LANGUAGES {
         for split in ["train", "valid", "test"] {
             let bytes = std::fs::read(shared.join(lang).join(format!("{split}.csv"))).unwrap();
-            put(&root, &format!("raw.githubusercontent.com/IndoNLP/nusax/main/datasets/sentiment/{lang}/{split}.csv"), &bytes);
+            put(
+                &root,
+                &format!("raw.githubusercontent.com/IndoNLP/nusax/main/datasets/sentiment/{lang}/{split}.csv"),
+                &bytes,
+            );
         }
     }
     let server = serve(root, vec![]);
     let out = work.join("out");
     indolm_ok(&["download", "nusax", "--out", out.to_str().unwrap(), "--mirror", &server.base]);
     for lang in indolm::data::download::NUSAX_LANGUAGES {
-        assert_eq!(std::fs::read(out.join("nusax/sentiment").join(lang).join("test.csv")).unwrap(), std::fs::read(shared.join(lang).join("test.csv")).unwrap());
+        assert_eq!(
+            std::fs::read(out.join("nusax/sentiment").join(lang).join("test.csv")).unwrap(),
+            std::fs::read(shared.join(lang).join("test.csv")).unwrap()
+        );
     }
 }
 

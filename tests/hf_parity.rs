@@ -52,7 +52,9 @@ fn mlm_loss_uses_only_masked_positions_and_equals_full_cross_entropy() {
     let out = tch::no_grad(|| loaded.model.mlm_loss(ids, Some(types), Some(mask), &labels, false));
     assert_eq!(out.predicted, picks.len() as i64);
     let log_probs = reference["logits"].log_softmax(-1, Kind::Float);
-    let expected: f64 = picks.iter().map(|&(b, s)| -log_probs.double_value(&[b, s, ids.int64_value(&[b, s])])).sum::<f64>() / picks.len() as f64;
+    let expected: f64 =
+        picks.iter().map(|&(b, s)| -log_probs.double_value(&[b, s, ids.int64_value(&[b, s])])).sum::<f64>()
+            / picks.len() as f64;
     let got = out.loss.double_value(&[]);
     println!("masked-position loss {got:.6} vs full-logit reference {expected:.6}");
     assert!((got - expected).abs() < TOLERANCE);
@@ -69,7 +71,8 @@ fn export_loads_in_transformers_with_the_same_logits() {
     for f in ["config.json", "model.safetensors", "vocab.txt", "tokenizer.json", "tokenizer_config.json"] {
         assert!(hf.join(f).exists(), "export lacks {f}");
     }
-    let report = reference(&["check-export", hf.to_str().unwrap(), dir.join("reference.safetensors").to_str().unwrap()]);
+    let report =
+        reference(&["check-export", hf.to_str().unwrap(), dir.join("reference.safetensors").to_str().unwrap()]);
     println!("transformers on the export: {report}");
     assert!(report.contains("\"max_abs_diff\""));
     // The exported tokenizer, loaded by AutoTokenizer, gives the ids indolm gives.
@@ -87,7 +90,17 @@ fn indolm_initialised_model_gives_the_same_logits_in_transformers() {
     let work = scratch("init-export");
     let (ours, hf) = (work.join("indolm"), work.join("hf"));
     let config = dir.join("config.json");
-    indolm_ok(&["init", "--config", config.to_str().unwrap(), "--tokenizer", dir.to_str().unwrap(), "--out", ours.to_str().unwrap(), "--seed", "7"]);
+    indolm_ok(&[
+        "init",
+        "--config",
+        config.to_str().unwrap(),
+        "--tokenizer",
+        dir.to_str().unwrap(),
+        "--out",
+        ours.to_str().unwrap(),
+        "--seed",
+        "7",
+    ]);
     indolm_ok(&["export-hf", ours.to_str().unwrap(), hf.to_str().unwrap()]);
     let reference = weights::read_file(&dir.join("reference.safetensors")).unwrap();
     let loaded = load_masked_lm(&ours, Device::Cpu).unwrap();
@@ -119,7 +132,10 @@ fn import_export_round_trip_is_exact() {
         assert_eq!(t.kind(), round[name].kind(), "{name}");
         assert!(t.equal(&round[name]), "{name} changed in the round trip");
     }
-    assert_eq!(std::fs::read_to_string(dir.join("vocab.txt")).unwrap(), std::fs::read_to_string(back.join("vocab.txt")).unwrap());
+    assert_eq!(
+        std::fs::read_to_string(dir.join("vocab.txt")).unwrap(),
+        std::fs::read_to_string(back.join("vocab.txt")).unwrap()
+    );
     let c0 = indolm::model::BertConfig::from_file(&dir.join("config.json")).unwrap();
     let c1 = indolm::model::BertConfig::from_file(&back.join("config.json")).unwrap();
     assert_eq!(c0, c1);
@@ -144,7 +160,10 @@ fn legacy_names_and_shards_load_to_the_same_model() {
             (n, t.shallow_clone())
         })
         .collect();
-    renamed.push(("cls.predictions.decoder.weight".into(), original["bert.embeddings.word_embeddings.weight"].shallow_clone()));
+    renamed.push((
+        "cls.predictions.decoder.weight".into(),
+        original["bert.embeddings.word_embeddings.weight"].shallow_clone(),
+    ));
     weights::write_file(&legacy.join("model.safetensors"), &renamed).unwrap();
 
     let sharded = copy_dir(dir, "sharded");
@@ -158,11 +177,21 @@ fn legacy_names_and_shards_load_to_the_same_model() {
         .map(|(n, _)| (n.clone(), "model-00001-of-00002.safetensors".into()))
         .chain(b.iter().map(|(n, _)| (n.clone(), "model-00002-of-00002.safetensors".into())))
         .collect();
-    std::fs::write(sharded.join("model.safetensors.index.json"), serde_json::json!({"metadata": {}, "weight_map": map}).to_string()).unwrap();
+    std::fs::write(
+        sharded.join("model.safetensors.index.json"),
+        serde_json::json!({"metadata": {}, "weight_map": map}).to_string(),
+    )
+    .unwrap();
 
     for d in [&legacy, &sharded] {
         let loaded = load_masked_lm(d, Device::Cpu).unwrap();
-        let logits = tch::no_grad(|| loaded.model.logits(&reference["input_ids"], Some(&reference["token_type_ids"]), Some(&reference["attention_mask"])));
+        let logits = tch::no_grad(|| {
+            loaded.model.logits(
+                &reference["input_ids"],
+                Some(&reference["token_type_ids"]),
+                Some(&reference["attention_mask"]),
+            )
+        });
         let diff = max_abs_diff(&logits, &expected);
         println!("{}: max diff {diff:.2e}", d.display());
         assert!(diff < TOLERANCE);

@@ -38,7 +38,11 @@ fn parity(mode: Mode, name: &str) {
             worst = worst.max((a - b).abs() / b.abs().max(1e-9));
         }
     }
-    println!("{name}: {} questions, {} option scores, max relative difference {worst:.2e}", questions.len(), ours.iter().map(Vec::len).sum::<usize>());
+    println!(
+        "{name}: {} questions, {} option scores, max relative difference {worst:.2e}",
+        questions.len(),
+        ours.iter().map(Vec::len).sum::<usize>()
+    );
     assert!(worst <= 1e-4);
 }
 
@@ -61,7 +65,8 @@ fn aggregation_on_the_fixture_with_hand_computed_values() {
     // Humanities 50.0 (26.17); Indonesian language 50.0 (24.58); Local languages 80.0 (28.33);
     // average of the five areas 48.5, random 25.0. Four negated questions, none keyed A.
     let report = aggregate(&questions, &vec![0; questions.len()], Mode::Letter, None);
-    let got: Vec<(&str, f64, f64, usize)> = report.areas.iter().map(|a| (a.area.as_str(), a.accuracy, a.random, a.subjects)).collect();
+    let got: Vec<(&str, f64, f64, usize)> =
+        report.areas.iter().map(|a| (a.area.as_str(), a.accuracy, a.random, a.subjects)).collect();
     let expected = [
         ("STEM", 12.5, 21.25, 4),
         ("Social science", 50.0, 24.666666666666668, 5),
@@ -79,7 +84,12 @@ fn aggregation_on_the_fixture_with_hand_computed_values() {
     let cell = &report.subject_level["Bahasa Indonesia / Seleksi PTN"];
     assert_eq!((cell.questions, cell.correct), (1, 1));
     assert!(report.markdown().contains("| Bahasa Indonesia / Seleksi PTN | 100.0 | 20.0 | 1 | pass |"));
-    assert!(questions.iter().find(|q| q.level == "Seleksi PTN").unwrap().header().contains("untuk seleksi masuk universitas."));
+    assert!(questions
+        .iter()
+        .find(|q| q.level == "Seleksi PTN")
+        .unwrap()
+        .header()
+        .contains("untuk seleksi masuk universitas."));
     assert!(questions[0].header().contains("soal IPA untuk 4 SD."));
 }
 
@@ -101,6 +111,13 @@ fn bad_csv_rows_are_named() {
     std::fs::write(dir.join("cols.csv"), "subject,level,soal,jawaban,kunci\n").unwrap();
     let err = load(&dir.join("cols.csv")).unwrap_err().to_string();
     assert!(err.contains("`kelas`") && err.contains("missing column"), "{err}");
-    let err = indolm_fails(&["eval", "indommlu", "--model", reference_model().to_str().unwrap(), "--data", dir.join("none.csv").to_str().unwrap()]);
+    let err = indolm_fails(&[
+        "eval",
+        "indommlu",
+        "--model",
+        reference_model().to_str().unwrap(),
+        "--data",
+        dir.join("none.csv").to_str().unwrap(),
+    ]);
     assert!(err.contains("none.csv") && err.contains("indolm download indommlu"), "{err}");
 }

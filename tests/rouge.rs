@@ -7,7 +7,8 @@ use indolm::eval::rouge::score;
 #[test]
 fn rouge_equals_rouge_score_on_ud_sentences() {
     let ud = std::fs::read_to_string(shared_data().join("ud-indonesian/id_csui-ud-train.conllu")).unwrap();
-    let sentences: Vec<String> = ud.lines().filter_map(|l| l.strip_prefix("# text = ")).map(String::from).take(320).collect();
+    let sentences: Vec<String> =
+        ud.lines().filter_map(|l| l.strip_prefix("# text = ")).map(String::from).take(320).collect();
     // Candidates of every kind: the sentence itself, a shuffled half, a neighbour, a mix, empty.
     let mut pairs: Vec<(String, String)> = Vec::new();
     for (i, s) in sentences.iter().enumerate() {
@@ -18,14 +19,21 @@ fn rouge_equals_rouge_score_on_ud_sentences() {
             1 => words.iter().rev().take(words.len() / 2 + 1).cloned().collect::<Vec<_>>().join(" "),
             2 => next.clone(),
             3 => format!("{} {}", words[..words.len() / 2].join(" "), next),
-            _ => if i % 10 == 4 { String::new() } else { s.to_uppercase() },
+            _ => {
+                if i % 10 == 4 {
+                    String::new()
+                } else {
+                    s.to_uppercase()
+                }
+            }
         };
         pairs.push((candidate, s.clone()));
     }
     let dir = scratch("rouge");
     std::fs::write(dir.join("pairs.json"), serde_json::to_string(&pairs).unwrap()).unwrap();
     reference(&["rouge", dir.join("pairs.json").to_str().unwrap(), dir.join("ref.json").to_str().unwrap()]);
-    let expected: Vec<serde_json::Value> = serde_json::from_str(&std::fs::read_to_string(dir.join("ref.json")).unwrap()).unwrap();
+    let expected: Vec<serde_json::Value> =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("ref.json")).unwrap()).unwrap();
     let mut worst: f64 = 0.0;
     for ((pred, reference), e) in pairs.iter().zip(&expected) {
         let s = score(pred, reference);

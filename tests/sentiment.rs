@@ -31,7 +31,8 @@ fn macro_f1_equals_scikit_learn() {
     let json: Vec<serde_json::Value> = cases.iter().map(|(g, p)| serde_json::json!({"gold": g, "pred": p})).collect();
     let dir = scratch("f1");
     std::fs::write(dir.join("cases.json"), serde_json::to_string(&json).unwrap()).unwrap();
-    let sk: Vec<f64> = serde_json::from_str(reference(&["f1", dir.join("cases.json").to_str().unwrap()]).trim()).unwrap();
+    let sk: Vec<f64> =
+        serde_json::from_str(reference(&["f1", dir.join("cases.json").to_str().unwrap()]).trim()).unwrap();
     for ((g, p), expected) in cases.iter().zip(sk) {
         let ours = macro_f1(g, p, 3);
         assert!((ours - expected).abs() < 1e-12, "{g:?} {p:?}: {ours} vs sklearn {expected}");
@@ -47,8 +48,10 @@ fn nusax() -> PathBuf {
 fn random_init() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
-        let texts: Vec<String> = load_split(&nusax(), "indonesian", "train").unwrap().into_iter().map(|e| e.text).collect();
-        let tok = train_wordpiece(&texts, &TrainOptions { vocab_size: 4000, min_frequency: 2, lowercase: true }).unwrap();
+        let texts: Vec<String> =
+            load_split(&nusax(), "indonesian", "train").unwrap().into_iter().map(|e| e.text).collect();
+        let tok =
+            train_wordpiece(&texts, &TrainOptions { vocab_size: 4000, min_frequency: 2, lowercase: true }).unwrap();
         let mut config = BertConfig::new(tok.vocab_size() as i64, 64, 2, 2, 256);
         config.max_position_embeddings = 128;
         tch::manual_seed(1);
@@ -78,7 +81,8 @@ fn learns_indonesian_sentiment_from_random_init_and_transformers_loads_the_model
     let dir = scratch("sentiment-learn");
     let recipe = write_recipe(&dir, "learn", 12, "");
     let (stdout, _) = indolm_ok(&["finetune", "sentiment", recipe.to_str().unwrap()]);
-    let results: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.join("ck/learn/results.json")).unwrap()).unwrap();
+    let results: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("ck/learn/results.json")).unwrap()).unwrap();
     let f1 = results["runs"][0]["test"]["indonesian"]["macro_f1"].as_f64().unwrap();
     // Majority class (negative, 153 of 400 test rows) for every row: macro-F1 = (2*153/553)/3.
     let majority = (2.0 * 153.0 / 553.0) / 3.0;
@@ -88,14 +92,38 @@ fn learns_indonesian_sentiment_from_random_init_and_transformers_loads_the_model
 
     // transformers' BertForSequenceClassification gives indolm's probabilities.
     let model = dir.join("ck/learn/indonesian");
-    let texts = ["Makanannya enak sekali dan pelayanannya ramah.", "Saya kecewa, pesanan datang terlambat.", "Toko buka pukul delapan pagi."];
+    let texts = [
+        "Makanannya enak sekali dan pelayanannya ramah.",
+        "Saya kecewa, pesanan datang terlambat.",
+        "Toko buka pukul delapan pagi.",
+    ];
     std::fs::write(dir.join("texts.txt"), texts.join("\n")).unwrap();
-    reference(&["classify", model.to_str().unwrap(), dir.join("texts.txt").to_str().unwrap(), dir.join("hf.json").to_str().unwrap()]);
+    reference(&[
+        "classify",
+        model.to_str().unwrap(),
+        dir.join("texts.txt").to_str().unwrap(),
+        dir.join("hf.json").to_str().unwrap(),
+    ]);
     let hf: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.join("hf.json")).unwrap()).unwrap();
     assert_eq!(hf["id2label"]["0"], "negative");
-    let (stdout, _) = indolm_ok(&["predict", "sentiment", "--model", model.to_str().unwrap(), "--file", dir.join("texts.txt").to_str().unwrap()]);
+    let (stdout, _) = indolm_ok(&[
+        "predict",
+        "sentiment",
+        "--model",
+        model.to_str().unwrap(),
+        "--file",
+        dir.join("texts.txt").to_str().unwrap(),
+    ]);
     for (line, probs) in stdout.lines().zip(hf["probs"].as_array().unwrap()) {
-        let ours: Vec<f64> = line.split('\t').nth(1).unwrap().split_whitespace().skip(1).step_by(2).map(|v| v.parse().unwrap()).collect();
+        let ours: Vec<f64> = line
+            .split('\t')
+            .nth(1)
+            .unwrap()
+            .split_whitespace()
+            .skip(1)
+            .step_by(2)
+            .map(|v| v.parse().unwrap())
+            .collect();
         for (o, t) in ours.iter().zip(probs.as_array().unwrap()) {
             assert!((o - t.as_f64().unwrap()).abs() < 1e-3, "{line} vs {probs}");
         }
@@ -106,16 +134,31 @@ fn learns_indonesian_sentiment_from_random_init_and_transformers_loads_the_model
 fn the_same_seed_gives_the_same_f1() {
     let train = load_split(&nusax(), "indonesian", "train").unwrap();
     let valid = load_split(&nusax(), "indonesian", "valid").unwrap();
-    let o = FinetuneOptimizer { lr: 1e-3, batch_size: 32, betas: [0.9, 0.999], eps: 1e-8, weight_decay: 0.0, grad_clip: 10.0, warmup_steps: 0, max_epochs: 2, patience: 3 };
+    let o = FinetuneOptimizer {
+        lr: 1e-3,
+        batch_size: 32,
+        betas: [0.9, 0.999],
+        eps: 1e-8,
+        weight_decay: 0.0,
+        grad_clip: 10.0,
+        warmup_steps: 0,
+        max_epochs: 2,
+        patience: 3,
+    };
     let dir = scratch("sentiment-determinism");
     let mut logger = Logger::new(&dir.join("runs"), 2, 0).unwrap();
     let texts: Vec<&str> = valid.iter().take(20).map(|e| e.text.as_str()).collect();
     let run = |seed: u64, logger: &mut Logger| {
-        let tuned = finetune(random_init(), &train[..200], &valid, &o, o.lr, o.batch_size, 64, seed, Device::Cpu, logger, "d").unwrap();
+        let tuned =
+            finetune(random_init(), &train[..200], &valid, &o, o.lr, o.batch_size, 64, seed, Device::Cpu, logger, "d")
+                .unwrap();
         (tuned.best_valid, tuned.model.predict(&texts, 64, 8).unwrap())
     };
     let (a, b, c) = (run(7, &mut logger), run(7, &mut logger), run(8, &mut logger));
-    println!("seed 7: valid macro-F1 {:.6} twice, first probabilities {:?}; seed 8: {:?}", a.0.macro_f1, a.1[0], c.1[0]);
+    println!(
+        "seed 7: valid macro-F1 {:.6} twice, first probabilities {:?}; seed 8: {:?}",
+        a.0.macro_f1, a.1[0], c.1[0]
+    );
     assert_eq!(a.0, b.0, "the same seed gave different scores");
     assert_eq!(a.1, b.1, "the same seed gave different probabilities");
     assert_ne!(a.1, c.1, "another seed gave the same model");
@@ -129,7 +172,10 @@ fn bad_nusax_input_is_named() {
     std::fs::create_dir_all(&lang).unwrap();
     std::fs::write(lang.join("train.csv"), "id,text,label\n1,bagus,positive\n2,jelek,sangat negatif\n").unwrap();
     let err = load_split(&root, "indonesian", "train").unwrap_err().to_string();
-    assert!(err.contains("train.csv") && err.contains("row 3") && err.contains("unknown label \"sangat negatif\""), "{err}");
+    assert!(
+        err.contains("train.csv") && err.contains("row 3") && err.contains("unknown label \"sangat negatif\""),
+        "{err}"
+    );
     std::fs::write(lang.join("valid.csv"), "id,kalimat,label\n1,bagus,positive\n").unwrap();
     let err = load_split(&root, "indonesian", "valid").unwrap_err().to_string();
     assert!(err.contains("valid.csv") && err.contains("`text`") && err.contains("kalimat"), "{err}");
@@ -140,7 +186,11 @@ fn bad_nusax_input_is_named() {
     assert!(err.contains("klingon") && err.contains("found: indonesian"), "{err}");
     // Through the command line: the missing language is found before any training.
     let recipe = write_recipe(&dir, "bad", 1, "").to_str().unwrap().to_string();
-    std::fs::write(&recipe, std::fs::read_to_string(&recipe).unwrap().replace("[\"indonesian\"]", "[\"indonesian\", \"klingon\"]")).unwrap();
+    std::fs::write(
+        &recipe,
+        std::fs::read_to_string(&recipe).unwrap().replace("[\"indonesian\"]", "[\"indonesian\", \"klingon\"]"),
+    )
+    .unwrap();
     let err = indolm_fails(&["finetune", "sentiment", &recipe]);
     assert!(err.contains("klingon"), "{err}");
     let err = indolm_fails(&["predict", "sentiment", "--model", random_init().to_str().unwrap(), "--text", "bagus"]);
@@ -154,7 +204,8 @@ fn cross_lingual_leave_one_out_and_grid_settings() {
     let text = std::fs::read_to_string(&recipe).unwrap().replace("[\"indonesian\"]", "[\"indonesian\", \"javanese\"]");
     std::fs::write(&recipe, text.replace("monolingual", "cross-lingual")).unwrap();
     indolm_ok(&["finetune", "sentiment", recipe.to_str().unwrap()]);
-    let results: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.join("ck/xl/results.json")).unwrap()).unwrap();
+    let results: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("ck/xl/results.json")).unwrap()).unwrap();
     let runs = results["runs"].as_array().unwrap();
     assert_eq!(runs.len(), 2);
     for r in runs {
@@ -162,23 +213,43 @@ fn cross_lingual_leave_one_out_and_grid_settings() {
         assert!([1e-3, 1e-4].contains(&r["lr"].as_f64().unwrap()));
     }
     let md = std::fs::read_to_string(dir.join("ck/xl/results.md")).unwrap();
-    assert!(md.contains("| train \\ test | ind | jav | avg |") && md.contains("| ind |") && md.contains("| jav |"), "{md}");
+    assert!(
+        md.contains("| train \\ test | ind | jav | avg |") && md.contains("| ind |") && md.contains("| jav |"),
+        "{md}"
+    );
 
     let lolo = dir.join("lolo.toml");
-    std::fs::write(&lolo, std::fs::read_to_string(&recipe).unwrap().replace("cross-lingual", "leave-one-out").replace("name = \"xl\"", "name = \"lolo\"").replace("lr = [1e-3, 1e-4]", "lr = [1e-3]")).unwrap();
+    std::fs::write(
+        &lolo,
+        std::fs::read_to_string(&recipe)
+            .unwrap()
+            .replace("cross-lingual", "leave-one-out")
+            .replace("name = \"xl\"", "name = \"lolo\"")
+            .replace("lr = [1e-3, 1e-4]", "lr = [1e-3]"),
+    )
+    .unwrap();
     indolm_ok(&["finetune", "sentiment", lolo.to_str().unwrap()]);
-    let results: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.join("ck/lolo/results.json")).unwrap()).unwrap();
-    let names: Vec<&str> = results["runs"].as_array().unwrap().iter().map(|r| r["trained_on"].as_str().unwrap()).collect();
+    let results: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("ck/lolo/results.json")).unwrap()).unwrap();
+    let names: Vec<&str> =
+        results["runs"].as_array().unwrap().iter().map(|r| r["trained_on"].as_str().unwrap()).collect();
     assert_eq!(names, vec!["all-but-indonesian", "all-but-javanese"]);
-    assert!(results["runs"][0]["test"].get("indonesian").is_some() && results["runs"][0]["test"].get("javanese").is_none());
+    assert!(
+        results["runs"][0]["test"].get("indonesian").is_some() && results["runs"][0]["test"].get("javanese").is_none()
+    );
 }
 
 #[test]
 fn shipped_finetune_recipes_parse() {
-    let paper = indolm::tasks::sentiment::SentimentRecipe::load(&root().join("recipes/finetune/nusax-sentiment.toml")).unwrap();
+    let paper =
+        indolm::tasks::sentiment::SentimentRecipe::load(&root().join("recipes/finetune/nusax-sentiment.toml")).unwrap();
     assert_eq!(paper.languages().len(), 12);
     let grid = paper.grid.unwrap();
     assert_eq!((grid.lr.len(), grid.batch_size.len()), (5, 4));
-    assert_eq!((paper.optimizer.max_epochs, paper.optimizer.patience, paper.optimizer.grad_clip, paper.optimizer.eps), (100, 3, 10.0, 1e-8));
-    indolm::tasks::sentiment::SentimentRecipe::load(&root().join("recipes/finetune/nusax-sentiment-tiny.toml")).unwrap();
+    assert_eq!(
+        (paper.optimizer.max_epochs, paper.optimizer.patience, paper.optimizer.grad_clip, paper.optimizer.eps),
+        (100, 3, 10.0, 1e-8)
+    );
+    indolm::tasks::sentiment::SentimentRecipe::load(&root().join("recipes/finetune/nusax-sentiment-tiny.toml"))
+        .unwrap();
 }

@@ -12,7 +12,13 @@ fn toks(sentences: &[&str]) -> Vec<Vec<String>> {
     sentences.iter().map(|s| s.split_whitespace().map(String::from).collect()).collect()
 }
 
-fn write_article(dir: &Path, name: &str, article: &[Vec<String>], summary: &[Vec<String>], extractive: Option<&[usize]>) {
+fn write_article(
+    dir: &Path,
+    name: &str,
+    article: &[Vec<String>],
+    summary: &[Vec<String>],
+    extractive: Option<&[usize]>,
+) {
     let mut value = serde_json::json!({"id": name, "url": format!("https://liputan6.com/{name}"), "clean_article": article, "clean_summary": summary});
     if let Some(e) = extractive {
         value["extractive_summary"] = serde_json::json!(e);
@@ -43,21 +49,36 @@ fn oracle_and_lead_with_hand_checked_values() {
     let rows = baselines(&load_split(&dir, "test").unwrap());
     let get = |name: &str| -> &Row { rows.iter().find(|r| r.system == name).unwrap() };
     let close = |a: f64, b: f64| (a - b).abs() < 1e-9;
-    assert!(close(get("Lead-2").rouge1, 100.0 * 4.0 / 9.0) && close(get("Lead-2").rouge2, 100.0 * 2.0 / 7.0) && close(get("Lead-2").rouge_l, 100.0 * 4.0 / 9.0), "{rows:?}");
-    assert!(close(get("Oracle").rouge1, 100.0) && close(get("Oracle").rouge2, 100.0) && close(get("Oracle").rouge_l, 100.0));
+    assert!(
+        close(get("Lead-2").rouge1, 100.0 * 4.0 / 9.0)
+            && close(get("Lead-2").rouge2, 100.0 * 2.0 / 7.0)
+            && close(get("Lead-2").rouge_l, 100.0 * 4.0 / 9.0),
+        "{rows:?}"
+    );
+    assert!(
+        close(get("Oracle").rouge1, 100.0) && close(get("Oracle").rouge2, 100.0) && close(get("Oracle").rouge_l, 100.0)
+    );
 }
 
 #[test]
 fn articles_from_ud_sentences_recover_their_summary_sentences() {
     let ud = std::fs::read_to_string(shared_data().join("ud-indonesian/id_gsd-ud-test.conllu")).unwrap();
-    let sentences: Vec<String> = ud.lines().filter_map(|l| l.strip_prefix("# text = ")).map(|s| s.to_lowercase()).collect();
+    let sentences: Vec<String> =
+        ud.lines().filter_map(|l| l.strip_prefix("# text = ")).map(|s| s.to_lowercase()).collect();
     let dir = scratch("lip-ud");
     let mut expected = Vec::new();
     for a in 0..6 {
-        let article: Vec<Vec<String>> = sentences[a * 7..a * 7 + 7].iter().map(|s| s.split_whitespace().map(String::from).collect()).collect();
+        let article: Vec<Vec<String>> =
+            sentences[a * 7..a * 7 + 7].iter().map(|s| s.split_whitespace().map(String::from).collect()).collect();
         let picks = [1 + a % 3, 4 + a % 3];
         let summary: Vec<Vec<String>> = picks.iter().map(|&i| article[i].clone()).collect();
-        write_article(&dir.join("test"), &format!("{a}"), &article, &summary, if a == 0 { Some(&picks[..]) } else { None });
+        write_article(
+            &dir.join("test"),
+            &format!("{a}"),
+            &article,
+            &summary,
+            if a == 0 { Some(&picks[..]) } else { None },
+        );
         expected.push(picks.to_vec());
     }
     let articles = load_split(&dir, "test").unwrap();
@@ -79,9 +100,16 @@ fn bad_liputan6_files_are_named() {
     std::fs::write(dir.join("empty.json"), r#"{"id": 1, "clean_article": [], "clean_summary": [["a"]]}"#).unwrap();
     let err = load_article(&dir.join("empty.json")).unwrap_err().to_string();
     assert!(err.contains("empty.json") && err.contains("empty article"), "{err}");
-    std::fs::write(dir.join("range.json"), r#"{"id": 1, "clean_article": [["a"], ["b"]], "clean_summary": [["a"]], "extractive_summary": [0, 5]}"#).unwrap();
+    std::fs::write(
+        dir.join("range.json"),
+        r#"{"id": 1, "clean_article": [["a"], ["b"]], "clean_summary": [["a"]], "extractive_summary": [0, 5]}"#,
+    )
+    .unwrap();
     let err = load_article(&dir.join("range.json")).unwrap_err().to_string();
-    assert!(err.contains("range.json") && err.contains("index 5 is out of range") && err.contains("2 sentences"), "{err}");
+    assert!(
+        err.contains("range.json") && err.contains("index 5 is out of range") && err.contains("2 sentences"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -90,25 +118,45 @@ fn shipped_summarization_recipes_parse_with_the_papers_settings() {
     let load = |name: &str| SummarizeRecipe::load(&root().join("recipes/finetune").join(name)).unwrap();
     let ext = load("liputan6-bertext.toml");
     assert_eq!((ext.optimizer.lr, ext.optimizer.warmup_steps, ext.optimizer.max_steps), (2e-3, 10_000, 50_000));
-    assert_eq!((ext.ext.layers, ext.ext.heads, ext.ext.ff, ext.ext.min_sentences, ext.ext.min_words), (2, 8, 2048, 2, 15));
+    assert_eq!(
+        (ext.ext.layers, ext.ext.heads, ext.ext.ff, ext.ext.min_sentences, ext.ext.min_words),
+        (2, 8, 2048, 2, 15)
+    );
     assert_eq!(ext.data.test_splits, vec!["canonical/test".to_string(), "xtreme/test".to_string()]);
     for (name, task) in [("liputan6-bertabs.toml", Task::Abs), ("liputan6-bertextabs.toml", Task::Extabs)] {
         let r = load(name);
         assert_eq!(r.task, task);
         let o = &r.optimizer;
-        assert_eq!((o.lr, o.warmup_steps, o.lr_dec, o.warmup_dec, o.max_steps), (2e-3, 20_000, Some(0.1), Some(10_000), 200_000), "{name}");
+        assert_eq!(
+            (o.lr, o.warmup_steps, o.lr_dec, o.warmup_dec, o.max_steps),
+            (2e-3, 20_000, Some(0.1), Some(10_000), 200_000),
+            "{name}"
+        );
         let a = &r.abs;
         assert_eq!((a.layers, a.heads, a.ff, a.dropout, a.label_smoothing), (6, 8, 2048, 0.2, 0.1), "{name}");
-        assert_eq!((a.beam, a.alpha, a.min_length, a.max_length, a.min_sentences, a.block_trigrams), (5, 0.6, 15, 150, 2, true), "{name}");
+        assert_eq!(
+            (a.beam, a.alpha, a.min_length, a.max_length, a.min_sentences, a.block_trigrams),
+            (5, 0.6, 15, 150, 2, true),
+            "{name}"
+        );
     }
-    assert_eq!(load("liputan6-bertextabs.toml").init.unwrap(), std::path::PathBuf::from("checkpoints/liputan6-bertext/best"));
+    assert_eq!(
+        load("liputan6-bertextabs.toml").init.unwrap(),
+        std::path::PathBuf::from("checkpoints/liputan6-bertext/best")
+    );
     for tiny in ["liputan6-bertext-tiny.toml", "liputan6-bertabs-tiny.toml", "liputan6-bertextabs-tiny.toml"] {
         let r = load(tiny);
         assert!(root().join(&r.data.root).join(&r.data.train_split).is_dir(), "{tiny}: the sample split is shipped");
     }
     // An unknown key is refused with its line.
     let bad = scratch("abs-recipe").join("abs.toml");
-    std::fs::write(&bad, std::fs::read_to_string(root().join("recipes/finetune/liputan6-bertabs.toml")).unwrap().replace("label_smoothing = 0.1", "label_smothing = 0.1")).unwrap();
+    std::fs::write(
+        &bad,
+        std::fs::read_to_string(root().join("recipes/finetune/liputan6-bertabs.toml"))
+            .unwrap()
+            .replace("label_smoothing = 0.1", "label_smothing = 0.1"),
+    )
+    .unwrap();
     let err = indolm_fails(&["finetune", "summarize", bad.to_str().unwrap()]);
     assert!(err.contains("label_smothing") && err.contains("line"), "{err}");
 }
@@ -126,7 +174,14 @@ fn table_four_joins_runs_and_splits() {
     // The second run's baselines are the same articles' and are not repeated.
     std::fs::write(dir.join("abs.json"), run("BertAbs", 41.0, 99.0).to_string()).unwrap();
     let out = dir.join("table4.md");
-    let (stdout, _) = indolm_ok(&["report", "summarization", dir.join("ext.json").to_str().unwrap(), dir.join("abs.json").to_str().unwrap(), "--out", out.to_str().unwrap()]);
+    let (stdout, _) = indolm_ok(&[
+        "report",
+        "summarization",
+        dir.join("ext.json").to_str().unwrap(),
+        dir.join("abs.json").to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
     println!("{stdout}");
     let lines: Vec<&str> = stdout.lines().collect();
     assert_eq!(lines[0], "| System | canonical/test R1 | R2 | RL | xtreme/test R1 | R2 | RL |");

@@ -30,7 +30,8 @@ fn ids_match_transformers_on_shared_data() {
         for (our_name, tok) in &ours {
             let mut mismatches = Vec::new();
             for (text, expected) in texts.iter().zip(ref_ids) {
-                let expected: Vec<u32> = expected.as_array().unwrap().iter().map(|v| v.as_u64().unwrap() as u32).collect();
+                let expected: Vec<u32> =
+                    expected.as_array().unwrap().iter().map(|v| v.as_u64().unwrap() as u32).collect();
                 let got = tok.encode(text).unwrap();
                 if got != expected {
                     mismatches.push(format!("{text:?}\n  indolm: {got:?}\n  ref:    {expected:?}"));
@@ -44,7 +45,9 @@ fn ids_match_transformers_on_shared_data() {
         let pair = &json["pair"][ref_name];
         for (our_name, tok) in &ours {
             let (ids, types) = tok.encode_pair(texts[0], texts[1]).unwrap();
-            let as_u32 = |v: &serde_json::Value| -> Vec<u32> { v.as_array().unwrap().iter().map(|x| x.as_u64().unwrap() as u32).collect() };
+            let as_u32 = |v: &serde_json::Value| -> Vec<u32> {
+                v.as_array().unwrap().iter().map(|x| x.as_u64().unwrap() as u32).collect()
+            };
             assert_eq!(ids, as_u32(&pair["input_ids"]), "pair ids, indolm[{our_name}] vs {ref_name}");
             assert_eq!(types, as_u32(&pair["token_type_ids"]), "pair types, indolm[{our_name}] vs {ref_name}");
         }
@@ -57,7 +60,11 @@ fn ids_match_transformers_on_shared_data() {
 #[test]
 fn batch_encoding_matches_single_encoding_and_truncates() {
     let tok = TextTokenizer::from_dir(reference_model()).unwrap();
-    let texts = ["Ibu kota Indonesia adalah Jakarta.", "Saya makan nasi goreng di warung dekat stasiun kereta setiap pagi.", "Ya."];
+    let texts = [
+        "Ibu kota Indonesia adalah Jakarta.",
+        "Saya makan nasi goreng di warung dekat stasiun kereta setiap pagi.",
+        "Ya.",
+    ];
     let batch = tok.batch(&texts, None, 512).unwrap();
     for (i, text) in texts.iter().enumerate() {
         let ids: Vec<i64> = tok.encode(text).unwrap().into_iter().map(i64::from).collect();

@@ -132,7 +132,11 @@ fn sigkill_and_resume_end_bit_identical_to_an_uninterrupted_run() {
     let a = dir.join("checkpoints/straight/step-60");
     let b = run.join("step-60");
     for file in ["model.safetensors", "optimizer.safetensors"] {
-        assert_eq!(std::fs::read(a.join(file)).unwrap(), std::fs::read(b.join(file)).unwrap(), "{file} differs after resume");
+        assert_eq!(
+            std::fs::read(a.join(file)).unwrap(),
+            std::fs::read(b.join(file)).unwrap(),
+            "{file} differs after resume"
+        );
     }
     let log_a = std::fs::read_to_string(dir.join("checkpoints/straight/train_log.jsonl")).unwrap();
     let log_b = std::fs::read_to_string(run.join("train_log.jsonl")).unwrap();
@@ -144,7 +148,8 @@ fn sigkill_and_resume_end_bit_identical_to_an_uninterrupted_run() {
 #[test]
 fn sigterm_checkpoints_and_exits_zero() {
     let dir = scratch("sigterm");
-    let recipe = write_recipe(&dir, "term", SMALL_MODEL, &SHORT_RUN.replace("max_steps = 60", "max_steps = 100000"), 20, "");
+    let recipe =
+        write_recipe(&dir, "term", SMALL_MODEL, &SHORT_RUN.replace("max_steps = 60", "max_steps = 100000"), 20, "");
     let run = dir.join("checkpoints/term");
     let mut child = spawn_train(&recipe, &[]);
     let start = Instant::now();
@@ -171,7 +176,14 @@ fn tensorboard_reads_the_training_scalars() {
     assert!(spawn_train(&recipe, &[]).wait().unwrap().success());
     let json = common::reference(&["tb-scalars", dir.join("runs/tb").to_str().unwrap()]);
     let scalars: serde_json::Value = serde_json::from_str(json.trim()).unwrap();
-    let steps = |tag: &str| -> Vec<u64> { scalars[tag].as_array().unwrap_or_else(|| panic!("no tag {tag} in {json}")).iter().map(|e| e[0].as_u64().unwrap()).collect() };
+    let steps = |tag: &str| -> Vec<u64> {
+        scalars[tag]
+            .as_array()
+            .unwrap_or_else(|| panic!("no tag {tag} in {json}"))
+            .iter()
+            .map(|e| e[0].as_u64().unwrap())
+            .collect()
+    };
     for tag in ["train/loss", "train/lr", "train/grad_norm", "train/tokens_per_s"] {
         assert_eq!(steps(tag), vec![5, 10, 15, 20], "{tag}");
     }
@@ -190,13 +202,18 @@ fn adamw_and_schedule_match_torch() {
     let reference = weights::read_file(&model_dir.join("reference.safetensors")).unwrap();
     let loaded = load_masked_lm(model_dir, Device::Cpu).unwrap();
     let mut opt = AdamW::new(loaded.vs.variables().into_iter().collect(), [0.9, 0.999], 1e-6, 0.01);
-    let (ids, types, mask, labels) = (&reference["input_ids"], &reference["token_type_ids"], &reference["attention_mask"], &expected["labels"]);
+    let (ids, types, mask, labels) =
+        (&reference["input_ids"], &reference["token_type_ids"], &reference["attention_mask"], &expected["labels"]);
     for k in 0..3 {
         opt.zero_grad();
         let out = loaded.model.mlm_loss(ids, Some(types), Some(mask), labels, false);
         out.loss.backward();
         let norm = opt.clip_grad_norm(1.0);
-        println!("step {k}: loss {:.6} grad norm {norm:.6} lr {}", out.loss.double_value(&[]), linear_schedule(1e-3, 2, 10, k));
+        println!(
+            "step {k}: loss {:.6} grad norm {norm:.6} lr {}",
+            out.loss.double_value(&[]),
+            linear_schedule(1e-3, 2, 10, k)
+        );
         opt.step(linear_schedule(1e-3, 2, 10, k));
     }
     println!("torch: {report}");
@@ -211,7 +228,9 @@ fn adamw_and_schedule_match_torch() {
     assert!(worst.0 < 1e-5);
     // And the parameters did move (the test would pass trivially otherwise).
     let moved = (loaded.vs.variables()["bert.encoder.layer.0.intermediate.dense.weight"].shallow_clone()
-        - weights::read_file(&model_dir.join("model.safetensors")).unwrap()["bert.encoder.layer.0.intermediate.dense.weight"].shallow_clone())
+        - weights::read_file(&model_dir.join("model.safetensors")).unwrap()
+            ["bert.encoder.layer.0.intermediate.dense.weight"]
+            .shallow_clone())
     .abs()
     .max()
     .double_value(&[]);
@@ -221,7 +240,14 @@ fn adamw_and_schedule_match_torch() {
 #[test]
 fn tiny_recipe_on_shared_text_lowers_heldout_loss() {
     let dir = scratch("learning");
-    let recipe = write_recipe(&dir, "learn", "preset = \"tiny\"", "lr = 1e-3\nbatch_size = 16\nwarmup_steps = 30\nmax_steps = 600", 300, "");
+    let recipe = write_recipe(
+        &dir,
+        "learn",
+        "preset = \"tiny\"",
+        "lr = 1e-3\nbatch_size = 16\nwarmup_steps = 30\nmax_steps = 600",
+        300,
+        "",
+    );
     let out = Command::new(env!("CARGO_BIN_EXE_indolm")).args(["train", recipe.to_str().unwrap()]).output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
@@ -240,11 +266,25 @@ fn tiny_recipe_on_shared_text_lowers_heldout_loss() {
 #[test]
 fn recipe_errors_and_changed_recipe_on_resume() {
     let dir = scratch("recipe-errors");
-    let recipe = write_recipe(&dir, "r", SMALL_MODEL, &SHORT_RUN.replace("max_steps = 60", "max_steps = 10"), 5, "\n[typo_section]\nx = 1");
+    let recipe = write_recipe(
+        &dir,
+        "r",
+        SMALL_MODEL,
+        &SHORT_RUN.replace("max_steps = 60", "max_steps = 10"),
+        5,
+        "\n[typo_section]\nx = 1",
+    );
     let err = indolm_fails(&["recipe", "check", recipe.to_str().unwrap()]);
     assert!(err.contains("unknown field `typo_section`") && err.contains("line "), "{err}");
 
-    let recipe = write_recipe(&dir, "r", SMALL_MODEL, &SHORT_RUN.replace("max_steps = 60", "max_steps = 10").replace("lr = 1e-3", "lr = -1.0"), 5, "");
+    let recipe = write_recipe(
+        &dir,
+        "r",
+        SMALL_MODEL,
+        &SHORT_RUN.replace("max_steps = 60", "max_steps = 10").replace("lr = 1e-3", "lr = -1.0"),
+        5,
+        "",
+    );
     let err = indolm_fails(&["recipe", "check", recipe.to_str().unwrap()]);
     assert!(err.contains("optimizer.lr") && err.contains("-1"), "{err}");
 
@@ -252,7 +292,14 @@ fn recipe_errors_and_changed_recipe_on_resume() {
     indolm_ok(&["train", recipe.to_str().unwrap()]);
     let err = indolm_fails(&["train", recipe.to_str().unwrap()]);
     assert!(err.contains("already has checkpoints") && err.contains("--resume latest"), "{err}");
-    let changed = write_recipe(&dir, "r", SMALL_MODEL, &SHORT_RUN.replace("max_steps = 60", "max_steps = 20").replace("lr = 1e-3", "lr = 2e-3"), 5, "");
+    let changed = write_recipe(
+        &dir,
+        "r",
+        SMALL_MODEL,
+        &SHORT_RUN.replace("max_steps = 60", "max_steps = 20").replace("lr = 1e-3", "lr = 2e-3"),
+        5,
+        "",
+    );
     let err = indolm_fails(&["train", changed.to_str().unwrap(), "--resume", "latest"]);
     assert!(err.contains("differs") && err.contains("optimizer") && err.contains("--force"), "{err}");
     let (stdout, _) = indolm_ok(&["train", changed.to_str().unwrap(), "--resume", "latest", "--force"]);
@@ -270,7 +317,12 @@ fn shipped_recipes_parse() {
                 let recipe = indolm::train::recipe::Recipe::load(&path).unwrap_or_else(|e| panic!("{e}"));
                 if dir == "recipes/indobias" {
                     let o = &recipe.optimizer;
-                    assert_eq!((recipe.seed, recipe.data.seq_len, o.batch_size, o.lr, o.warmup_steps, o.max_steps), (3407, 512, 64, 1e-4, 10_000, 500_000), "{}", path.display());
+                    assert_eq!(
+                        (recipe.seed, recipe.data.seq_len, o.batch_size, o.lr, o.warmup_steps, o.max_steps),
+                        (3407, 512, 64, 1e-4, 10_000, 500_000),
+                        "{}",
+                        path.display()
+                    );
                     assert_eq!((recipe.checkpoint.every, o.weight_decay), (25_000, 0.01));
                     assert!(recipe.eval.bias.is_some());
                     let total: f64 = recipe.data.sources.iter().map(|s| s.weight).sum();
@@ -288,12 +340,25 @@ fn shipped_recipes_parse() {
 #[test]
 fn nonfinite_losses_stop_the_run_cleanly() {
     let dir = scratch("nonfinite");
-    let recipe = write_recipe(&dir, "nan", SMALL_MODEL, "lr = 1e30\nbatch_size = 8\nwarmup_steps = 0\nmax_steps = 50\nmax_nonfinite_steps = 3\ngrad_clip = 0.0", 1, "");
+    let recipe = write_recipe(
+        &dir,
+        "nan",
+        SMALL_MODEL,
+        "lr = 1e30\nbatch_size = 8\nwarmup_steps = 0\nmax_steps = 50\nmax_nonfinite_steps = 3\ngrad_clip = 0.0",
+        1,
+        "",
+    );
     let out = Command::new(env!("CARGO_BIN_EXE_indolm")).args(["train", recipe.to_str().unwrap()]).output().unwrap();
     let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert_eq!(out.status.code(), Some(1), "{stdout}\n{stderr}");
-    assert!(stderr.contains("3 consecutive non-finite losses") && stderr.contains("last good checkpoint is intact"), "{stderr}");
-    assert!(stdout.contains("update skipped (1 in a row)") && stdout.contains("update skipped (3 in a row)"), "{stdout}");
+    assert!(
+        stderr.contains("3 consecutive non-finite losses") && stderr.contains("last good checkpoint is intact"),
+        "{stderr}"
+    );
+    assert!(
+        stdout.contains("update skipped (1 in a row)") && stdout.contains("update skipped (3 in a row)"),
+        "{stdout}"
+    );
     let run = dir.join("checkpoints/nan");
     let last = latest(&run).unwrap();
     indolm::train::checkpoint::load_state(&run.join(&last)).unwrap();

@@ -17,7 +17,14 @@ const SALT_TOKENIZER_SAMPLE: u64 = 6;
 /// sampling within each source).
 fn training_paragraphs(files: &[String], recipe: Option<&Recipe>, sample: usize) -> Result<Vec<String>> {
     let Some(recipe) = recipe else {
-        let source = SourceSpec { name: "files".into(), lang: "id".into(), paths: files.to_vec(), format: None, text_field: "text".into(), weight: 1.0 };
+        let source = SourceSpec {
+            name: "files".into(),
+            lang: "id".into(),
+            paths: files.to_vec(),
+            format: None,
+            text_field: "text".into(),
+            weight: 1.0,
+        };
         let mut paragraphs = Vec::new();
         let stats = source.read_documents(&PathBuf::from("."), |doc| paragraphs.extend(doc))?;
         if stats.invalid_utf8_lines > 0 {
@@ -51,7 +58,15 @@ fn training_paragraphs(files: &[String], recipe: Option<&Recipe>, sample: usize)
     Ok(out)
 }
 
-pub fn train_tokenizer(files: &[String], recipe_path: Option<&Path>, sample: usize, vocab_size: usize, min_frequency: u64, out: Option<&Path>, overwrite: bool) -> Result<()> {
+pub fn train_tokenizer(
+    files: &[String],
+    recipe_path: Option<&Path>,
+    sample: usize,
+    vocab_size: usize,
+    min_frequency: u64,
+    out: Option<&Path>,
+    overwrite: bool,
+) -> Result<()> {
     let recipe = recipe_path.map(Recipe::load).transpose()?;
     let out: PathBuf = match (out, &recipe) {
         (Some(o), _) => o.to_path_buf(),
@@ -65,7 +80,12 @@ pub fn train_tokenizer(files: &[String], recipe_path: Option<&Path>, sample: usi
         std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
         tokenizer.save(dir)
     })?;
-    println!("trained a WordPiece of {} pieces on {} paragraphs -> {}", tokenizer.vocab_size(), paragraphs.len(), out.display());
+    println!(
+        "trained a WordPiece of {} pieces on {} paragraphs -> {}",
+        tokenizer.vocab_size(),
+        paragraphs.len(),
+        out.display()
+    );
     Ok(())
 }
 
@@ -75,7 +95,9 @@ pub fn download(what: super::DownloadCommand, out: &Path, mirror: Option<String>
     let dl = Downloader::new(mirror);
     let files = match what {
         DownloadCommand::Cc100 { lang } => lang.iter().flat_map(|l| dl.cc100(l, out)).collect(),
-        DownloadCommand::Wikipedia { lang, date } => lang.iter().map(|l| dl.wikipedia(&date, l, out)).collect::<Result<Vec<_>>>()?.concat(),
+        DownloadCommand::Wikipedia { lang, date } => {
+            lang.iter().map(|l| dl.wikipedia(&date, l, out)).collect::<Result<Vec<_>>>()?.concat()
+        }
         DownloadCommand::Nusax => dl.nusax(out),
         DownloadCommand::Indommlu => dl.indommlu(out),
     };
@@ -109,14 +131,24 @@ pub fn stats(recipe_path: &Path, sequences: usize) -> Result<()> {
     println!("| source | lang | documents | tokens | [UNK] % | invalid UTF-8 lines |");
     println!("|---|---|---:|---:|---:|---:|");
     for m in &metas {
-        println!("| {} | {} | {} | {} | {:.3} | {} |", m.source, m.lang, m.documents, m.tokens, 100.0 * m.unk_tokens as f64 / m.tokens.max(1) as f64, m.read.invalid_utf8_lines);
+        println!(
+            "| {} | {} | {} | {} | {:.3} | {} |",
+            m.source,
+            m.lang,
+            m.documents,
+            m.tokens,
+            100.0 * m.unk_tokens as f64 / m.tokens.max(1) as f64,
+            m.read.invalid_utf8_lines
+        );
     }
     let mut mixture = open_mixture(&recipe, &tokenizer, |_| {})?;
     let mut cursor = mixture.new_cursor();
     mixture.next_sequences(&mut cursor, sequences);
     println!("\n| source | requested | realised over {sequences} sequences | epochs |");
     println!("|---|---:|---:|---:|");
-    for (((name, w), n), e) in mixture.names().iter().zip(mixture.weights()).zip(&cursor.per_source).zip(mixture.epochs(&cursor)) {
+    for (((name, w), n), e) in
+        mixture.names().iter().zip(mixture.weights()).zip(&cursor.per_source).zip(mixture.epochs(&cursor))
+    {
         println!("| {name} | {:.3} | {:.3} | {e:.2} |", w, *n as f64 / sequences as f64);
     }
     // The data loader's own speed: batches of the recipe's size, drawn and masked.
@@ -129,6 +161,10 @@ pub fn stats(recipe_path: &Path, sequences: usize) -> Result<()> {
         std::hint::black_box(masker.mask(&seqs, batches));
         batches += 1;
     }
-    println!("\ndata loader: {:.0} batches/s (batch {batch}, seq_len {}, sampled and masked, one thread)", batches as f64 / started.elapsed().as_secs_f64(), recipe.data.seq_len);
+    println!(
+        "\ndata loader: {:.0} batches/s (batch {batch}, seq_len {}, sampled and masked, one thread)",
+        batches as f64 / started.elapsed().as_secs_f64(),
+        recipe.data.seq_len
+    );
     Ok(())
 }

@@ -24,7 +24,9 @@ pub fn pll(model: &Path, text: &Path, metric: PllMetric, json: bool, device: Dev
                 labels.push(line.to_string());
             }
             PllMetric::Crows => {
-                let (a, b) = line.split_once('\t').ok_or_else(|| Error::invalid(text, format!("line {}: expected two tab-separated sentences", i + 1)))?;
+                let (a, b) = line.split_once('\t').ok_or_else(|| {
+                    Error::invalid(text, format!("line {}: expected two tab-separated sentences", i + 1))
+                })?;
                 let (ia, ib) = crows_inputs(&loaded.tokenizer, a, b)?;
                 inputs.extend([ia, ib]);
                 labels.extend([a.to_string(), b.to_string()]);
@@ -35,7 +37,10 @@ pub fn pll(model: &Path, text: &Path, metric: PllMetric, json: bool, device: Dev
     let scores = scorer.score(&inputs);
     let secs = started.elapsed().as_secs_f64();
     let positions: usize = scores.iter().map(|s| s.tokens).sum();
-    eprintln!("scored {positions} masked positions in {secs:.3} s ({:.0} positions/s)", positions as f64 / secs.max(1e-9));
+    eprintln!(
+        "scored {positions} masked positions in {secs:.3} s ({:.0} positions/s)",
+        positions as f64 / secs.max(1e-9)
+    );
     if !json {
         println!("| pll | tokens | pppl | sentence |\n|---:|---:|---:|---|");
     }
@@ -58,7 +63,16 @@ fn load_pairs(path: &Path) -> Result<(PairSet, Metric)> {
 }
 
 #[allow(clippy::too_many_arguments)]
-pub fn bias(model: Option<&Path>, run: Option<&Path>, pairs_path: &Path, languages: &[String], metric: Option<Metric>, json: Option<&Path>, logdir: Option<&Path>, device: Device) -> Result<()> {
+pub fn bias(
+    model: Option<&Path>,
+    run: Option<&Path>,
+    pairs_path: &Path,
+    languages: &[String],
+    metric: Option<Metric>,
+    json: Option<&Path>,
+    logdir: Option<&Path>,
+    device: Device,
+) -> Result<()> {
     let (pairs, default_metric) = load_pairs(pairs_path)?;
     let metric = metric.unwrap_or(default_metric);
     let score = |dir: &Path, step: Option<u64>| -> Result<BiasReport> {
@@ -82,7 +96,9 @@ pub fn bias(model: Option<&Path>, run: Option<&Path>, pairs_path: &Path, languag
     let mut steps: Vec<(u64, PathBuf)> = std::fs::read_dir(run)
         .map_err(|e| Error::io(run, e))?
         .filter_map(|e| e.ok())
-        .filter_map(|e| e.file_name().to_string_lossy().strip_prefix("step-").and_then(|n| n.parse().ok()).map(|n| (n, e.path())))
+        .filter_map(|e| {
+            e.file_name().to_string_lossy().strip_prefix("step-").and_then(|n| n.parse().ok()).map(|n| (n, e.path()))
+        })
         .filter(|(_, p)| p.join("model.safetensors").exists())
         .collect();
     steps.sort();
@@ -90,14 +106,16 @@ pub fn bias(model: Option<&Path>, run: Option<&Path>, pairs_path: &Path, languag
         return Err(Error::invalid(run, "no checkpoint with weights (step-N/model.safetensors) in this run"));
     }
     let run_name = run.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
-    let logdir = logdir.map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from("runs").join(&run_name).join("eval-bias"));
+    let logdir =
+        logdir.map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from("runs").join(&run_name).join("eval-bias"));
     let mut logger = Logger::new(&logdir, 0, 0)?;
     let mut reports = Vec::new();
     for (step, dir) in &steps {
         let report = score(dir, Some(*step))?;
         report.log(&mut logger, *step);
         write_atomic(&dir.join("bias.json"), report.to_json().as_bytes())?;
-        let overall: Vec<String> = report.languages.iter().map(|l| format!("{} {:.1}", l.language, l.overall.win_rate)).collect();
+        let overall: Vec<String> =
+            report.languages.iter().map(|l| format!("{} {:.1}", l.language, l.overall.win_rate)).collect();
         println!("step {step}: {}", overall.join(", "));
         reports.push(report);
     }
@@ -110,7 +128,13 @@ pub fn bias(model: Option<&Path>, run: Option<&Path>, pairs_path: &Path, languag
     Ok(())
 }
 
-pub fn indommlu(model: &Path, data: &Path, mode: indolm::eval::indommlu::Mode, json: Option<&Path>, device: Device) -> Result<()> {
+pub fn indommlu(
+    model: &Path,
+    data: &Path,
+    mode: indolm::eval::indommlu::Mode,
+    json: Option<&Path>,
+    device: Device,
+) -> Result<()> {
     let questions = indolm::eval::indommlu::load(data)?;
     let mut loaded = load_masked_lm(model, device)?;
     for note in &loaded.notes {
@@ -129,10 +153,16 @@ pub fn rouge(pred: &Path, reference: &Path) -> Result<()> {
     let (p, r) = (read_to_string(pred)?, read_to_string(reference)?);
     let (p, r): (Vec<&str>, Vec<&str>) = (p.lines().collect(), r.lines().collect());
     if p.len() != r.len() {
-        return Err(Error::invalid(pred, format!("{} predictions but {} references in {}", p.len(), r.len(), reference.display())));
+        return Err(Error::invalid(
+            pred,
+            format!("{} predictions but {} references in {}", p.len(), r.len(), reference.display()),
+        ));
     }
     let pairs: Vec<(String, String)> = p.iter().zip(&r).map(|(a, b)| (a.to_string(), b.to_string())).collect();
     let (r1, r2, rl) = indolm::eval::rouge::mean_f1(&pairs);
-    println!("| pairs | ROUGE-1 | ROUGE-2 | ROUGE-L |\n|---:|---:|---:|---:|\n| {} | {r1:.2} | {r2:.2} | {rl:.2} |", pairs.len());
+    println!(
+        "| pairs | ROUGE-1 | ROUGE-2 | ROUGE-L |\n|---:|---:|---:|---:|\n| {} | {r1:.2} | {r2:.2} | {rl:.2} |",
+        pairs.len()
+    );
     Ok(())
 }

@@ -355,35 +355,75 @@ pub fn run(cli: Cli) -> Result<()> {
     indolm::device::set_threads(cli.threads)?;
     let device = || indolm::device::parse_device(&cli.device);
     match cli.command {
-        Command::ImportHf { hf_dir, out_dir, overwrite } => model_cmds::convert(&hf_dir, &out_dir, overwrite, "imported"),
-        Command::ExportHf { checkpoint_dir, out_dir, overwrite } => model_cmds::convert(&checkpoint_dir, &out_dir, overwrite, "exported"),
-        Command::Init { config, tokenizer, out, seed, overwrite } => model_cmds::init(&config, &tokenizer, &out, seed, overwrite),
-        Command::Info { model } => model_cmds::info(&model),
-        Command::Tokenizer(TokenizerCommand::Train { files, recipe, sample_paragraphs, vocab_size, min_frequency, out, overwrite }) => {
-            data_cmds::train_tokenizer(&files, recipe.as_deref(), sample_paragraphs, vocab_size, min_frequency, out.as_deref(), overwrite)
+        Command::ImportHf { hf_dir, out_dir, overwrite } => {
+            model_cmds::convert(&hf_dir, &out_dir, overwrite, "imported")
         }
+        Command::ExportHf { checkpoint_dir, out_dir, overwrite } => {
+            model_cmds::convert(&checkpoint_dir, &out_dir, overwrite, "exported")
+        }
+        Command::Init { config, tokenizer, out, seed, overwrite } => {
+            model_cmds::init(&config, &tokenizer, &out, seed, overwrite)
+        }
+        Command::Info { model } => model_cmds::info(&model),
+        Command::Tokenizer(TokenizerCommand::Train {
+            files,
+            recipe,
+            sample_paragraphs,
+            vocab_size,
+            min_frequency,
+            out,
+            overwrite,
+        }) => data_cmds::train_tokenizer(
+            &files,
+            recipe.as_deref(),
+            sample_paragraphs,
+            vocab_size,
+            min_frequency,
+            out.as_deref(),
+            overwrite,
+        ),
         Command::Train { recipe, resume, force, overwrite, stop_after } => {
             let opts = indolm::train::trainer::TrainOptions { device: device()?, resume, force, overwrite, stop_after };
             train_cmds::train(&recipe, &opts)
         }
-        Command::Eval(EvalCommand::Pll { model, text, metric, json }) => eval_cmds::pll(&model, &text, metric, json, device()?),
+        Command::Eval(EvalCommand::Pll { model, text, metric, json }) => {
+            eval_cmds::pll(&model, &text, metric, json, device()?)
+        }
         Command::Eval(EvalCommand::SummarizationBaselines { data, split }) => {
             for s in &split {
                 let articles = indolm::tasks::summarization::data::load_split(&data, s)?;
                 let rows = indolm::tasks::summarization::baselines(&articles);
-                println!("{}", indolm::tasks::summarization::markdown(&format!("{s} ({} articles)", articles.len()), &rows));
+                println!(
+                    "{}",
+                    indolm::tasks::summarization::markdown(&format!("{s} ({} articles)", articles.len()), &rows)
+                );
             }
             Ok(())
         }
         Command::Eval(EvalCommand::Rouge { pred, reference }) => eval_cmds::rouge(&pred, &reference),
-        Command::Eval(EvalCommand::Indommlu { model, data, mode, json }) => eval_cmds::indommlu(&model, &data, mode, json.as_deref(), device()?),
-        Command::Eval(EvalCommand::Bias { model, run, pairs, languages, metric, json, logdir }) => {
-            eval_cmds::bias(model.as_deref(), run.as_deref(), &pairs, &languages, metric, json.as_deref(), logdir.as_deref(), device()?)
+        Command::Eval(EvalCommand::Indommlu { model, data, mode, json }) => {
+            eval_cmds::indommlu(&model, &data, mode, json.as_deref(), device()?)
         }
-        Command::Finetune(FinetuneCommand::Sentiment { recipe, init }) => task_cmds::finetune_sentiment(&recipe, init.as_deref(), device()?),
-        Command::Finetune(FinetuneCommand::Summarize { recipe, init }) => task_cmds::finetune_summarize(&recipe, init.as_deref(), device()?),
+        Command::Eval(EvalCommand::Bias { model, run, pairs, languages, metric, json, logdir }) => eval_cmds::bias(
+            model.as_deref(),
+            run.as_deref(),
+            &pairs,
+            &languages,
+            metric,
+            json.as_deref(),
+            logdir.as_deref(),
+            device()?,
+        ),
+        Command::Finetune(FinetuneCommand::Sentiment { recipe, init }) => {
+            task_cmds::finetune_sentiment(&recipe, init.as_deref(), device()?)
+        }
+        Command::Finetune(FinetuneCommand::Summarize { recipe, init }) => {
+            task_cmds::finetune_summarize(&recipe, init.as_deref(), device()?)
+        }
         Command::Summarize { model, file } => task_cmds::summarize(&model, &file, device()?),
-        Command::Predict(PredictCommand::Sentiment { model, text, file }) => task_cmds::predict_sentiment(&model, &text, file.as_deref(), device()?),
+        Command::Predict(PredictCommand::Sentiment { model, text, file }) => {
+            task_cmds::predict_sentiment(&model, &text, file.as_deref(), device()?)
+        }
         Command::Download { what, out, mirror } => data_cmds::download(what, &out, mirror),
         Command::Report(ReportCommand::BiasCurve { run, out }) => {
             let n = indolm::report::bias_curve::write_bias_curve(&run, &out)?;

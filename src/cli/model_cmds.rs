@@ -31,7 +31,13 @@ pub fn init(config_path: &Path, tokenizer: &Path, out: &Path, seed: u64, overwri
     let vs = tch::nn::VarStore::new(Device::Cpu);
     let _model = BertForMaskedLM::new(&vs.root(), &config, false);
     save_model_dir(out, overwrite, |dir| save_model_files(dir, &config, &vs, &tokenizer))?;
-    println!("initialised {} ({} layers, hidden {}, vocab {}) with seed {seed}", out.display(), config.num_hidden_layers, config.hidden_size, config.vocab_size);
+    println!(
+        "initialised {} ({} layers, hidden {}, vocab {}) with seed {seed}",
+        out.display(),
+        config.num_hidden_layers,
+        config.hidden_size,
+        config.vocab_size
+    );
     Ok(())
 }
 
@@ -44,8 +50,21 @@ pub fn info(model: &Path) -> Result<()> {
     println!("hidden        {} ({} heads of {})", c.hidden_size, c.num_attention_heads, c.head_dim());
     println!("feed-forward  {} ({})", c.intermediate_size, c.hidden_act);
     println!("positions     {}", c.max_position_embeddings);
-    println!("vocabulary    {} (tokenizer: {} ids, {}cased, from {})", c.vocab_size, loaded.tokenizer.vocab_size(), if loaded.tokenizer.lowercase { "un" } else { "" }, loaded.tokenizer.source.display());
-    println!("pooler        {}", if loaded.model.bert.pool(&Tensor::zeros([1, 1, c.hidden_size], (Kind::Float, Device::Cpu))).is_some() { "yes" } else { "no" });
+    println!(
+        "vocabulary    {} (tokenizer: {} ids, {}cased, from {})",
+        c.vocab_size,
+        loaded.tokenizer.vocab_size(),
+        if loaded.tokenizer.lowercase { "un" } else { "" },
+        loaded.tokenizer.source.display()
+    );
+    println!(
+        "pooler        {}",
+        if loaded.model.bert.pool(&Tensor::zeros([1, 1, c.hidden_size], (Kind::Float, Device::Cpu))).is_some() {
+            "yes"
+        } else {
+            "no"
+        }
+    );
     println!("parameters    {n}");
     print_notes(&loaded.notes);
     Ok(())
@@ -84,7 +103,11 @@ pub fn fill_mask(model: &Path, text: &str, top_k: i64, device: Device) -> Result
     let input = Tensor::from_slice(&ids).view([1, -1]).to_device(device);
     let probs = tch::no_grad(|| {
         let hidden = loaded.model.bert.forward(&input, None, None, false);
-        loaded.model.logits_at(&hidden, &Tensor::from_slice(&positions).to_device(device)).softmax(-1, Kind::Float).to_device(Device::Cpu)
+        loaded
+            .model
+            .logits_at(&hidden, &Tensor::from_slice(&positions).to_device(device))
+            .softmax(-1, Kind::Float)
+            .to_device(Device::Cpu)
     });
     let k = top_k.min(loaded.config.vocab_size);
     let (top_p, top_i) = probs.topk(k, -1, true, true);

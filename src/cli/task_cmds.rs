@@ -7,7 +7,9 @@ use tch::Device;
 
 /// The model to start from: `--init`, else the recipe's `init`.
 fn resolve_init(recipe_path: &Path, cli: Option<&Path>, recipe: Option<&Path>) -> Result<std::path::PathBuf> {
-    cli.or(recipe).map(Path::to_path_buf).ok_or_else(|| Error::field(recipe_path, "init", "no model to start from: set `init` in the recipe or pass --init"))
+    cli.or(recipe).map(Path::to_path_buf).ok_or_else(|| {
+        Error::field(recipe_path, "init", "no model to start from: set `init` in the recipe or pass --init")
+    })
 }
 
 pub fn finetune_sentiment(recipe_path: &Path, init: Option<&Path>, device: Device) -> Result<()> {
@@ -21,9 +23,13 @@ pub fn finetune_sentiment(recipe_path: &Path, init: Option<&Path>, device: Devic
 
 pub fn predict_sentiment(model_dir: &Path, texts: &[String], file: Option<&Path>, device: Device) -> Result<()> {
     let config_path = model_dir.join("config.json");
-    let config: serde_json::Value = serde_json::from_str(&read_to_string(&config_path)?).map_err(|e| Error::json(&config_path, &e))?;
-    let id2label = config["id2label"].as_object().ok_or_else(|| Error::field(&config_path, "id2label", "missing: is this a fine-tuned classification model?"))?;
-    let mut labels: Vec<(usize, String)> = id2label.iter().filter_map(|(k, v)| Some((k.parse().ok()?, v.as_str()?.to_string()))).collect();
+    let config: serde_json::Value =
+        serde_json::from_str(&read_to_string(&config_path)?).map_err(|e| Error::json(&config_path, &e))?;
+    let id2label = config["id2label"]
+        .as_object()
+        .ok_or_else(|| Error::field(&config_path, "id2label", "missing: is this a fine-tuned classification model?"))?;
+    let mut labels: Vec<(usize, String)> =
+        id2label.iter().filter_map(|(k, v)| Some((k.parse().ok()?, v.as_str()?.to_string()))).collect();
     labels.sort();
     let labels: Vec<String> = labels.into_iter().map(|(_, l)| l).collect();
     let (mut model, notes) = SequenceClassifier::load(model_dir, &labels, device)?;
@@ -53,7 +59,13 @@ pub fn finetune_summarize(recipe_path: &Path, init: Option<&Path>, device: Devic
     let dir = recipe.output_dir.join(&recipe.name);
     println!(
         "dev ROUGE-1/2/L before training {:.2}/{:.2}/{:.2}, best (step {}) {:.2}/{:.2}/{:.2}",
-        results.dev_before.rouge1, results.dev_before.rouge2, results.dev_before.rouge_l, results.best_step, results.dev_best.rouge1, results.dev_best.rouge2, results.dev_best.rouge_l
+        results.dev_before.rouge1,
+        results.dev_before.rouge2,
+        results.dev_before.rouge_l,
+        results.best_step,
+        results.dev_best.rouge1,
+        results.dev_best.rouge2,
+        results.dev_best.rouge_l
     );
     println!("{}", read_to_string(&dir.join("results.md"))?);
     println!("model in {}", dir.join("best").display());

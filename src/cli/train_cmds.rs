@@ -26,7 +26,10 @@ pub fn check_recipe(path: &Path) -> Result<()> {
             let config = recipe.model_config(tok.vocab_size(), path)?;
             println!("\n# resolved model config.json\n{}", config.to_hf_json());
         }
-        Err(e) => println!("\n# tokenizer not available yet ({e}); train it with `indolm tokenizer train --recipe {}`", path.display()),
+        Err(e) => println!(
+            "\n# tokenizer not available yet ({e}); train it with `indolm tokenizer train --recipe {}`",
+            path.display()
+        ),
     }
     for source in &recipe.data.sources {
         let files = source.files(&recipe.base_dir)?;

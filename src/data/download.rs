@@ -22,7 +22,20 @@ const HF_WIKIPEDIA: &str = "https://huggingface.co/datasets/wikimedia/wikipedia"
 const HF_WIKIPEDIA_API: &str = "https://huggingface.co/api/datasets/wikimedia/wikipedia/tree/main";
 const INDOMMLU: &str = "https://raw.githubusercontent.com/fajri91/IndoMMLU/main/data/indoMMLU.csv";
 const NUSAX: &str = "https://raw.githubusercontent.com/IndoNLP/nusax/main/datasets";
-pub const NUSAX_LANGUAGES: [&str; 12] = ["acehnese", "balinese", "banjarese", "buginese", "english", "indonesian", "javanese", "madurese", "minangkabau", "ngaju", "sundanese", "toba_batak"];
+pub const NUSAX_LANGUAGES: [&str; 12] = [
+    "acehnese",
+    "balinese",
+    "banjarese",
+    "buginese",
+    "english",
+    "indonesian",
+    "javanese",
+    "madurese",
+    "minangkabau",
+    "ngaju",
+    "sundanese",
+    "toba_batak",
+];
 
 pub struct Downloader {
     agent: ureq::Agent,
@@ -33,7 +46,11 @@ pub struct Downloader {
 impl Downloader {
     pub fn new(mirror: Option<String>) -> Self {
         let agent: ureq::Agent = ureq::Agent::config_builder().http_status_as_error(false).build().into();
-        Downloader { agent, mirror: mirror.map(|m| m.trim_end_matches('/').to_string()), show_progress: std::io::stderr().is_terminal() }
+        Downloader {
+            agent,
+            mirror: mirror.map(|m| m.trim_end_matches('/').to_string()),
+            show_progress: std::io::stderr().is_terminal(),
+        }
     }
 
     /// The URL actually requested: with a mirror, `https://host/path` becomes `<mirror>/host/path`.
@@ -54,7 +71,12 @@ impl Downloader {
 
     /// CC-100 for one language: `<out>/cc100/<lang>.txt.xz`.
     pub fn cc100(&self, lang: &str, out: &Path) -> Vec<FileSpec> {
-        vec![FileSpec { url: format!("{CC100}/{lang}.txt.xz"), dest: out.join("cc100").join(format!("{lang}.txt.xz")), size: None, sha256: None }]
+        vec![FileSpec {
+            url: format!("{CC100}/{lang}.txt.xz"),
+            dest: out.join("cc100").join(format!("{lang}.txt.xz")),
+            size: None,
+            sha256: None,
+        }]
     }
 
     /// The Wikipedia parquet shards of `<date>.<lang>`, with sizes and SHA-256 from the hub's listing.
@@ -63,11 +85,18 @@ impl Downloader {
         let url = self.resolve(&format!("{HF_WIKIPEDIA_API}/{config}"));
         let resp = self.get(&url, 0)?;
         if resp.status() != 200 {
-            return Err(Error::usage(format!("download wikipedia {config}"), format!("listing {url} answered HTTP {}", resp.status())));
+            return Err(Error::usage(
+                format!("download wikipedia {config}"),
+                format!("listing {url} answered HTTP {}", resp.status()),
+            ));
         }
         let mut text = String::new();
-        resp.into_body().into_reader().read_to_string(&mut text).map_err(|e| Error::usage(format!("download {url}"), e.to_string()))?;
-        let listing: serde_json::Value = serde_json::from_str(&text).map_err(|e| Error::usage(format!("listing {url}"), e.to_string()))?;
+        resp.into_body()
+            .into_reader()
+            .read_to_string(&mut text)
+            .map_err(|e| Error::usage(format!("download {url}"), e.to_string()))?;
+        let listing: serde_json::Value =
+            serde_json::from_str(&text).map_err(|e| Error::usage(format!("listing {url}"), e.to_string()))?;
         let files: Vec<FileSpec> = listing
             .as_array()
             .into_iter()
@@ -84,7 +113,10 @@ impl Downloader {
             })
             .collect();
         if files.is_empty() {
-            return Err(Error::usage(format!("download wikipedia {config}"), format!("no parquet shards listed at {url} (is the date/language right?)")));
+            return Err(Error::usage(
+                format!("download wikipedia {config}"),
+                format!("no parquet shards listed at {url} (is the date/language right?)"),
+            ));
         }
         Ok(files)
     }
@@ -106,7 +138,12 @@ impl Downloader {
 
     /// IndoMMLU's CSV: `<out>/indommlu/indoMMLU.csv`.
     pub fn indommlu(&self, out: &Path) -> Vec<FileSpec> {
-        vec![FileSpec { url: INDOMMLU.into(), dest: out.join("indommlu").join("indoMMLU.csv"), size: None, sha256: None }]
+        vec![FileSpec {
+            url: INDOMMLU.into(),
+            dest: out.join("indommlu").join("indoMMLU.csv"),
+            size: None,
+            sha256: None,
+        }]
     }
 
     /// Fetches one file: skipped when complete, resumed from `.part`, verified, renamed.
@@ -129,17 +166,31 @@ impl Downloader {
         };
         if let (Some(expected), Some(total)) = (spec.size, total) {
             if expected != total {
-                return Err(Error::usage(format!("download {url}"), format!("the server offers {total} bytes, the listing says {expected}")));
+                return Err(Error::usage(
+                    format!("download {url}"),
+                    format!("the server offers {total} bytes, the listing says {expected}"),
+                ));
             }
         }
-        let mut file = std::fs::OpenOptions::new().create(true).write(true).append(append).truncate(!append).open(&part).map_err(|e| Error::io(&part, e))?;
+        let mut file = std::fs::OpenOptions::new()
+            .create(true)
+            .write(true)
+            .append(append)
+            .truncate(!append)
+            .open(&part)
+            .map_err(|e| Error::io(&part, e))?;
         let start = if append { have } else { 0 };
         let bar = self.bar(&spec.dest, total, start);
         let mut reader = resp.into_body().into_reader();
         let mut buf = vec![0u8; 1 << 16];
         let mut written = start;
         loop {
-            let n = reader.read(&mut buf).map_err(|e| Error::usage(format!("download {url}"), format!("{e} after {written} bytes; run the command again to resume")))?;
+            let n = reader.read(&mut buf).map_err(|e| {
+                Error::usage(
+                    format!("download {url}"),
+                    format!("{e} after {written} bytes; run the command again to resume"),
+                )
+            })?;
             if n == 0 {
                 break;
             }
@@ -155,7 +206,10 @@ impl Downloader {
         }
         if let Some(total) = total {
             if written != total {
-                return Err(Error::usage(format!("download {url}"), format!("connection ended after {written} of {total} bytes; run the command again to resume")));
+                return Err(Error::usage(
+                    format!("download {url}"),
+                    format!("connection ended after {written} of {total} bytes; run the command again to resume"),
+                ));
             }
         }
         if let Err(e) = verify(spec, &part) {
@@ -169,7 +223,9 @@ impl Downloader {
     fn bar(&self, dest: &Path, total: Option<u64>, start: u64) -> Option<ProgressBar> {
         self.show_progress.then(|| {
             let bar = ProgressBar::new(total.unwrap_or(0)).with_style(
-                ProgressStyle::default_bar().template("{msg} {bar:30} {bytes}/{total_bytes} {bytes_per_sec} ETA {eta}").expect("valid template"),
+                ProgressStyle::default_bar()
+                    .template("{msg} {bar:30} {bytes}/{total_bytes} {bytes_per_sec} ETA {eta}")
+                    .expect("valid template"),
             );
             bar.set_message(dest.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default());
             bar.set_position(start);
@@ -196,7 +252,10 @@ pub fn verify(spec: &FileSpec, path: &Path) -> Result<()> {
         std::io::copy(&mut f, &mut hasher).map_err(|e| Error::io(path, e))?;
         let found: String = hasher.finalize().iter().map(|b| format!("{b:02x}")).collect();
         if &found != expected {
-            return Err(Error::invalid(path, format!("SHA-256 {found}, expected {expected} (the partial download was removed; run again)")));
+            return Err(Error::invalid(
+                path,
+                format!("SHA-256 {found}, expected {expected} (the partial download was removed; run again)"),
+            ));
         }
     }
     Ok(())

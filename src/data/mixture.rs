@@ -56,7 +56,14 @@ const SALT_PERMUTATION: u64 = 2;
 impl Mixture {
     /// `sources`: shards with their weights (> 0; normalised here). `heldout_fraction` of each
     /// shard's blocks (at least one when > 0) is reserved for evaluation.
-    pub fn new(sources: Vec<(Shard, f64)>, seq_len: usize, seed: u64, heldout_fraction: f64, cls: i64, sep: i64) -> Result<Self> {
+    pub fn new(
+        sources: Vec<(Shard, f64)>,
+        seq_len: usize,
+        seed: u64,
+        heldout_fraction: f64,
+        cls: i64,
+        sep: i64,
+    ) -> Result<Self> {
         if seq_len < 8 {
             return Err(Error::usage("data.seq_len", format!("expected at least 8, found {seq_len}")));
         }
@@ -65,23 +72,36 @@ impl Mixture {
         let mut built = Vec::new();
         for (shard, weight) in sources {
             if weight <= 0.0 || !weight.is_finite() {
-                return Err(Error::usage(format!("source `{}`", shard.meta.source), format!("weight must be > 0, found {weight}")));
+                return Err(Error::usage(
+                    format!("source `{}`", shard.meta.source),
+                    format!("weight must be > 0, found {weight}"),
+                ));
             }
             let blocks = shard.meta.tokens / block;
-            let heldout = if heldout_fraction > 0.0 { ((blocks as f64 * heldout_fraction).ceil() as u64).max(1) } else { 0 };
+            let heldout =
+                if heldout_fraction > 0.0 { ((blocks as f64 * heldout_fraction).ceil() as u64).max(1) } else { 0 };
             if blocks < heldout + 1 {
                 return Err(Error::usage(
                     format!("source `{}`", shard.meta.source),
                     format!("{} tokens make {blocks} block(s) of {block}; need at least {} (lower data.seq_len or add text)", shard.meta.tokens, heldout + 1),
                 ));
             }
-            built.push(MixtureSource { shard, weight: weight / total, train_blocks: blocks - heldout, heldout_blocks: heldout, permutation: None });
+            built.push(MixtureSource {
+                shard,
+                weight: weight / total,
+                train_blocks: blocks - heldout,
+                heldout_blocks: heldout,
+                permutation: None,
+            });
         }
         let mut acc = 0.0;
-        let cumulative = built.iter().map(|s| {
-            acc += s.weight;
-            acc
-        }).collect();
+        let cumulative = built
+            .iter()
+            .map(|s| {
+                acc += s.weight;
+                acc
+            })
+            .collect();
         Ok(Mixture { sources: built, cumulative, seed, seq_len, cls, sep })
     }
 

@@ -22,7 +22,11 @@ pub enum IdWidth {
 
 impl IdWidth {
     pub fn for_vocab(vocab_size: usize) -> Self {
-        if vocab_size <= u16::MAX as usize + 1 { IdWidth::U16 } else { IdWidth::U32 }
+        if vocab_size <= u16::MAX as usize + 1 {
+            IdWidth::U16
+        } else {
+            IdWidth::U32
+        }
     }
     pub fn bytes(self) -> usize {
         match self {
@@ -69,7 +73,9 @@ impl Shard {
         let bytes = &self.ids[start * w..(start + n) * w];
         match self.meta.width {
             IdWidth::U16 => bytes.chunks_exact(2).map(|c| u16::from_le_bytes([c[0], c[1]]) as i64).collect(),
-            IdWidth::U32 => bytes.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]) as i64).collect(),
+            IdWidth::U32 => {
+                bytes.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]) as i64).collect()
+            }
         }
     }
 
@@ -120,7 +126,13 @@ pub enum Prepared {
 
 /// Tokenizes `source` into `dir` unless an up-to-date shard is there. Paragraphs are
 /// tokenized in parallel batches (the `tokenizers` crate uses every core).
-pub fn prepare_source(source: &SourceSpec, base: &Path, dir: &Path, tokenizer: &TextTokenizer, mut progress: impl FnMut(u64)) -> Result<Prepared> {
+pub fn prepare_source(
+    source: &SourceSpec,
+    base: &Path,
+    dir: &Path,
+    tokenizer: &TextTokenizer,
+    mut progress: impl FnMut(u64),
+) -> Result<Prepared> {
     let files = source.files(base)?;
     let content = content_sha256(&files)?;
     let tok_hash = tokenizer_sha256(tokenizer)?;
@@ -128,7 +140,11 @@ pub fn prepare_source(source: &SourceSpec, base: &Path, dir: &Path, tokenizer: &
     let meta_path = bin.with_extension("json");
     if let Ok(text) = read_to_string(&meta_path) {
         if let Ok(meta) = serde_json::from_str::<ShardMeta>(&text) {
-            if meta.format_version == FORMAT_VERSION && meta.content_sha256 == content && meta.tokenizer_sha256 == tok_hash && bin.exists() {
+            if meta.format_version == FORMAT_VERSION
+                && meta.content_sha256 == content
+                && meta.tokenizer_sha256 == tok_hash
+                && bin.exists()
+            {
                 return Ok(Prepared::UpToDate(meta));
             }
         }
@@ -136,7 +152,10 @@ pub fn prepare_source(source: &SourceSpec, base: &Path, dir: &Path, tokenizer: &
     std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
     let width = IdWidth::for_vocab(tokenizer.vocab_size());
     let tmp_bin = tmp_path(&bin);
-    let mut out = std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(&tmp_bin).map_err(|e| Error::io(&tmp_bin, e))?);
+    let mut out = std::io::BufWriter::with_capacity(
+        1 << 20,
+        std::fs::File::create(&tmp_bin).map_err(|e| Error::io(&tmp_bin, e))?,
+    );
     let mut offsets: Vec<u64> = vec![0];
     let (mut tokens, mut unk) = (0u64, 0u64);
     let sep = tokenizer.special.sep as u32;
@@ -144,30 +163,31 @@ pub fn prepare_source(source: &SourceSpec, base: &Path, dir: &Path, tokenizer: &
     let mut pending: Vec<Vec<String>> = Vec::new();
     let mut pending_paragraphs = 0;
     let mut write_error: Option<Error> = None;
-    let mut flush = |docs: &mut Vec<Vec<String>>, tokens: &mut u64, unk: &mut u64, offsets: &mut Vec<u64>| -> Result<()> {
-        let paragraphs: Vec<&str> = docs.iter().flatten().map(String::as_str).collect();
-        let encoded = tokenizer.encode_plain_batch(&paragraphs)?;
-        let mut next = encoded.into_iter();
-        for doc in docs.drain(..) {
-            let mut ids: Vec<u32> = Vec::new();
-            for _ in 0..doc.len() {
-                ids.extend(next.next().expect("one encoding per paragraph"));
-            }
-            ids.push(sep);
-            *unk += ids.iter().filter(|&&i| i == unk_id).count() as u64;
-            *tokens += ids.len() as u64;
-            offsets.push(*tokens);
-            for id in ids {
-                match width {
-                    IdWidth::U16 => out.write_all(&(id as u16).to_le_bytes()),
-                    IdWidth::U32 => out.write_all(&id.to_le_bytes()),
+    let mut flush =
+        |docs: &mut Vec<Vec<String>>, tokens: &mut u64, unk: &mut u64, offsets: &mut Vec<u64>| -> Result<()> {
+            let paragraphs: Vec<&str> = docs.iter().flatten().map(String::as_str).collect();
+            let encoded = tokenizer.encode_plain_batch(&paragraphs)?;
+            let mut next = encoded.into_iter();
+            for doc in docs.drain(..) {
+                let mut ids: Vec<u32> = Vec::new();
+                for _ in 0..doc.len() {
+                    ids.extend(next.next().expect("one encoding per paragraph"));
                 }
-                .map_err(|e| Error::io(&tmp_bin, e))?;
+                ids.push(sep);
+                *unk += ids.iter().filter(|&&i| i == unk_id).count() as u64;
+                *tokens += ids.len() as u64;
+                offsets.push(*tokens);
+                for id in ids {
+                    match width {
+                        IdWidth::U16 => out.write_all(&(id as u16).to_le_bytes()),
+                        IdWidth::U32 => out.write_all(&id.to_le_bytes()),
+                    }
+                    .map_err(|e| Error::io(&tmp_bin, e))?;
+                }
             }
-        }
-        progress(*tokens);
-        Ok(())
-    };
+            progress(*tokens);
+            Ok(())
+        };
     let read = source.read_documents(base, |doc| {
         if write_error.is_some() {
             return;
@@ -217,17 +237,30 @@ pub fn open_shard(dir: &Path, source: &str, tokenizer: &TextTokenizer) -> Result
     let bin = shard_path(dir, source);
     let meta_path = bin.with_extension("json");
     if !meta_path.exists() {
-        return Err(Error::MissingFile { path: meta_path, hint: "the corpus is not prepared: run `indolm corpus prepare <recipe>`".into() });
+        return Err(Error::MissingFile {
+            path: meta_path,
+            hint: "the corpus is not prepared: run `indolm corpus prepare <recipe>`".into(),
+        });
     }
-    let meta: ShardMeta = serde_json::from_str(&read_to_string(&meta_path)?).map_err(|e| Error::json(&meta_path, &e))?;
+    let meta: ShardMeta =
+        serde_json::from_str(&read_to_string(&meta_path)?).map_err(|e| Error::json(&meta_path, &e))?;
     if meta.tokenizer_sha256 != tokenizer_sha256(tokenizer)? {
-        return Err(Error::invalid(&meta_path, format!("shard `{source}` was prepared with a different tokenizer than {}; prepare the corpus again", tokenizer.source.display())));
+        return Err(Error::invalid(
+            &meta_path,
+            format!(
+                "shard `{source}` was prepared with a different tokenizer than {}; prepare the corpus again",
+                tokenizer.source.display()
+            ),
+        ));
     }
     let file = std::fs::File::open(&bin).map_err(|e| Error::io(&bin, e))?;
     // SAFETY: shards are written once under a temporary name and never modified in place.
     let ids = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| Error::io(&bin, e))?;
     if ids.len() as u64 != meta.tokens * meta.width.bytes() as u64 {
-        return Err(Error::invalid(&bin, format!("expected {} tokens of {} bytes, found {} bytes", meta.tokens, meta.width.bytes(), ids.len())));
+        return Err(Error::invalid(
+            &bin,
+            format!("expected {} tokens of {} bytes, found {} bytes", meta.tokens, meta.width.bytes(), ids.len()),
+        ));
     }
     Ok(Shard { meta, ids, path: bin })
 }

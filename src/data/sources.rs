@@ -77,7 +77,10 @@ impl SourceSpec {
                 Vec::new()
             };
             if matched.is_empty() {
-                return Err(Error::MissingFile { path: full, hint: format!("source `{}`: path or glob {entry:?} matches no file", self.name) });
+                return Err(Error::MissingFile {
+                    path: full,
+                    hint: format!("source `{}`: path or glob {entry:?} matches no file", self.name),
+                });
             }
             matched.sort();
             out.extend(matched);
@@ -163,7 +166,9 @@ fn for_each_line(path: &Path, invalid: &mut usize, mut line: impl FnMut(&str) ->
     let mut buf = Vec::new();
     loop {
         buf.clear();
-        let n = reader.read_until(b'\n', &mut buf).map_err(|e| Error::invalid(path, format!("cannot read (truncated or corrupt file?): {e}")))?;
+        let n = reader
+            .read_until(b'\n', &mut buf)
+            .map_err(|e| Error::invalid(path, format!("cannot read (truncated or corrupt file?): {e}")))?;
         if n == 0 {
             return Ok(());
         }
@@ -198,7 +203,12 @@ fn read_jsonl(path: &Path, field: &str, emit: &mut impl FnMut(Vec<String>), inva
         if line.trim().is_empty() {
             return Ok(());
         }
-        let value: serde_json::Value = serde_json::from_str(line).map_err(|e| Error::Json { path: path.into(), line: line_no, column: e.column(), message: e.to_string() })?;
+        let value: serde_json::Value = serde_json::from_str(line).map_err(|e| Error::Json {
+            path: path.into(),
+            line: line_no,
+            column: e.column(),
+            message: e.to_string(),
+        })?;
         let text = value.get(field).and_then(|v| v.as_str()).ok_or_else(|| Error::Json {
             path: path.into(),
             line: line_no,
@@ -229,10 +239,9 @@ fn read_conllu(path: &Path, emit: &mut impl FnMut(Vec<String>), invalid: &mut us
 fn read_csv(path: &Path, column: &str, emit: &mut impl FnMut(Vec<String>)) -> Result<()> {
     let mut reader = csv::Reader::from_reader(open_maybe_compressed(path)?);
     let headers = reader.headers().map_err(|e| Error::invalid(path, format!("CSV header: {e}")))?.clone();
-    let index = headers
-        .iter()
-        .position(|h| h == column)
-        .ok_or_else(|| Error::field(path, column, format!("no such column; the header has {:?}", headers.iter().collect::<Vec<_>>())))?;
+    let index = headers.iter().position(|h| h == column).ok_or_else(|| {
+        Error::field(path, column, format!("no such column; the header has {:?}", headers.iter().collect::<Vec<_>>()))
+    })?;
     for (row, record) in reader.records().enumerate() {
         let record = record.map_err(|e| Error::invalid(path, format!("CSV row {}: {e}", row + 2)))?;
         let text = record.get(index).unwrap_or("").trim();
@@ -248,11 +257,15 @@ fn read_csv(path: &Path, column: &str, emit: &mut impl FnMut(Vec<String>)) -> Re
 fn read_parquet(path: &Path, column: &str, emit: &mut impl FnMut(Vec<String>)) -> Result<()> {
     use parquet::file::reader::{FileReader, SerializedFileReader};
     let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
-    let reader = SerializedFileReader::new(file).map_err(|e| Error::invalid(path, format!("not a readable parquet file: {e}")))?;
+    let reader = SerializedFileReader::new(file)
+        .map_err(|e| Error::invalid(path, format!("not a readable parquet file: {e}")))?;
     let schema = reader.metadata().file_metadata().schema_descr_ptr();
     let fields = schema.root_schema().get_fields();
     let names: Vec<&str> = fields.iter().map(|f| f.name()).collect();
-    let index = names.iter().position(|n| *n == column).ok_or_else(|| Error::field(path, column, format!("no such column; the file has {names:?}")))?;
+    let index = names
+        .iter()
+        .position(|n| *n == column)
+        .ok_or_else(|| Error::field(path, column, format!("no such column; the file has {names:?}")))?;
     let projection = parquet::schema::types::Type::group_type_builder("schema")
         .with_fields(vec![fields[index].clone()])
         .build()
@@ -261,7 +274,9 @@ fn read_parquet(path: &Path, column: &str, emit: &mut impl FnMut(Vec<String>)) -
     for (i, row) in rows.enumerate() {
         use parquet::record::RowAccessor;
         let row = row.map_err(|e| Error::invalid(path, format!("row {i}: {e}")))?;
-        let text = row.get_string(0).map_err(|e| Error::invalid(path, format!("row {i}: column `{column}` is not a string: {e}")))?;
+        let text = row
+            .get_string(0)
+            .map_err(|e| Error::invalid(path, format!("row {i}: column `{column}` is not a string: {e}")))?;
         emit(text.lines().map(str::trim).filter(|l| !l.is_empty()).map(String::from).collect());
     }
     Ok(())
@@ -280,7 +295,9 @@ fn read_liputan6(path: &Path, emit: &mut impl FnMut(Vec<String>)) -> Result<()> 
         .ok_or_else(|| Error::field(path, "clean_article", "missing or not a list of sentences"))?;
     let mut doc = Vec::new();
     for sentence in article {
-        let tokens = sentence.as_array().ok_or_else(|| Error::field(path, "clean_article", "a sentence is not a list of tokens"))?;
+        let tokens = sentence
+            .as_array()
+            .ok_or_else(|| Error::field(path, "clean_article", "a sentence is not a list of tokens"))?;
         let words: Vec<&str> = tokens.iter().filter_map(|t| t.as_str()).collect();
         if !words.is_empty() {
             doc.push(words.join(" "));

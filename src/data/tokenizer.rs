@@ -72,7 +72,8 @@ impl TextTokenizer {
         if !path.exists() {
             return Err(Error::MissingFile { path: path.into(), hint: String::new() });
         }
-        let inner = Tokenizer::from_file(path).map_err(|e| Error::Tokenizer { path: path.into(), message: e.to_string() })?;
+        let inner =
+            Tokenizer::from_file(path).map_err(|e| Error::Tokenizer { path: path.into(), message: e.to_string() })?;
         let lowercase = match inner.get_normalizer() {
             Some(tokenizers::NormalizerWrapper::BertNormalizer(n)) => n.lowercase,
             _ => false,
@@ -107,7 +108,13 @@ impl TextTokenizer {
                 message: format!("the vocabulary has no {token} token (BERT needs {})", SPECIAL_TOKENS.join(" ")),
             })
         };
-        let special = SpecialIds { pad: id("[PAD]")?, unk: id("[UNK]")?, cls: id("[CLS]")?, sep: id("[SEP]")?, mask: id("[MASK]")? };
+        let special = SpecialIds {
+            pad: id("[PAD]")?,
+            unk: id("[UNK]")?,
+            cls: id("[CLS]")?,
+            sep: id("[SEP]")?,
+            mask: id("[MASK]")?,
+        };
         Ok(TextTokenizer { inner, source: path.into(), special, lowercase })
     }
 
@@ -124,8 +131,14 @@ impl TextTokenizer {
         self.inner.id_to_token(id)
     }
 
-    fn encode_input<'s>(&self, input: impl Into<tokenizers::EncodeInput<'s>>, special: bool) -> Result<tokenizers::Encoding> {
-        self.inner.encode(input, special).map_err(|e| Error::Tokenizer { path: self.source.clone(), message: e.to_string() })
+    fn encode_input<'s>(
+        &self,
+        input: impl Into<tokenizers::EncodeInput<'s>>,
+        special: bool,
+    ) -> Result<tokenizers::Encoding> {
+        self.inner
+            .encode(input, special)
+            .map_err(|e| Error::Tokenizer { path: self.source.clone(), message: e.to_string() })
     }
 
     /// Ids of one text with `[CLS]` and `[SEP]`.
@@ -152,7 +165,10 @@ impl TextTokenizer {
 
     /// Word-piece ids of many texts (no special tokens), encoded in parallel.
     pub fn encode_plain_batch(&self, texts: &[&str]) -> Result<Vec<Vec<u32>>> {
-        let encodings = self.inner.encode_batch(texts.to_vec(), false).map_err(|e| Error::Tokenizer { path: self.source.clone(), message: e.to_string() })?;
+        let encodings = self
+            .inner
+            .encode_batch(texts.to_vec(), false)
+            .map_err(|e| Error::Tokenizer { path: self.source.clone(), message: e.to_string() })?;
         Ok(encodings.into_iter().map(|e| e.get_ids().to_vec()).collect())
     }
 
@@ -187,7 +203,11 @@ impl TextTokenizer {
                 Some(bs) => {
                     let mut ids_b: Vec<i64> = self.encode_plain(bs[i])?.into_iter().map(i64::from).collect();
                     while ids_a.len() + ids_b.len() > max_len.saturating_sub(3) {
-                        if ids_a.len() >= ids_b.len() { ids_a.pop(); } else { ids_b.pop(); }
+                        if ids_a.len() >= ids_b.len() {
+                            ids_a.pop();
+                        } else {
+                            ids_b.pop();
+                        }
                     }
                     let mut ids = vec![self.special.cls];
                     ids.extend(&ids_a);
@@ -207,7 +227,10 @@ impl TextTokenizer {
     /// Writes `tokenizer.json`, `vocab.txt`, `tokenizer_config.json` and
     /// `special_tokens_map.json` into `dir`.
     pub fn save(&self, dir: &Path) -> Result<()> {
-        let json = self.inner.to_string(true).map_err(|e| Error::Tokenizer { path: self.source.clone(), message: e.to_string() })?;
+        let json = self
+            .inner
+            .to_string(true)
+            .map_err(|e| Error::Tokenizer { path: self.source.clone(), message: e.to_string() })?;
         write_atomic(&dir.join("tokenizer.json"), json.as_bytes())?;
         write_atomic(&dir.join("vocab.txt"), self.vocab_txt()?.as_bytes())?;
         let config = serde_json::json!({
@@ -221,8 +244,14 @@ impl TextTokenizer {
         let specials = serde_json::json!({
             "unk_token": "[UNK]", "sep_token": "[SEP]", "pad_token": "[PAD]", "cls_token": "[CLS]", "mask_token": "[MASK]",
         });
-        write_atomic(&dir.join("tokenizer_config.json"), (serde_json::to_string_pretty(&config).unwrap() + "\n").as_bytes())?;
-        write_atomic(&dir.join("special_tokens_map.json"), (serde_json::to_string_pretty(&specials).unwrap() + "\n").as_bytes())
+        write_atomic(
+            &dir.join("tokenizer_config.json"),
+            (serde_json::to_string_pretty(&config).unwrap() + "\n").as_bytes(),
+        )?;
+        write_atomic(
+            &dir.join("special_tokens_map.json"),
+            (serde_json::to_string_pretty(&specials).unwrap() + "\n").as_bytes(),
+        )
     }
 
     /// One token a line, line number = id; fails if the ids have gaps.
@@ -234,7 +263,10 @@ impl TextTokenizer {
         }
         let mut out = String::new();
         for (id, token) in by_id.into_iter().enumerate() {
-            let token = token.ok_or_else(|| Error::Tokenizer { path: self.source.clone(), message: format!("no token has id {id}; cannot write vocab.txt") })?;
+            let token = token.ok_or_else(|| Error::Tokenizer {
+                path: self.source.clone(),
+                message: format!("no token has id {id}; cannot write vocab.txt"),
+            })?;
             out.push_str(&token);
             out.push('\n');
         }
@@ -262,7 +294,8 @@ pub fn bert_pipeline(model: WordPiece, lowercase: bool) -> Tokenizer {
 pub fn pad_rows(rows: Vec<(Vec<i64>, Vec<i64>)>, pad_id: i64) -> EncodedBatch {
     let longest = rows.iter().map(|r| r.0.len()).max().unwrap_or(0);
     let n = rows.len();
-    let (mut ids, mut types, mut mask) = (Vec::with_capacity(n * longest), Vec::with_capacity(n * longest), Vec::with_capacity(n * longest));
+    let (mut ids, mut types, mut mask) =
+        (Vec::with_capacity(n * longest), Vec::with_capacity(n * longest), Vec::with_capacity(n * longest));
     let mut lengths = Vec::with_capacity(n);
     for (row_ids, row_types) in rows {
         let pad = longest - row_ids.len();

@@ -182,7 +182,10 @@ pub fn train_vocab(texts: &[String], options: &TrainOptions) -> Result<Vec<Strin
 /// Trains a WordPiece tokenizer on `texts` (one paragraph each).
 pub fn train_wordpiece(texts: &[String], options: &TrainOptions) -> Result<TextTokenizer> {
     if options.vocab_size <= SPECIAL_TOKENS.len() {
-        return Err(Error::usage("--vocab-size", format!("must exceed the {} special tokens, found {}", SPECIAL_TOKENS.len(), options.vocab_size)));
+        return Err(Error::usage(
+            "--vocab-size",
+            format!("must exceed the {} special tokens, found {}", SPECIAL_TOKENS.len(), options.vocab_size),
+        ));
     }
     if texts.is_empty() {
         return Err(Error::usage("tokenizer training", "no text to train on"));

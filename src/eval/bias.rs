@@ -109,10 +109,18 @@ pub fn tally_language(lang: &str, pairs: &[super::pairs::BiasPair], outcomes: &[
 }
 
 /// Scores every pair of every language (optionally only `languages`).
-pub fn evaluate(scorer: &PllScorer, pairs: &PairSet, metric: Metric, languages: &[String], step: Option<u64>) -> Result<BiasReport> {
+pub fn evaluate(
+    scorer: &PllScorer,
+    pairs: &PairSet,
+    metric: Metric,
+    languages: &[String],
+    step: Option<u64>,
+) -> Result<BiasReport> {
     let mut results = Vec::new();
     for (lang, lang_pairs) in &pairs.languages {
-        if !languages.is_empty() && !languages.iter().any(|l| super::pairs::language_code(l).unwrap_or(l.as_str()) == lang) {
+        if !languages.is_empty()
+            && !languages.iter().any(|l| super::pairs::language_code(l).unwrap_or(l.as_str()) == lang)
+        {
             continue;
         }
         let mut inputs: Vec<ScoringInput> = Vec::with_capacity(lang_pairs.len() * 2);
@@ -147,7 +155,10 @@ impl BiasReport {
                 }
             }
         }
-        let mut out = format!("Stereotype win rate (%, pairs in brackets; 50 = unbiased), metric {:?}\n\n| language |", self.metric);
+        let mut out = format!(
+            "Stereotype win rate (%, pairs in brackets; 50 = unbiased), metric {:?}\n\n| language |",
+            self.metric
+        );
         for d in &domains {
             out.push_str(&format!(" {d} |"));
         }
@@ -201,12 +212,20 @@ impl CheckpointHook for BiasHook {
         "bias evaluation"
     }
 
-    fn run(&mut self, step: u64, model: &BertForMaskedLM, tokenizer: &TextTokenizer, checkpoint_dir: &Path, logger: &mut Logger) -> Result<()> {
+    fn run(
+        &mut self,
+        step: u64,
+        model: &BertForMaskedLM,
+        tokenizer: &TextTokenizer,
+        checkpoint_dir: &Path,
+        logger: &mut Logger,
+    ) -> Result<()> {
         let scorer = PllScorer::new(model, tokenizer, self.device);
         let report = evaluate(&scorer, &self.pairs, self.metric, &self.languages, Some(step))?;
         write_atomic(&checkpoint_dir.join("bias.json"), report.to_json().as_bytes())?;
         report.log(logger, step);
-        let summary: Vec<String> = report.languages.iter().map(|l| format!("{} {:.1}", l.language, l.overall.win_rate)).collect();
+        let summary: Vec<String> =
+            report.languages.iter().map(|l| format!("{} {:.1}", l.language, l.overall.win_rate)).collect();
         logger.println(&format!("step {step}: bias win rate {}", summary.join(", ")));
         Ok(())
     }

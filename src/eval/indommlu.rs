@@ -8,9 +8,9 @@
 //! level, per area (mean of its subjects), the average of the areas, the random baseline from
 //! the option counts, pass/fail at 65, and accuracy with and without negation.
 use super::pll::{PllScorer, ScoringInput};
+use crate::data::tokenizer::TextTokenizer;
 use crate::error::{write_atomic, Error, Result};
 use crate::model::BertForMaskedLM;
-use crate::data::tokenizer::TextTokenizer;
 use crate::train::logger::Logger;
 use crate::train::trainer::CheckpointHook;
 use serde::{Deserialize, Serialize};
@@ -26,7 +26,17 @@ pub const AREAS: &[(&str, &[&str])] = &[
     ("Indonesian language", &["Bahasa Indonesia"]),
     (
         "Local languages and cultures",
-        &["Bahasa Lampung", "Bahasa Bali", "Bahasa Makassar", "Bahasa Banjar", "Bahasa Madura", "Bahasa Sunda", "Bahasa Jawa", "Bahasa Dayak Ngaju", "Budaya Alam Minangkabau"],
+        &[
+            "Bahasa Lampung",
+            "Bahasa Bali",
+            "Bahasa Makassar",
+            "Bahasa Banjar",
+            "Bahasa Madura",
+            "Bahasa Sunda",
+            "Bahasa Jawa",
+            "Bahasa Dayak Ngaju",
+            "Budaya Alam Minangkabau",
+        ],
     ),
 ];
 pub const PASS_MARK: f64 = 65.0;
@@ -50,10 +60,18 @@ pub struct Question {
 
 impl Question {
     pub fn level_phrase(&self) -> String {
-        if self.level.to_lowercase().contains("seleksi") { "seleksi masuk universitas".into() } else { format!("{} {}", self.kelas, self.level).trim().to_string() }
+        if self.level.to_lowercase().contains("seleksi") {
+            "seleksi masuk universitas".into()
+        } else {
+            format!("{} {}", self.kelas, self.level).trim().to_string()
+        }
     }
     pub fn header(&self) -> String {
-        format!("Ini adalah soal {} untuk {}. Pilihlah salah satu jawaban yang dianggap benar!", self.subject, self.level_phrase())
+        format!(
+            "Ini adalah soal {} untuk {}. Pilihlah salah satu jawaban yang dianggap benar!",
+            self.subject,
+            self.level_phrase()
+        )
     }
     /// The options listing and the answer cue that follow the question.
     pub fn tail(&self) -> String {
@@ -84,26 +102,58 @@ fn split_options(text: &str) -> Option<Vec<(char, String)>> {
 
 pub fn load(path: &Path) -> Result<Vec<Question>> {
     let mut reader = csv::Reader::from_path(path).map_err(|e| match e.kind() {
-        csv::ErrorKind::Io(io) if io.kind() == std::io::ErrorKind::NotFound => Error::MissingFile { path: path.into(), hint: "get the CSV with `indolm download indommlu`".into() },
+        csv::ErrorKind::Io(io) if io.kind() == std::io::ErrorKind::NotFound => {
+            Error::MissingFile { path: path.into(), hint: "get the CSV with `indolm download indommlu`".into() }
+        }
         _ => Error::invalid(path, e.to_string()),
     })?;
-    let header: Vec<String> = reader.headers().map_err(|e| Error::invalid(path, e.to_string()))?.iter().map(|h| h.trim().to_lowercase()).collect();
-    let col = |n: &str| header.iter().position(|h| h == n).ok_or_else(|| Error::field(path, n, format!("missing column; the header has {header:?}")));
-    let (subject, level, kelas, soal, jawaban, kunci) = (col("subject")?, col("level")?, col("kelas")?, col("soal")?, col("jawaban")?, col("kunci")?);
+    let header: Vec<String> = reader
+        .headers()
+        .map_err(|e| Error::invalid(path, e.to_string()))?
+        .iter()
+        .map(|h| h.trim().to_lowercase())
+        .collect();
+    let col = |n: &str| {
+        header
+            .iter()
+            .position(|h| h == n)
+            .ok_or_else(|| Error::field(path, n, format!("missing column; the header has {header:?}")))
+    };
+    let (subject, level, kelas, soal, jawaban, kunci) =
+        (col("subject")?, col("level")?, col("kelas")?, col("soal")?, col("jawaban")?, col("kunci")?);
     let mut out = Vec::new();
     for (i, rec) in reader.records().enumerate() {
         let row = i + 2;
         let rec = rec.map_err(|e| Error::invalid(path, format!("row {row}: {e}")))?;
         let get = |c: usize| rec.get(c).unwrap_or("").trim().to_string();
-        let options = split_options(&get(jawaban)).ok_or_else(|| Error::invalid(path, format!("row {row}: cannot split the options {:?} (one per line, starting A, B, C, ...)", get(jawaban))))?;
+        let options = split_options(&get(jawaban)).ok_or_else(|| {
+            Error::invalid(
+                path,
+                format!("row {row}: cannot split the options {:?} (one per line, starting A, B, C, ...)", get(jawaban)),
+            )
+        })?;
         let key = get(kunci).to_uppercase();
         let answer = options.iter().position(|(l, _)| key.len() == 1 && key.starts_with(*l)).ok_or_else(|| {
-            Error::invalid(path, format!("row {row}: the key {key:?} is not among the options {}", options.iter().map(|(l, _)| l.to_string()).collect::<Vec<_>>().join("")))
+            Error::invalid(
+                path,
+                format!(
+                    "row {row}: the key {key:?} is not among the options {}",
+                    options.iter().map(|(l, _)| l.to_string()).collect::<Vec<_>>().join("")
+                ),
+            )
         })?;
         if get(soal).is_empty() {
             return Err(Error::invalid(path, format!("row {row}: empty question")));
         }
-        out.push(Question { row, subject: get(subject), level: get(level), kelas: get(kelas), question: get(soal), options, answer });
+        out.push(Question {
+            row,
+            subject: get(subject),
+            level: get(level),
+            kelas: get(kelas),
+            question: get(soal),
+            options,
+            answer,
+        });
     }
     Ok(out)
 }
@@ -136,7 +186,13 @@ pub fn context_ids(tok: &TextTokenizer, q: &Question, extra: &[i64], max_len: us
 }
 
 /// One score per option (higher is better) for every question.
-pub fn score_questions(model: &BertForMaskedLM, tok: &TextTokenizer, questions: &[Question], mode: Mode, device: Device) -> Result<Vec<Vec<f64>>> {
+pub fn score_questions(
+    model: &BertForMaskedLM,
+    tok: &TextTokenizer,
+    questions: &[Question],
+    mode: Mode,
+    device: Device,
+) -> Result<Vec<Vec<f64>>> {
     let max_len = model.max_positions();
     match mode {
         Mode::OptionPll => {
@@ -152,10 +208,18 @@ pub fn score_questions(model: &BertForMaskedLM, tok: &TextTokenizer, questions: 
             }
             let scores = scorer.score(&inputs);
             let mut it = scores.into_iter();
-            Ok(questions.iter().map(|q| q.options.iter().map(|_| {
-                let s = it.next().expect("one score per option");
-                s.pll / s.tokens as f64
-            }).collect()).collect())
+            Ok(questions
+                .iter()
+                .map(|q| {
+                    q.options
+                        .iter()
+                        .map(|_| {
+                            let s = it.next().expect("one score per option");
+                            s.pll / s.tokens as f64
+                        })
+                        .collect()
+                })
+                .collect())
         }
         Mode::Letter => {
             let mut out = Vec::new();
@@ -168,21 +232,33 @@ pub fn score_questions(model: &BertForMaskedLM, tok: &TextTokenizer, questions: 
                     rows.push(ids);
                 }
                 let width = rows.iter().map(Vec::len).max().unwrap_or(0);
-                let flat: Vec<i64> = rows.iter().flat_map(|r| r.iter().copied().chain(std::iter::repeat_n(tok.special.pad, width - r.len()))).collect();
-                let mask: Vec<i64> = rows.iter().flat_map(|r| std::iter::repeat_n(1i64, r.len()).chain(std::iter::repeat_n(0, width - r.len()))).collect();
+                let flat: Vec<i64> = rows
+                    .iter()
+                    .flat_map(|r| r.iter().copied().chain(std::iter::repeat_n(tok.special.pad, width - r.len())))
+                    .collect();
+                let mask: Vec<i64> = rows
+                    .iter()
+                    .flat_map(|r| std::iter::repeat_n(1i64, r.len()).chain(std::iter::repeat_n(0, width - r.len())))
+                    .collect();
                 let flat_pos: Vec<i64> = positions.iter().enumerate().map(|(r, &p)| (r * width + p) as i64).collect();
                 let shape = [rows.len() as i64, width as i64];
                 let log_probs = tch::no_grad(|| {
                     let ids = Tensor::from_slice(&flat).view(shape).to_device(device);
                     let m = Tensor::from_slice(&mask).view(shape).to_device(device);
                     let hidden = model.bert.forward(&ids, None, Some(&m), false);
-                    model.logits_at(&hidden, &Tensor::from_slice(&flat_pos).to_device(device)).log_softmax(-1, Kind::Double).to_device(Device::Cpu)
+                    model
+                        .logits_at(&hidden, &Tensor::from_slice(&flat_pos).to_device(device))
+                        .log_softmax(-1, Kind::Double)
+                        .to_device(Device::Cpu)
                 });
                 for (r, q) in chunk.iter().enumerate() {
                     let mut scores = Vec::new();
                     for (letter, _) in &q.options {
                         let token = if tok.lowercase { letter.to_ascii_lowercase() } else { *letter }.to_string();
-                        let id = tok.token_to_id(&token).ok_or_else(|| Error::Tokenizer { path: tok.source.clone(), message: format!("no token for the option letter {token:?}") })?;
+                        let id = tok.token_to_id(&token).ok_or_else(|| Error::Tokenizer {
+                            path: tok.source.clone(),
+                            message: format!("no token for the option letter {token:?}"),
+                        })?;
                         scores.push(log_probs.double_value(&[r as i64, id as i64]));
                     }
                     out.push(scores);
@@ -251,7 +327,11 @@ pub fn aggregate(questions: &[Question], predictions: &[usize], mode: Mode, step
         let n = q.options.len();
         subject_level.entry(format!("{} / {}", q.subject, q.level)).or_default().add(ok, n);
         subjects.entry(q.subject.clone()).or_default().add(ok, n);
-        if q.negated() { negated.add(ok, n) } else { not_negated.add(ok, n) }
+        if q.negated() {
+            negated.add(ok, n)
+        } else {
+            not_negated.add(ok, n)
+        }
     }
     let mut areas = Vec::new();
     for (area, _) in AREAS {
@@ -260,7 +340,12 @@ pub fn aggregate(questions: &[Question], predictions: &[usize], mode: Mode, step
             continue;
         }
         let mean = |f: &dyn Fn(&Cell) -> f64| cells.iter().map(|c| f(c)).sum::<f64>() / cells.len() as f64;
-        areas.push(AreaScore { area: area.to_string(), accuracy: mean(&|c| c.accuracy()), random: mean(&|c| c.random()), subjects: cells.len() });
+        areas.push(AreaScore {
+            area: area.to_string(),
+            accuracy: mean(&|c| c.accuracy()),
+            random: mean(&|c| c.random()),
+            subjects: cells.len(),
+        });
     }
     let n = areas.len().max(1) as f64;
     let unmapped_subjects = subjects.keys().filter(|s| area_of(s).is_none()).cloned().collect();
@@ -280,9 +365,19 @@ pub fn aggregate(questions: &[Question], predictions: &[usize], mode: Mode, step
 }
 
 /// Scores and aggregates.
-pub fn evaluate(model: &BertForMaskedLM, tok: &TextTokenizer, questions: &[Question], mode: Mode, device: Device, step: Option<u64>) -> Result<IndommluReport> {
+pub fn evaluate(
+    model: &BertForMaskedLM,
+    tok: &TextTokenizer,
+    questions: &[Question],
+    mode: Mode,
+    device: Device,
+    step: Option<u64>,
+) -> Result<IndommluReport> {
     let scores = score_questions(model, tok, questions, mode, device)?;
-    let predictions: Vec<usize> = scores.iter().map(|s| s.iter().enumerate().max_by(|a, b| a.1.total_cmp(b.1)).map(|(i, _)| i).unwrap_or(0)).collect();
+    let predictions: Vec<usize> = scores
+        .iter()
+        .map(|s| s.iter().enumerate().max_by(|a, b| a.1.total_cmp(b.1)).map(|(i, _)| i).unwrap_or(0))
+        .collect();
     Ok(aggregate(questions, &predictions, mode, step))
 }
 
@@ -293,9 +388,17 @@ impl IndommluReport {
             out.push_str(&format!("| {} | {:.1} | {:.1} | {} |\n", a.area, a.accuracy, a.random, a.subjects));
         }
         out.push_str(&format!("| **average** | **{:.1}** | {:.1} | |\n", self.average, self.random_average));
-        out.push_str(&format!("\n| subject / level | accuracy | random | questions | pass ({PASS_MARK}) |\n|---|---:|---:|---:|:-:|\n"));
+        out.push_str(&format!(
+            "\n| subject / level | accuracy | random | questions | pass ({PASS_MARK}) |\n|---|---:|---:|---:|:-:|\n"
+        ));
         for (k, c) in &self.subject_level {
-            out.push_str(&format!("| {k} | {:.1} | {:.1} | {} | {} |\n", c.accuracy(), c.random(), c.questions, if c.accuracy() >= PASS_MARK { "pass" } else { "fail" }));
+            out.push_str(&format!(
+                "| {k} | {:.1} | {:.1} | {} | {} |\n",
+                c.accuracy(),
+                c.random(),
+                c.questions,
+                if c.accuracy() >= PASS_MARK { "pass" } else { "fail" }
+            ));
         }
         out.push_str(&format!(
             "\nwith negation ({}): {:.1} ({} questions); without: {:.1} ({} questions)\n",
@@ -306,7 +409,10 @@ impl IndommluReport {
             self.not_negated.questions
         ));
         if !self.unmapped_subjects.is_empty() {
-            out.push_str(&format!("subjects outside the paper's area mapping (not averaged): {}\n", self.unmapped_subjects.join(", ")));
+            out.push_str(&format!(
+                "subjects outside the paper's area mapping (not averaged): {}\n",
+                self.unmapped_subjects.join(", ")
+            ));
         }
         out
     }
@@ -340,14 +446,24 @@ impl CheckpointHook for IndommluHook {
     fn name(&self) -> &str {
         "IndoMMLU evaluation"
     }
-    fn run(&mut self, step: u64, model: &BertForMaskedLM, tokenizer: &TextTokenizer, dir: &Path, logger: &mut Logger) -> Result<()> {
+    fn run(
+        &mut self,
+        step: u64,
+        model: &BertForMaskedLM,
+        tokenizer: &TextTokenizer,
+        dir: &Path,
+        logger: &mut Logger,
+    ) -> Result<()> {
         let report = evaluate(model, tokenizer, &self.questions, self.mode, self.device, Some(step))?;
         write_atomic(&dir.join("indommlu.json"), report.to_json().as_bytes())?;
         for a in &report.areas {
             logger.scalar(&format!("indommlu/{}", a.area.replace(' ', "_")), a.accuracy, step);
         }
         logger.scalar("indommlu/average", report.average, step);
-        logger.println(&format!("step {step}: IndoMMLU average {:.1} (random {:.1})", report.average, report.random_average));
+        logger.println(&format!(
+            "step {step}: IndoMMLU average {:.1} (random {:.1})",
+            report.average, report.random_average
+        ));
         Ok(())
     }
 }

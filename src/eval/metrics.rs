@@ -27,7 +27,11 @@ pub fn macro_f1(gold: &[usize], pred: &[usize], classes: usize) -> f64 {
         let denom = gold_c as f64 + pred_c as f64;
         sum += if denom > 0.0 { 2.0 * tp / denom } else { 0.0 };
     }
-    if n == 0 { 0.0 } else { sum / n as f64 }
+    if n == 0 {
+        0.0
+    } else {
+        sum / n as f64
+    }
 }
 
 pub fn accuracy(gold: &[usize], pred: &[usize]) -> f64 {

@@ -51,7 +51,12 @@ fn read_table(path: &Path) -> Result<(Vec<String>, Vec<Vec<String>>)> {
     let is_jsonl = path.extension().is_some_and(|e| e == "jsonl" || e == "json");
     if !is_jsonl {
         let mut reader = csv::Reader::from_path(path).map_err(|e| Error::invalid(path, e.to_string()))?;
-        let header: Vec<String> = reader.headers().map_err(|e| Error::invalid(path, format!("CSV header: {e}")))?.iter().map(|h| h.trim().to_lowercase()).collect();
+        let header: Vec<String> = reader
+            .headers()
+            .map_err(|e| Error::invalid(path, format!("CSV header: {e}")))?
+            .iter()
+            .map(|h| h.trim().to_lowercase())
+            .collect();
         let mut rows = Vec::new();
         for (i, rec) in reader.records().enumerate() {
             let rec = rec.map_err(|e| Error::invalid(path, format!("row {}: {e}", i + 2)))?;
@@ -63,22 +68,32 @@ fn read_table(path: &Path) -> Result<(Vec<String>, Vec<Vec<String>>)> {
     let mut header: Vec<String> = Vec::new();
     let mut objects = Vec::new();
     for (i, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
-        let value: serde_json::Map<String, serde_json::Value> =
-            serde_json::from_str(line).map_err(|e| Error::Json { path: path.into(), line: i + 1, column: e.column(), message: e.to_string() })?;
+        let value: serde_json::Map<String, serde_json::Value> = serde_json::from_str(line)
+            .map_err(|e| Error::Json { path: path.into(), line: i + 1, column: e.column(), message: e.to_string() })?;
         for k in value.keys() {
             if !header.contains(&k.to_lowercase()) {
                 header.push(k.to_lowercase());
             }
         }
-        objects.push(value.into_iter().map(|(k, v)| (k.to_lowercase(), v.as_str().map(String::from).unwrap_or_else(|| v.to_string()))).collect::<HashMap<_, _>>());
+        objects.push(
+            value
+                .into_iter()
+                .map(|(k, v)| (k.to_lowercase(), v.as_str().map(String::from).unwrap_or_else(|| v.to_string())))
+                .collect::<HashMap<_, _>>(),
+        );
     }
-    let rows = objects.into_iter().map(|o| header.iter().map(|h| o.get(h).cloned().unwrap_or_default()).collect()).collect();
+    let rows =
+        objects.into_iter().map(|o| header.iter().map(|h| o.get(h).cloned().unwrap_or_default()).collect()).collect();
     Ok((header, rows))
 }
 
 fn column(path: &Path, header: &[String], names: &[&str], what: &str) -> Result<usize> {
     header.iter().position(|h| names.contains(&h.as_str())).ok_or_else(|| {
-        Error::field(path, what, format!("no {what} column (accepted names: {}); the header has {:?}", names.join(", "), header))
+        Error::field(
+            path,
+            what,
+            format!("no {what} column (accepted names: {}); the header has {:?}", names.join(", "), header),
+        )
     })
 }
 
@@ -117,7 +132,10 @@ pub fn load_indobias(path: &Path) -> Result<PairSet> {
     } else if dir.is_file() {
         vec![dir.clone()]
     } else {
-        return Err(Error::MissingFile { path: dir, hint: "expected the IndoBias `pair/` folder or a pairs file".into() });
+        return Err(Error::MissingFile {
+            path: dir,
+            hint: "expected the IndoBias `pair/` folder or a pairs file".into(),
+        });
     };
     if files.is_empty() {
         return Err(Error::invalid(&dir, "no .csv or .jsonl pair files in it"));
@@ -140,7 +158,15 @@ pub fn load_indobias(path: &Path) -> Result<PairSet> {
     let (first_lang, first, first_file) = &by_language[0];
     for (lang, pairs, file) in &by_language[1..] {
         if pairs.len() != first.len() {
-            return Err(Error::invalid(file, format!("{lang} has {} pairs but {first_lang} ({}) has {}: the languages must be row-aligned", pairs.len(), first_file.display(), first.len())));
+            return Err(Error::invalid(
+                file,
+                format!(
+                    "{lang} has {} pairs but {first_lang} ({}) has {}: the languages must be row-aligned",
+                    pairs.len(),
+                    first_file.display(),
+                    first.len()
+                ),
+            ));
         }
     }
     Ok(PairSet { languages: by_language.into_iter().map(|(c, p, _)| (c, p)).collect() })
@@ -157,7 +183,12 @@ pub fn load_crows(path: &Path) -> Result<PairSet> {
         .into_iter()
         .enumerate()
         .map(|(i, r)| {
-            let pair = BiasPair { pro: r[more].clone(), anti: r[less].clone(), domain: r[bias].clone(), subdomain: r[dir].clone() };
+            let pair = BiasPair {
+                pro: r[more].clone(),
+                anti: r[less].clone(),
+                domain: r[bias].clone(),
+                subdomain: r[dir].clone(),
+            };
             if pair.pro.trim().is_empty() || pair.anti.trim().is_empty() {
                 return Err(Error::invalid(path, format!("row {}: empty sentence", i + 2)));
             }

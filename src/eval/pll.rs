@@ -53,7 +53,10 @@ impl<'a> PllScorer<'a> {
             return Err(Error::usage("PLL scoring", format!("the sentence {text:?} has no tokens")));
         }
         if ids.len() > self.max_len {
-            return Err(Error::usage("PLL scoring", format!("the sentence {text:?} has {} tokens, more than the model's {}", ids.len(), self.max_len)));
+            return Err(Error::usage(
+                "PLL scoring",
+                format!("the sentence {text:?} has {} tokens, more than the model's {}", ids.len(), self.max_len),
+            ));
         }
         let positions = (1..ids.len() - 1).collect();
         Ok(ScoringInput { ids, positions })
@@ -61,7 +64,8 @@ impl<'a> PllScorer<'a> {
 
     /// Scores every input; rows (input, position) are batched by length.
     pub fn score(&self, inputs: &[ScoringInput]) -> Vec<SentenceScore> {
-        let mut rows: Vec<(usize, usize)> = inputs.iter().enumerate().flat_map(|(i, inp)| inp.positions.iter().map(move |&p| (i, p))).collect();
+        let mut rows: Vec<(usize, usize)> =
+            inputs.iter().enumerate().flat_map(|(i, inp)| inp.positions.iter().map(move |&p| (i, p))).collect();
         rows.sort_by_key(|&(i, p)| (inputs[i].ids.len(), i, p));
         let mut pll = vec![0.0f64; inputs.len()];
         let mut start = 0;
@@ -104,7 +108,12 @@ impl<'a> PllScorer<'a> {
             let hidden = self.model.bert.forward(&ids, None, Some(&mask), false);
             let logits = self.model.logits_at(&hidden, &Tensor::from_slice(&flat_positions).to_device(self.device));
             let targets = Tensor::from_slice(&targets).to_device(self.device).unsqueeze(1);
-            let lp = logits.log_softmax(-1, Kind::Float).gather(1, &targets, false).squeeze_dim(1).to_kind(Kind::Double).to_device(Device::Cpu);
+            let lp = logits
+                .log_softmax(-1, Kind::Float)
+                .gather(1, &targets, false)
+                .squeeze_dim(1)
+                .to_kind(Kind::Double)
+                .to_device(Device::Cpu);
             Vec::<f64>::try_from(lp).expect("a vector of log-probabilities")
         })
     }
@@ -127,7 +136,15 @@ pub fn shared_positions(a: &[i64], b: &[i64]) -> (Vec<usize>, Vec<usize>) {
 
 /// difflib's recursion: the longest matching block in a[alo..ahi] × b[blo..bhi] (earliest in
 /// `a`, then in `b`, among the longest), then the same on both sides of it.
-fn matching_blocks(a: &[i64], b: &[i64], alo: usize, ahi: usize, blo: usize, bhi: usize, out: &mut Vec<(usize, usize, usize)>) {
+fn matching_blocks(
+    a: &[i64],
+    b: &[i64],
+    alo: usize,
+    ahi: usize,
+    blo: usize,
+    bhi: usize,
+    out: &mut Vec<(usize, usize, usize)>,
+) {
     let (mut best_i, mut best_j, mut best_k) = (alo, blo, 0);
     // run[j + 1] = length of the match ending at a[i], b[j].
     let mut prev = vec![0usize; bhi - blo + 1];

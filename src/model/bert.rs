@@ -25,7 +25,13 @@ impl BertEmbeddings {
         let std = c.initializer_range;
         BertEmbeddings {
             word_embeddings: embedding(&p / "word_embeddings", c.vocab_size, c.hidden_size, std, Some(c.pad_token_id)),
-            position_embeddings: embedding(&p / "position_embeddings", c.max_position_embeddings, c.hidden_size, std, None),
+            position_embeddings: embedding(
+                &p / "position_embeddings",
+                c.max_position_embeddings,
+                c.hidden_size,
+                std,
+                None,
+            ),
             token_type_embeddings: embedding(&p / "token_type_embeddings", c.type_vocab_size, c.hidden_size, std, None),
             layer_norm: LayerNorm::new(&p / "LayerNorm", c.hidden_size, c.layer_norm_eps),
             dropout: c.hidden_dropout_prob,
@@ -155,14 +161,21 @@ impl BertModel {
         BertModel {
             embeddings: BertEmbeddings::new(&p / "embeddings", c),
             layers: (0..c.num_hidden_layers).map(|i| BertLayer::new(&enc / i, c)).collect(),
-            pooler: with_pooler.then(|| Linear::new(&p / "pooler" / "dense", c.hidden_size, c.hidden_size, c.initializer_range)),
+            pooler: with_pooler
+                .then(|| Linear::new(&p / "pooler" / "dense", c.hidden_size, c.hidden_size, c.initializer_range)),
             precision: Precision::Fp32,
         }
     }
 
     /// Last hidden states [batch, seq, hidden] in fp32. `attention_mask` is 1 for real tokens,
     /// 0 for padding; `token_type_ids` default to zeros.
-    pub fn forward(&self, input_ids: &Tensor, token_type_ids: Option<&Tensor>, attention_mask: Option<&Tensor>, train: bool) -> Tensor {
+    pub fn forward(
+        &self,
+        input_ids: &Tensor,
+        token_type_ids: Option<&Tensor>,
+        attention_mask: Option<&Tensor>,
+        train: bool,
+    ) -> Tensor {
         let zeros;
         let token_type_ids = match token_type_ids {
             Some(t) => t,
@@ -250,7 +263,12 @@ impl BertForMaskedLM {
     }
 
     /// Vocabulary logits at every position [batch, seq, vocab] (for parity checks and scoring).
-    pub fn logits(&self, input_ids: &Tensor, token_type_ids: Option<&Tensor>, attention_mask: Option<&Tensor>) -> Tensor {
+    pub fn logits(
+        &self,
+        input_ids: &Tensor,
+        token_type_ids: Option<&Tensor>,
+        attention_mask: Option<&Tensor>,
+    ) -> Tensor {
         let hidden = self.bert.forward(input_ids, token_type_ids, attention_mask, false);
         self.head.forward(&hidden, &self.bert.embeddings.word_embeddings, self.bert.precision)
     }
@@ -267,13 +285,24 @@ impl BertForMaskedLM {
     /// Masked-LM loss. `labels` hold the original token at predicted positions and
     /// `IGNORE_INDEX` elsewhere; vocabulary logits are computed only at predicted positions.
     /// In training the loss carries its gradient directly (see `cross_entropy_for_backward`).
-    pub fn mlm_loss(&self, input_ids: &Tensor, token_type_ids: Option<&Tensor>, attention_mask: Option<&Tensor>, labels: &Tensor, train: bool) -> MlmLoss {
+    pub fn mlm_loss(
+        &self,
+        input_ids: &Tensor,
+        token_type_ids: Option<&Tensor>,
+        attention_mask: Option<&Tensor>,
+        labels: &Tensor,
+        train: bool,
+    ) -> MlmLoss {
         let hidden = self.bert.forward(input_ids, token_type_ids, attention_mask, train);
         let flat_labels = labels.reshape([-1]);
         let positions = flat_labels.ne(IGNORE_INDEX).nonzero().squeeze_dim(1);
         let targets = flat_labels.index_select(0, &positions);
         let logits = self.logits_at(&hidden, &positions);
-        let loss = if train && logits.requires_grad() { cross_entropy_for_backward(&logits, &targets) } else { logits.log_softmax(-1, Kind::Float).nll_loss(&targets) };
+        let loss = if train && logits.requires_grad() {
+            cross_entropy_for_backward(&logits, &targets)
+        } else {
+            logits.log_softmax(-1, Kind::Float).nll_loss(&targets)
+        };
         MlmLoss { loss, predicted: targets.size()[0] }
     }
 }
@@ -290,7 +319,11 @@ pub fn cross_entropy_for_backward(logits: &Tensor, targets: &Tensor) -> Tensor {
         let mut log_probs = detached.log_softmax(-1, Kind::Float);
         let value = -log_probs.gather(1, &targets.unsqueeze(1), false).mean(Kind::Float);
         let mut gradient = log_probs.exp_().g_mul_scalar_(1.0 / rows);
-        let _ = gradient.scatter_add_(1, &targets.unsqueeze(1), &Tensor::full([targets.size()[0], 1], -1.0 / rows, (Kind::Float, logits.device())));
+        let _ = gradient.scatter_add_(
+            1,
+            &targets.unsqueeze(1),
+            &Tensor::full([targets.size()[0], 1], -1.0 / rows, (Kind::Float, logits.device())),
+        );
         (value, gradient)
     });
     // d/dlogits of sum(logits · gradient) is `gradient`; its value is subtracted back out.

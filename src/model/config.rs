@@ -39,14 +39,30 @@ impl Activation {
     }
 }
 
-fn default_act() -> String { "gelu".into() }
-fn default_dropout() -> f64 { 0.1 }
-fn default_eps() -> f64 { 1e-12 }
-fn default_init_range() -> f64 { 0.02 }
-fn default_type_vocab() -> i64 { 2 }
-fn default_positions() -> i64 { 512 }
-fn default_pos_type() -> String { "absolute".into() }
-fn default_model_type() -> String { "bert".into() }
+fn default_act() -> String {
+    "gelu".into()
+}
+fn default_dropout() -> f64 {
+    0.1
+}
+fn default_eps() -> f64 {
+    1e-12
+}
+fn default_init_range() -> f64 {
+    0.02
+}
+fn default_type_vocab() -> i64 {
+    2
+}
+fn default_positions() -> i64 {
+    512
+}
+fn default_pos_type() -> String {
+    "absolute".into()
+}
+fn default_model_type() -> String {
+    "bert".into()
+}
 
 /// HF `BertConfig`. Keys we do not use are kept in `extra` and written back unchanged.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -152,13 +168,20 @@ impl BertConfig {
                 format!("only \"absolute\" is supported, found {:?}", self.position_embedding_type),
             ));
         }
-        for (name, p) in [("hidden_dropout_prob", self.hidden_dropout_prob), ("attention_probs_dropout_prob", self.attention_probs_dropout_prob)] {
+        for (name, p) in [
+            ("hidden_dropout_prob", self.hidden_dropout_prob),
+            ("attention_probs_dropout_prob", self.attention_probs_dropout_prob),
+        ] {
             if !(0.0..1.0).contains(&p) {
                 return Err(Error::field(path, name, format!("expected a probability in [0, 1), found {p}")));
             }
         }
         if self.pad_token_id < 0 || self.pad_token_id >= self.vocab_size {
-            return Err(Error::field(path, "pad_token_id", format!("{} is outside the vocabulary of {}", self.pad_token_id, self.vocab_size)));
+            return Err(Error::field(
+                path,
+                "pad_token_id",
+                format!("{} is outside the vocabulary of {}", self.pad_token_id, self.vocab_size),
+            ));
         }
         Ok(())
     }

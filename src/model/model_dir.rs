@@ -50,11 +50,17 @@ pub struct ModelFiles {
 /// Reads a model directory (indolm or HF) without building a network.
 pub fn read_model_files(dir: &Path) -> Result<ModelFiles> {
     if !dir.is_dir() {
-        return Err(Error::MissingFile { path: dir.into(), hint: "expected a model directory (an indolm checkpoint or an HF BERT directory)".into() });
+        return Err(Error::MissingFile {
+            path: dir.into(),
+            hint: "expected a model directory (an indolm checkpoint or an HF BERT directory)".into(),
+        });
     }
     let config_path = dir.join("config.json");
     if !config_path.exists() {
-        return Err(Error::MissingFile { path: config_path, hint: "a model directory holds config.json, model.safetensors and vocab.txt or tokenizer.json".into() });
+        return Err(Error::MissingFile {
+            path: config_path,
+            hint: "a model directory holds config.json, model.safetensors and vocab.txt or tokenizer.json".into(),
+        });
     }
     let config = BertConfig::from_file(&config_path)?;
     let tokenizer = TextTokenizer::from_dir(dir)?;
@@ -70,7 +76,11 @@ pub fn check_vocab(config: &BertConfig, config_path: &Path, tokenizer: &TextToke
         return Err(Error::field(
             config_path,
             "vocab_size",
-            format!("the tokenizer ({}) has {n} tokens but the model's vocab_size is {} (vocab/config mismatch)", tokenizer.source.display(), config.vocab_size),
+            format!(
+                "the tokenizer ({}) has {n} tokens but the model's vocab_size is {} (vocab/config mismatch)",
+                tokenizer.source.display(),
+                config.vocab_size
+            ),
         ));
     }
     Ok(())
@@ -79,7 +89,8 @@ pub fn check_vocab(config: &BertConfig, config_path: &Path, tokenizer: &TextToke
 /// Renames HF's older variants to the canonical names: LayerNorm `gamma`/`beta`, and a bare
 /// `BertModel` state dict (no `bert.` prefix).
 fn canonical_names(tensors: BTreeMap<String, Tensor>) -> BTreeMap<String, Tensor> {
-    let bare = !tensors.keys().any(|k| k.starts_with("bert.")) && tensors.contains_key("embeddings.word_embeddings.weight");
+    let bare =
+        !tensors.keys().any(|k| k.starts_with("bert.")) && tensors.contains_key("embeddings.word_embeddings.weight");
     tensors
         .into_iter()
         .map(|(name, t)| {
@@ -100,7 +111,12 @@ fn canonical_names(tensors: BTreeMap<String, Tensor>) -> BTreeMap<String, Tensor
 /// an `optional` prefix may be missing: they keep their random initialisation, with the note
 /// given (none when empty); any other missing tensor is an error. Tied decoder copies must
 /// equal what they are tied to.
-pub fn copy_into(vs: &VarStore, mut tensors: BTreeMap<String, Tensor>, path: &Path, optional: &[(&str, &str)]) -> Result<Vec<String>> {
+pub fn copy_into(
+    vs: &VarStore,
+    mut tensors: BTreeMap<String, Tensor>,
+    path: &Path,
+    optional: &[(&str, &str)],
+) -> Result<Vec<String>> {
     let mut notes = Vec::new();
     // The decoder bias is the head's `bias` under another name; the decoder weight is tied to
     // the word embeddings.
@@ -130,12 +146,17 @@ pub fn copy_into(vs: &VarStore, mut tensors: BTreeMap<String, Tensor>, path: &Pa
     })?;
     // Sorted, so that notes and errors name the same tensors every run (the store is a hash map).
     missing.sort();
-    let (optional_missing, other_missing): (Vec<String>, Vec<String>) = missing.into_iter().partition(|n| optional.iter().any(|(p, _)| n.starts_with(p)));
+    let (optional_missing, other_missing): (Vec<String>, Vec<String>) =
+        missing.into_iter().partition(|n| optional.iter().any(|(p, _)| n.starts_with(p)));
     if !other_missing.is_empty() {
         let shown: Vec<&str> = other_missing.iter().take(6).map(String::as_str).collect();
         return Err(Error::invalid(
             path,
-            format!("{} encoder tensor(s) missing, e.g. {} (is this a BERT checkpoint?)", other_missing.len(), shown.join(", ")),
+            format!(
+                "{} encoder tensor(s) missing, e.g. {} (is this a BERT checkpoint?)",
+                other_missing.len(),
+                shown.join(", ")
+            ),
         ));
     }
     for (prefix, note) in optional {
@@ -145,9 +166,14 @@ pub fn copy_into(vs: &VarStore, mut tensors: BTreeMap<String, Tensor>, path: &Pa
             notes.push(format!("{note} [{}{more}]", names[..names.len().min(4)].join(", ")));
         }
     }
-    let (known, unknown): (Vec<String>, Vec<String>) = tensors.into_keys().partition(|n| IGNORED.iter().any(|p| n.starts_with(p)));
+    let (known, unknown): (Vec<String>, Vec<String>) =
+        tensors.into_keys().partition(|n| IGNORED.iter().any(|p| n.starts_with(p)));
     if !known.is_empty() {
-        notes.push(format!("ignored {} tensor(s) this model does not use, e.g. {}", known.len(), known.iter().take(4).cloned().collect::<Vec<_>>().join(", ")));
+        notes.push(format!(
+            "ignored {} tensor(s) this model does not use, e.g. {}",
+            known.len(),
+            known.iter().take(4).cloned().collect::<Vec<_>>().join(", ")
+        ));
     }
     if !unknown.is_empty() {
         let shown: Vec<&str> = unknown.iter().take(6).map(String::as_str).collect();
@@ -166,7 +192,8 @@ pub fn save_model_files(dir: &Path, config: &BertConfig, vs: &VarStore, tokenize
 pub fn save_model_files_as(dir: &Path, config_json: &str, vs: &VarStore, tokenizer: &TextTokenizer) -> Result<()> {
     std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
     write_atomic(&dir.join("config.json"), config_json.as_bytes())?;
-    let mut named: Vec<(String, Tensor)> = vs.variables().into_iter().map(|(n, t)| (n, t.detach().to_kind(Kind::Float))).collect();
+    let mut named: Vec<(String, Tensor)> =
+        vs.variables().into_iter().map(|(n, t)| (n, t.detach().to_kind(Kind::Float))).collect();
     named.sort_by(|a, b| a.0.cmp(&b.0));
     weights::write_file(&dir.join("model.safetensors"), &named)?;
     tokenizer.save(dir)
@@ -179,7 +206,10 @@ pub fn save_model_dir(out: &Path, overwrite: bool, write: impl FnOnce(&Path) -> 
     if out.exists() {
         let non_empty = std::fs::read_dir(out).map_err(|e| Error::io(out, e))?.next().is_some();
         if non_empty && !overwrite {
-            return Err(Error::invalid(out, "output directory exists and is not empty (pass --overwrite to replace it)"));
+            return Err(Error::invalid(
+                out,
+                "output directory exists and is not empty (pass --overwrite to replace it)",
+            ));
         }
     }
     let staging: PathBuf = crate::error::tmp_path(out);

@@ -44,7 +44,8 @@ pub fn read_file(path: &Path) -> Result<BTreeMap<String, Tensor>> {
     let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
     // SAFETY: the file is opened read-only and not modified while mapped.
     let mmap = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| Error::io(path, e))?;
-    let st = SafeTensors::deserialize(&mmap).map_err(|e| Error::invalid(path, format!("not a valid safetensors file: {e}")))?;
+    let st = SafeTensors::deserialize(&mmap)
+        .map_err(|e| Error::invalid(path, format!("not a valid safetensors file: {e}")))?;
     let mut out = BTreeMap::new();
     for (name, view) in st.tensors() {
         let kind = kind_of(view.dtype())
@@ -115,7 +116,9 @@ impl View for &RawTensor {
 
 fn raw(name: &str, t: &Tensor) -> Result<RawTensor> {
     let t = t.to_device(Device::Cpu).contiguous();
-    let dtype = dtype_of(t.kind()).ok_or_else(|| Error::usage("writing safetensors", format!("tensor `{name}` has unsupported kind {:?}", t.kind())))?;
+    let dtype = dtype_of(t.kind()).ok_or_else(|| {
+        Error::usage("writing safetensors", format!("tensor `{name}` has unsupported kind {:?}", t.kind()))
+    })?;
     let numel = t.numel();
     let mut bytes = vec![0u8; numel * t.kind().elt_size_in_bytes()];
     t.f_copy_data_u8(&mut bytes, numel).map_err(|e| Error::torch(format!("reading tensor `{name}`"), e))?;
@@ -125,7 +128,8 @@ fn raw(name: &str, t: &Tensor) -> Result<RawTensor> {
 /// Writes named tensors to `path` (temporary file, fsync, rename) with `format = pt` metadata,
 /// which transformers expects.
 pub fn write_file(path: &Path, tensors: &[(String, Tensor)]) -> Result<()> {
-    let raws: Vec<(String, RawTensor)> = tensors.iter().map(|(n, t)| Ok((n.clone(), raw(n, t)?))).collect::<Result<_>>()?;
+    let raws: Vec<(String, RawTensor)> =
+        tensors.iter().map(|(n, t)| Ok((n.clone(), raw(n, t)?))).collect::<Result<_>>()?;
     let metadata = HashMap::from([("format".to_string(), "pt".to_string())]);
     let tmp = tmp_path(path);
     safetensors::serialize_to_file(raws.iter().map(|(n, r)| (n.as_str(), r)), Some(metadata), &tmp)

@@ -16,13 +16,17 @@ pub fn collect_reports(run: &Path) -> Result<Vec<(u64, BiasReport)>> {
         let Some(step) = name.strip_prefix("step-").and_then(|n| n.parse::<u64>().ok()) else { continue };
         let path = entry.path().join("bias.json");
         if path.exists() {
-            let report: BiasReport = serde_json::from_str(&read_to_string(&path)?).map_err(|e| Error::json(&path, &e))?;
+            let report: BiasReport =
+                serde_json::from_str(&read_to_string(&path)?).map_err(|e| Error::json(&path, &e))?;
             out.push((step, report));
         }
     }
     out.sort_by_key(|(s, _)| *s);
     if out.is_empty() {
-        return Err(Error::invalid(run, "no checkpoint of this run has a bias.json (train with [eval.bias], or run `indolm eval bias --run`)"));
+        return Err(Error::invalid(
+            run,
+            "no checkpoint of this run has a bias.json (train with [eval.bias], or run `indolm eval bias --run`)",
+        ));
     }
     Ok(out)
 }
@@ -39,7 +43,11 @@ fn series(reports: &[(u64, BiasReport)]) -> (Vec<String>, Series) {
                 if !panels.contains(&c.name) {
                     panels.push(c.name.clone());
                 }
-                data.entry(c.name.clone()).or_default().entry(lang.language.clone()).or_default().push((*step as f64, c.win_rate));
+                data.entry(c.name.clone())
+                    .or_default()
+                    .entry(lang.language.clone())
+                    .or_default()
+                    .push((*step as f64, c.win_rate));
             }
         }
     }
@@ -58,13 +66,25 @@ const FONT_PATHS: &[&str] = &[
 
 fn register_system_font() -> Result<()> {
     let path = FONT_PATHS.iter().map(PathBuf::from).find(|p| p.exists()).ok_or_else(|| {
-        Error::usage("report bias-curve", format!("PNG output needs a TrueType font and none was found ({}); install fonts-dejavu-core", FONT_PATHS.join(", ")))
+        Error::usage(
+            "report bias-curve",
+            format!(
+                "PNG output needs a TrueType font and none was found ({}); install fonts-dejavu-core",
+                FONT_PATHS.join(", ")
+            ),
+        )
     })?;
     let bytes: &'static [u8] = Box::leak(std::fs::read(&path).map_err(|e| Error::io(&path, e))?.into_boxed_slice());
-    plotters::style::register_font("sans-serif", FontStyle::Normal, bytes).map_err(|_| Error::invalid(&path, "not a usable TrueType font"))
+    plotters::style::register_font("sans-serif", FontStyle::Normal, bytes)
+        .map_err(|_| Error::invalid(&path, "not a usable TrueType font"))
 }
 
-fn draw<DB: DrawingBackend>(root: DrawingArea<DB, plotters::coord::Shift>, title: &str, panels: &[String], data: &Series) -> std::result::Result<(), String> {
+fn draw<DB: DrawingBackend>(
+    root: DrawingArea<DB, plotters::coord::Shift>,
+    title: &str,
+    panels: &[String],
+    data: &Series,
+) -> std::result::Result<(), String> {
     root.fill(&WHITE).map_err(|e| e.to_string())?;
     let root = root.titled(title, ("sans-serif", 22)).map_err(|e| e.to_string())?;
     let cols = 3.min(panels.len()).max(1);
@@ -82,8 +102,17 @@ fn draw<DB: DrawingBackend>(root: DrawingArea<DB, plotters::coord::Shift>, title
             .y_label_area_size(48)
             .build_cartesian_2d(0f64..max_step * 1.02, 0f64..100f64)
             .map_err(|e| e.to_string())?;
-        chart.configure_mesh().x_desc("step").y_desc("win rate %").x_labels(5).y_labels(6).draw().map_err(|e| e.to_string())?;
-        chart.draw_series(LineSeries::new(vec![(0.0, 50.0), (max_step * 1.02, 50.0)], BLACK.mix(0.3))).map_err(|e| e.to_string())?;
+        chart
+            .configure_mesh()
+            .x_desc("step")
+            .y_desc("win rate %")
+            .x_labels(5)
+            .y_labels(6)
+            .draw()
+            .map_err(|e| e.to_string())?;
+        chart
+            .draw_series(LineSeries::new(vec![(0.0, 50.0), (max_step * 1.02, 50.0)], BLACK.mix(0.3)))
+            .map_err(|e| e.to_string())?;
         for (i, lang) in languages.iter().enumerate() {
             let Some(points) = data[panel].get(*lang) else { continue };
             let color = Palette99::pick(i).to_rgba();
@@ -93,7 +122,12 @@ fn draw<DB: DrawingBackend>(root: DrawingArea<DB, plotters::coord::Shift>, title
                 .label(lang.as_str())
                 .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], color.stroke_width(2)));
         }
-        chart.configure_series_labels().background_style(WHITE.mix(0.8)).border_style(BLACK.mix(0.3)).draw().map_err(|e| e.to_string())?;
+        chart
+            .configure_series_labels()
+            .background_style(WHITE.mix(0.8))
+            .border_style(BLACK.mix(0.3))
+            .draw()
+            .map_err(|e| e.to_string())?;
     }
     root.present().map_err(|e| e.to_string())
 }
@@ -102,7 +136,10 @@ fn draw<DB: DrawingBackend>(root: DrawingArea<DB, plotters::coord::Shift>, title
 pub fn write_bias_curve(run: &Path, out: &Path) -> Result<usize> {
     let reports = collect_reports(run)?;
     let (panels, data) = series(&reports);
-    let title = format!("Stereotype win rate over training: {}", run.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default());
+    let title = format!(
+        "Stereotype win rate over training: {}",
+        run.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default()
+    );
     let rows = panels.len().div_ceil(3).max(1) as u32;
     let size = (1200, 330 * rows + 40);
     let ext = out.extension().map(|e| e.to_string_lossy().to_lowercase()).unwrap_or_default();
@@ -118,7 +155,9 @@ pub fn write_bias_curve(run: &Path, out: &Path) -> Result<usize> {
             register_system_font()?;
             draw(BitMapBackend::new(&tmp, size).into_drawing_area(), &title, &panels, &data)
         }
-        other => return Err(Error::usage("--out", format!("expected a .svg or .png file name, found extension {other:?}"))),
+        other => {
+            return Err(Error::usage("--out", format!("expected a .svg or .png file name, found extension {other:?}")))
+        }
     };
     result.map_err(|e| Error::invalid(out, format!("drawing failed: {e}")))?;
     std::fs::rename(&tmp, out).map_err(|e| Error::io(out, e))?;

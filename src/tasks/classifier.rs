@@ -28,7 +28,12 @@ impl SequenceClassifier {
         let vs = VarStore::new(device);
         let root = vs.root();
         let bert = BertModel::new(&root / "bert", &files.config, true);
-        let classifier = Linear::new(&root / "classifier", files.config.hidden_size, labels.len() as i64, files.config.initializer_range);
+        let classifier = Linear::new(
+            &root / "classifier",
+            files.config.hidden_size,
+            labels.len() as i64,
+            files.config.initializer_range,
+        );
         let notes = copy_into(
             &vs,
             files.tensors,
@@ -39,7 +44,18 @@ impl SequenceClassifier {
             ],
         )?;
         let dropout = files.config.hidden_dropout_prob;
-        Ok((SequenceClassifier { vs, bert, classifier, dropout, config: files.config, tokenizer: files.tokenizer, labels: labels.to_vec() }, notes))
+        Ok((
+            SequenceClassifier {
+                vs,
+                bert,
+                classifier,
+                dropout,
+                config: files.config,
+                tokenizer: files.tokenizer,
+                labels: labels.to_vec(),
+            },
+            notes,
+        ))
     }
 
     pub fn set_precision(&mut self, precision: Precision) {
@@ -49,20 +65,31 @@ impl SequenceClassifier {
     /// Label logits [batch, labels] (fp32).
     pub fn logits(&self, input_ids: &Tensor, attention_mask: &Tensor, train: bool) -> Tensor {
         let hidden = self.bert.forward(input_ids, None, Some(attention_mask), train);
-        let pooled = crate::model::layers::dropout(&self.bert.pool(&hidden).expect("the classifier is built with a pooler"), self.dropout, train);
+        let pooled = crate::model::layers::dropout(
+            &self.bert.pool(&hidden).expect("the classifier is built with a pooler"),
+            self.dropout,
+            train,
+        );
         self.classifier.forward(&pooled, self.bert.precision).to_kind(Kind::Float)
     }
 
     /// A model directory transformers' `BertForSequenceClassification` loads.
     pub fn save(&self, dir: &Path) -> Result<()> {
-        let id2label: serde_json::Map<String, serde_json::Value> = self.labels.iter().enumerate().map(|(i, l)| (i.to_string(), l.clone().into())).collect();
-        let label2id: serde_json::Map<String, serde_json::Value> = self.labels.iter().enumerate().map(|(i, l)| (l.clone(), i.into())).collect();
+        let id2label: serde_json::Map<String, serde_json::Value> =
+            self.labels.iter().enumerate().map(|(i, l)| (i.to_string(), l.clone().into())).collect();
+        let label2id: serde_json::Map<String, serde_json::Value> =
+            self.labels.iter().enumerate().map(|(i, l)| (l.clone(), i.into())).collect();
         let extra = serde_json::Map::from_iter([
             ("id2label".to_string(), id2label.into()),
             ("label2id".to_string(), label2id.into()),
             ("problem_type".to_string(), "single_label_classification".into()),
         ]);
-        save_model_files_as(dir, &self.config.to_hf_json_as("BertForSequenceClassification", extra), &self.vs, &self.tokenizer)
+        save_model_files_as(
+            dir,
+            &self.config.to_hf_json_as("BertForSequenceClassification", extra),
+            &self.vs,
+            &self.tokenizer,
+        )
     }
 
     /// Label probabilities for texts, in batches.
@@ -71,7 +98,10 @@ impl SequenceClassifier {
         let mut out = Vec::with_capacity(texts.len());
         for chunk in texts.chunks(batch_size.max(1)) {
             let batch = self.tokenizer.batch(chunk, None, max_len)?;
-            let probs = tch::no_grad(|| self.logits(&batch.input_ids.to_device(device), &batch.attention_mask.to_device(device), false).softmax(-1, Kind::Double));
+            let probs = tch::no_grad(|| {
+                self.logits(&batch.input_ids.to_device(device), &batch.attention_mask.to_device(device), false)
+                    .softmax(-1, Kind::Double)
+            });
             let probs = probs.to_device(Device::Cpu);
             for r in 0..chunk.len() as i64 {
                 out.push(Vec::<f64>::try_from(probs.get(r)).expect("a row of probabilities"));

@@ -47,7 +47,6 @@ pub struct SentimentRecipe {
     pub tensorboard: PathBuf,
 }
 
-
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct SentimentData {
@@ -61,7 +60,9 @@ pub struct SentimentData {
     pub max_len: usize,
 }
 
-fn d_max_len() -> usize { 128 }
+fn d_max_len() -> usize {
+    128
+}
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -84,10 +85,18 @@ pub struct FinetuneOptimizer {
     pub patience: usize,
 }
 
-fn d_betas() -> [f64; 2] { [0.9, 0.999] }
-fn d_eps() -> f64 { 1e-8 }
-fn d_clip() -> f64 { 10.0 }
-fn d_patience() -> usize { 3 }
+fn d_betas() -> [f64; 2] {
+    [0.9, 0.999]
+}
+fn d_eps() -> f64 {
+    1e-8
+}
+fn d_clip() -> f64 {
+    10.0
+}
+fn d_patience() -> usize {
+    3
+}
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -107,7 +116,11 @@ impl SentimentRecipe {
     }
 
     pub fn languages(&self) -> Vec<String> {
-        if self.data.languages.is_empty() { NUSAX_LANGUAGES.iter().map(|s| s.to_string()).collect() } else { self.data.languages.clone() }
+        if self.data.languages.is_empty() {
+            NUSAX_LANGUAGES.iter().map(|s| s.to_string()).collect()
+        } else {
+            self.data.languages.clone()
+        }
     }
 }
 
@@ -121,16 +134,29 @@ pub struct Example {
 pub fn load_split(root: &Path, language: &str, split: &str) -> Result<Vec<Example>> {
     let dir = root.join(language);
     if !dir.is_dir() {
-        let available: Vec<String> = std::fs::read_dir(root).map(|d| d.filter_map(|e| e.ok()).map(|e| e.file_name().to_string_lossy().to_string()).collect()).unwrap_or_default();
-        return Err(Error::MissingFile { path: dir, hint: format!("no folder for language `{language}` (found: {})", available.join(", ")) });
+        let available: Vec<String> = std::fs::read_dir(root)
+            .map(|d| d.filter_map(|e| e.ok()).map(|e| e.file_name().to_string_lossy().to_string()).collect())
+            .unwrap_or_default();
+        return Err(Error::MissingFile {
+            path: dir,
+            hint: format!("no folder for language `{language}` (found: {})", available.join(", ")),
+        });
     }
     let path = dir.join(format!("{split}.csv"));
     let mut reader = csv::Reader::from_path(&path).map_err(|e| match e.kind() {
-        csv::ErrorKind::Io(io) if io.kind() == std::io::ErrorKind::NotFound => Error::MissingFile { path: path.clone(), hint: String::new() },
+        csv::ErrorKind::Io(io) if io.kind() == std::io::ErrorKind::NotFound => {
+            Error::MissingFile { path: path.clone(), hint: String::new() }
+        }
         _ => Error::invalid(&path, e.to_string()),
     })?;
-    let header: Vec<String> = reader.headers().map_err(|e| Error::invalid(&path, e.to_string()))?.iter().map(String::from).collect();
-    let col = |name: &str| header.iter().position(|h| h == name).ok_or_else(|| Error::field(&path, name, format!("missing column; the header has {header:?}")));
+    let header: Vec<String> =
+        reader.headers().map_err(|e| Error::invalid(&path, e.to_string()))?.iter().map(String::from).collect();
+    let col = |name: &str| {
+        header
+            .iter()
+            .position(|h| h == name)
+            .ok_or_else(|| Error::field(&path, name, format!("missing column; the header has {header:?}")))
+    };
     let (text_col, label_col) = (col("text")?, col("label")?);
     let mut out = Vec::new();
     for (i, rec) in reader.records().enumerate() {
@@ -141,7 +167,9 @@ pub fn load_split(root: &Path, language: &str, split: &str) -> Result<Vec<Exampl
             return Err(Error::invalid(&path, format!("row {row}: empty text")));
         }
         let raw = rec.get(label_col).unwrap_or("").trim();
-        let label = LABELS.iter().position(|l| *l == raw.to_lowercase()).ok_or_else(|| Error::invalid(&path, format!("row {row}: unknown label {raw:?}, expected one of {LABELS:?}")))?;
+        let label = LABELS.iter().position(|l| *l == raw.to_lowercase()).ok_or_else(|| {
+            Error::invalid(&path, format!("row {row}: unknown label {raw:?}, expected one of {LABELS:?}"))
+        })?;
         out.push(Example { text: text.to_string(), label });
     }
     Ok(out)
@@ -159,9 +187,18 @@ pub struct Scores {
 pub fn score(model: &SequenceClassifier, data: &[Example], max_len: usize) -> Result<(Scores, Vec<usize>)> {
     let texts: Vec<&str> = data.iter().map(|e| e.text.as_str()).collect();
     let probs = model.predict(&texts, max_len, 64)?;
-    let pred: Vec<usize> = probs.iter().map(|p| p.iter().enumerate().max_by(|a, b| a.1.total_cmp(b.1)).unwrap().0).collect();
+    let pred: Vec<usize> =
+        probs.iter().map(|p| p.iter().enumerate().max_by(|a, b| a.1.total_cmp(b.1)).unwrap().0).collect();
     let gold: Vec<usize> = data.iter().map(|e| e.label).collect();
-    Ok((Scores { macro_f1: macro_f1(&gold, &pred, LABELS.len()), accuracy: accuracy(&gold, &pred), confusion: confusion_matrix(&gold, &pred, LABELS.len()), n: data.len() }, pred))
+    Ok((
+        Scores {
+            macro_f1: macro_f1(&gold, &pred, LABELS.len()),
+            accuracy: accuracy(&gold, &pred),
+            confusion: confusion_matrix(&gold, &pred, LABELS.len()),
+            n: data.len(),
+        },
+        pred,
+    ))
 }
 
 /// What one fine-tuning produced.
@@ -180,7 +217,19 @@ const SALT_TORCH: u64 = 8;
 /// Fine-tunes `init` on `train`, selecting the epoch with the best validation macro-F1 and
 /// stopping after `patience` epochs without improvement. Deterministic given `seed`.
 #[allow(clippy::too_many_arguments)]
-pub fn finetune(init: &Path, train: &[Example], valid: &[Example], o: &FinetuneOptimizer, lr: f64, batch_size: usize, max_len: usize, seed: u64, device: Device, logger: &mut Logger, tag: &str) -> Result<Finetuned> {
+pub fn finetune(
+    init: &Path,
+    train: &[Example],
+    valid: &[Example],
+    o: &FinetuneOptimizer,
+    lr: f64,
+    batch_size: usize,
+    max_len: usize,
+    seed: u64,
+    device: Device,
+    logger: &mut Logger,
+    tag: &str,
+) -> Result<Finetuned> {
     tch::manual_seed(derive_seed(seed, SALT_TORCH) as i64);
     let labels: Vec<String> = LABELS.iter().map(|s| s.to_string()).collect();
     let (mut model, notes) = SequenceClassifier::load(init, &labels, device)?;
@@ -203,10 +252,12 @@ pub fn finetune(init: &Path, train: &[Example], valid: &[Example], o: &FinetuneO
         for chunk in order.chunks(batch_size) {
             tch::manual_seed(derive_seed(seed, SALT_TORCH ^ (step << 8)) as i64);
             let texts: Vec<&str> = chunk.iter().map(|&i| train[i].text.as_str()).collect();
-            let targets = Tensor::from_slice(&chunk.iter().map(|&i| train[i].label as i64).collect::<Vec<_>>()).to_device(device);
+            let targets =
+                Tensor::from_slice(&chunk.iter().map(|&i| train[i].label as i64).collect::<Vec<_>>()).to_device(device);
             let batch = model.tokenizer.batch(&texts, None, max_len)?;
             optimizer.zero_grad();
-            let logits = model.logits(&batch.input_ids.to_device(device), &batch.attention_mask.to_device(device), true);
+            let logits =
+                model.logits(&batch.input_ids.to_device(device), &batch.attention_mask.to_device(device), true);
             let loss = logits.log_softmax(-1, Kind::Float).nll_loss(&targets);
             loss.backward();
             optimizer.clip_grad_norm(o.grad_clip);
@@ -218,7 +269,14 @@ pub fn finetune(init: &Path, train: &[Example], valid: &[Example], o: &FinetuneO
         let train_loss = loss_sum / steps_per_epoch as f64;
         logger.scalar(&format!("{tag}/train_loss"), train_loss, epoch as u64 + 1);
         logger.scalar(&format!("{tag}/valid_macro_f1"), valid_scores.macro_f1, epoch as u64 + 1);
-        logger.progress(epoch as u64 + 1, &format!("{tag}: loss {train_loss:.4}, valid macro-F1 {:.4} ({:.1}s)", valid_scores.macro_f1, started.elapsed().as_secs_f64()));
+        logger.progress(
+            epoch as u64 + 1,
+            &format!(
+                "{tag}: loss {train_loss:.4}, valid macro-F1 {:.4} ({:.1}s)",
+                valid_scores.macro_f1,
+                started.elapsed().as_secs_f64()
+            ),
+        );
         let improved = best.as_ref().is_none_or(|(b, _, _)| valid_scores.macro_f1 > b.macro_f1);
         if improved {
             let weights = model.vs.variables().into_iter().map(|(n, t)| (n, t.detach().copy())).collect();
@@ -239,12 +297,24 @@ pub fn finetune(init: &Path, train: &[Example], valid: &[Example], o: &FinetuneO
 
 /// With no warmup, a constant learning rate (the NusaX setting); else warmup and linear decay.
 fn linear_schedule_or_constant(lr: f64, warmup: u64, total: u64, step: u64) -> f64 {
-    if warmup == 0 { lr } else { linear_schedule(lr, warmup, total, step) }
+    if warmup == 0 {
+        lr
+    } else {
+        linear_schedule(lr, warmup, total, step)
+    }
 }
 
 /// The grid (or the single setting) searched on validation macro-F1.
 #[allow(clippy::too_many_arguments)]
-pub fn finetune_selected(recipe: &SentimentRecipe, init: &Path, train: &[Example], valid: &[Example], device: Device, logger: &mut Logger, tag: &str) -> Result<Finetuned> {
+pub fn finetune_selected(
+    recipe: &SentimentRecipe,
+    init: &Path,
+    train: &[Example],
+    valid: &[Example],
+    device: Device,
+    logger: &mut Logger,
+    tag: &str,
+) -> Result<Finetuned> {
     let o = &recipe.optimizer;
     let grid: Vec<(f64, usize)> = match &recipe.grid {
         Some(g) => g.lr.iter().flat_map(|&lr| g.batch_size.iter().map(move |&b| (lr, b))).collect(),
@@ -301,12 +371,16 @@ pub fn run(recipe: &SentimentRecipe, init: &Path, device: Device) -> Result<Sent
         tests.insert(l.clone(), load_split(root, l, "test")?);
     }
     let out_dir = recipe.output_dir.join(&recipe.name);
-    let mut logger = Logger::with_unit(&recipe.tensorboard.join(&recipe.name), recipe.optimizer.max_epochs as u64, 0, "epoch")?;
+    let mut logger =
+        Logger::with_unit(&recipe.tensorboard.join(&recipe.name), recipe.optimizer.max_epochs as u64, 0, "epoch")?;
     // (name of the training set, its languages, the languages it is tested on)
     let plans: Vec<(String, Vec<String>, Vec<String>)> = match recipe.data.setting {
         Setting::Monolingual => langs.iter().map(|l| (l.clone(), vec![l.clone()], vec![l.clone()])).collect(),
         Setting::Multilingual => vec![("all".into(), langs.clone(), langs.clone())],
-        Setting::LeaveOneOut => langs.iter().map(|l| (format!("all-but-{l}"), langs.iter().filter(|x| *x != l).cloned().collect(), vec![l.clone()])).collect(),
+        Setting::LeaveOneOut => langs
+            .iter()
+            .map(|l| (format!("all-but-{l}"), langs.iter().filter(|x| *x != l).cloned().collect(), vec![l.clone()]))
+            .collect(),
         Setting::CrossLingual => langs.iter().map(|l| (l.clone(), vec![l.clone()], langs.clone())).collect(),
     };
     let mut runs = Vec::new();
@@ -322,8 +396,22 @@ pub fn run(recipe: &SentimentRecipe, init: &Path, device: Device) -> Result<Sent
         let model_dir = out_dir.join(&name);
         crate::model::model_dir::save_model_dir(&model_dir, true, |d| tuned.model.save(d))?;
         let summary: Vec<String> = test.iter().map(|(l, s)| format!("{l} {:.4}", s.macro_f1)).collect();
-        logger.println(&format!("{name}: best epoch {} of {}, valid macro-F1 {:.4}; test macro-F1 {}", tuned.best_epoch, tuned.epochs, tuned.best_valid.macro_f1, summary.join(", ")));
-        runs.push(RunResult { trained_on: name, lr: tuned.lr, batch_size: tuned.batch_size, best_epoch: tuned.best_epoch, epochs: tuned.epochs, valid_macro_f1: tuned.best_valid.macro_f1, test });
+        logger.println(&format!(
+            "{name}: best epoch {} of {}, valid macro-F1 {:.4}; test macro-F1 {}",
+            tuned.best_epoch,
+            tuned.epochs,
+            tuned.best_valid.macro_f1,
+            summary.join(", ")
+        ));
+        runs.push(RunResult {
+            trained_on: name,
+            lr: tuned.lr,
+            batch_size: tuned.batch_size,
+            best_epoch: tuned.best_epoch,
+            epochs: tuned.epochs,
+            valid_macro_f1: tuned.best_valid.macro_f1,
+            test,
+        });
     }
     logger.finish();
     let results = SentimentResults { setting: recipe.data.setting, languages: langs, runs };

@@ -43,7 +43,14 @@ pub fn step_dir(run_dir: &Path, step: u64) -> PathBuf {
 }
 
 /// Writes checkpoint `step` of the run and points `latest` at it.
-pub fn save(run_dir: &Path, state: &TrainerState, config: &BertConfig, vs: &VarStore, optimizer: &AdamW, tokenizer: &TextTokenizer) -> Result<PathBuf> {
+pub fn save(
+    run_dir: &Path,
+    state: &TrainerState,
+    config: &BertConfig,
+    vs: &VarStore,
+    optimizer: &AdamW,
+    tokenizer: &TextTokenizer,
+) -> Result<PathBuf> {
     let final_dir = step_dir(run_dir, state.step);
     let staging = tmp_path(&final_dir);
     if staging.exists() {
@@ -55,7 +62,10 @@ pub fn save(run_dir: &Path, state: &TrainerState, config: &BertConfig, vs: &VarS
     for file in ["model.safetensors", "optimizer.safetensors"] {
         state.checksums.insert(file.into(), sha256_file(&staging.join(file))?);
     }
-    write_atomic(&staging.join("trainer_state.json"), (serde_json::to_string_pretty(&state).unwrap() + "\n").as_bytes())?;
+    write_atomic(
+        &staging.join("trainer_state.json"),
+        (serde_json::to_string_pretty(&state).unwrap() + "\n").as_bytes(),
+    )?;
     std::fs::File::open(&staging).and_then(|d| d.sync_all()).map_err(|e| Error::io(&staging, e))?;
     if final_dir.exists() {
         std::fs::remove_dir_all(&final_dir).map_err(|e| Error::io(&final_dir, e))?;
@@ -71,7 +81,10 @@ pub fn resolve(run_dir: &Path, which: &str) -> Result<PathBuf> {
         return Ok(PathBuf::from(which));
     }
     let pointer = run_dir.join("latest");
-    let name = read_to_string(&pointer).map_err(|_| Error::MissingFile { path: pointer.clone(), hint: "no checkpoint of this run to resume from".into() })?;
+    let name = read_to_string(&pointer).map_err(|_| Error::MissingFile {
+        path: pointer.clone(),
+        hint: "no checkpoint of this run to resume from".into(),
+    })?;
     Ok(run_dir.join(name.trim()))
 }
 
@@ -82,7 +95,10 @@ pub fn load_state(dir: &Path) -> Result<TrainerState> {
     for (file, expected) in &state.checksums {
         let found = sha256_file(&dir.join(file))?;
         if &found != expected {
-            return Err(Error::invalid(dir.join(file), format!("checksum mismatch (expected {expected}, found {found}): the file is corrupt")));
+            return Err(Error::invalid(
+                dir.join(file),
+                format!("checksum mismatch (expected {expected}, found {found}): the file is corrupt"),
+            ));
         }
     }
     Ok(state)

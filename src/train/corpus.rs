@@ -14,7 +14,10 @@ pub fn prepare_corpus(recipe: &Recipe, tokenizer: &TextTokenizer, mut say: impl 
         let start = std::time::Instant::now();
         let meta = match prepare_source(source, &recipe.base_dir, &dir, tokenizer, |_| {})? {
             Prepared::UpToDate(meta) => {
-                say(&format!("corpus {}: source `{}` up to date ({} tokens)", recipe.data.corpus, source.name, meta.tokens));
+                say(&format!(
+                    "corpus {}: source `{}` up to date ({} tokens)",
+                    recipe.data.corpus, source.name, meta.tokens
+                ));
                 meta
             }
             Prepared::Written(meta) => {
@@ -44,7 +47,8 @@ pub fn open_mixture(recipe: &Recipe, tokenizer: &TextTokenizer, mut say: impl Fn
     prepare_corpus(recipe, tokenizer, &mut say)?;
     let total: f64 = recipe.data.sources.iter().map(|s| s.weight).sum();
     if (total - 1.0).abs() > 1e-9 {
-        let shares: Vec<String> = recipe.data.sources.iter().map(|s| format!("{} {:.3}", s.name, s.weight / total)).collect();
+        let shares: Vec<String> =
+            recipe.data.sources.iter().map(|s| format!("{} {:.3}", s.name, s.weight / total)).collect();
         say(&format!("note: the source weights sum to {total}; normalised to {}", shares.join(", ")));
     }
     let dir = recipe.corpus_dir();
@@ -54,5 +58,12 @@ pub fn open_mixture(recipe: &Recipe, tokenizer: &TextTokenizer, mut say: impl Fn
         .iter()
         .map(|s| Ok((open_shard(&dir, &s.name, tokenizer)?, s.weight)))
         .collect::<Result<Vec<_>>>()?;
-    Mixture::new(shards, recipe.data.seq_len, recipe.seed, recipe.data.heldout_fraction, tokenizer.special.cls, tokenizer.special.sep)
+    Mixture::new(
+        shards,
+        recipe.data.seq_len,
+        recipe.seed,
+        recipe.data.heldout_fraction,
+        tokenizer.special.cls,
+        tokenizer.special.sep,
+    )
 }

@@ -20,7 +20,12 @@ impl TrainLog {
         let kept: String = match std::fs::read_to_string(&path) {
             Ok(text) => text
                 .lines()
-                .filter(|l| serde_json::from_str::<serde_json::Value>(l).ok().and_then(|v| v["step"].as_u64()).is_some_and(|s| s <= resume_step))
+                .filter(|l| {
+                    serde_json::from_str::<serde_json::Value>(l)
+                        .ok()
+                        .and_then(|v| v["step"].as_u64())
+                        .is_some_and(|s| s <= resume_step)
+                })
                 .map(|l| format!("{l}\n"))
                 .collect(),
             Err(_) => String::new(),
@@ -56,7 +61,9 @@ impl Logger {
         let bar = (std::io::stderr().is_terminal() && total_steps > 0).then(|| {
             let bar = ProgressBar::new(total_steps).with_style(
                 ProgressStyle::default_bar()
-                    .template(&format!("{{bar:30}} {{pos}}/{{len}} {unit}s [{{elapsed_precise}} < {{eta_precise}}] {{msg}}"))
+                    .template(&format!(
+                        "{{bar:30}} {{pos}}/{{len}} {unit}s [{{elapsed_precise}} < {{eta_precise}}] {{msg}}"
+                    ))
                     .expect("valid template"),
             );
             bar.set_position(start_step);

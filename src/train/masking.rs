@@ -32,7 +32,8 @@ pub struct MaskedBatch {
 impl Masker {
     pub fn new(settings: MaskingSection, tokenizer: &TextTokenizer, seed: u64) -> Self {
         let vocab_size = tokenizer.vocab_size();
-        let is_continuation = (0..vocab_size as u32).map(|i| tokenizer.id_to_token(i).is_some_and(|t| t.starts_with("##"))).collect();
+        let is_continuation =
+            (0..vocab_size as u32).map(|i| tokenizer.id_to_token(i).is_some_and(|t| t.starts_with("##"))).collect();
         Masker { settings, special: tokenizer.special, vocab_size: vocab_size as i64, is_continuation, seed }
     }
 

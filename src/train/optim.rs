@@ -105,14 +105,26 @@ impl AdamW {
     }
 
     /// Restores the moments written by `state_tensors`.
-    pub fn load_state(&mut self, mut tensors: BTreeMap<String, Tensor>, steps: u64, path: &std::path::Path) -> Result<()> {
+    pub fn load_state(
+        &mut self,
+        mut tensors: BTreeMap<String, Tensor>,
+        steps: u64,
+        path: &std::path::Path,
+    ) -> Result<()> {
         tch::no_grad(|| {
             for p in &mut self.params {
                 for (prefix, slot) in [("exp_avg", &mut p.exp_avg), ("exp_avg_sq", &mut p.exp_avg_sq)] {
                     let name = format!("{prefix}.{}", p.name);
-                    let t = tensors.remove(&name).ok_or_else(|| Error::invalid(path, format!("optimizer state lacks `{name}`")))?;
+                    let t = tensors
+                        .remove(&name)
+                        .ok_or_else(|| Error::invalid(path, format!("optimizer state lacks `{name}`")))?;
                     if t.size() != slot.size() {
-                        return Err(Error::Shape { path: path.into(), tensor: name, expected: slot.size(), found: t.size() });
+                        return Err(Error::Shape {
+                            path: path.into(),
+                            tensor: name,
+                            expected: slot.size(),
+                            found: t.size(),
+                        });
                     }
                     slot.copy_(&t);
                 }

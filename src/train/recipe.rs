@@ -34,8 +34,12 @@ pub struct Recipe {
     pub base_dir: PathBuf,
 }
 
-fn d_seed() -> u64 { 3407 }
-fn d_output() -> PathBuf { "checkpoints".into() }
+fn d_seed() -> u64 {
+    3407
+}
+fn d_output() -> PathBuf {
+    "checkpoints".into()
+}
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -86,8 +90,12 @@ pub struct DataSection {
     pub sources: Vec<SourceSpec>,
 }
 
-fn d_heldout() -> f64 { 0.01 }
-fn d_corpora() -> PathBuf { "corpora".into() }
+fn d_heldout() -> f64 {
+    0.01
+}
+fn d_corpora() -> PathBuf {
+    "corpora".into()
+}
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -103,9 +111,15 @@ pub struct MaskingSection {
     pub whole_word: bool,
 }
 
-fn d_mlm_prob() -> f64 { 0.15 }
-fn d_mask() -> f64 { 0.8 }
-fn d_random() -> f64 { 0.1 }
+fn d_mlm_prob() -> f64 {
+    0.15
+}
+fn d_mask() -> f64 {
+    0.8
+}
+fn d_random() -> f64 {
+    0.1
+}
 
 impl Default for MaskingSection {
     fn default() -> Self {
@@ -136,12 +150,24 @@ pub struct OptimizerSection {
     pub max_nonfinite_steps: u64,
 }
 
-fn d_betas() -> [f64; 2] { [0.9, 0.999] }
-fn d_eps() -> f64 { 1e-6 }
-fn d_wd() -> f64 { 0.01 }
-fn d_clip() -> f64 { 1.0 }
-fn d_accum() -> usize { 1 }
-fn d_nonfinite() -> u64 { 10 }
+fn d_betas() -> [f64; 2] {
+    [0.9, 0.999]
+}
+fn d_eps() -> f64 {
+    1e-6
+}
+fn d_wd() -> f64 {
+    0.01
+}
+fn d_clip() -> f64 {
+    1.0
+}
+fn d_accum() -> usize {
+    1
+}
+fn d_nonfinite() -> u64 {
+    10
+}
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
 #[serde(rename_all = "lowercase")]
@@ -162,7 +188,9 @@ pub struct CheckpointSection {
     pub keep_last: usize,
 }
 
-fn d_keep() -> usize { 2 }
+fn d_keep() -> usize {
+    2
+}
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
 #[serde(deny_unknown_fields)]
@@ -188,8 +216,12 @@ pub struct IndommluEvalSection {
     pub subsample: usize,
 }
 
-fn d_indommlu_mode() -> crate::eval::indommlu::Mode { crate::eval::indommlu::Mode::OptionPll }
-fn d_subsample() -> usize { 500 }
+fn d_indommlu_mode() -> crate::eval::indommlu::Mode {
+    crate::eval::indommlu::Mode::OptionPll
+}
+fn d_subsample() -> usize {
+    500
+}
 
 /// The bias evaluation at every checkpoint.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -204,7 +236,9 @@ pub struct BiasEvalSection {
     pub languages: Vec<String>,
 }
 
-fn d_metric() -> crate::eval::bias::Metric { crate::eval::bias::Metric::Pppl }
+fn d_metric() -> crate::eval::bias::Metric {
+    crate::eval::bias::Metric::Pppl
+}
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -217,7 +251,9 @@ pub struct MlmEvalSection {
     pub every: u64,
 }
 
-fn d_eval_seqs() -> usize { 32 }
+fn d_eval_seqs() -> usize {
+    32
+}
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -233,8 +269,12 @@ pub struct LoggingSection {
     pub peak_tflops: Option<f64>,
 }
 
-fn d_tb() -> PathBuf { "runs".into() }
-fn d_log_every() -> u64 { 10 }
+fn d_tb() -> PathBuf {
+    "runs".into()
+}
+fn d_log_every() -> u64 {
+    10
+}
 
 impl Default for LoggingSection {
     fn default() -> Self {
@@ -261,8 +301,16 @@ impl Recipe {
             (o.max_steps > 0, "optimizer.max_steps", "must be > 0".into()),
             (self.checkpoint.every > 0, "checkpoint.every", "must be > 0".into()),
             (self.checkpoint.keep_last > 0, "checkpoint.keep_last", "must be at least 1".into()),
-            ((0.0..1.0).contains(&self.masking.probability) && self.masking.probability > 0.0, "masking.probability", format!("must be in (0, 1), found {}", self.masking.probability)),
-            (self.masking.mask_fraction + self.masking.random_fraction <= 1.0, "masking.mask_fraction", "mask_fraction + random_fraction must be <= 1".into()),
+            (
+                (0.0..1.0).contains(&self.masking.probability) && self.masking.probability > 0.0,
+                "masking.probability",
+                format!("must be in (0, 1), found {}", self.masking.probability),
+            ),
+            (
+                self.masking.mask_fraction + self.masking.random_fraction <= 1.0,
+                "masking.mask_fraction",
+                "mask_fraction + random_fraction must be <= 1".into(),
+            ),
             (!self.data.sources.is_empty(), "data.sources", "at least one source is needed".into()),
         ];
         for (ok, field, message) in checks {
@@ -272,7 +320,11 @@ impl Recipe {
         }
         for s in &self.data.sources {
             if s.weight <= 0.0 {
-                return Err(Error::field(path, format!("data.sources[{}].weight", s.name), format!("must be > 0, found {}", s.weight)));
+                return Err(Error::field(
+                    path,
+                    format!("data.sources[{}].weight", s.name),
+                    format!("must be > 0, found {}", s.weight),
+                ));
             }
         }
         if self.model.preset.is_some() == self.model.config.is_some() {
@@ -292,7 +344,13 @@ impl Recipe {
                     c.max_position_embeddings = 128;
                     c
                 }
-                other => return Err(Error::field(recipe_path, "model.preset", format!("unknown preset {other:?}, expected indobert-base or tiny"))),
+                other => {
+                    return Err(Error::field(
+                        recipe_path,
+                        "model.preset",
+                        format!("unknown preset {other:?}, expected indobert-base or tiny"),
+                    ))
+                }
             },
             (None, Some(path)) => BertConfig::from_file(&self.base_dir.join(path))?,
             (None, None) => unreachable!("validated"),
@@ -300,17 +358,32 @@ impl Recipe {
         if m.preset.is_some() {
             c.vocab_size = vocab_size as i64;
         }
-        let set = |slot: &mut i64, v: Option<i64>| if let Some(v) = v { *slot = v };
+        let set = |slot: &mut i64, v: Option<i64>| {
+            if let Some(v) = v {
+                *slot = v
+            }
+        };
         set(&mut c.num_hidden_layers, m.num_hidden_layers);
         set(&mut c.hidden_size, m.hidden_size);
         set(&mut c.num_attention_heads, m.num_attention_heads);
         set(&mut c.intermediate_size, m.intermediate_size);
         set(&mut c.max_position_embeddings, m.max_position_embeddings);
-        if let Some(p) = m.hidden_dropout_prob { c.hidden_dropout_prob = p; }
-        if let Some(p) = m.attention_probs_dropout_prob { c.attention_probs_dropout_prob = p; }
+        if let Some(p) = m.hidden_dropout_prob {
+            c.hidden_dropout_prob = p;
+        }
+        if let Some(p) = m.attention_probs_dropout_prob {
+            c.attention_probs_dropout_prob = p;
+        }
         c.validate(recipe_path)?;
         if self.data.seq_len as i64 > c.max_position_embeddings {
-            return Err(Error::field(recipe_path, "data.seq_len", format!("{} exceeds the model's max_position_embeddings {}", self.data.seq_len, c.max_position_embeddings)));
+            return Err(Error::field(
+                recipe_path,
+                "data.seq_len",
+                format!(
+                    "{} exceeds the model's max_position_embeddings {}",
+                    self.data.seq_len, c.max_position_embeddings
+                ),
+            ));
         }
         Ok(c)
     }

@@ -39,7 +39,14 @@ pub struct TrainOptions {
 /// Evaluations run at every checkpoint (the bias evaluation plugs in here).
 pub trait CheckpointHook {
     fn name(&self) -> &str;
-    fn run(&mut self, step: u64, model: &BertForMaskedLM, tokenizer: &TextTokenizer, checkpoint_dir: &Path, logger: &mut Logger) -> Result<()>;
+    fn run(
+        &mut self,
+        step: u64,
+        model: &BertForMaskedLM,
+        tokenizer: &TextTokenizer,
+        checkpoint_dir: &Path,
+        logger: &mut Logger,
+    ) -> Result<()>;
 }
 
 pub struct TrainSummary {
@@ -55,10 +62,21 @@ fn recipe_hooks(recipe: &Recipe, device: Device) -> Result<Vec<Box<dyn Checkpoin
     let mut hooks: Vec<Box<dyn CheckpointHook>> = Vec::new();
     if let Some(bias) = &recipe.eval.bias {
         let pairs = crate::eval::pairs::load_indobias(&recipe.resolve(&bias.pairs))?;
-        hooks.push(Box::new(crate::eval::bias::BiasHook { pairs, metric: bias.metric, languages: bias.languages.clone(), device }));
+        hooks.push(Box::new(crate::eval::bias::BiasHook {
+            pairs,
+            metric: bias.metric,
+            languages: bias.languages.clone(),
+            device,
+        }));
     }
     if let Some(mmlu) = &recipe.eval.indommlu {
-        hooks.push(Box::new(crate::eval::indommlu::IndommluHook::new(&recipe.resolve(&mmlu.data), mmlu.mode, mmlu.subsample, recipe.seed, device)?));
+        hooks.push(Box::new(crate::eval::indommlu::IndommluHook::new(
+            &recipe.resolve(&mmlu.data),
+            mmlu.mode,
+            mmlu.subsample,
+            recipe.seed,
+            device,
+        )?));
     }
     Ok(hooks)
 }
@@ -70,7 +88,13 @@ pub fn train(recipe_path: &Path, opts: &TrainOptions) -> Result<TrainSummary> {
     let precision = match (recipe.precision, opts.device) {
         (PrecisionSetting::Fp32, _) => Precision::Fp32,
         (PrecisionSetting::Bf16, d) if d.is_cuda() => Precision::Bf16,
-        (PrecisionSetting::Bf16, _) => return Err(Error::field(recipe_path, "precision", "bf16 needs a CUDA device; use \"auto\" (bf16 on CUDA, fp32 on CPU) or \"fp32\"")),
+        (PrecisionSetting::Bf16, _) => {
+            return Err(Error::field(
+                recipe_path,
+                "precision",
+                "bf16 needs a CUDA device; use \"auto\" (bf16 on CUDA, fp32 on CPU) or \"fp32\"",
+            ))
+        }
         (PrecisionSetting::Auto, d) => default_precision(d),
     };
     let mut hooks = recipe_hooks(&recipe, opts.device)?;
@@ -108,7 +132,8 @@ pub fn train(recipe_path: &Path, opts: &TrainOptions) -> Result<TrainSummary> {
     let mut train_log = TrainLog::open(&run_dir, state.step)?;
     let stop_requested = Arc::new(AtomicBool::new(false));
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(signal, Arc::clone(&stop_requested)).map_err(|e| Error::usage("signals", e.to_string()))?;
+        signal_hook::flag::register(signal, Arc::clone(&stop_requested))
+            .map_err(|e| Error::usage("signals", e.to_string()))?;
     }
     let tokens_per_step = (o.batch_size * o.grad_accumulation * recipe.data.seq_len) as f64;
     let flops_per_token = config.training_flops_per_token(recipe.data.seq_len, recipe.masking.probability);
@@ -124,7 +149,13 @@ pub fn train(recipe_path: &Path, opts: &TrainOptions) -> Result<TrainSummary> {
         state.step,
         stop_at
     ));
-    let mut summary = TrainSummary { run_dir: run_dir.clone(), final_step: state.step, first_heldout_loss: None, last_heldout_loss: None, nonfinite_skipped: 0 };
+    let mut summary = TrainSummary {
+        run_dir: run_dir.clone(),
+        final_step: state.step,
+        first_heldout_loss: None,
+        last_heldout_loss: None,
+        nonfinite_skipped: 0,
+    };
     let mut consecutive_nonfinite = 0;
     let mut window = (Instant::now(), 0u64);
     if let (Some(sequences), 0) = (&heldout, state.step) {
@@ -153,7 +184,10 @@ pub fn train(recipe_path: &Path, opts: &TrainOptions) -> Result<TrainSummary> {
         if !loss.is_finite() {
             state.nonfinite_skipped += 1;
             consecutive_nonfinite += 1;
-            logger.println(&format!("step {}: non-finite loss {loss}, update skipped ({} in a row)", state.step, consecutive_nonfinite));
+            logger.println(&format!(
+                "step {}: non-finite loss {loss}, update skipped ({} in a row)",
+                state.step, consecutive_nonfinite
+            ));
             if consecutive_nonfinite >= o.max_nonfinite_steps {
                 return Err(Error::usage(
                     format!("run {}", recipe.name),
@@ -178,7 +212,9 @@ pub fn train(recipe_path: &Path, opts: &TrainOptions) -> Result<TrainSummary> {
             let tflops = tokens_per_s * flops_per_token / 1e12;
             logger.scalar("train/tokens_per_s", tokens_per_s, state.step);
             logger.scalar("train/tflops", tflops, state.step);
-            let mut line = format!("loss {loss:.4} lr {lr:.2e} grad-norm {grad_norm:.3} {tokens_per_s:.0} tok/s {tflops:.3} TFLOP/s");
+            let mut line = format!(
+                "loss {loss:.4} lr {lr:.2e} grad-norm {grad_norm:.3} {tokens_per_s:.0} tok/s {tflops:.3} TFLOP/s"
+            );
             if let Some(peak) = recipe.logging.peak_tflops {
                 logger.scalar("train/mfu", tflops / peak, state.step);
                 line.push_str(&format!(" MFU {:.1}%", 100.0 * tflops / peak));
@@ -201,7 +237,12 @@ pub fn train(recipe_path: &Path, opts: &TrainOptions) -> Result<TrainSummary> {
             for hook in hooks.iter_mut() {
                 let started = Instant::now();
                 hook.run(state.step, &model, &tokenizer, &dir, &mut logger)?;
-                logger.println(&format!("step {}: {} took {:.1}s", state.step, hook.name(), started.elapsed().as_secs_f64()));
+                logger.println(&format!(
+                    "step {}: {} took {:.1}s",
+                    state.step,
+                    hook.name(),
+                    started.elapsed().as_secs_f64()
+                ));
             }
             checkpoint::prune(&run_dir, recipe.checkpoint.keep_last)?;
             logger.flush();
@@ -227,7 +268,10 @@ fn log_heldout(logger: &mut Logger, summary: &mut TrainSummary, step: u64, loss:
 }
 
 fn describe_config(c: &BertConfig) -> String {
-    format!("BERT L{} H{} A{} FF{} V{}", c.num_hidden_layers, c.hidden_size, c.num_attention_heads, c.intermediate_size, c.vocab_size)
+    format!(
+        "BERT L{} H{} A{} FF{} V{}",
+        c.num_hidden_layers, c.hidden_size, c.num_attention_heads, c.intermediate_size, c.vocab_size
+    )
 }
 
 fn report_epochs(mixture: &Mixture, state: &TrainerState) {
@@ -241,7 +285,10 @@ fn prepare_run_dir(run_dir: &Path, recipe: &Recipe, opts: &TrainOptions) -> Resu
     let has_checkpoints = run_dir.join("latest").exists();
     if opts.resume.is_none() && has_checkpoints {
         if !opts.overwrite {
-            return Err(Error::invalid(run_dir, "this run already has checkpoints: pass --resume latest to continue it, or --overwrite to start over"));
+            return Err(Error::invalid(
+                run_dir,
+                "this run already has checkpoints: pass --resume latest to continue it, or --overwrite to start over",
+            ));
         }
         std::fs::remove_dir_all(run_dir).map_err(|e| Error::io(run_dir, e))?;
         let tb = recipe.tensorboard_dir();
@@ -253,7 +300,12 @@ fn prepare_run_dir(run_dir: &Path, recipe: &Recipe, opts: &TrainOptions) -> Resu
 }
 
 /// A fresh model, or the weights of `model.init_from`.
-fn build_model(recipe: &Recipe, recipe_path: &Path, tokenizer: &TextTokenizer, device: Device) -> Result<(VarStore, BertForMaskedLM, BertConfig)> {
+fn build_model(
+    recipe: &Recipe,
+    recipe_path: &Path,
+    tokenizer: &TextTokenizer,
+    device: Device,
+) -> Result<(VarStore, BertForMaskedLM, BertConfig)> {
     if let Some(init) = &recipe.model.init_from {
         let loaded = load_masked_lm(&recipe.resolve(init), device)?;
         for note in &loaded.notes {
@@ -268,7 +320,14 @@ fn build_model(recipe: &Recipe, recipe_path: &Path, tokenizer: &TextTokenizer, d
 }
 
 /// Restores weights, optimizer moments and the trainer state; refuses a changed recipe.
-fn resume(run_dir: &Path, which: &str, recipe: &Recipe, force: bool, vs: &VarStore, optimizer: &mut AdamW) -> Result<TrainerState> {
+fn resume(
+    run_dir: &Path,
+    which: &str,
+    recipe: &Recipe,
+    force: bool,
+    vs: &VarStore,
+    optimizer: &mut AdamW,
+) -> Result<TrainerState> {
     let dir = checkpoint::resolve(run_dir, which)?;
     let state = checkpoint::load_state(&dir)?;
     let differing: Vec<String> = state
@@ -285,19 +344,32 @@ fn resume(run_dir: &Path, which: &str, recipe: &Recipe, force: bool, vs: &VarSto
     let weights_path = dir.join("model.safetensors");
     crate::model::model_dir::copy_into(vs, crate::model::weights::read_file(&weights_path)?, &weights_path, &[])?;
     let opt_path = dir.join("optimizer.safetensors");
-    optimizer.load_state(crate::model::weights::read_file(&opt_path)?, state.step - state.nonfinite_skipped, &opt_path)?;
+    optimizer.load_state(
+        crate::model::weights::read_file(&opt_path)?,
+        state.step - state.nonfinite_skipped,
+        &opt_path,
+    )?;
     println!("resumed from {} at step {}", dir.display(), state.step);
     Ok(state)
 }
 
 fn batch_tensors(batch: &MaskedBatch, device: Device) -> (Tensor, Tensor) {
     let shape = [batch.rows as i64, batch.cols as i64];
-    (Tensor::from_slice(&batch.input_ids).view(shape).to_device(device), Tensor::from_slice(&batch.labels).view(shape).to_device(device))
+    (
+        Tensor::from_slice(&batch.input_ids).view(shape).to_device(device),
+        Tensor::from_slice(&batch.labels).view(shape).to_device(device),
+    )
 }
 
 /// Mean masked-LM loss over the held-out sequences, with masks fixed by the seed so every
 /// checkpoint is scored on the same predictions.
-pub fn heldout_loss(model: &BertForMaskedLM, masker: &Masker, sequences: &[(usize, Vec<i64>)], batch_size: usize, device: Device) -> f64 {
+pub fn heldout_loss(
+    model: &BertForMaskedLM,
+    masker: &Masker,
+    sequences: &[(usize, Vec<i64>)],
+    batch_size: usize,
+    device: Device,
+) -> f64 {
     let (mut total, mut count) = (0.0, 0i64);
     tch::no_grad(|| {
         for (i, chunk) in sequences.chunks(batch_size).enumerate() {

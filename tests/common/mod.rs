@@ -64,7 +64,12 @@ pub fn indolm(args: &[&str]) -> Output {
 pub fn indolm_fails(args: &[&str]) -> String {
     let out = indolm(args);
     let stderr = String::from_utf8_lossy(&out.stderr).to_string();
-    assert_eq!(out.status.code(), Some(1), "indolm {args:?}: expected exit 1, got {:?}, stderr:\n{stderr}", out.status.code());
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "indolm {args:?}: expected exit 1, got {:?}, stderr:\n{stderr}",
+        out.status.code()
+    );
     assert!(!stderr.contains("panicked"), "indolm {args:?} panicked:\n{stderr}");
     assert!(stderr.starts_with("error: "), "indolm {args:?}: expected one error message, got:\n{stderr}");
     stderr
@@ -73,7 +78,8 @@ pub fn indolm_fails(args: &[&str]) -> String {
 /// Runs indolm and expects success; returns (stdout, stderr).
 pub fn indolm_ok(args: &[&str]) -> (String, String) {
     let out = indolm(args);
-    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout).to_string(), String::from_utf8_lossy(&out.stderr).to_string());
+    let (stdout, stderr) =
+        (String::from_utf8_lossy(&out.stdout).to_string(), String::from_utf8_lossy(&out.stderr).to_string());
     assert!(out.status.success(), "indolm {args:?} failed:\n{stdout}\n{stderr}");
     (stdout, stderr)
 }

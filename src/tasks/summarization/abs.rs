@@ -127,10 +127,18 @@ impl Decoder {
     }
 
     /// Final hidden states [batch, len, hidden] of target prefixes [batch, len].
-    fn forward(&self, targets: &Tensor, memory: &[(Tensor, Tensor)], source_mask: Option<&Tensor>, train: bool) -> Tensor {
+    fn forward(
+        &self,
+        targets: &Tensor,
+        memory: &[(Tensor, Tensor)],
+        source_mask: Option<&Tensor>,
+        train: bool,
+    ) -> Tensor {
         let len = targets.size()[1];
-        let embedded = Tensor::embedding(&self.embeddings, targets, self.pad, false, false) * (self.hidden as f64).sqrt();
-        let mut x = dropout(&(embedded + positional(0, len, self.hidden, targets.device()).unsqueeze(0)), self.dropout, train);
+        let embedded =
+            Tensor::embedding(&self.embeddings, targets, self.pad, false, false) * (self.hidden as f64).sqrt();
+        let mut x =
+            dropout(&(embedded + positional(0, len, self.hidden, targets.device()).unsqueeze(0)), self.dropout, train);
         for (layer, kv) in self.layers.iter().zip(memory) {
             x = layer.forward(&x, kv, source_mask, train);
         }
@@ -139,8 +147,15 @@ impl Decoder {
 
     /// Final hidden states [hypotheses, hidden] of `tokens` [hypotheses] at `position`, every
     /// hypothesis's earlier tokens being in `caches` (one per layer).
-    fn step(&self, tokens: &Tensor, position: i64, caches: &mut [Option<(Tensor, Tensor)>], memory: &[(Tensor, Tensor)]) -> Tensor {
-        let embedded = Tensor::embedding(&self.embeddings, tokens, self.pad, false, false) * (self.hidden as f64).sqrt();
+    fn step(
+        &self,
+        tokens: &Tensor,
+        position: i64,
+        caches: &mut [Option<(Tensor, Tensor)>],
+        memory: &[(Tensor, Tensor)],
+    ) -> Tensor {
+        let embedded =
+            Tensor::embedding(&self.embeddings, tokens, self.pad, false, false) * (self.hidden as f64).sqrt();
         let mut x = (embedded + positional(position, 1, self.hidden, tokens.device())).unsqueeze(1);
         for ((layer, cache), kv) in self.layers.iter().zip(caches.iter_mut()).zip(memory) {
             x = layer.step(&x, cache, kv);
@@ -162,7 +177,8 @@ pub struct DecodeState<'a> {
 impl<'a> DecodeState<'a> {
     pub fn new(model: &'a BertAbs, article: &[Vec<String>]) -> Result<Self> {
         let batch = model.encode(&[article])?;
-        let states = tch::no_grad(|| model.bert.forward(&batch.input_ids, Some(&batch.segments), Some(&batch.attention), false));
+        let states =
+            tch::no_grad(|| model.bert.forward(&batch.input_ids, Some(&batch.segments), Some(&batch.attention), false));
         let memory = tch::no_grad(|| model.decoder.memory(&states));
         Ok(DecodeState { model, caches: model.decoder.layers.iter().map(|_| None).collect(), memory, length: 0 })
     }
@@ -179,8 +195,17 @@ impl<'a> DecodeState<'a> {
                     *cache = Some((k.index_select(0, &parents), v.index_select(0, &parents)));
                 }
             }
-            let memory: Vec<(Tensor, Tensor)> = self.memory.iter().map(|(k, v)| (k.expand([n, -1, -1, -1], false), v.expand([n, -1, -1, -1], false))).collect();
-            let hidden = self.model.decoder.step(&Tensor::from_slice(tokens).to_device(device), self.length, &mut self.caches, &memory);
+            let memory: Vec<(Tensor, Tensor)> = self
+                .memory
+                .iter()
+                .map(|(k, v)| (k.expand([n, -1, -1, -1], false), v.expand([n, -1, -1, -1], false)))
+                .collect();
+            let hidden = self.model.decoder.step(
+                &Tensor::from_slice(tokens).to_device(device),
+                self.length,
+                &mut self.caches,
+                &memory,
+            );
             self.length += 1;
             self.model.log_probs(&hidden)
         })
@@ -250,7 +275,10 @@ impl BertAbs {
             for name in &ext_layers {
                 files.tensors.remove(name);
             }
-            notes.push(format!("a BertExt: its encoder is used, its {} ext_layer tensors (sentence scorer) are not", ext_layers.len()));
+            notes.push(format!(
+                "a BertExt: its encoder is used, its {} ext_layer tensors (sentence scorer) are not",
+                ext_layers.len()
+            ));
         }
         let has_decoder = files.tensors.contains_key("decoder.embeddings.weight");
         let vs = VarStore::new(device);
@@ -258,28 +286,49 @@ impl BertAbs {
         let c = &files.config;
         let h = c.hidden_size;
         if h % abs.heads != 0 {
-            return Err(Error::invalid(dir, format!("hidden size {h} is not divisible by the decoder's {} heads", abs.heads)));
+            return Err(Error::invalid(
+                dir,
+                format!("hidden size {h} is not divisible by the decoder's {} heads", abs.heads),
+            ));
         }
         let bert = BertModel::new(&root / "bert", c, false);
         let d = &root / "decoder";
         let decoder = Decoder {
             embeddings: (&d / "embeddings").var("weight", &[c.vocab_size, h], Init::Randn { mean: 0.0, stdev: 0.02 }),
-            layers: (0..abs.layers).map(|i| DecoderLayer::new(&d / "transformer_layers" / i, h, abs.heads, abs.ff, abs.dropout)).collect(),
+            layers: (0..abs.layers)
+                .map(|i| DecoderLayer::new(&d / "transformer_layers" / i, h, abs.heads, abs.ff, abs.dropout))
+                .collect(),
             norm: LayerNorm::new(&d / "layer_norm", h, NORM_EPS),
             hidden: h,
             pad: files.tokenizer.special.pad,
             dropout: abs.dropout,
         };
         let generator_bias = (&root / "generator").var("bias", &[c.vocab_size], Init::Const(0.0));
-        let start = "no decoder in the checkpoint: initialised (word embeddings copied from the encoder's), to be trained";
+        let start =
+            "no decoder in the checkpoint: initialised (word embeddings copied from the encoder's), to be trained";
         notes.extend(copy_into(&vs, files.tensors, &files.weights_path, &[("decoder.", start), ("generator.", "")])?);
         if !has_decoder {
             tch::no_grad(|| decoder.embeddings.shallow_clone().copy_(&bert.embeddings.word_embeddings));
         }
         let (markers, note) = TargetMarkers::of(&files.tokenizer);
         notes.extend(note);
-        let pieces = (0..files.tokenizer.vocab_size() as u32).map(|i| files.tokenizer.id_to_token(i).unwrap_or_default()).collect();
-        Ok((BertAbs { vs, bert, decoder, generator_bias, config: files.config, abs, tokenizer: files.tokenizer, markers, pieces }, notes))
+        let pieces = (0..files.tokenizer.vocab_size() as u32)
+            .map(|i| files.tokenizer.id_to_token(i).unwrap_or_default())
+            .collect();
+        Ok((
+            BertAbs {
+                vs,
+                bert,
+                decoder,
+                generator_bias,
+                config: files.config,
+                abs,
+                tokenizer: files.tokenizer,
+                markers,
+                pieces,
+            },
+            notes,
+        ))
     }
 
     pub fn encode(&self, articles: &[&[Vec<String>]]) -> Result<ArticleBatch> {
@@ -306,7 +355,8 @@ impl BertAbs {
         }
         let width = rows.iter().map(Vec::len).max().unwrap_or(2);
         let pad = self.tokenizer.special.pad;
-        let flat: Vec<i64> = rows.iter().flat_map(|r| r.iter().copied().chain(std::iter::repeat_n(pad, width - r.len()))).collect();
+        let flat: Vec<i64> =
+            rows.iter().flat_map(|r| r.iter().copied().chain(std::iter::repeat_n(pad, width - r.len()))).collect();
         Ok(Tensor::from_slice(&flat).view([rows.len() as i64, width as i64]).to_device(self.vs.device()))
     }
 
@@ -324,7 +374,12 @@ impl BertAbs {
     fn teacher_forced_hidden(&self, batch: &ArticleBatch, targets: &Tensor, train: bool) -> Tensor {
         let states = self.bert.forward(&batch.input_ids, Some(&batch.segments), Some(&batch.attention), train);
         let len = targets.size()[1];
-        self.decoder.forward(&targets.narrow(1, 0, len - 1), &self.decoder.memory(&states), Some(&Self::source_mask(batch)), train)
+        self.decoder.forward(
+            &targets.narrow(1, 0, len - 1),
+            &self.decoder.memory(&states),
+            Some(&Self::source_mask(batch)),
+            train,
+        )
     }
 
     /// Decoder log-probabilities [batch, len − 1, vocab] of each next target token (teacher
@@ -372,7 +427,8 @@ impl BertAbs {
             let parents: Vec<i64> = parents.iter().map(|&p| p as i64).collect();
             let last: Vec<i64> = seqs.iter().map(|s| *s.last().expect("starts with bos")).collect();
             let log_probs = state.step(&parents, &last).narrow(1, 0, vocab as i64);
-            let values: Vec<f64> = Vec::try_from(log_probs.to_kind(Kind::Double).to_device(Device::Cpu).reshape([-1])).expect("log-probabilities");
+            let values: Vec<f64> = Vec::try_from(log_probs.to_kind(Kind::Double).to_device(Device::Cpu).reshape([-1]))
+                .expect("log-probabilities");
             values.chunks(vocab).map(<[f64]>::to_vec).collect()
         };
         let piece = |t: i64| self.pieces.get(t as usize).cloned().unwrap_or_default();
@@ -387,13 +443,24 @@ impl BertAbs {
         let special = [s.pad, s.cls, s.sep, s.mask, self.markers.bos, self.markers.eos];
         tokens
             .split(|&t| t == self.markers.split)
-            .map(|sentence| words(&sentence.iter().filter(|t| !special.contains(t)).filter_map(|&t| self.pieces.get(t as usize).cloned()).collect::<Vec<_>>()))
+            .map(|sentence| {
+                words(
+                    &sentence
+                        .iter()
+                        .filter(|t| !special.contains(t))
+                        .filter_map(|&t| self.pieces.get(t as usize).cloned())
+                        .collect::<Vec<_>>(),
+                )
+            })
             .filter(|w| !w.is_empty())
             .collect()
     }
 
     pub fn save(&self, dir: &Path) -> Result<()> {
-        let extra = serde_json::Map::from_iter([("indolm_abs".to_string(), serde_json::to_value(&self.abs).expect("serializes"))]);
+        let extra = serde_json::Map::from_iter([(
+            "indolm_abs".to_string(),
+            serde_json::to_value(&self.abs).expect("serializes"),
+        )]);
         save_model_files_as(dir, &self.config.to_hf_json_as("BertAbs", extra), &self.vs, &self.tokenizer)
     }
 }

@@ -31,7 +31,17 @@ impl Default for BeamConfig {
     /// PreSumm's and the Liputan6 paper's decoding: beam 5, α 0.6, at least 15 words, at most
     /// 150 tokens.
     fn default() -> Self {
-        BeamConfig { beam: 5, min_length: 15, max_length: 150, alpha: 0.6, block_trigrams: true, bos: 1, eos: 2, sentence_split: None, min_sentences: 1 }
+        BeamConfig {
+            beam: 5,
+            min_length: 15,
+            max_length: 150,
+            alpha: 0.6,
+            block_trigrams: true,
+            bos: 1,
+            eos: 2,
+            sentence_split: None,
+            min_sentences: 1,
+        }
     }
 }
 
@@ -63,7 +73,8 @@ pub fn repeats_trigram(words: &[String]) -> bool {
     }
     let n = words.len();
     let last = (&words[n - 3], &words[n - 2], &words[n - 1]);
-    let earlier: HashSet<(&String, &String, &String)> = words[..n - 1].windows(3).map(|w| (&w[0], &w[1], &w[2])).collect();
+    let earlier: HashSet<(&String, &String, &String)> =
+        words[..n - 1].windows(3).map(|w| (&w[0], &w[1], &w[2])).collect();
     earlier.contains(&last)
 }
 
@@ -87,14 +98,23 @@ struct Live {
 }
 
 impl Live {
-    fn new(tokens: Vec<i64>, parent: usize, log_prob: f64, config: &BeamConfig, piece: &impl Fn(i64) -> String) -> Self {
+    fn new(
+        tokens: Vec<i64>,
+        parent: usize,
+        log_prob: f64,
+        config: &BeamConfig,
+        piece: &impl Fn(i64) -> String,
+    ) -> Self {
         let pieces: Vec<String> = tokens[1..].iter().map(|&t| piece(t)).collect();
         let words = words(&pieces);
         let may_end = match config.sentence_split {
             None => words.len() >= config.min_length,
             Some(split) => {
                 let sentences: Vec<&[i64]> = tokens[1..].split(|&t| t == split).filter(|s| !s.is_empty()).collect();
-                let content = sentences.iter().map(|s| self::words(&s.iter().map(|&t| piece(t)).collect::<Vec<_>>()).len()).sum::<usize>();
+                let content = sentences
+                    .iter()
+                    .map(|s| self::words(&s.iter().map(|&t| piece(t)).collect::<Vec<_>>()).len())
+                    .sum::<usize>();
                 content >= config.min_length && sentences.len() >= config.min_sentences
             }
         };
@@ -119,7 +139,11 @@ fn best_first(a: &Candidate, b: &Candidate) -> Ordering {
 /// the row of the previous call's hypotheses that hypothesis `i` extends, for a model that
 /// caches per-hypothesis state); `piece` names a token, for trigram blocking and word counts.
 /// Returns the finished hypotheses, best first.
-pub fn beam_search(config: &BeamConfig, mut next_log_probs: impl FnMut(&[Vec<i64>], &[usize]) -> Vec<Vec<f64>>, piece: impl Fn(i64) -> String) -> Vec<Hypothesis> {
+pub fn beam_search(
+    config: &BeamConfig,
+    mut next_log_probs: impl FnMut(&[Vec<i64>], &[usize]) -> Vec<Vec<f64>>,
+    piece: impl Fn(i64) -> String,
+) -> Vec<Hypothesis> {
     let mut live = vec![Live::new(vec![config.bos], 0, 0.0, config, &piece)];
     let mut finished: Vec<Hypothesis> = Vec::new();
     for step in 0..config.max_length {
@@ -177,7 +201,11 @@ pub fn beam_search(config: &BeamConfig, mut next_log_probs: impl FnMut(&[Vec<i64
                     // Cut off at the maximum length, or the search ends here: these count as
                     // finished only when they are the last word of the search.
                     if last_step {
-                        finished.push(Hypothesis { tokens: tokens[1..].to_vec(), log_prob: c.log_prob, score: c.score });
+                        finished.push(Hypothesis {
+                            tokens: tokens[1..].to_vec(),
+                            log_prob: c.log_prob,
+                            score: c.score,
+                        });
                     }
                 } else {
                     next.push(Live::new(tokens, c.beam, c.log_prob, config, &piece));

@@ -17,7 +17,10 @@ pub struct Article {
 }
 
 fn sentences(path: &Path, value: &serde_json::Value, key: &str) -> Result<Vec<Vec<String>>> {
-    let list = value.get(key).and_then(|v| v.as_array()).ok_or_else(|| Error::field(path, key, "missing or not a list of sentences"))?;
+    let list = value
+        .get(key)
+        .and_then(|v| v.as_array())
+        .ok_or_else(|| Error::field(path, key, "missing or not a list of sentences"))?;
     list.iter()
         .map(|s| {
             let tokens = s.as_array().ok_or_else(|| Error::field(path, key, "a sentence is not a list of tokens"))?;
@@ -40,10 +43,18 @@ pub fn load_article(path: &Path) -> Result<Article> {
                 .as_array()
                 .ok_or_else(|| Error::field(path, "extractive_summary", "not a list of sentence indices"))?
                 .iter()
-                .map(|i| i.as_u64().map(|i| i as usize).ok_or_else(|| Error::field(path, "extractive_summary", format!("{i} is not a sentence index"))))
+                .map(|i| {
+                    i.as_u64()
+                        .map(|i| i as usize)
+                        .ok_or_else(|| Error::field(path, "extractive_summary", format!("{i} is not a sentence index")))
+                })
                 .collect::<Result<_>>()?;
             if let Some(&bad) = idx.iter().find(|&&i| i >= article.len()) {
-                return Err(Error::field(path, "extractive_summary", format!("index {bad} is out of range: the article has {} sentences", article.len())));
+                return Err(Error::field(
+                    path,
+                    "extractive_summary",
+                    format!("index {bad} is out of range: the article has {} sentences", article.len()),
+                ));
             }
             Some(idx)
         }

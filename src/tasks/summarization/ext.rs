@@ -5,10 +5,10 @@
 //! cross-entropy; Adam with the Noam schedule; at test time sentences are taken by score,
 //! skipping any that shares a word trigram with one already taken, until at least
 //! `min_sentences` and `min_words` are reached.
-use crate::data::tokenizer::TextTokenizer;
-use crate::error::Result;
 use super::input::{encode_articles, ArticleBatch};
 use super::transformer::{positional, FeedForward, MultiHeadAttention, NORM_EPS};
+use crate::data::tokenizer::TextTokenizer;
+use crate::error::Result;
 use crate::model::layers::{dropout, LayerNorm, Linear, Precision};
 use crate::model::model_dir::{copy_into, read_model_files, save_model_files_as};
 use crate::model::{BertConfig, BertModel};
@@ -34,12 +34,24 @@ pub struct ExtConfig {
     pub min_words: usize,
 }
 
-fn d_layers() -> i64 { 2 }
-fn d_heads() -> i64 { 8 }
-fn d_ff() -> i64 { 2048 }
-fn d_dropout() -> f64 { 0.1 }
-fn d_min_sentences() -> usize { 2 }
-fn d_min_words() -> usize { 15 }
+fn d_layers() -> i64 {
+    2
+}
+fn d_heads() -> i64 {
+    8
+}
+fn d_ff() -> i64 {
+    2048
+}
+fn d_dropout() -> f64 {
+    0.1
+}
+fn d_min_sentences() -> usize {
+    2
+}
+fn d_min_words() -> usize {
+    15
+}
 
 impl Default for ExtConfig {
     fn default() -> Self {
@@ -92,11 +104,21 @@ impl BertExt {
         let h = files.config.hidden_size;
         let bert = BertModel::new(&root / "bert", &files.config, false);
         let e = &root / "ext_layer";
-        let layers = (0..ext.layers).map(|i| InterLayer::new(&e / "transformer_inter" / i, h, ext.heads, ext.ff, ext.dropout)).collect();
+        let layers = (0..ext.layers)
+            .map(|i| InterLayer::new(&e / "transformer_inter" / i, h, ext.heads, ext.ff, ext.dropout))
+            .collect();
         let final_norm = LayerNorm::new(&e / "layer_norm", h, NORM_EPS);
         let scorer = Linear::new(&e / "wo", h, 1, 0.02);
-        let notes = copy_into(&vs, files.tensors, &files.weights_path, &[("ext_layer.", "no extractive layers in the checkpoint: initialised randomly (to be trained)")])?;
-        Ok((BertExt { vs, bert, layers, final_norm, scorer, config: files.config, ext, tokenizer: files.tokenizer }, notes))
+        let notes = copy_into(
+            &vs,
+            files.tensors,
+            &files.weights_path,
+            &[("ext_layer.", "no extractive layers in the checkpoint: initialised randomly (to be trained)")],
+        )?;
+        Ok((
+            BertExt { vs, bert, layers, final_norm, scorer, config: files.config, ext, tokenizer: files.tokenizer },
+            notes,
+        ))
     }
 
     /// Encodes articles for the encoder (see `input`).
@@ -132,7 +154,10 @@ impl BertExt {
     }
 
     pub fn save(&self, dir: &Path) -> Result<()> {
-        let extra = serde_json::Map::from_iter([("indolm_ext".to_string(), serde_json::to_value(&self.ext).expect("serializes"))]);
+        let extra = serde_json::Map::from_iter([(
+            "indolm_ext".to_string(),
+            serde_json::to_value(&self.ext).expect("serializes"),
+        )]);
         save_model_files_as(dir, &self.config.to_hf_json_as("BertExt", extra), &self.vs, &self.tokenizer)
     }
 }

@@ -20,7 +20,12 @@ pub struct ArticleBatch {
 }
 
 /// Encodes `articles` (sentences of words) for an encoder of `max_len` positions.
-pub fn encode_articles(tokenizer: &TextTokenizer, max_len: usize, articles: &[&[Vec<String>]], device: Device) -> Result<ArticleBatch> {
+pub fn encode_articles(
+    tokenizer: &TextTokenizer,
+    max_len: usize,
+    articles: &[&[Vec<String>]],
+    device: Device,
+) -> Result<ArticleBatch> {
     let t = tokenizer;
     let mut rows = Vec::new();
     let mut cls = Vec::new();
@@ -47,7 +52,8 @@ pub fn encode_articles(tokenizer: &TextTokenizer, max_len: usize, articles: &[&[
     }
     let width = rows.iter().map(|r| r.0.len()).max().unwrap_or(1).max(1);
     let n_sent = cls.iter().map(Vec::len).max().unwrap_or(1).max(1);
-    let (mut ids, mut segs, mut att, mut flat, mut smask) = (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut ids, mut segs, mut att, mut flat, mut smask) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for (r, ((row_ids, row_segs), positions)) in rows.iter().zip(&cls).enumerate() {
         let pad = width - row_ids.len();
         ids.extend(row_ids.iter().copied().chain(std::iter::repeat_n(t.special.pad, pad)));

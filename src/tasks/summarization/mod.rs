@@ -37,8 +37,11 @@ fn row(system: &str, articles: &[Article], pick: impl Fn(&Article) -> Vec<usize>
 
 /// Lead-1, Lead-2, Lead-3 and Oracle (released labels, else the Liputan6 oracle).
 pub fn baselines(articles: &[Article]) -> Vec<Row> {
-    let mut rows: Vec<Row> = (1..=3).map(|n| row(&format!("Lead-{n}"), articles, |a| oracle::lead(&a.article, n))).collect();
-    rows.push(row("Oracle", articles, |a| a.extractive.clone().unwrap_or_else(|| oracle::oracle_liputan6(&a.article, &a.summary))));
+    let mut rows: Vec<Row> =
+        (1..=3).map(|n| row(&format!("Lead-{n}"), articles, |a| oracle::lead(&a.article, n))).collect();
+    rows.push(row("Oracle", articles, |a| {
+        a.extractive.clone().unwrap_or_else(|| oracle::oracle_liputan6(&a.article, &a.summary))
+    }));
     rows
 }
 

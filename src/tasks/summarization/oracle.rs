@@ -90,7 +90,8 @@ fn set_f(candidate: &HashSet<Vec<String>>, reference: &HashSet<Vec<String>>) -> 
 /// PreSumm's greedy oracle (at most `max` sentences): sorted indices.
 pub fn oracle_presumm(article: &[Vec<String>], summary: &[Vec<String>], max: usize) -> Vec<usize> {
     let clean = |s: &str| s.chars().filter(|c| c.is_alphanumeric()).collect::<String>();
-    let art: Vec<Vec<String>> = article.iter().map(|s| s.iter().map(|t| clean(t)).filter(|t| !t.is_empty()).collect()).collect();
+    let art: Vec<Vec<String>> =
+        article.iter().map(|s| s.iter().map(|t| clean(t)).filter(|t| !t.is_empty()).collect()).collect();
     let reference: Vec<String> = summary.iter().flatten().map(|t| clean(t)).filter(|t| !t.is_empty()).collect();
     let ref_tokens: Vec<&str> = reference.iter().map(String::as_str).collect();
     let (r1, r2) = (ngram_set(&ref_tokens, 1), ngram_set(&ref_tokens, 2));

@@ -48,7 +48,6 @@ pub struct SummarizeRecipe {
     pub abs: AbsConfig,
 }
 
-
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct SummarizeData {
@@ -62,9 +61,15 @@ pub struct SummarizeData {
     pub test_splits: Vec<String>,
 }
 
-fn d_train() -> String { "train".into() }
-fn d_dev() -> String { "dev".into() }
-fn d_test() -> Vec<String> { vec!["test".into()] }
+fn d_train() -> String {
+    "train".into()
+}
+fn d_dev() -> String {
+    "dev".into()
+}
+fn d_test() -> Vec<String> {
+    vec!["test".into()]
+}
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -93,7 +98,11 @@ impl SummarizeRecipe {
         let recipe: SummarizeRecipe = crate::train::recipe::parse_toml(path)?;
         let o = &recipe.optimizer;
         if o.lr <= 0.0 || o.max_steps == 0 || o.batch_size == 0 || o.eval_every == 0 || o.warmup_steps == 0 {
-            return Err(Error::field(path, "optimizer", "lr, warmup_steps, max_steps, batch_size and eval_every must be positive"));
+            return Err(Error::field(
+                path,
+                "optimizer",
+                "lr, warmup_steps, max_steps, batch_size and eval_every must be positive",
+            ));
         }
         if recipe.task != Task::Ext {
             match (o.lr_dec, o.warmup_dec) {
@@ -101,7 +110,14 @@ impl SummarizeRecipe {
                 _ => return Err(Error::field(path, "optimizer.lr_dec", "task abs/extabs trains the decoder with its own Noam schedule: set lr_dec and warmup_dec (positive; the Liputan6 paper: 0.1 and 10000)")),
             }
             let a = &recipe.abs;
-            if a.layers <= 0 || a.heads <= 0 || a.ff <= 0 || a.beam == 0 || a.max_length == 0 || a.max_target_tokens < 2 || !(0.0..1.0).contains(&a.label_smoothing) {
+            if a.layers <= 0
+                || a.heads <= 0
+                || a.ff <= 0
+                || a.beam == 0
+                || a.max_length == 0
+                || a.max_target_tokens < 2
+                || !(0.0..1.0).contains(&a.label_smoothing)
+            {
                 return Err(Error::field(path, "abs", "layers, heads, ff, beam and max_length must be positive, max_target_tokens at least 2, label_smoothing in [0, 1)"));
             }
         }
@@ -156,7 +172,8 @@ impl Summarizer {
             Summarizer::Ext(m) => {
                 for chunk in articles.chunks(8) {
                     let batch = m.encode(chunk)?;
-                    let scores = tch::no_grad(|| m.scores(&batch, false)).to_device(Device::Cpu).to_kind(tch::Kind::Double);
+                    let scores =
+                        tch::no_grad(|| m.scores(&batch, false)).to_device(Device::Cpu).to_kind(tch::Kind::Double);
                     for (r, article) in chunk.iter().enumerate() {
                         let n = batch.sentences[r];
                         let row: Vec<f64> = (0..n).map(|k| scores.double_value(&[r as i64, k as i64])).collect();
@@ -178,7 +195,8 @@ impl Summarizer {
     /// Loads a model written by `finetune summarize` (BertExt or BertAbs, from `config.json`).
     pub fn load_trained(dir: &Path, device: Device) -> Result<Self> {
         let config_path = dir.join("config.json");
-        let config: serde_json::Value = serde_json::from_str(&crate::error::read_to_string(&config_path)?).map_err(|e| Error::json(&config_path, &e))?;
+        let config: serde_json::Value = serde_json::from_str(&crate::error::read_to_string(&config_path)?)
+            .map_err(|e| Error::json(&config_path, &e))?;
         let untrained = |notes: Vec<String>, what: &str| -> Result<()> {
             match notes.iter().find(|n| n.contains("initialised")) {
                 Some(n) => Err(Error::invalid(dir, format!("not a trained {what} model: {n}"))),
@@ -187,17 +205,23 @@ impl Summarizer {
         };
         let setting = |key: &str| config.get(key).cloned();
         if let Some(ext) = setting("indolm_ext") {
-            let ext: ExtConfig = serde_json::from_value(ext).map_err(|e| Error::field(&config_path, "indolm_ext", e.to_string()))?;
+            let ext: ExtConfig =
+                serde_json::from_value(ext).map_err(|e| Error::field(&config_path, "indolm_ext", e.to_string()))?;
             let (m, notes) = BertExt::load(dir, ext, device)?;
             untrained(notes, "BertExt")?;
             Ok(Summarizer::Ext(m))
         } else if let Some(abs) = setting("indolm_abs") {
-            let abs: AbsConfig = serde_json::from_value(abs).map_err(|e| Error::field(&config_path, "indolm_abs", e.to_string()))?;
+            let abs: AbsConfig =
+                serde_json::from_value(abs).map_err(|e| Error::field(&config_path, "indolm_abs", e.to_string()))?;
             let (m, notes) = BertAbs::load(dir, abs, device)?;
             untrained(notes, "BertAbs")?;
             Ok(Summarizer::Abs(m))
         } else {
-            Err(Error::field(&config_path, "indolm_ext", "missing (and no indolm_abs): is this a model from `indolm finetune summarize`?"))
+            Err(Error::field(
+                &config_path,
+                "indolm_ext",
+                "missing (and no indolm_abs): is this a model from `indolm finetune summarize`?",
+            ))
         }
     }
 
@@ -213,7 +237,8 @@ impl Summarizer {
 pub fn evaluate(model: &Summarizer, system: &str, articles: &[Article]) -> Result<(Row, Vec<String>)> {
     let texts: Vec<&[Vec<String>]> = articles.iter().map(|a| a.article.as_slice()).collect();
     let predicted: Vec<String> = model.summarize(&texts)?.iter().map(|s| join(s)).collect();
-    let pairs: Vec<(String, String)> = predicted.iter().zip(articles).map(|(p, a)| (p.clone(), join(&a.summary))).collect();
+    let pairs: Vec<(String, String)> =
+        predicted.iter().zip(articles).map(|(p, a)| (p.clone(), join(&a.summary))).collect();
     let (rouge1, rouge2, rouge_l) = mean_f1(&pairs);
     Ok((Row { system: system.into(), rouge1, rouge2, rouge_l }, predicted))
 }
@@ -231,9 +256,17 @@ pub struct SummarizeResults {
 fn start_model(recipe: &SummarizeRecipe, init: &Path, device: Device) -> Result<(Summarizer, Vec<String>)> {
     if recipe.task == Task::Extabs {
         let config_path = init.join("config.json");
-        let config: serde_json::Value = serde_json::from_str(&crate::error::read_to_string(&config_path)?).map_err(|e| Error::json(&config_path, &e))?;
+        let config: serde_json::Value = serde_json::from_str(&crate::error::read_to_string(&config_path)?)
+            .map_err(|e| Error::json(&config_path, &e))?;
         if config["architectures"][0] != "BertExt" {
-            return Err(Error::field(&config_path, "architectures", format!("task extabs starts from a fine-tuned BertExt (found {}); train one with task = \"ext\" first", config["architectures"])));
+            return Err(Error::field(
+                &config_path,
+                "architectures",
+                format!(
+                    "task extabs starts from a fine-tuned BertExt (found {}); train one with task = \"ext\" first",
+                    config["architectures"]
+                ),
+            ));
         }
     }
     Ok(match recipe.task {
@@ -257,10 +290,16 @@ fn optimizers(recipe: &SummarizeRecipe, model: &Summarizer) -> Vec<(AdamW, f64, 
     match recipe.task {
         Task::Ext => vec![(adam(vars.into_iter().collect()), o.lr, o.warmup_steps, "lr")],
         Task::Abs | Task::Extabs => {
-            let (bert, rest): (std::collections::BTreeMap<_, _>, std::collections::BTreeMap<_, _>) = vars.into_iter().partition(|(n, _)| n.starts_with("bert."));
+            let (bert, rest): (std::collections::BTreeMap<_, _>, std::collections::BTreeMap<_, _>) =
+                vars.into_iter().partition(|(n, _)| n.starts_with("bert."));
             vec![
                 (adam(bert), o.lr, o.warmup_steps, "lr_bert"),
-                (adam(rest), o.lr_dec.expect("checked when loading"), o.warmup_dec.expect("checked when loading"), "lr_dec"),
+                (
+                    adam(rest),
+                    o.lr_dec.expect("checked when loading"),
+                    o.warmup_dec.expect("checked when loading"),
+                    "lr_dec",
+                ),
             ]
         }
     }
@@ -276,7 +315,8 @@ pub fn run(recipe: &SummarizeRecipe, init: &Path, device: Device) -> Result<Summ
     let train = load_split(&d.root, &d.train_split)?;
     let dev_all = load_split(&d.root, &d.dev_split)?;
     let dev = &dev_all[..recipe.optimizer.eval_articles.unwrap_or(usize::MAX).min(dev_all.len()).max(1)];
-    let tests: Vec<(String, Vec<Article>)> = d.test_splits.iter().map(|s| Ok((s.clone(), load_split(&d.root, s)?))).collect::<Result<_>>()?;
+    let tests: Vec<(String, Vec<Article>)> =
+        d.test_splits.iter().map(|s| Ok((s.clone(), load_split(&d.root, s)?))).collect::<Result<_>>()?;
     let oracles: Vec<Vec<usize>> = match recipe.task {
         Task::Ext => train.iter().map(oracle_of).collect(),
         Task::Abs | Task::Extabs => vec![Vec::new(); train.len()],
@@ -297,9 +337,17 @@ pub fn run(recipe: &SummarizeRecipe, init: &Path, device: Device) -> Result<Summ
     let mut optimizers = optimizers(recipe, &model);
     let tag = |name: &str| format!("{}/{name}", system.to_lowercase());
     let (dev_before, _) = evaluate(&model, system, dev)?;
-    logger.println(&format!("step 0: dev ROUGE-1/2/L {:.2}/{:.2}/{:.2} on {} articles", dev_before.rouge1, dev_before.rouge2, dev_before.rouge_l, dev.len()));
+    logger.println(&format!(
+        "step 0: dev ROUGE-1/2/L {:.2}/{:.2}/{:.2} on {} articles",
+        dev_before.rouge1,
+        dev_before.rouge2,
+        dev_before.rouge_l,
+        dev.len()
+    ));
     let mean = |r: &Row| (r.rouge1 + r.rouge2 + r.rouge_l) / 3.0;
-    let snapshot = || -> Vec<(String, Tensor)> { model.vs().variables().into_iter().map(|(n, t)| (n, t.detach().copy())).collect() };
+    let snapshot = || -> Vec<(String, Tensor)> {
+        model.vs().variables().into_iter().map(|(n, t)| (n, t.detach().copy())).collect()
+    };
     let mut best: (f64, u64, Row, Vec<(String, Tensor)>) = (mean(&dev_before), 0, dev_before.clone(), snapshot());
     let mut order: Vec<usize> = Vec::new();
     let mut cursor = 0;
@@ -337,7 +385,16 @@ pub fn run(recipe: &SummarizeRecipe, init: &Path, device: Device) -> Result<Summ
             logger.scalar(&tag("dev_rouge1"), row.rouge1, step);
             logger.scalar(&tag("dev_rouge2"), row.rouge2, step);
             logger.scalar(&tag("dev_rougeL"), row.rouge_l, step);
-            logger.progress(step, &format!("loss {:.4}, dev ROUGE-1/2/L {:.2}/{:.2}/{:.2}", loss.double_value(&[]), row.rouge1, row.rouge2, row.rouge_l));
+            logger.progress(
+                step,
+                &format!(
+                    "loss {:.4}, dev ROUGE-1/2/L {:.2}/{:.2}/{:.2}",
+                    loss.double_value(&[]),
+                    row.rouge1,
+                    row.rouge2,
+                    row.rouge_l
+                ),
+            );
             if mean(&row) > best.0 {
                 best = (mean(&row), step, row, snapshot());
             }
@@ -359,7 +416,10 @@ pub fn run(recipe: &SummarizeRecipe, init: &Path, device: Device) -> Result<Summ
         rows.push(row);
         let file_stem = split.replace(['/', '\\'], "_");
         write_lines(&out_dir.join(format!("{file_stem}.candidate")), &predicted)?;
-        write_lines(&out_dir.join(format!("{file_stem}.gold")), &articles.iter().map(|a| join(&a.summary)).collect::<Vec<_>>())?;
+        write_lines(
+            &out_dir.join(format!("{file_stem}.gold")),
+            &articles.iter().map(|a| join(&a.summary)).collect::<Vec<_>>(),
+        )?;
         md.push_str(&markdown(split, &rows));
         md.push('\n');
         test.push((split.clone(), rows));

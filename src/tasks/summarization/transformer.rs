@@ -46,7 +46,14 @@ impl MultiHeadAttention {
     /// Attention of `queries` [batch, len, hidden] over keys/values from `keys_values`;
     /// `mask` (true = may attend) broadcasts to [batch, heads, len, keys]; `causal` adds the
     /// decoder's no-peeking-ahead mask.
-    pub fn attend(&self, queries: &Tensor, kv: &(Tensor, Tensor), mask: Option<&Tensor>, causal: bool, train: bool) -> Tensor {
+    pub fn attend(
+        &self,
+        queries: &Tensor,
+        kv: &(Tensor, Tensor),
+        mask: Option<&Tensor>,
+        causal: bool,
+        train: bool,
+    ) -> Tensor {
         let (b, n, h) = queries.size3().expect("[batch, len, hidden]");
         let q = self.split(self.query.forward(queries, Precision::Fp32));
         let drop = if train { self.dropout } else { 0.0 };
@@ -54,7 +61,14 @@ impl MultiHeadAttention {
         self.out.forward(&ctx.transpose(1, 2).contiguous().view([b, n, h]), Precision::Fp32)
     }
 
-    pub fn forward(&self, queries: &Tensor, memory: &Tensor, mask: Option<&Tensor>, causal: bool, train: bool) -> Tensor {
+    pub fn forward(
+        &self,
+        queries: &Tensor,
+        memory: &Tensor,
+        mask: Option<&Tensor>,
+        causal: bool,
+        train: bool,
+    ) -> Tensor {
         self.attend(queries, &self.keys_values(memory), mask, causal, train)
     }
 }
