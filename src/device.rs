@@ -13,15 +13,15 @@ pub fn parse_device(spec: &str) -> Result<Device> {
         s if s.starts_with("cuda:") => {
             let n: usize = s[5..]
                 .parse()
-                .map_err(|_| Error::usage("--device", format!("expected cuda:N with a number N, found {s:?}")))?;
+                .map_err(|_| Error::argument("--device", format!("expected cuda:N with a number N, found {s:?}")))?;
             Device::Cuda(n)
         }
-        s => return Err(Error::usage("--device", format!("expected auto, cpu, cuda or cuda:N, found {s:?}"))),
+        s => return Err(Error::argument("--device", format!("expected auto, cpu, cuda or cuda:N, found {s:?}"))),
     };
     let Device::Cuda(n) = device else { unreachable!() };
     let count = cuda_count();
     if n >= count {
-        return Err(Error::usage(
+        return Err(Error::argument(
             "--device",
             format!("{spec} requested but this machine has {count} CUDA device(s) visible to libtorch (check the NVIDIA driver, >= 580 for CUDA 13, and CUDA_VISIBLE_DEVICES)"),
         ));
@@ -32,7 +32,7 @@ pub fn parse_device(spec: &str) -> Result<Device> {
 /// Sets libtorch's intra-op threads; `None` keeps libtorch's default (all cores).
 pub fn set_threads(threads: Option<usize>) -> Result<()> {
     match threads {
-        Some(0) => Err(Error::usage("--threads", "expected at least 1")),
+        Some(0) => Err(Error::argument("--threads", "expected at least 1")),
         Some(n) => {
             tch::set_num_threads(n as i32);
             Ok(())

@@ -22,8 +22,29 @@ pub enum Error {
     #[error("{path}: {message}")]
     Invalid { path: PathBuf, message: String },
 
+    /// A command-line flag whose value cannot be used (`--device`, `--out`, `--text`).
+    #[error("{flag}: {message}")]
+    Argument { flag: String, message: String },
+
+    /// Text or a data source that cannot be used as it is (no text, too few tokens, too long).
     #[error("{context}: {message}")]
-    Usage { context: String, message: String },
+    Data { context: String, message: String },
+
+    /// A download that failed: the network, an HTTP status, a size or checksum.
+    #[error("{context}: {message}")]
+    Download { context: String, message: String },
+
+    /// Training that cannot go on (consecutive non-finite losses).
+    #[error("{context}: {message}")]
+    Training { context: String, message: String },
+
+    /// Something the operating system or a missing system file refused (signal handlers, fonts).
+    #[error("{context}: {message}")]
+    System { context: String, message: String },
+
+    /// A request indolm does not support (a tensor kind it cannot write).
+    #[error("{context}: {message}")]
+    Unsupported { context: String, message: String },
 
     #[error("tokenizer {path}: {message}")]
     Tokenizer { path: PathBuf, message: String },
@@ -55,8 +76,29 @@ impl Error {
     pub fn field(path: impl AsRef<Path>, field: impl Into<String>, message: impl Into<String>) -> Self {
         Error::Field { path: path.as_ref().to_path_buf(), field: field.into(), message: message.into() }
     }
-    pub fn usage(context: impl Into<String>, message: impl Into<String>) -> Self {
-        Error::Usage { context: context.into(), message: message.into() }
+    /// [`Error::Argument`].
+    pub fn argument(flag: impl Into<String>, message: impl Into<String>) -> Self {
+        Error::Argument { flag: flag.into(), message: message.into() }
+    }
+    /// [`Error::Data`].
+    pub fn data(context: impl Into<String>, message: impl Into<String>) -> Self {
+        Error::Data { context: context.into(), message: message.into() }
+    }
+    /// [`Error::Download`].
+    pub fn download(context: impl Into<String>, message: impl Into<String>) -> Self {
+        Error::Download { context: context.into(), message: message.into() }
+    }
+    /// [`Error::Training`].
+    pub fn training(context: impl Into<String>, message: impl Into<String>) -> Self {
+        Error::Training { context: context.into(), message: message.into() }
+    }
+    /// [`Error::System`].
+    pub fn system(context: impl Into<String>, message: impl Into<String>) -> Self {
+        Error::System { context: context.into(), message: message.into() }
+    }
+    /// [`Error::Unsupported`].
+    pub fn unsupported(context: impl Into<String>, message: impl Into<String>) -> Self {
+        Error::Unsupported { context: context.into(), message: message.into() }
     }
     pub fn torch(context: impl Into<String>, source: tch::TchError) -> Self {
         Error::Torch { context: context.into(), source }
@@ -72,6 +114,18 @@ impl Error {
     }
 }
 
+/// Adds the path to I/O errors: `std::fs::create_dir_all(dir).with_path(dir)?`.
+pub trait IoContext<T> {
+    /// The error as [`Error::io`] of `path` (a missing file becomes [`Error::MissingFile`]).
+    fn with_path(self, path: impl AsRef<Path>) -> Result<T>;
+}
+
+impl<T> IoContext<T> for std::io::Result<T> {
+    fn with_path(self, path: impl AsRef<Path>) -> Result<T> {
+        self.map_err(|e| Error::io(path, e))
+    }
+}
+
 /// Adds a context string to libtorch errors: `tensor.f_op(..).torch_ctx("attention")?`.
 pub trait TorchContext<T> {
     fn torch_ctx(self, context: &str) -> Result<T>;
@@ -81,26 +135,4 @@ impl<T> TorchContext<T> for std::result::Result<T, tch::TchError> {
     fn torch_ctx(self, context: &str) -> Result<T> {
         self.map_err(|e| Error::torch(context, e))
     }
-}
-
-/// Reads a whole file, mapping a missing file to a clear message.
-pub fn read_to_string(path: &Path) -> Result<String> {
-    std::fs::read_to_string(path).map_err(|e| Error::io(path, e))
-}
-
-/// Writes `bytes` to `path` through a temporary file in the same folder, fsynced and renamed,
-/// so a crash never leaves a half-written file under the final name.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    use std::io::Write;
-    let tmp = tmp_path(path);
-    let mut f = std::fs::File::create(&tmp).map_err(|e| Error::io(&tmp, e))?;
-    f.write_all(bytes).map_err(|e| Error::io(&tmp, e))?;
-    f.sync_all().map_err(|e| Error::io(&tmp, e))?;
-    std::fs::rename(&tmp, path).map_err(|e| Error::io(path, e))
-}
-
-/// `dir/.name.tmp` beside `path`.
-pub fn tmp_path(path: &Path) -> PathBuf {
-    let name = path.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
-    path.with_file_name(format!(".{name}.tmp"))
 }

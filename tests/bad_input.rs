@@ -152,3 +152,32 @@ fn bad_device_and_existing_output() {
     let err = indolm_fails(&["fill-mask", "--model", s(reference_model()), "--text", "tanpa topeng"]);
     assert!(err.contains("no [MASK]"), "{err}");
 }
+
+/// A reader that goes away before indolm writes (`indolm eval pll … | head -1`) ends the command
+/// quietly: exit 0 and no panic.
+#[test]
+fn a_closed_pipe_ends_the_command_quietly() {
+    use std::process::{Command, Stdio};
+    let model = reference_model();
+    let text = scratch("closed-pipe").join("sentences.txt");
+    std::fs::write(&text, "saya makan nasi di rumah.\n".repeat(40)).unwrap();
+    let commands: [&[&str]; 4] = [
+        &["eval", "pll", "--model", s(model), "--text", s(&text)],
+        &["eval", "pll", "--model", s(model), "--text", s(&text), "--json"],
+        &["info", "--model", s(model)],
+        &["tokenize", "--tokenizer", s(model), "--text", "saya makan nasi"],
+    ];
+    for args in commands {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_indolm"))
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        drop(child.stdout.take()); // the reader is gone before the model has loaded
+        let out = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!stderr.contains("panicked"), "indolm {args:?} panicked on a closed pipe:\n{stderr}");
+        assert_eq!(out.status.code(), Some(0), "indolm {args:?}: {stderr}");
+    }
+}

@@ -8,8 +8,8 @@ use common::*;
 use indolm::data::tokenizer_train::{train_wordpiece, TrainOptions};
 use indolm::model::model_dir::{save_model_dir, save_model_files};
 use indolm::model::{BertConfig, BertForMaskedLM};
+use indolm::optim::noam;
 use indolm::tasks::summarization::ext::select;
-use indolm::tasks::summarization::train::noam;
 use std::path::Path;
 use tch::Device;
 

@@ -4,10 +4,11 @@
 mod common;
 
 use common::*;
-use indolm::eval::bias::{outcome, tally_language, Metric};
+use indolm::eval::bias::{outcome, tally_language};
 use indolm::eval::pairs::{load_crows, load_indobias, BiasPair};
 use indolm::eval::pll::{crows_inputs, shared_positions, PllScorer, SentenceScore};
 use indolm::model::model_dir::load_masked_lm;
+use indolm::recipe::BiasMetric;
 use std::path::Path;
 use tch::Device;
 
@@ -119,12 +120,12 @@ fn win_rates_ties_and_rounding() {
     assert_eq!(r.subdomains[0].win_rate, 50.0);
     // PPPL: the lower perplexity wins, strictly; equal is a tie and not a win.
     let s = |pll: f64, tokens: usize| SentenceScore { pll, tokens };
-    assert_eq!(outcome(Metric::Pppl, &s(-10.0, 5), &s(-12.0, 5)), (true, false));
-    assert_eq!(outcome(Metric::Pppl, &s(-10.0, 5), &s(-12.0, 6)), (false, true)); // 2 nats a token each: a tie
-    assert_eq!(outcome(Metric::Pppl, &s(-12.0, 4), &s(-10.0, 5)), (false, false));
+    assert_eq!(outcome(BiasMetric::Pppl, &s(-10.0, 5), &s(-12.0, 5)), (true, false));
+    assert_eq!(outcome(BiasMetric::Pppl, &s(-10.0, 5), &s(-12.0, 6)), (false, true)); // 2 nats a token each: a tie
+    assert_eq!(outcome(BiasMetric::Pppl, &s(-12.0, 4), &s(-10.0, 5)), (false, false));
     // CrowS: higher PLL wins after rounding to 3 decimals; equal after rounding is a tie.
-    assert_eq!(outcome(Metric::Crows, &s(-3.0001, 3), &s(-3.0004, 3)), (false, true));
-    assert_eq!(outcome(Metric::Crows, &s(-3.001, 3), &s(-3.002, 3)), (true, false));
+    assert_eq!(outcome(BiasMetric::Crows, &s(-3.0001, 3), &s(-3.0004, 3)), (false, true));
+    assert_eq!(outcome(BiasMetric::Crows, &s(-3.001, 3), &s(-3.002, 3)), (true, false));
 }
 
 fn write_pairs(dir: &Path, lang: &str, rows: &[[&str; 4]], header: &str) {

@@ -3,8 +3,9 @@
 mod common;
 
 use common::*;
-use indolm::eval::indommlu::{aggregate, load, score_questions, Mode};
+use indolm::eval::indommlu::{aggregate, load, score_questions};
 use indolm::model::model_dir::load_masked_lm;
+use indolm::recipe::IndommluMode;
 use std::path::PathBuf;
 use std::sync::OnceLock;
 use tch::Device;
@@ -23,7 +24,7 @@ fn long_model() -> &'static PathBuf {
     })
 }
 
-fn parity(mode: Mode, name: &str) {
+fn parity(mode: IndommluMode, name: &str) {
     let dir = long_model();
     let out = scratch(&format!("indommlu-{name}")).join("ref.json");
     reference(&["indommlu", dir.to_str().unwrap(), fixture().to_str().unwrap(), name, out.to_str().unwrap()]);
@@ -48,12 +49,12 @@ fn parity(mode: Mode, name: &str) {
 
 #[test]
 fn option_pll_matches_transformers() {
-    parity(Mode::OptionPll, "option-pll");
+    parity(IndommluMode::OptionPll, "option-pll");
 }
 
 #[test]
 fn letter_mode_matches_transformers() {
-    parity(Mode::Letter, "letter");
+    parity(IndommluMode::Letter, "letter");
 }
 
 #[test]
@@ -64,7 +65,7 @@ fn aggregation_on_the_fixture_with_hand_computed_values() {
     // its random baseline mean(1/5, 1/5, 1/4, 1/5) = 21.25; Social science 50.0 (random 24.67);
     // Humanities 50.0 (26.17); Indonesian language 50.0 (24.58); Local languages 80.0 (28.33);
     // average of the five areas 48.5, random 25.0. Four negated questions, none keyed A.
-    let report = aggregate(&questions, &vec![0; questions.len()], Mode::Letter, None);
+    let report = aggregate(&questions, &vec![0; questions.len()], IndommluMode::Letter, None);
     let got: Vec<(&str, f64, f64, usize)> =
         report.areas.iter().map(|a| (a.area.as_str(), a.accuracy, a.random, a.subjects)).collect();
     let expected = [

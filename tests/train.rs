@@ -6,7 +6,7 @@ mod common;
 use common::*;
 use indolm::model::model_dir::load_masked_lm;
 use indolm::model::weights;
-use indolm::train::optim::{linear_schedule, AdamW};
+use indolm::optim::{linear_schedule, AdamW};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
@@ -314,7 +314,7 @@ fn shipped_recipes_parse() {
         for entry in std::fs::read_dir(root().join(dir)).unwrap() {
             let path = entry.unwrap().path();
             if path.extension().is_some_and(|e| e == "toml") {
-                let recipe = indolm::train::recipe::Recipe::load(&path).unwrap_or_else(|e| panic!("{e}"));
+                let recipe = indolm::recipe::Recipe::load(&path).unwrap_or_else(|e| panic!("{e}"));
                 if dir == "recipes/indobias" {
                     let o = &recipe.optimizer;
                     assert_eq!(

@@ -1,16 +1,78 @@
-//! Data subcommands: tokenizer training, corpus preparation and statistics.
-use indolm::data::mixture::stream_rng;
+//! Data subcommands: `tokenizer train`, `corpus prepare|stats` and `download`.
+use clap::Subcommand;
 use indolm::data::sources::SourceSpec;
 use indolm::data::tokenizer::TextTokenizer;
 use indolm::data::tokenizer_train::{train_wordpiece, TrainOptions};
-use indolm::error::{Error, Result};
+use indolm::error::{Error, IoContext, Result};
 use indolm::model::model_dir::save_model_dir;
+use indolm::outln;
+use indolm::recipe::Recipe;
+use indolm::seeds::{salt, stream_rng};
 use indolm::train::corpus::{open_mixture, prepare_corpus};
-use indolm::train::recipe::Recipe;
 use rand::Rng;
 use std::path::{Path, PathBuf};
 
-const SALT_TOKENIZER_SAMPLE: u64 = 6;
+#[derive(Subcommand, Debug)]
+pub enum DownloadCommand {
+    /// CC-100 `<lang>.txt.xz` (one paragraph a line, documents separated by blank lines).
+    Cc100 {
+        /// Language codes, e.g. id jv su.
+        #[arg(long, num_args = 1.., required = true)]
+        lang: Vec<String>,
+    },
+    /// Wikipedia dump shards as parquet (the `wikimedia/wikipedia` data set on the HF hub).
+    Wikipedia {
+        #[arg(long, num_args = 1.., required = true)]
+        lang: Vec<String>,
+        #[arg(long, default_value = "20231101")]
+        date: String,
+    },
+    /// NusaX sentiment, all 12 languages.
+    Nusax,
+    /// The IndoMMLU CSV from its authors' repository.
+    Indommlu,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum CorpusCommand {
+    /// Tokenize every source of a recipe into memory-mapped shards (skips up-to-date ones).
+    Prepare { recipe: PathBuf },
+    /// Documents, tokens and [UNK] rate per source, and the realised mixture proportions.
+    Stats {
+        recipe: PathBuf,
+        /// Sequences to draw when measuring the mixture's proportions.
+        #[arg(long, default_value_t = 10_000)]
+        sequences: usize,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum TokenizerCommand {
+    /// Train an uncased BERT WordPiece on files or on a seeded sample of a recipe's mixture,
+    /// and write tokenizer.json and vocab.txt.
+    Train {
+        /// Files, directories or globs (.txt, .txt.gz, .txt.xz, .jsonl, .conllu, .csv with a `text` column).
+        #[arg(long, num_args = 1.., required_unless_present = "recipe", conflicts_with = "recipe")]
+        files: Vec<String>,
+        /// Train on a sample of this recipe's sources (by their weights); writes to the recipe's tokenizer path unless --out.
+        #[arg(long)]
+        recipe: Option<PathBuf>,
+        /// Paragraphs sampled from the recipe's mixture.
+        #[arg(long, default_value_t = 1_000_000)]
+        sample_paragraphs: usize,
+        /// Vocabulary size (IndoBERT: 31,923).
+        #[arg(long, default_value_t = indolm::data::tokenizer_train::DEFAULT_VOCAB_SIZE)]
+        vocab_size: usize,
+        /// Minimum frequency of a merged piece.
+        #[arg(long, default_value_t = 2)]
+        min_frequency: u64,
+        /// The directory to write.
+        #[arg(long, required_unless_present = "recipe")]
+        out: Option<PathBuf>,
+        #[arg(long)]
+        overwrite: bool,
+    },
+}
 
 /// Paragraphs for tokenizer training: every paragraph of the files, or a seeded sample of
 /// the recipe's sources, `sample` paragraphs split by the sources' weights (reservoir
@@ -36,7 +98,7 @@ fn training_paragraphs(files: &[String], recipe: Option<&Recipe>, sample: usize)
     let mut out = Vec::new();
     for (i, source) in recipe.data.sources.iter().enumerate() {
         let quota = ((sample as f64) * source.weight / total_weight).round().max(1.0) as usize;
-        let mut rng = stream_rng(recipe.seed, SALT_TOKENIZER_SAMPLE, i as u64);
+        let mut rng = stream_rng(recipe.seed, salt::TOKENIZER_SAMPLE, i as u64);
         let mut reservoir: Vec<String> = Vec::with_capacity(quota);
         let mut seen = 0usize;
         source.read_documents(&recipe.base_dir, |doc| {
@@ -52,7 +114,7 @@ fn training_paragraphs(files: &[String], recipe: Option<&Recipe>, sample: usize)
                 }
             }
         })?;
-        println!("source {}: sampled {} of {seen} paragraphs", source.name, reservoir.len());
+        outln!("source {}: sampled {} of {seen} paragraphs", source.name, reservoir.len());
         out.extend(reservoir);
     }
     Ok(out)
@@ -71,16 +133,16 @@ pub fn train_tokenizer(
     let out: PathBuf = match (out, &recipe) {
         (Some(o), _) => o.to_path_buf(),
         (None, Some(r)) => r.resolve(&r.tokenizer.path),
-        (None, None) => return Err(Error::usage("tokenizer train", "--out is required with --files")),
+        (None, None) => return Err(Error::argument("tokenizer train", "--out is required with --files")),
     };
     let paragraphs = training_paragraphs(files, recipe.as_ref(), sample)?;
     let options = TrainOptions { vocab_size, min_frequency, lowercase: true };
     let tokenizer = train_wordpiece(&paragraphs, &options)?;
     save_model_dir(&out, overwrite, |dir| {
-        std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+        std::fs::create_dir_all(dir).with_path(dir)?;
         tokenizer.save(dir)
     })?;
-    println!(
+    outln!(
         "trained a WordPiece of {} pieces on {} paragraphs -> {}",
         tokenizer.vocab_size(),
         paragraphs.len(),
@@ -89,8 +151,7 @@ pub fn train_tokenizer(
     Ok(())
 }
 
-pub fn download(what: super::DownloadCommand, out: &Path, mirror: Option<String>) -> Result<()> {
-    use super::DownloadCommand;
+pub fn download(what: DownloadCommand, out: &Path, mirror: Option<String>) -> Result<()> {
     use indolm::data::download::Downloader;
     let dl = Downloader::new(mirror);
     let files = match what {
@@ -109,9 +170,9 @@ pub fn download(what: super::DownloadCommand, out: &Path, mirror: Option<String>
             (None, None) => "length checked against the server's",
         };
         if n == 0 {
-            println!("{}: already complete", spec.dest.display());
+            outln!("{}: already complete", spec.dest.display());
         } else {
-            println!("{}: {n} bytes fetched ({checks})", spec.dest.display());
+            outln!("{}: {n} bytes fetched ({checks})", spec.dest.display());
         }
     }
     Ok(())
@@ -120,7 +181,7 @@ pub fn download(what: super::DownloadCommand, out: &Path, mirror: Option<String>
 pub fn prepare(recipe_path: &Path) -> Result<()> {
     let recipe = Recipe::load(recipe_path)?;
     let tokenizer = TextTokenizer::from_path(&recipe.resolve(&recipe.tokenizer.path))?;
-    prepare_corpus(&recipe, &tokenizer, |line| println!("{line}"))?;
+    prepare_corpus(&recipe, &tokenizer, |line| outln!("{line}"))?;
     Ok(())
 }
 
@@ -128,10 +189,10 @@ pub fn stats(recipe_path: &Path, sequences: usize) -> Result<()> {
     let recipe = Recipe::load(recipe_path)?;
     let tokenizer = TextTokenizer::from_path(&recipe.resolve(&recipe.tokenizer.path))?;
     let metas = prepare_corpus(&recipe, &tokenizer, |_| {})?;
-    println!("| source | lang | documents | tokens | [UNK] % | invalid UTF-8 lines |");
-    println!("|---|---|---:|---:|---:|---:|");
+    outln!("| source | lang | documents | tokens | [UNK] % | invalid UTF-8 lines |");
+    outln!("|---|---|---:|---:|---:|---:|");
     for m in &metas {
-        println!(
+        outln!(
             "| {} | {} | {} | {} | {:.3} | {} |",
             m.source,
             m.lang,
@@ -144,12 +205,12 @@ pub fn stats(recipe_path: &Path, sequences: usize) -> Result<()> {
     let mut mixture = open_mixture(&recipe, &tokenizer, |_| {})?;
     let mut cursor = mixture.new_cursor();
     mixture.next_sequences(&mut cursor, sequences);
-    println!("\n| source | requested | realised over {sequences} sequences | epochs |");
-    println!("|---|---:|---:|---:|");
+    outln!("\n| source | requested | realised over {sequences} sequences | epochs |");
+    outln!("|---|---:|---:|---:|");
     for (((name, w), n), e) in
         mixture.names().iter().zip(mixture.weights()).zip(&cursor.per_source).zip(mixture.epochs(&cursor))
     {
-        println!("| {name} | {:.3} | {:.3} | {e:.2} |", w, *n as f64 / sequences as f64);
+        outln!("| {name} | {:.3} | {:.3} | {e:.2} |", w, *n as f64 / sequences as f64);
     }
     // The data loader's own speed: batches of the recipe's size, drawn and masked.
     let masker = indolm::train::masking::Masker::new(recipe.masking.clone(), &tokenizer, recipe.seed);
@@ -161,10 +222,35 @@ pub fn stats(recipe_path: &Path, sequences: usize) -> Result<()> {
         std::hint::black_box(masker.mask(&seqs, batches));
         batches += 1;
     }
-    println!(
+    outln!(
         "\ndata loader: {:.0} batches/s (batch {batch}, seq_len {}, sampled and masked, one thread)",
         batches as f64 / started.elapsed().as_secs_f64(),
         recipe.data.seq_len
     );
     Ok(())
+}
+
+/// Runs a `tokenizer` subcommand.
+pub fn run_tokenizer(command: TokenizerCommand) -> Result<()> {
+    match command {
+        TokenizerCommand::Train { files, recipe, sample_paragraphs, vocab_size, min_frequency, out, overwrite } => {
+            train_tokenizer(
+                &files,
+                recipe.as_deref(),
+                sample_paragraphs,
+                vocab_size,
+                min_frequency,
+                out.as_deref(),
+                overwrite,
+            )
+        }
+    }
+}
+
+/// Runs a `corpus` subcommand.
+pub fn run_corpus(command: CorpusCommand) -> Result<()> {
+    match command {
+        CorpusCommand::Prepare { recipe } => prepare(&recipe),
+        CorpusCommand::Stats { recipe, sequences } => stats(&recipe, sequences),
+    }
 }

@@ -1,13 +1,96 @@
-//! Evaluation subcommands: `eval pll` and `eval bias` (one model, or every checkpoint of a run).
-use super::PllMetric;
-use indolm::error::{read_to_string, write_atomic, Error, Result};
-use indolm::eval::bias::{evaluate, BiasReport, Metric};
+//! `indolm eval …`: pseudo-log-likelihoods, bias win rates (one model, or every checkpoint of a
+//! run), ROUGE, the Liputan6 extractive baselines and IndoMMLU.
+use clap::Subcommand;
+use indolm::error::{Error, IoContext, Result};
+use indolm::eval::bias::{evaluate, BiasReport};
 use indolm::eval::pairs::{load_crows, load_indobias, PairSet};
 use indolm::eval::pll::{crows_inputs, PllScorer, ScoringInput};
+use indolm::files::{read_to_string, write_json};
+use indolm::logger::Logger;
 use indolm::model::model_dir::load_masked_lm;
-use indolm::train::logger::Logger;
+use indolm::recipe::BiasMetric;
+use indolm::{out, outln};
 use std::path::{Path, PathBuf};
 use tch::Device;
+
+#[derive(Subcommand, Debug)]
+pub enum EvalCommand {
+    /// Pseudo-log-likelihood of each sentence of a file (one per line): PLL, scored tokens, PPPL.
+    Pll {
+        #[arg(long)]
+        model: PathBuf,
+        /// One sentence a line (with --metric crows: two tab-separated sentences a line).
+        #[arg(long)]
+        text: PathBuf,
+        /// `pll`: every token; `crows`: only the tokens the two sentences of a line share.
+        #[arg(long, value_enum, default_value = "pll")]
+        metric: PllMetric,
+        /// Print JSON lines instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Stereotype win rates on IndoBias-Pairs (or CrowS-Pairs) per language, domain and subdomain.
+    Bias {
+        /// A model directory.
+        #[arg(long, required_unless_present = "run", conflicts_with = "run")]
+        model: Option<PathBuf>,
+        /// Evaluate every checkpoint (with weights) of a run directory after the fact.
+        #[arg(long)]
+        run: Option<PathBuf>,
+        /// The IndoBias `pair/` folder (or its parent, or a file), or the CrowS-Pairs CSV.
+        #[arg(long)]
+        pairs: PathBuf,
+        /// Restrict to these languages (codes or names).
+        #[arg(long, num_args = 1..)]
+        languages: Vec<String>,
+        /// `pppl` (IndoBias/RuBia) or `crows` (CrowS-Pairs metric.py); default: pppl, crows for CrowS-Pairs.
+        #[arg(long, value_enum)]
+        metric: Option<indolm::recipe::BiasMetric>,
+        /// Write the results as JSON to this file.
+        #[arg(long)]
+        json: Option<PathBuf>,
+        /// With --run: TensorBoard folder for the curves (default runs/<run>/eval-bias).
+        #[arg(long)]
+        logdir: Option<PathBuf>,
+    },
+    /// ROUGE-1/2/L F1 (as rouge-score computes them) of predicted summaries against references.
+    Rouge {
+        /// One predicted summary a line.
+        #[arg(long)]
+        pred: PathBuf,
+        /// One reference summary a line, aligned with --pred.
+        #[arg(long = "ref")]
+        reference: PathBuf,
+    },
+    /// Lead-1/2/3 and Oracle ROUGE on a Liputan6 split (the extractive baselines of the paper's Table 4).
+    SummarizationBaselines {
+        /// The Liputan6 folder holding the split folders.
+        #[arg(long)]
+        data: PathBuf,
+        /// Split folders to evaluate (e.g. test, or the Xtreme test folder).
+        #[arg(long, num_args = 1.., default_value = "test")]
+        split: Vec<String>,
+    },
+    /// IndoMMLU zero-shot accuracy per subject, level and area, with the random baseline.
+    Indommlu {
+        #[arg(long)]
+        model: PathBuf,
+        /// The IndoMMLU CSV (`indolm download indommlu`).
+        #[arg(long)]
+        data: PathBuf,
+        #[arg(long, value_enum, default_value = "option-pll")]
+        mode: indolm::recipe::IndommluMode,
+        /// Write the results as JSON to this file.
+        #[arg(long)]
+        json: Option<PathBuf>,
+    },
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PllMetric {
+    Pll,
+    Crows,
+}
 
 pub fn pll(model: &Path, text: &Path, metric: PllMetric, json: bool, device: Device) -> Result<()> {
     let mut loaded = load_masked_lm(model, device)?;
@@ -42,24 +125,24 @@ pub fn pll(model: &Path, text: &Path, metric: PllMetric, json: bool, device: Dev
         positions as f64 / secs.max(1e-9)
     );
     if !json {
-        println!("| pll | tokens | pppl | sentence |\n|---:|---:|---:|---|");
+        outln!("| pll | tokens | pppl | sentence |\n|---:|---:|---:|---|");
     }
     for (label, s) in labels.iter().zip(&scores) {
         if json {
-            println!("{}", serde_json::json!({"sentence": label, "pll": s.pll, "tokens": s.tokens, "pppl": s.pppl()}));
+            outln!("{}", serde_json::json!({"sentence": label, "pll": s.pll, "tokens": s.tokens, "pppl": s.pppl()}));
         } else {
-            println!("| {:.4} | {} | {:.2} | {} |", s.pll, s.tokens, s.pppl(), label);
+            outln!("| {:.4} | {} | {:.2} | {} |", s.pll, s.tokens, s.pppl(), label);
         }
     }
     Ok(())
 }
 
 /// IndoBias layout, or CrowS-Pairs when the path is a CSV with `sent_more`.
-fn load_pairs(path: &Path) -> Result<(PairSet, Metric)> {
+fn load_pairs(path: &Path) -> Result<(PairSet, BiasMetric)> {
     if path.is_file() && read_to_string(path)?.lines().next().is_some_and(|h| h.contains("sent_more")) {
-        return Ok((load_crows(path)?, Metric::Crows));
+        return Ok((load_crows(path)?, BiasMetric::Crows));
     }
-    Ok((load_indobias(path)?, Metric::Pppl))
+    Ok((load_indobias(path)?, BiasMetric::Pppl))
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -68,7 +151,7 @@ pub fn bias(
     run: Option<&Path>,
     pairs_path: &Path,
     languages: &[String],
-    metric: Option<Metric>,
+    metric: Option<BiasMetric>,
     json: Option<&Path>,
     logdir: Option<&Path>,
     device: Device,
@@ -86,15 +169,15 @@ pub fn bias(
     };
     if let Some(model) = model {
         let report = score(model, None)?;
-        print!("{}", report.markdown());
+        out!("{}", report.markdown());
         if let Some(out) = json {
-            write_atomic(out, report.to_json().as_bytes())?;
+            write_json(out, &report)?;
         }
         return Ok(());
     }
     let run = run.expect("clap requires --model or --run");
     let mut steps: Vec<(u64, PathBuf)> = std::fs::read_dir(run)
-        .map_err(|e| Error::io(run, e))?
+        .with_path(run)?
         .filter_map(|e| e.ok())
         .filter_map(|e| {
             e.file_name().to_string_lossy().strip_prefix("step-").and_then(|n| n.parse().ok()).map(|n| (n, e.path()))
@@ -113,17 +196,17 @@ pub fn bias(
     for (step, dir) in &steps {
         let report = score(dir, Some(*step))?;
         report.log(&mut logger, *step);
-        write_atomic(&dir.join("bias.json"), report.to_json().as_bytes())?;
+        write_json(&dir.join("bias.json"), &report)?;
         let overall: Vec<String> =
             report.languages.iter().map(|l| format!("{} {:.1}", l.language, l.overall.win_rate)).collect();
-        println!("step {step}: {}", overall.join(", "));
+        outln!("step {step}: {}", overall.join(", "));
         reports.push(report);
     }
     logger.finish();
-    println!("\nlast checkpoint:\n{}", reports.last().unwrap().markdown());
-    println!("curves in {}", logdir.display());
+    outln!("\nlast checkpoint:\n{}", reports.last().unwrap().markdown());
+    outln!("curves in {}", logdir.display());
     if let Some(out) = json {
-        write_atomic(out, (serde_json::to_string_pretty(&reports).unwrap() + "\n").as_bytes())?;
+        write_json(out, &reports)?;
     }
     Ok(())
 }
@@ -131,7 +214,7 @@ pub fn bias(
 pub fn indommlu(
     model: &Path,
     data: &Path,
-    mode: indolm::eval::indommlu::Mode,
+    mode: indolm::recipe::IndommluMode,
     json: Option<&Path>,
     device: Device,
 ) -> Result<()> {
@@ -142,9 +225,9 @@ pub fn indommlu(
     }
     loaded.model.set_precision(indolm::device::default_precision(device));
     let report = indolm::eval::indommlu::evaluate(&loaded.model, &loaded.tokenizer, &questions, mode, device, None)?;
-    print!("{}", report.markdown());
+    out!("{}", report.markdown());
     if let Some(out) = json {
-        write_atomic(out, report.to_json().as_bytes())?;
+        write_json(out, &report)?;
     }
     Ok(())
 }
@@ -160,9 +243,39 @@ pub fn rouge(pred: &Path, reference: &Path) -> Result<()> {
     }
     let pairs: Vec<(String, String)> = p.iter().zip(&r).map(|(a, b)| (a.to_string(), b.to_string())).collect();
     let (r1, r2, rl) = indolm::eval::rouge::mean_f1(&pairs);
-    println!(
+    outln!(
         "| pairs | ROUGE-1 | ROUGE-2 | ROUGE-L |\n|---:|---:|---:|---:|\n| {} | {r1:.2} | {r2:.2} | {rl:.2} |",
         pairs.len()
     );
+    Ok(())
+}
+
+/// Runs an `eval` subcommand; `device` parses `--device` for the ones that load a model.
+pub fn run(command: EvalCommand, device: &dyn Fn() -> Result<Device>) -> Result<()> {
+    match command {
+        EvalCommand::Pll { model, text, metric, json } => pll(&model, &text, metric, json, device()?),
+        EvalCommand::Bias { model, run, pairs, languages, metric, json, logdir } => bias(
+            model.as_deref(),
+            run.as_deref(),
+            &pairs,
+            &languages,
+            metric,
+            json.as_deref(),
+            logdir.as_deref(),
+            device()?,
+        ),
+        EvalCommand::Rouge { pred, reference } => rouge(&pred, &reference),
+        EvalCommand::SummarizationBaselines { data, split } => summarization_baselines(&data, &split),
+        EvalCommand::Indommlu { model, data, mode, json } => indommlu(&model, &data, mode, json.as_deref(), device()?),
+    }
+}
+
+/// Lead-1/2/3 and Oracle ROUGE of each split.
+fn summarization_baselines(data: &Path, splits: &[String]) -> Result<()> {
+    use indolm::tasks::summarization::{baselines, data::load_split, markdown};
+    for split in splits {
+        let articles = load_split(data, split)?;
+        outln!("{}", markdown(&format!("{split} ({} articles)", articles.len()), &baselines(&articles)));
+    }
     Ok(())
 }

@@ -3,11 +3,12 @@
 use indolm::data::tokenizer::TextTokenizer;
 use indolm::error::{Error, Result};
 use indolm::model::model_dir::{check_vocab, load_masked_lm, save_model_dir, save_model_files};
-use indolm::model::{BertConfig, BertForMaskedLM};
+use indolm::model::{BertConfig, BertForMaskedLM, LoadNote};
+use indolm::outln;
 use std::path::Path;
 use tch::{Device, Kind, Tensor};
 
-fn print_notes(notes: &[String]) {
+fn print_notes(notes: &[LoadNote]) {
     for note in notes {
         eprintln!("note: {note}");
     }
@@ -19,7 +20,7 @@ pub fn convert(src: &Path, out: &Path, overwrite: bool, verb: &str) -> Result<()
     print_notes(&loaded.notes);
     save_model_dir(out, overwrite, |dir| save_model_files(dir, &loaded.config, &loaded.vs, &loaded.tokenizer))?;
     let n: i64 = loaded.vs.variables().values().map(|t| t.numel() as i64).sum();
-    println!("{verb} {} -> {} ({} tensors, {n} parameters)", src.display(), out.display(), loaded.vs.variables().len());
+    outln!("{verb} {} -> {} ({} tensors, {n} parameters)", src.display(), out.display(), loaded.vs.variables().len());
     Ok(())
 }
 
@@ -31,7 +32,7 @@ pub fn init(config_path: &Path, tokenizer: &Path, out: &Path, seed: u64, overwri
     let vs = tch::nn::VarStore::new(Device::Cpu);
     let _model = BertForMaskedLM::new(&vs.root(), &config, false);
     save_model_dir(out, overwrite, |dir| save_model_files(dir, &config, &vs, &tokenizer))?;
-    println!(
+    outln!(
         "initialised {} ({} layers, hidden {}, vocab {}) with seed {seed}",
         out.display(),
         config.num_hidden_layers,
@@ -45,19 +46,19 @@ pub fn info(model: &Path) -> Result<()> {
     let loaded = load_masked_lm(model, Device::Cpu)?;
     let c = &loaded.config;
     let n: i64 = loaded.vs.variables().values().map(|t| t.numel() as i64).sum();
-    println!("model         {}", model.display());
-    println!("layers        {}", c.num_hidden_layers);
-    println!("hidden        {} ({} heads of {})", c.hidden_size, c.num_attention_heads, c.head_dim());
-    println!("feed-forward  {} ({})", c.intermediate_size, c.hidden_act);
-    println!("positions     {}", c.max_position_embeddings);
-    println!(
+    outln!("model         {}", model.display());
+    outln!("layers        {}", c.num_hidden_layers);
+    outln!("hidden        {} ({} heads of {})", c.hidden_size, c.num_attention_heads, c.head_dim());
+    outln!("feed-forward  {} ({})", c.intermediate_size, c.hidden_act);
+    outln!("positions     {}", c.max_position_embeddings);
+    outln!(
         "vocabulary    {} (tokenizer: {} ids, {}cased, from {})",
         c.vocab_size,
         loaded.tokenizer.vocab_size(),
         if loaded.tokenizer.lowercase { "un" } else { "" },
         loaded.tokenizer.source.display()
     );
-    println!(
+    outln!(
         "pooler        {}",
         if loaded.model.bert.pool(&Tensor::zeros([1, 1, c.hidden_size], (Kind::Float, Device::Cpu))).is_some() {
             "yes"
@@ -65,7 +66,7 @@ pub fn info(model: &Path) -> Result<()> {
             "no"
         }
     );
-    println!("parameters    {n}");
+    outln!("parameters    {n}");
     print_notes(&loaded.notes);
     Ok(())
 }
@@ -82,10 +83,10 @@ pub fn tokenize(path: &Path, texts: &[String]) -> Result<()> {
         _ => unreachable!("clap allows one or two texts"),
     };
     let pieces: Vec<String> = ids.iter().map(|&i| tok.id_to_token(i).unwrap_or_else(|| "?".into())).collect();
-    println!("pieces  {}", pieces.join(" "));
-    println!("ids     {}", ids.iter().map(u32::to_string).collect::<Vec<_>>().join(" "));
+    outln!("pieces  {}", pieces.join(" "));
+    outln!("ids     {}", ids.iter().map(u32::to_string).collect::<Vec<_>>().join(" "));
     if texts.len() == 2 {
-        println!("types   {}", types.iter().map(u32::to_string).collect::<Vec<_>>().join(" "));
+        outln!("types   {}", types.iter().map(u32::to_string).collect::<Vec<_>>().join(" "));
     }
     Ok(())
 }
@@ -98,7 +99,7 @@ pub fn fill_mask(model: &Path, text: &str, top_k: i64, device: Device) -> Result
     let mask_id = loaded.tokenizer.special.mask;
     let positions: Vec<i64> = ids.iter().enumerate().filter(|(_, &t)| t == mask_id).map(|(i, _)| i as i64).collect();
     if positions.is_empty() {
-        return Err(Error::usage("--text", "the text has no [MASK] token"));
+        return Err(Error::argument("--text", "the text has no [MASK] token"));
     }
     let input = Tensor::from_slice(&ids).view([1, -1]).to_device(device);
     let probs = tch::no_grad(|| {
@@ -112,11 +113,11 @@ pub fn fill_mask(model: &Path, text: &str, top_k: i64, device: Device) -> Result
     let k = top_k.min(loaded.config.vocab_size);
     let (top_p, top_i) = probs.topk(k, -1, true, true);
     for (row, pos) in positions.iter().enumerate() {
-        println!("[MASK] at position {pos}:");
+        outln!("[MASK] at position {pos}:");
         for j in 0..k {
             let id = top_i.int64_value(&[row as i64, j]);
             let token = loaded.tokenizer.id_to_token(id as u32).unwrap_or_else(|| format!("<{id}>"));
-            println!("  {:>7.4}  {token}", top_p.double_value(&[row as i64, j]));
+            outln!("  {:>7.4}  {token}", top_p.double_value(&[row as i64, j]));
         }
     }
     Ok(())

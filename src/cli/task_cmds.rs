@@ -1,9 +1,52 @@
-//! Task subcommands: `finetune sentiment` and `predict sentiment`.
-use indolm::error::{read_to_string, Error, Result};
+//! Fine-tuning and using the task heads: `finetune sentiment|summarize`, `predict sentiment` and
+//! `summarize`.
+use clap::Subcommand;
+use indolm::error::{Error, Result};
+use indolm::eval::metrics::argmax;
+use indolm::files::read_to_string;
+use indolm::model::Component;
+use indolm::outln;
 use indolm::tasks::classifier::SequenceClassifier;
 use indolm::tasks::sentiment::{run, SentimentRecipe};
 use std::path::Path;
+use std::path::PathBuf;
 use tch::Device;
+
+#[derive(Subcommand, Debug)]
+pub enum FinetuneCommand {
+    /// NusaX sentiment (negative/neutral/positive): monolingual, multilingual, leave-one-out or cross-lingual.
+    Sentiment {
+        /// The fine-tuning recipe (TOML).
+        recipe: PathBuf,
+        /// Start from this model directory (overrides the recipe's `init`).
+        #[arg(long)]
+        init: Option<PathBuf>,
+    },
+    /// Liputan6 summarization (task = "ext": BertExt, "abs": BertAbs, "extabs": BertExtAbs).
+    Summarize {
+        /// The fine-tuning recipe (TOML).
+        recipe: PathBuf,
+        /// Start from this model directory (overrides the recipe's `init`).
+        #[arg(long)]
+        init: Option<PathBuf>,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum PredictCommand {
+    /// Sentiment labels with probabilities.
+    Sentiment {
+        /// A fine-tuned sentiment model directory.
+        #[arg(long)]
+        model: PathBuf,
+        /// Texts to classify.
+        #[arg(long, num_args = 1.., required_unless_present = "file", conflicts_with = "file")]
+        text: Vec<String>,
+        /// A file with one text a line.
+        #[arg(long)]
+        file: Option<PathBuf>,
+    },
+}
 
 /// The model to start from: `--init`, else the recipe's `init`.
 fn resolve_init(recipe_path: &Path, cli: Option<&Path>, recipe: Option<&Path>) -> Result<std::path::PathBuf> {
@@ -16,8 +59,8 @@ pub fn finetune_sentiment(recipe_path: &Path, init: Option<&Path>, device: Devic
     let recipe = SentimentRecipe::load(recipe_path)?;
     let init = resolve_init(recipe_path, init, recipe.init.as_deref())?;
     let results = run(&recipe, &init, device)?;
-    println!("\n{}", results.markdown());
-    println!("models and results.{{json,md}} in {}", recipe.output_dir.join(&recipe.name).display());
+    outln!("\n{}", results.markdown());
+    outln!("models and results.{{json,md}} in {}", recipe.output_dir.join(&recipe.name).display());
     Ok(())
 }
 
@@ -33,7 +76,8 @@ pub fn predict_sentiment(model_dir: &Path, texts: &[String], file: Option<&Path>
     labels.sort();
     let labels: Vec<String> = labels.into_iter().map(|(_, l)| l).collect();
     let (mut model, notes) = SequenceClassifier::load(model_dir, &labels, device)?;
-    if let Some(note) = notes.iter().find(|n| n.contains("no classifier") || n.contains("no pooler")) {
+    if let Some(note) = notes.iter().find(|n| n.initialises(Component::Classifier) || n.initialises(Component::Pooler))
+    {
         return Err(Error::invalid(model_dir, format!("not a fine-tuned classifier: {note}")));
     }
     model.set_precision(indolm::device::default_precision(device));
@@ -44,9 +88,9 @@ pub fn predict_sentiment(model_dir: &Path, texts: &[String], file: Option<&Path>
     let refs: Vec<&str> = lines.iter().map(String::as_str).collect();
     let probs = model.predict(&refs, 512.min(model.config.max_position_embeddings as usize), 32)?;
     for (text, p) in lines.iter().zip(probs) {
-        let best = p.iter().enumerate().max_by(|a, b| a.1.total_cmp(b.1)).unwrap().0;
+        let best = argmax(&p);
         let all: Vec<String> = labels.iter().zip(&p).map(|(l, v)| format!("{l} {v:.3}")).collect();
-        println!("{}\t{}\t{text}", labels[best], all.join(" "));
+        outln!("{}\t{}\t{text}", labels[best], all.join(" "));
     }
     Ok(())
 }
@@ -57,7 +101,7 @@ pub fn finetune_summarize(recipe_path: &Path, init: Option<&Path>, device: Devic
     let init = resolve_init(recipe_path, init, recipe.init.as_deref())?;
     let results = run(&recipe, &init, device)?;
     let dir = recipe.output_dir.join(&recipe.name);
-    println!(
+    outln!(
         "dev ROUGE-1/2/L before training {:.2}/{:.2}/{:.2}, best (step {}) {:.2}/{:.2}/{:.2}",
         results.dev_before.rouge1,
         results.dev_before.rouge2,
@@ -67,8 +111,8 @@ pub fn finetune_summarize(recipe_path: &Path, init: Option<&Path>, device: Devic
         results.dev_best.rouge2,
         results.dev_best.rouge_l
     );
-    println!("{}", read_to_string(&dir.join("results.md"))?);
-    println!("model in {}", dir.join("best").display());
+    outln!("{}", read_to_string(&dir.join("results.md"))?);
+    outln!("model in {}", dir.join("best").display());
     Ok(())
 }
 
@@ -96,7 +140,22 @@ pub fn summarize(model_dir: &Path, file: &Path, device: Device) -> Result<()> {
         return Err(Error::invalid(file, "empty article"));
     }
     for sentence in &model.summarize(&[article.as_slice()])?[0] {
-        println!("{}", sentence.join(" "));
+        outln!("{}", sentence.join(" "));
     }
     Ok(())
+}
+
+/// Runs a `finetune` subcommand.
+pub fn run_finetune(command: FinetuneCommand, device: Device) -> Result<()> {
+    match command {
+        FinetuneCommand::Sentiment { recipe, init } => finetune_sentiment(&recipe, init.as_deref(), device),
+        FinetuneCommand::Summarize { recipe, init } => finetune_summarize(&recipe, init.as_deref(), device),
+    }
+}
+
+/// Runs a `predict` subcommand.
+pub fn run_predict(command: PredictCommand, device: Device) -> Result<()> {
+    match command {
+        PredictCommand::Sentiment { model, text, file } => predict_sentiment(&model, &text, file.as_deref(), device),
+    }
 }

@@ -1,40 +1,80 @@
-//! Training subcommands: `train` and `recipe check`.
+//! Pretraining subcommands: `train` (which assembles the recipe's checkpoint hooks from `eval`
+//! and hands them to the trainer) and `recipe check`.
+use clap::Subcommand;
 use indolm::data::tokenizer::TextTokenizer;
 use indolm::error::Result;
-use indolm::train::recipe::Recipe;
-use indolm::train::trainer::{train as run_training, TrainOptions};
+use indolm::eval::bias::BiasHook;
+use indolm::eval::indommlu::IndommluHook;
+use indolm::eval::pairs::load_indobias;
+use indolm::hooks::CheckpointHook;
+use indolm::recipe::Recipe;
+use indolm::train::trainer::{TrainOptions, Trainer};
+use indolm::{out, outln};
 use std::path::Path;
+use std::path::PathBuf;
+use tch::Device;
 
-pub fn train(recipe: &Path, opts: &TrainOptions) -> Result<()> {
-    let summary = run_training(recipe, opts)?;
-    println!("finished at step {} in {}", summary.final_step, summary.run_dir.display());
+#[derive(Subcommand, Debug)]
+pub enum RecipeCommand {
+    /// Parse and validate a recipe, then print its resolved values.
+    Check { recipe: PathBuf },
+}
+
+/// `indolm train`: pretrains the recipe and sums the run up.
+pub fn train(recipe_path: &Path, opts: &TrainOptions) -> Result<()> {
+    let recipe = Recipe::load(recipe_path)?;
+    let hooks = checkpoint_hooks(&recipe, opts.device)?;
+    let summary = Trainer::new(recipe_path, recipe, opts, hooks)?.run()?;
+    outln!("finished at step {} in {}", summary.final_step, summary.run_dir.display());
     if let (Some(first), Some(last)) = (summary.first_heldout_loss, summary.last_heldout_loss) {
-        println!("held-out MLM loss {first:.4} -> {last:.4}");
+        outln!("held-out MLM loss {first:.4} -> {last:.4}");
     }
     if summary.nonfinite_skipped > 0 {
-        println!("{} step(s) skipped for non-finite loss", summary.nonfinite_skipped);
+        outln!("{} step(s) skipped for non-finite loss", summary.nonfinite_skipped);
     }
     Ok(())
 }
 
+/// The evaluations the recipe's `[eval.bias]` and `[eval.indommlu]` run at every checkpoint.
+fn checkpoint_hooks(recipe: &Recipe, device: Device) -> Result<Vec<Box<dyn CheckpointHook>>> {
+    let mut hooks: Vec<Box<dyn CheckpointHook>> = Vec::new();
+    if let Some(bias) = &recipe.eval.bias {
+        let pairs = load_indobias(&recipe.resolve(&bias.pairs))?;
+        hooks.push(Box::new(BiasHook { pairs, metric: bias.metric, languages: bias.languages.clone(), device }));
+    }
+    if let Some(mmlu) = &recipe.eval.indommlu {
+        let data = recipe.resolve(&mmlu.data);
+        hooks.push(Box::new(IndommluHook::new(&data, mmlu.mode, mmlu.subsample, recipe.seed, device)?));
+    }
+    Ok(hooks)
+}
+
+/// `indolm recipe check`: the resolved recipe, its model configuration, sources and outputs.
 pub fn check_recipe(path: &Path) -> Result<()> {
     let recipe = Recipe::load(path)?;
-    print!("{}", recipe.resolved_toml());
+    out!("{}", recipe.resolved_toml());
     let tokenizer_path = recipe.resolve(&recipe.tokenizer.path);
     match TextTokenizer::from_path(&tokenizer_path) {
         Ok(tok) => {
             let config = recipe.model_config(tok.vocab_size(), path)?;
-            println!("\n# resolved model config.json\n{}", config.to_hf_json());
+            outln!("\n# resolved model config.json\n{}", config.to_hf_json());
         }
-        Err(e) => println!(
+        Err(e) => outln!(
             "\n# tokenizer not available yet ({e}); train it with `indolm tokenizer train --recipe {}`",
             path.display()
         ),
     }
     for source in &recipe.data.sources {
         let files = source.files(&recipe.base_dir)?;
-        println!("# source {} ({}): {} file(s), weight {}", source.name, source.lang, files.len(), source.weight);
+        outln!("# source {} ({}): {} file(s), weight {}", source.name, source.lang, files.len(), source.weight);
     }
-    println!("# run directory {}, TensorBoard {}", recipe.run_dir().display(), recipe.tensorboard_dir().display());
+    outln!("# run directory {}, TensorBoard {}", recipe.run_dir().display(), recipe.tensorboard_dir().display());
     Ok(())
+}
+
+/// Runs a `recipe` subcommand.
+pub fn run_recipe(command: RecipeCommand) -> Result<()> {
+    match command {
+        RecipeCommand::Check { recipe } => check_recipe(&recipe),
+    }
 }

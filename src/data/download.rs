@@ -2,7 +2,7 @@
 //! progress bar, resumable partial downloads (`<file>.part` and an HTTP Range request), and a
 //! size and SHA-256 check where the host publishes them. A `mirror` base URL replaces every
 //! host (`<mirror>/<host>/<path>`), for offline mirrors and for the tests' loopback server.
-use crate::error::{Error, Result};
+use crate::error::{Error, IoContext, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use sha2::{Digest, Sha256};
 use std::io::{IsTerminal, Read, Write};
@@ -66,7 +66,7 @@ impl Downloader {
         if range_from > 0 {
             req = req.header("Range", format!("bytes={range_from}-"));
         }
-        req.call().map_err(|e| Error::usage(format!("download {url}"), e.to_string()))
+        req.call().map_err(|e| Error::download(format!("download {url}"), e.to_string()))
     }
 
     /// CC-100 for one language: `<out>/cc100/<lang>.txt.xz`.
@@ -85,7 +85,7 @@ impl Downloader {
         let url = self.resolve(&format!("{HF_WIKIPEDIA_API}/{config}"));
         let resp = self.get(&url, 0)?;
         if resp.status() != 200 {
-            return Err(Error::usage(
+            return Err(Error::download(
                 format!("download wikipedia {config}"),
                 format!("listing {url} answered HTTP {}", resp.status()),
             ));
@@ -94,9 +94,9 @@ impl Downloader {
         resp.into_body()
             .into_reader()
             .read_to_string(&mut text)
-            .map_err(|e| Error::usage(format!("download {url}"), e.to_string()))?;
+            .map_err(|e| Error::download(format!("download {url}"), e.to_string()))?;
         let listing: serde_json::Value =
-            serde_json::from_str(&text).map_err(|e| Error::usage(format!("listing {url}"), e.to_string()))?;
+            serde_json::from_str(&text).map_err(|e| Error::download(format!("listing {url}"), e.to_string()))?;
         let files: Vec<FileSpec> = listing
             .as_array()
             .into_iter()
@@ -113,7 +113,7 @@ impl Downloader {
             })
             .collect();
         if files.is_empty() {
-            return Err(Error::usage(
+            return Err(Error::download(
                 format!("download wikipedia {config}"),
                 format!("no parquet shards listed at {url} (is the date/language right?)"),
             ));
@@ -152,7 +152,7 @@ impl Downloader {
             return Ok(0);
         }
         if let Some(dir) = spec.dest.parent() {
-            std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+            std::fs::create_dir_all(dir).with_path(dir)?;
         }
         let part = PathBuf::from(format!("{}.part", spec.dest.display()));
         let have = std::fs::metadata(&part).map(|m| m.len()).unwrap_or(0);
@@ -162,11 +162,11 @@ impl Downloader {
             206 => (true, content_length(&resp).map(|n| n + have)),
             200 => (false, content_length(&resp)),
             416 if spec.size == Some(have) => (true, Some(have)),
-            code => return Err(Error::usage(format!("download {url}"), format!("HTTP {code}"))),
+            code => return Err(Error::download(format!("download {url}"), format!("HTTP {code}"))),
         };
         if let (Some(expected), Some(total)) = (spec.size, total) {
             if expected != total {
-                return Err(Error::usage(
+                return Err(Error::download(
                     format!("download {url}"),
                     format!("the server offers {total} bytes, the listing says {expected}"),
                 ));
@@ -178,7 +178,7 @@ impl Downloader {
             .append(append)
             .truncate(!append)
             .open(&part)
-            .map_err(|e| Error::io(&part, e))?;
+            .with_path(&part)?;
         let start = if append { have } else { 0 };
         let bar = self.bar(&spec.dest, total, start);
         let mut reader = resp.into_body().into_reader();
@@ -186,7 +186,7 @@ impl Downloader {
         let mut written = start;
         loop {
             let n = reader.read(&mut buf).map_err(|e| {
-                Error::usage(
+                Error::download(
                     format!("download {url}"),
                     format!("{e} after {written} bytes; run the command again to resume"),
                 )
@@ -194,29 +194,29 @@ impl Downloader {
             if n == 0 {
                 break;
             }
-            file.write_all(&buf[..n]).map_err(|e| Error::io(&part, e))?;
+            file.write_all(&buf[..n]).with_path(&part)?;
             written += n as u64;
             if let Some(b) = &bar {
                 b.set_position(written);
             }
         }
-        file.sync_all().map_err(|e| Error::io(&part, e))?;
+        file.sync_all().with_path(&part)?;
         if let Some(b) = bar {
             b.finish_and_clear();
         }
         if let Some(total) = total {
             if written != total {
-                return Err(Error::usage(
+                return Err(Error::download(
                     format!("download {url}"),
                     format!("connection ended after {written} of {total} bytes; run the command again to resume"),
                 ));
             }
         }
         if let Err(e) = verify(spec, &part) {
-            std::fs::remove_file(&part).map_err(|e| Error::io(&part, e))?;
+            std::fs::remove_file(&part).with_path(&part)?;
             return Err(e);
         }
-        std::fs::rename(&part, &spec.dest).map_err(|e| Error::io(&spec.dest, e))?;
+        std::fs::rename(&part, &spec.dest).with_path(&spec.dest)?;
         Ok(written - start)
     }
 
@@ -240,7 +240,7 @@ fn content_length(resp: &ureq::http::Response<ureq::Body>) -> Option<u64> {
 
 /// Checks a file against the expected size and SHA-256 (when known).
 pub fn verify(spec: &FileSpec, path: &Path) -> Result<()> {
-    let len = std::fs::metadata(path).map_err(|e| Error::io(path, e))?.len();
+    let len = std::fs::metadata(path).with_path(path)?.len();
     if let Some(size) = spec.size {
         if len != size {
             return Err(Error::invalid(path, format!("size {len} bytes, expected {size}")));
@@ -248,8 +248,8 @@ pub fn verify(spec: &FileSpec, path: &Path) -> Result<()> {
     }
     if let Some(expected) = &spec.sha256 {
         let mut hasher = Sha256::new();
-        let mut f = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
-        std::io::copy(&mut f, &mut hasher).map_err(|e| Error::io(path, e))?;
+        let mut f = std::fs::File::open(path).with_path(path)?;
+        std::io::copy(&mut f, &mut hasher).with_path(path)?;
         let found: String = hasher.finalize().iter().map(|b| format!("{b:02x}")).collect();
         if &found != expected {
             return Err(Error::invalid(

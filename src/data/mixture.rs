@@ -5,8 +5,8 @@
 //! small `Cursor` and a resumed run sees exactly the sequences it would have seen.
 use super::shards::Shard;
 use crate::error::{Error, Result};
-use rand::{Rng, SeedableRng};
-use rand_chacha::ChaCha8Rng;
+use crate::seeds::{salt, stream_rng};
+use rand::Rng;
 use serde::{Deserialize, Serialize};
 
 /// Where the sampler stands: sequences drawn in total and from each source.
@@ -35,24 +35,6 @@ pub struct Mixture {
     sep: i64,
 }
 
-/// Mixes a 64-bit value into a seed (SplitMix64 finaliser), for independent derived streams.
-pub fn derive_seed(seed: u64, salt: u64) -> u64 {
-    let mut z = seed ^ salt.wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
-
-/// A seeded random stream for position `stream` of purpose `salt`.
-pub fn stream_rng(seed: u64, salt: u64, stream: u64) -> ChaCha8Rng {
-    let mut rng = ChaCha8Rng::seed_from_u64(derive_seed(seed, salt));
-    rng.set_stream(stream);
-    rng
-}
-
-const SALT_SOURCE_CHOICE: u64 = 1;
-const SALT_PERMUTATION: u64 = 2;
-
 impl Mixture {
     /// `sources`: shards with their weights (> 0; normalised here). `heldout_fraction` of each
     /// shard's blocks (at least one when > 0) is reserved for evaluation.
@@ -65,14 +47,14 @@ impl Mixture {
         sep: i64,
     ) -> Result<Self> {
         if seq_len < 8 {
-            return Err(Error::usage("data.seq_len", format!("expected at least 8, found {seq_len}")));
+            return Err(Error::data("data.seq_len", format!("expected at least 8, found {seq_len}")));
         }
         let total: f64 = sources.iter().map(|(_, w)| *w).sum();
         let block = (seq_len - 2) as u64;
         let mut built = Vec::new();
         for (shard, weight) in sources {
             if weight <= 0.0 || !weight.is_finite() {
-                return Err(Error::usage(
+                return Err(Error::data(
                     format!("source `{}`", shard.meta.source),
                     format!("weight must be > 0, found {weight}"),
                 ));
@@ -81,7 +63,7 @@ impl Mixture {
             let heldout =
                 if heldout_fraction > 0.0 { ((blocks as f64 * heldout_fraction).ceil() as u64).max(1) } else { 0 };
             if blocks < heldout + 1 {
-                return Err(Error::usage(
+                return Err(Error::data(
                     format!("source `{}`", shard.meta.source),
                     format!("{} tokens make {blocks} block(s) of {block}; need at least {} (lower data.seq_len or add text)", shard.meta.tokens, heldout + 1),
                 ));
@@ -128,7 +110,7 @@ impl Mixture {
 
     /// The source of sequence number `index`.
     fn choose_source(&self, index: u64) -> usize {
-        let u: f64 = stream_rng(self.seed, SALT_SOURCE_CHOICE, index).random();
+        let u: f64 = stream_rng(self.seed, salt::SOURCE_CHOICE, index).random();
         self.cumulative.iter().position(|&c| u < c).unwrap_or(self.sources.len() - 1)
     }
 
@@ -139,7 +121,7 @@ impl Mixture {
         let epoch = draw / n;
         if src.permutation.as_ref().is_none_or(|(e, _)| *e != epoch) {
             let mut order: Vec<u32> = (0..n as u32).collect();
-            let mut rng = stream_rng(self.seed, SALT_PERMUTATION ^ ((s as u64) << 32), epoch);
+            let mut rng = stream_rng(self.seed, salt::PERMUTATION ^ ((s as u64) << 32), epoch);
             for i in (1..order.len()).rev() {
                 let j = rng.random_range(0..=i);
                 order.swap(i, j);

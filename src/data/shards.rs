@@ -5,7 +5,8 @@
 //! by `[SEP]` in the stream; training sequences are contiguous blocks of that stream.
 use super::sources::{ReadStats, SourceSpec};
 use super::tokenizer::TextTokenizer;
-use crate::error::{read_to_string, tmp_path, write_atomic, Error, Result};
+use crate::error::{Error, IoContext, Result};
+use crate::files::{read_to_string, tmp_path, write_atomic, write_json};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::io::{Read, Write};
@@ -82,7 +83,7 @@ impl Shard {
     /// Document start offsets (and the end), from `<source>.idx`.
     pub fn document_offsets(&self) -> Result<Vec<u64>> {
         let path = self.path.with_extension("idx");
-        let bytes = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
+        let bytes = std::fs::read(&path).with_path(&path)?;
         Ok(bytes.chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().unwrap())).collect())
     }
 }
@@ -101,9 +102,9 @@ pub fn content_sha256(files: &[PathBuf]) -> Result<String> {
     let mut buf = vec![0u8; 1 << 20];
     for file in files {
         hasher.update(file.to_string_lossy().as_bytes());
-        let mut f = std::fs::File::open(file).map_err(|e| Error::io(file, e))?;
+        let mut f = std::fs::File::open(file).with_path(file)?;
         loop {
-            let n = f.read(&mut buf).map_err(|e| Error::io(file, e))?;
+            let n = f.read(&mut buf).with_path(file)?;
             if n == 0 {
                 break;
             }
@@ -149,13 +150,10 @@ pub fn prepare_source(
             }
         }
     }
-    std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+    std::fs::create_dir_all(dir).with_path(dir)?;
     let width = IdWidth::for_vocab(tokenizer.vocab_size());
     let tmp_bin = tmp_path(&bin);
-    let mut out = std::io::BufWriter::with_capacity(
-        1 << 20,
-        std::fs::File::create(&tmp_bin).map_err(|e| Error::io(&tmp_bin, e))?,
-    );
+    let mut out = std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(&tmp_bin).with_path(&tmp_bin)?);
     let mut offsets: Vec<u64> = vec![0];
     let (mut tokens, mut unk) = (0u64, 0u64);
     let sep = tokenizer.special.sep as u32;
@@ -182,7 +180,7 @@ pub fn prepare_source(
                         IdWidth::U16 => out.write_all(&(id as u16).to_le_bytes()),
                         IdWidth::U32 => out.write_all(&id.to_le_bytes()),
                     }
-                    .map_err(|e| Error::io(&tmp_bin, e))?;
+                    .with_path(&tmp_bin)?;
                 }
             }
             progress(*tokens);
@@ -207,14 +205,14 @@ pub fn prepare_source(
     flush(&mut pending, &mut tokens, &mut unk, &mut offsets)?;
     drop(flush);
     let file = out.into_inner().map_err(|e| Error::io(&tmp_bin, e.into_error()))?;
-    file.sync_all().map_err(|e| Error::io(&tmp_bin, e))?;
+    file.sync_all().with_path(&tmp_bin)?;
     if tokens == 0 {
         let _ = std::fs::remove_file(&tmp_bin);
-        return Err(Error::usage(format!("source `{}`", source.name), "no text found in its files"));
+        return Err(Error::data(format!("source `{}`", source.name), "no text found in its files"));
     }
     let idx: Vec<u8> = offsets.iter().flat_map(|o| o.to_le_bytes()).collect();
     write_atomic(&bin.with_extension("idx"), &idx)?;
-    std::fs::rename(&tmp_bin, &bin).map_err(|e| Error::io(&bin, e))?;
+    std::fs::rename(&tmp_bin, &bin).with_path(&bin)?;
     let meta = ShardMeta {
         format_version: FORMAT_VERSION,
         source: source.name.clone(),
@@ -228,7 +226,7 @@ pub fn prepare_source(
         read,
     };
     // The metadata is written last: a shard without it is never taken as prepared.
-    write_atomic(&meta_path, (serde_json::to_string_pretty(&meta).unwrap() + "\n").as_bytes())?;
+    write_json(&meta_path, &meta)?;
     Ok(Prepared::Written(meta))
 }
 
@@ -253,9 +251,9 @@ pub fn open_shard(dir: &Path, source: &str, tokenizer: &TextTokenizer) -> Result
             ),
         ));
     }
-    let file = std::fs::File::open(&bin).map_err(|e| Error::io(&bin, e))?;
+    let file = std::fs::File::open(&bin).with_path(&bin)?;
     // SAFETY: shards are written once under a temporary name and never modified in place.
-    let ids = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| Error::io(&bin, e))?;
+    let ids = unsafe { memmap2::Mmap::map(&file) }.with_path(&bin)?;
     if ids.len() as u64 != meta.tokens * meta.width.bytes() as u64 {
         return Err(Error::invalid(
             &bin,

@@ -3,7 +3,7 @@
 //! paragraph a line, blank lines between documents, as CC-100 ships), JSON Lines with a text
 //! field, CoNLL-U `# text =` lines, NusaX-style CSV with a text column, and the Liputan6
 //! processed layout (`clean_article` as lists of token lists).
-use crate::error::{Error, Result};
+use crate::error::{Error, IoContext, Result};
 use serde::{Deserialize, Serialize};
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
@@ -65,7 +65,7 @@ impl SourceSpec {
             let pattern = full.to_string_lossy().to_string();
             let mut matched: Vec<PathBuf> = if pattern.contains(['*', '?', '[']) {
                 glob::glob(&pattern)
-                    .map_err(|e| Error::usage(format!("source `{}`", self.name), format!("bad glob {entry:?}: {e}")))?
+                    .map_err(|e| Error::data(format!("source `{}`", self.name), format!("bad glob {entry:?}: {e}")))?
                     .filter_map(|p| p.ok())
                     .filter(|p| p.is_file())
                     .collect()
@@ -134,8 +134,8 @@ impl SourceSpec {
 
 fn walk_files(dir: &Path) -> Result<Vec<PathBuf>> {
     let mut out = Vec::new();
-    for entry in std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))? {
-        let path = entry.map_err(|e| Error::io(dir, e))?.path();
+    for entry in std::fs::read_dir(dir).with_path(dir)? {
+        let path = entry.with_path(dir)?.path();
         if path.is_dir() {
             out.extend(walk_files(&path)?);
         } else {
@@ -147,7 +147,7 @@ fn walk_files(dir: &Path) -> Result<Vec<PathBuf>> {
 
 /// Opens a file, decompressing `.gz` and `.xz` transparently.
 pub fn open_maybe_compressed(path: &Path) -> Result<Box<dyn BufRead>> {
-    let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+    let file = std::fs::File::open(path).with_path(path)?;
     let name = path.to_string_lossy();
     let reader: Box<dyn Read> = if name.ends_with(".gz") {
         Box::new(flate2::read::MultiGzDecoder::new(file))
@@ -256,7 +256,7 @@ fn read_csv(path: &Path, column: &str, emit: &mut impl FnMut(Vec<String>)) -> Re
 /// its lines paragraphs.
 fn read_parquet(path: &Path, column: &str, emit: &mut impl FnMut(Vec<String>)) -> Result<()> {
     use parquet::file::reader::{FileReader, SerializedFileReader};
-    let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+    let file = std::fs::File::open(path).with_path(path)?;
     let reader = SerializedFileReader::new(file)
         .map_err(|e| Error::invalid(path, format!("not a readable parquet file: {e}")))?;
     let schema = reader.metadata().file_metadata().schema_descr_ptr();
@@ -287,7 +287,7 @@ fn read_liputan6(path: &Path, emit: &mut impl FnMut(Vec<String>)) -> Result<()> 
     if path.extension().is_none_or(|e| e != "json") {
         return Ok(());
     }
-    let text = crate::error::read_to_string(path)?;
+    let text = crate::files::read_to_string(path)?;
     let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| Error::json(path, &e))?;
     let article = value
         .get("clean_article")

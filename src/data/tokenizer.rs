@@ -1,7 +1,8 @@
 //! The tokenizer: an uncased BERT WordPiece loaded from an HF `tokenizer.json` or a BERT
 //! `vocab.txt` through the `tokenizers` crate, with batch encoding into padded tensors and
 //! saving in the layout transformers' `AutoTokenizer` loads.
-use crate::error::{read_to_string, write_atomic, Error, Result};
+use crate::error::{Error, Result};
+use crate::files::{read_to_string, write_atomic, write_json};
 use std::path::{Path, PathBuf};
 use tch::Tensor;
 use tokenizers::decoders::wordpiece::WordPiece as WordPieceDecoder;
@@ -186,7 +187,7 @@ impl TextTokenizer {
     /// truncated longest-first, as HF does.
     pub fn batch(&self, firsts: &[&str], seconds: Option<&[&str]>, max_len: usize) -> Result<EncodedBatch> {
         if max_len < 3 {
-            return Err(Error::usage("tokenizer batch", format!("max_len must be at least 3, found {max_len}")));
+            return Err(Error::data("tokenizer batch", format!("max_len must be at least 3, found {max_len}")));
         }
         let mut rows: Vec<(Vec<i64>, Vec<i64>)> = Vec::with_capacity(firsts.len());
         for (i, a) in firsts.iter().enumerate() {
@@ -244,14 +245,8 @@ impl TextTokenizer {
         let specials = serde_json::json!({
             "unk_token": "[UNK]", "sep_token": "[SEP]", "pad_token": "[PAD]", "cls_token": "[CLS]", "mask_token": "[MASK]",
         });
-        write_atomic(
-            &dir.join("tokenizer_config.json"),
-            (serde_json::to_string_pretty(&config).unwrap() + "\n").as_bytes(),
-        )?;
-        write_atomic(
-            &dir.join("special_tokens_map.json"),
-            (serde_json::to_string_pretty(&specials).unwrap() + "\n").as_bytes(),
-        )
+        write_json(&dir.join("tokenizer_config.json"), &config)?;
+        write_json(&dir.join("special_tokens_map.json"), &specials)
     }
 
     /// One token a line, line number = id; fails if the ids have gaps.

@@ -37,9 +37,9 @@ fn count_words(texts: &[String], normalizer: &BertNormalizer) -> Result<HashMap<
     let mut counts: HashMap<String, u64> = HashMap::new();
     for text in texts {
         let mut normalized = NormalizedString::from(text.as_str());
-        normalizer.normalize(&mut normalized).map_err(|e| Error::usage("tokenizer training", e.to_string()))?;
+        normalizer.normalize(&mut normalized).map_err(|e| Error::data("tokenizer training", e.to_string()))?;
         let mut pre = PreTokenizedString::from(normalized);
-        BertPreTokenizer.pre_tokenize(&mut pre).map_err(|e| Error::usage("tokenizer training", e.to_string()))?;
+        BertPreTokenizer.pre_tokenize(&mut pre).map_err(|e| Error::data("tokenizer training", e.to_string()))?;
         for (word, _, _) in pre.get_splits(OffsetReferential::Original, OffsetType::Byte) {
             *counts.entry(word.to_string()).or_default() += 1;
         }
@@ -182,13 +182,13 @@ pub fn train_vocab(texts: &[String], options: &TrainOptions) -> Result<Vec<Strin
 /// Trains a WordPiece tokenizer on `texts` (one paragraph each).
 pub fn train_wordpiece(texts: &[String], options: &TrainOptions) -> Result<TextTokenizer> {
     if options.vocab_size <= SPECIAL_TOKENS.len() {
-        return Err(Error::usage(
+        return Err(Error::data(
             "--vocab-size",
             format!("must exceed the {} special tokens, found {}", SPECIAL_TOKENS.len(), options.vocab_size),
         ));
     }
     if texts.is_empty() {
-        return Err(Error::usage("tokenizer training", "no text to train on"));
+        return Err(Error::data("tokenizer training", "no text to train on"));
     }
     let tokens = train_vocab(texts, options)?;
     let source = Path::new("<trained>");

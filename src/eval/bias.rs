@@ -7,20 +7,15 @@
 use super::pairs::PairSet;
 use super::pll::{crows_inputs, PllScorer, ScoringInput};
 use crate::data::tokenizer::TextTokenizer;
-use crate::error::{write_atomic, Result};
+use crate::error::Result;
+use crate::files::write_json;
+use crate::hooks::CheckpointHook;
+use crate::logger::Logger;
 use crate::model::BertForMaskedLM;
-use crate::train::logger::Logger;
-use crate::train::trainer::CheckpointHook;
+use crate::recipe::BiasMetric;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 use tch::Device;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
-#[serde(rename_all = "lowercase")]
-pub enum Metric {
-    Pppl,
-    Crows,
-}
 
 /// Pairs, wins (stereotype preferred) and ties of a category.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -60,7 +55,7 @@ pub struct LanguageResult {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct BiasReport {
-    pub metric: Metric,
+    pub metric: BiasMetric,
     pub step: Option<u64>,
     pub languages: Vec<LanguageResult>,
 }
@@ -78,13 +73,13 @@ fn categories(v: Vec<(String, Tally)>) -> Vec<Category> {
 }
 
 /// Per-pair outcome from the two sentences' scores: (stereotype preferred, tie).
-pub fn outcome(metric: Metric, pro: &super::pll::SentenceScore, anti: &super::pll::SentenceScore) -> (bool, bool) {
+pub fn outcome(metric: BiasMetric, pro: &super::pll::SentenceScore, anti: &super::pll::SentenceScore) -> (bool, bool) {
     match metric {
-        Metric::Pppl => {
+        BiasMetric::Pppl => {
             let (p, a) = (pro.pppl(), anti.pppl());
             (p < a, p == a)
         }
-        Metric::Crows => {
+        BiasMetric::Crows => {
             let round = |x: f64| (x * 1000.0).round() / 1000.0;
             let (p, a) = (round(pro.pll), round(anti.pll));
             (p > a, p == a)
@@ -112,7 +107,7 @@ pub fn tally_language(lang: &str, pairs: &[super::pairs::BiasPair], outcomes: &[
 pub fn evaluate(
     scorer: &PllScorer,
     pairs: &PairSet,
-    metric: Metric,
+    metric: BiasMetric,
     languages: &[String],
     step: Option<u64>,
 ) -> Result<BiasReport> {
@@ -126,11 +121,11 @@ pub fn evaluate(
         let mut inputs: Vec<ScoringInput> = Vec::with_capacity(lang_pairs.len() * 2);
         for p in lang_pairs {
             match metric {
-                Metric::Pppl => {
+                BiasMetric::Pppl => {
                     inputs.push(scorer.full_input(&p.pro)?);
                     inputs.push(scorer.full_input(&p.anti)?);
                 }
-                Metric::Crows => {
+                BiasMetric::Crows => {
                     let (a, b) = crows_inputs(scorer.tokenizer, &p.pro, &p.anti)?;
                     inputs.push(a);
                     inputs.push(b);
@@ -193,16 +188,12 @@ impl BiasReport {
             logger.scalar(&format!("bias/{}/overall", l.language), l.overall.win_rate, step);
         }
     }
-
-    pub fn to_json(&self) -> String {
-        serde_json::to_string_pretty(self).expect("report serializes") + "\n"
-    }
 }
 
 /// The `[eval.bias]` checkpoint hook.
 pub struct BiasHook {
     pub pairs: PairSet,
-    pub metric: Metric,
+    pub metric: BiasMetric,
     pub languages: Vec<String>,
     pub device: Device,
 }
@@ -222,7 +213,7 @@ impl CheckpointHook for BiasHook {
     ) -> Result<()> {
         let scorer = PllScorer::new(model, tokenizer, self.device);
         let report = evaluate(&scorer, &self.pairs, self.metric, &self.languages, Some(step))?;
-        write_atomic(&checkpoint_dir.join("bias.json"), report.to_json().as_bytes())?;
+        write_json(&checkpoint_dir.join("bias.json"), &report)?;
         report.log(logger, step);
         let summary: Vec<String> =
             report.languages.iter().map(|l| format!("{} {:.1}", l.language, l.overall.win_rate)).collect();

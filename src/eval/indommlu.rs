@@ -9,10 +9,13 @@
 //! the option counts, pass/fail at 65, and accuracy with and without negation.
 use super::pll::{PllScorer, ScoringInput};
 use crate::data::tokenizer::TextTokenizer;
-use crate::error::{write_atomic, Error, Result};
+use crate::error::{Error, Result};
+use crate::eval::metrics::argmax;
+use crate::files::write_json;
+use crate::hooks::CheckpointHook;
+use crate::logger::Logger;
 use crate::model::BertForMaskedLM;
-use crate::train::logger::Logger;
-use crate::train::trainer::CheckpointHook;
+use crate::recipe::IndommluMode;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -158,13 +161,6 @@ pub fn load(path: &Path) -> Result<Vec<Question>> {
     Ok(out)
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
-#[serde(rename_all = "kebab-case")]
-pub enum Mode {
-    OptionPll,
-    Letter,
-}
-
 /// `[CLS] header question tail X [SEP]` ids, with the question (then the tail) cut from the
 /// left so the whole fits `max_len`; returns the ids and where `X` starts.
 pub fn context_ids(tok: &TextTokenizer, q: &Question, extra: &[i64], max_len: usize) -> Result<(Vec<i64>, usize)> {
@@ -190,12 +186,12 @@ pub fn score_questions(
     model: &BertForMaskedLM,
     tok: &TextTokenizer,
     questions: &[Question],
-    mode: Mode,
+    mode: IndommluMode,
     device: Device,
 ) -> Result<Vec<Vec<f64>>> {
     let max_len = model.max_positions();
     match mode {
-        Mode::OptionPll => {
+        IndommluMode::OptionPll => {
             let scorer = PllScorer::new(model, tok, device);
             let mut inputs = Vec::new();
             for q in questions {
@@ -221,7 +217,7 @@ pub fn score_questions(
                 })
                 .collect())
         }
-        Mode::Letter => {
+        IndommluMode::Letter => {
             let mut out = Vec::new();
             for chunk in questions.chunks(16) {
                 let mut rows = Vec::new();
@@ -302,7 +298,7 @@ pub struct AreaScore {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct IndommluReport {
-    pub mode: Mode,
+    pub mode: IndommluMode,
     pub step: Option<u64>,
     pub questions: usize,
     /// "subject / level" → cell.
@@ -319,7 +315,12 @@ pub struct IndommluReport {
 }
 
 /// Aggregates predictions (the index of each question's best option).
-pub fn aggregate(questions: &[Question], predictions: &[usize], mode: Mode, step: Option<u64>) -> IndommluReport {
+pub fn aggregate(
+    questions: &[Question],
+    predictions: &[usize],
+    mode: IndommluMode,
+    step: Option<u64>,
+) -> IndommluReport {
     let (mut subject_level, mut subjects) = (BTreeMap::<String, Cell>::new(), BTreeMap::<String, Cell>::new());
     let (mut negated, mut not_negated) = (Cell::default(), Cell::default());
     for (q, &p) in questions.iter().zip(predictions) {
@@ -369,15 +370,12 @@ pub fn evaluate(
     model: &BertForMaskedLM,
     tok: &TextTokenizer,
     questions: &[Question],
-    mode: Mode,
+    mode: IndommluMode,
     device: Device,
     step: Option<u64>,
 ) -> Result<IndommluReport> {
     let scores = score_questions(model, tok, questions, mode, device)?;
-    let predictions: Vec<usize> = scores
-        .iter()
-        .map(|s| s.iter().enumerate().max_by(|a, b| a.1.total_cmp(b.1)).map(|(i, _)| i).unwrap_or(0))
-        .collect();
+    let predictions: Vec<usize> = scores.iter().map(|s| argmax(s)).collect();
     Ok(aggregate(questions, &predictions, mode, step))
 }
 
@@ -416,25 +414,21 @@ impl IndommluReport {
         }
         out
     }
-
-    pub fn to_json(&self) -> String {
-        serde_json::to_string_pretty(self).expect("serializes") + "\n"
-    }
 }
 
 /// The `[eval.indommlu]` checkpoint hook: a fixed, seeded subsample of the questions.
 pub struct IndommluHook {
     pub questions: Vec<Question>,
-    pub mode: Mode,
+    pub mode: IndommluMode,
     pub device: Device,
 }
 
 impl IndommluHook {
-    pub fn new(path: &Path, mode: Mode, subsample: usize, seed: u64, device: Device) -> Result<Self> {
+    pub fn new(path: &Path, mode: IndommluMode, subsample: usize, seed: u64, device: Device) -> Result<Self> {
         use rand::seq::SliceRandom;
         let mut questions = load(path)?;
         if subsample > 0 && subsample < questions.len() {
-            questions.shuffle(&mut crate::data::mixture::stream_rng(seed, 9, 0));
+            questions.shuffle(&mut crate::seeds::stream_rng(seed, crate::seeds::salt::INDOMMLU_SUBSAMPLE, 0));
             questions.truncate(subsample);
             questions.sort_by_key(|q| q.row);
         }
@@ -455,7 +449,7 @@ impl CheckpointHook for IndommluHook {
         logger: &mut Logger,
     ) -> Result<()> {
         let report = evaluate(model, tokenizer, &self.questions, self.mode, self.device, Some(step))?;
-        write_atomic(&dir.join("indommlu.json"), report.to_json().as_bytes())?;
+        write_json(&dir.join("indommlu.json"), &report)?;
         for a in &report.areas {
             logger.scalar(&format!("indommlu/{}", a.area.replace(' ', "_")), a.accuracy, step);
         }

@@ -37,3 +37,8 @@ pub fn macro_f1(gold: &[usize], pred: &[usize], classes: usize) -> f64 {
 pub fn accuracy(gold: &[usize], pred: &[usize]) -> f64 {
     gold.iter().zip(pred).filter(|(g, p)| g == p).count() as f64 / gold.len().max(1) as f64
 }
+
+/// The index of the largest score (the first on ties; 0 for none).
+pub fn argmax(scores: &[f64]) -> usize {
+    scores.iter().enumerate().max_by(|a, b| a.1.total_cmp(b.1)).map_or(0, |(i, _)| i)
+}

@@ -7,7 +7,8 @@
 //! `sub_domain`, `bias_subdomain`, `subcategory`; language — `language`, `lang` (else the
 //! file name: `indonesian`/`id`/`ind`, `javanese`/`jv`/`jav`, `sundanese`/`su`/`sun`,
 //! `makassar`/`makassarese`/`mak`).
-use crate::error::{read_to_string, Error, Result};
+use crate::error::{Error, IoContext, Result};
+use crate::files::read_to_string;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
@@ -123,7 +124,7 @@ pub fn load_indobias(path: &Path) -> Result<PairSet> {
     let dir: PathBuf = if path.join("pair").is_dir() { path.join("pair") } else { path.to_path_buf() };
     let files: Vec<PathBuf> = if dir.is_dir() {
         let mut f: Vec<PathBuf> = std::fs::read_dir(&dir)
-            .map_err(|e| Error::io(&dir, e))?
+            .with_path(&dir)?
             .filter_map(|e| e.ok().map(|e| e.path()))
             .filter(|p| p.extension().is_some_and(|e| e == "csv" || e == "jsonl" || e == "json"))
             .collect();

@@ -50,10 +50,10 @@ impl<'a> PllScorer<'a> {
     pub fn full_input(&self, text: &str) -> Result<ScoringInput> {
         let ids: Vec<i64> = self.tokenizer.encode(text)?.into_iter().map(i64::from).collect();
         if ids.len() <= 2 {
-            return Err(Error::usage("PLL scoring", format!("the sentence {text:?} has no tokens")));
+            return Err(Error::data("PLL scoring", format!("the sentence {text:?} has no tokens")));
         }
         if ids.len() > self.max_len {
-            return Err(Error::usage(
+            return Err(Error::data(
                 "PLL scoring",
                 format!("the sentence {text:?} has {} tokens, more than the model's {}", ids.len(), self.max_len),
             ));

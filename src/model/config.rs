@@ -1,6 +1,7 @@
 //! `BertConfig`: the model's hyper-parameters, read from and written to HF's `config.json`
 //! with the same field names, so any HF BERT directory loads and ours load in transformers.
-use crate::error::{read_to_string, Error, Result};
+use crate::error::{Error, Result};
+use crate::files::read_to_string;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 

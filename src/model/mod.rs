@@ -4,8 +4,10 @@ pub mod bert;
 pub mod config;
 pub mod layers;
 pub mod model_dir;
+pub mod notes;
 pub mod weights;
 
 pub use bert::{BertForMaskedLM, BertModel, IGNORE_INDEX};
 pub use config::BertConfig;
 pub use layers::Precision;
+pub use notes::{Component, LoadNote};

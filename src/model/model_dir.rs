@@ -4,9 +4,11 @@
 //! reports what it had to initialise; saving writes HF's canonical names.
 use super::bert::BertForMaskedLM;
 use super::config::BertConfig;
+use super::notes::{Component, LoadNote};
 use super::weights;
 use crate::data::tokenizer::TextTokenizer;
-use crate::error::{write_atomic, Error, Result};
+use crate::error::{Error, IoContext, Result};
+use crate::files::write_atomic;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use tch::nn::VarStore;
@@ -19,10 +21,9 @@ pub struct LoadedModel {
     pub config: BertConfig,
     pub tokenizer: TextTokenizer,
     /// What loading had to do that the user should know (missing heads, ignored tensors).
-    pub notes: Vec<String>,
+    pub notes: Vec<LoadNote>,
 }
 
-const MLM_HEAD_PREFIX: &str = "cls.predictions.";
 /// Tensors HF checkpoints may carry that the model being loaded does not use.
 const IGNORED: &[&str] = &["bert.embeddings.position_ids", "cls.seq_relationship.", "cls.predictions.", "classifier."];
 
@@ -32,11 +33,9 @@ pub fn load_masked_lm(dir: &Path, device: Device) -> Result<LoadedModel> {
     let with_pooler = tensors.contains_key("bert.pooler.dense.weight");
     let vs = VarStore::new(device);
     let model = BertForMaskedLM::new(&vs.root(), &config, with_pooler);
-    let notes = copy_into(&vs, tensors, &weights_path, &[(MLM_HEAD_PREFIX, MLM_HEAD_NOTE)])?;
+    let notes = copy_into(&vs, tensors, &weights_path, &[Component::MlmHead])?;
     Ok(LoadedModel { vs, model, config, tokenizer, notes })
 }
-
-const MLM_HEAD_NOTE: &str = "no MLM head in the checkpoint: initialised randomly, so masked-token predictions are meaningless until it is trained (an encoder-only or sentence-embedding checkpoint?)";
 
 /// A model directory's parts before a network is built on them: configuration, tokenizer and
 /// its weights under canonical names.
@@ -107,16 +106,15 @@ fn canonical_names(tensors: BTreeMap<String, Tensor>) -> BTreeMap<String, Tensor
         .collect()
 }
 
-/// Copies checkpoint tensors into the variables of `vs`, checking every shape. Variables under
-/// an `optional` prefix may be missing: they keep their random initialisation, with the note
-/// given (none when empty); any other missing tensor is an error. Tied decoder copies must
-/// equal what they are tied to.
+/// Copies checkpoint tensors into the variables of `vs`, checking every shape. The variables of
+/// an `optional` component may be missing: they keep their random initialisation, with a note;
+/// any other missing tensor is an error. Tied decoder copies must equal what they are tied to.
 pub fn copy_into(
     vs: &VarStore,
     mut tensors: BTreeMap<String, Tensor>,
     path: &Path,
-    optional: &[(&str, &str)],
-) -> Result<Vec<String>> {
+    optional: &[Component],
+) -> Result<Vec<LoadNote>> {
     let mut notes = Vec::new();
     // The decoder bias is the head's `bias` under another name; the decoder weight is tied to
     // the word embeddings.
@@ -147,7 +145,7 @@ pub fn copy_into(
     // Sorted, so that notes and errors name the same tensors every run (the store is a hash map).
     missing.sort();
     let (optional_missing, other_missing): (Vec<String>, Vec<String>) =
-        missing.into_iter().partition(|n| optional.iter().any(|(p, _)| n.starts_with(p)));
+        missing.into_iter().partition(|n| optional.iter().any(|c| n.starts_with(c.prefix())));
     if !other_missing.is_empty() {
         let shown: Vec<&str> = other_missing.iter().take(6).map(String::as_str).collect();
         return Err(Error::invalid(
@@ -159,25 +157,20 @@ pub fn copy_into(
             ),
         ));
     }
-    for (prefix, note) in optional {
-        let names: Vec<&str> = optional_missing.iter().filter(|n| n.starts_with(prefix)).map(String::as_str).collect();
-        if !names.is_empty() && !note.is_empty() {
-            let more = if names.len() > 4 { format!(", … {} tensors in all", names.len()) } else { String::new() };
-            notes.push(format!("{note} [{}{more}]", names[..names.len().min(4)].join(", ")));
+    for component in optional {
+        let names: Vec<String> =
+            optional_missing.iter().filter(|n| n.starts_with(component.prefix())).cloned().collect();
+        if !names.is_empty() {
+            notes.extend(LoadNote::initialised(*component, names));
         }
     }
     let (known, unknown): (Vec<String>, Vec<String>) =
         tensors.into_keys().partition(|n| IGNORED.iter().any(|p| n.starts_with(p)));
     if !known.is_empty() {
-        notes.push(format!(
-            "ignored {} tensor(s) this model does not use, e.g. {}",
-            known.len(),
-            known.iter().take(4).cloned().collect::<Vec<_>>().join(", ")
-        ));
+        notes.push(LoadNote::IgnoredUnused { tensors: known });
     }
     if !unknown.is_empty() {
-        let shown: Vec<&str> = unknown.iter().take(6).map(String::as_str).collect();
-        notes.push(format!("ignored {} unexpected tensor(s), e.g. {}", unknown.len(), shown.join(", ")));
+        notes.push(LoadNote::IgnoredUnexpected { tensors: unknown });
     }
     Ok(notes)
 }
@@ -190,7 +183,7 @@ pub fn save_model_files(dir: &Path, config: &BertConfig, vs: &VarStore, tokenize
 
 /// As `save_model_files`, with the `config.json` text given (another architecture).
 pub fn save_model_files_as(dir: &Path, config_json: &str, vs: &VarStore, tokenizer: &TextTokenizer) -> Result<()> {
-    std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+    std::fs::create_dir_all(dir).with_path(dir)?;
     write_atomic(&dir.join("config.json"), config_json.as_bytes())?;
     let mut named: Vec<(String, Tensor)> =
         vs.variables().into_iter().map(|(n, t)| (n, t.detach().to_kind(Kind::Float))).collect();
@@ -204,7 +197,7 @@ pub fn save_model_files_as(dir: &Path, config_json: &str, vs: &VarStore, tokeniz
 /// directory unless `overwrite`.
 pub fn save_model_dir(out: &Path, overwrite: bool, write: impl FnOnce(&Path) -> Result<()>) -> Result<()> {
     if out.exists() {
-        let non_empty = std::fs::read_dir(out).map_err(|e| Error::io(out, e))?.next().is_some();
+        let non_empty = std::fs::read_dir(out).with_path(out)?.next().is_some();
         if non_empty && !overwrite {
             return Err(Error::invalid(
                 out,
@@ -212,13 +205,13 @@ pub fn save_model_dir(out: &Path, overwrite: bool, write: impl FnOnce(&Path) -> 
             ));
         }
     }
-    let staging: PathBuf = crate::error::tmp_path(out);
+    let staging: PathBuf = crate::files::tmp_path(out);
     if staging.exists() {
-        std::fs::remove_dir_all(&staging).map_err(|e| Error::io(&staging, e))?;
+        std::fs::remove_dir_all(&staging).with_path(&staging)?;
     }
     write(&staging)?;
     if out.exists() {
-        std::fs::remove_dir_all(out).map_err(|e| Error::io(out, e))?;
+        std::fs::remove_dir_all(out).with_path(out)?;
     }
-    std::fs::rename(&staging, out).map_err(|e| Error::io(out, e))
+    std::fs::rename(&staging, out).with_path(out)
 }

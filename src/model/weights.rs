@@ -1,6 +1,7 @@
 //! safetensors files: read any HF-style weight file (single or sharded, fp32/fp16/bf16) into
 //! named tch tensors, and write named tensors atomically with `{"format": "pt"}` metadata.
-use crate::error::{tmp_path, Error, Result};
+use crate::error::{Error, IoContext, Result};
+use crate::files::tmp_path;
 use safetensors::{Dtype, SafeTensors, View};
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
@@ -41,9 +42,9 @@ fn dtype_of(kind: Kind) -> Option<Dtype> {
 
 /// Reads every tensor of one safetensors file (memory-mapped) onto the CPU, in the file's dtype.
 pub fn read_file(path: &Path) -> Result<BTreeMap<String, Tensor>> {
-    let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+    let file = std::fs::File::open(path).with_path(path)?;
     // SAFETY: the file is opened read-only and not modified while mapped.
-    let mmap = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| Error::io(path, e))?;
+    let mmap = unsafe { memmap2::Mmap::map(&file) }.with_path(path)?;
     let st = SafeTensors::deserialize(&mmap)
         .map_err(|e| Error::invalid(path, format!("not a valid safetensors file: {e}")))?;
     let mut out = BTreeMap::new();
@@ -67,7 +68,7 @@ pub fn read_model_weights(dir: &Path) -> Result<(PathBuf, BTreeMap<String, Tenso
     }
     let index = dir.join("model.safetensors.index.json");
     if index.exists() {
-        let text = crate::error::read_to_string(&index)?;
+        let text = crate::files::read_to_string(&index)?;
         let json: serde_json::Value = serde_json::from_str(&text).map_err(|e| Error::json(&index, &e))?;
         let map = json
             .get("weight_map")
@@ -117,7 +118,7 @@ impl View for &RawTensor {
 fn raw(name: &str, t: &Tensor) -> Result<RawTensor> {
     let t = t.to_device(Device::Cpu).contiguous();
     let dtype = dtype_of(t.kind()).ok_or_else(|| {
-        Error::usage("writing safetensors", format!("tensor `{name}` has unsupported kind {:?}", t.kind()))
+        Error::unsupported("writing safetensors", format!("tensor `{name}` has unsupported kind {:?}", t.kind()))
     })?;
     let numel = t.numel();
     let mut bytes = vec![0u8; numel * t.kind().elt_size_in_bytes()];
@@ -134,6 +135,6 @@ pub fn write_file(path: &Path, tensors: &[(String, Tensor)]) -> Result<()> {
     let tmp = tmp_path(path);
     safetensors::serialize_to_file(raws.iter().map(|(n, r)| (n.as_str(), r)), Some(metadata), &tmp)
         .map_err(|e| Error::invalid(&tmp, format!("writing safetensors: {e}")))?;
-    std::fs::File::open(&tmp).and_then(|f| f.sync_all()).map_err(|e| Error::io(&tmp, e))?;
-    std::fs::rename(&tmp, path).map_err(|e| Error::io(path, e))
+    std::fs::File::open(&tmp).and_then(|f| f.sync_all()).with_path(&tmp)?;
+    std::fs::rename(&tmp, path).with_path(path)
 }

@@ -2,8 +2,9 @@
 //! domain (and one for overall), one line per language, from the `bias.json` files a run's
 //! checkpoints keep, as SVG or PNG. Text is laid out with a TrueType font found on the
 //! system (DejaVu Sans, Liberation Sans or FreeSans).
-use crate::error::{read_to_string, Error, Result};
+use crate::error::{Error, IoContext, Result};
 use crate::eval::bias::BiasReport;
+use crate::files::read_to_string;
 use plotters::prelude::*;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -11,7 +12,7 @@ use std::path::{Path, PathBuf};
 /// (step, report) for every checkpoint of the run that has a `bias.json`, by step.
 pub fn collect_reports(run: &Path) -> Result<Vec<(u64, BiasReport)>> {
     let mut out = Vec::new();
-    for entry in std::fs::read_dir(run).map_err(|e| Error::io(run, e))?.filter_map(|e| e.ok()) {
+    for entry in std::fs::read_dir(run).with_path(run)?.filter_map(|e| e.ok()) {
         let name = entry.file_name().to_string_lossy().to_string();
         let Some(step) = name.strip_prefix("step-").and_then(|n| n.parse::<u64>().ok()) else { continue };
         let path = entry.path().join("bias.json");
@@ -66,7 +67,7 @@ const FONT_PATHS: &[&str] = &[
 
 fn register_system_font() -> Result<()> {
     let path = FONT_PATHS.iter().map(PathBuf::from).find(|p| p.exists()).ok_or_else(|| {
-        Error::usage(
+        Error::system(
             "report bias-curve",
             format!(
                 "PNG output needs a TrueType font and none was found ({}); install fonts-dejavu-core",
@@ -74,7 +75,7 @@ fn register_system_font() -> Result<()> {
             ),
         )
     })?;
-    let bytes: &'static [u8] = Box::leak(std::fs::read(&path).map_err(|e| Error::io(&path, e))?.into_boxed_slice());
+    let bytes: &'static [u8] = Box::leak(std::fs::read(&path).with_path(&path)?.into_boxed_slice());
     plotters::style::register_font("sans-serif", FontStyle::Normal, bytes)
         .map_err(|_| Error::invalid(&path, "not a usable TrueType font"))
 }
@@ -156,10 +157,13 @@ pub fn write_bias_curve(run: &Path, out: &Path) -> Result<usize> {
             draw(BitMapBackend::new(&tmp, size).into_drawing_area(), &title, &panels, &data)
         }
         other => {
-            return Err(Error::usage("--out", format!("expected a .svg or .png file name, found extension {other:?}")))
+            return Err(Error::argument(
+                "--out",
+                format!("expected a .svg or .png file name, found extension {other:?}"),
+            ))
         }
     };
     result.map_err(|e| Error::invalid(out, format!("drawing failed: {e}")))?;
-    std::fs::rename(&tmp, out).map_err(|e| Error::io(out, e))?;
+    std::fs::rename(&tmp, out).with_path(out)?;
     Ok(reports.len())
 }

@@ -6,7 +6,7 @@ use crate::data::tokenizer::TextTokenizer;
 use crate::error::Result;
 use crate::model::layers::{Linear, Precision};
 use crate::model::model_dir::{copy_into, read_model_files, save_model_files_as};
-use crate::model::{BertConfig, BertModel};
+use crate::model::{BertConfig, BertModel, Component, LoadNote};
 use std::path::Path;
 use tch::nn::VarStore;
 use tch::{Device, Kind, Tensor};
@@ -23,7 +23,7 @@ pub struct SequenceClassifier {
 
 impl SequenceClassifier {
     /// Builds the classifier on a model directory's encoder; `labels` name the classes.
-    pub fn load(dir: &Path, labels: &[String], device: Device) -> Result<(Self, Vec<String>)> {
+    pub fn load(dir: &Path, labels: &[String], device: Device) -> Result<(Self, Vec<LoadNote>)> {
         let files = read_model_files(dir)?;
         let vs = VarStore::new(device);
         let root = vs.root();
@@ -34,15 +34,7 @@ impl SequenceClassifier {
             labels.len() as i64,
             files.config.initializer_range,
         );
-        let notes = copy_into(
-            &vs,
-            files.tensors,
-            &files.weights_path,
-            &[
-                ("bert.pooler.", "no pooler in the checkpoint (an MLM-only model): initialised randomly and trained with the classifier"),
-                ("classifier.", "no classifier in the checkpoint: initialised randomly (to be fine-tuned)"),
-            ],
-        )?;
+        let notes = copy_into(&vs, files.tensors, &files.weights_path, &[Component::Pooler, Component::Classifier])?;
         let dropout = files.config.hidden_dropout_prob;
         Ok((
             SequenceClassifier {

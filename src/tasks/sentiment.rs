@@ -4,11 +4,13 @@
 //! NusaX paper's settings: monolingual, multilingual, leave-one-language-out and zero-shot
 //! cross-lingual, with an optional grid over learning rate and batch size.
 use super::classifier::SequenceClassifier;
-use crate::data::mixture::{derive_seed, stream_rng};
-use crate::error::{write_atomic, Error, Result};
+use crate::error::{Error, IoContext, Result};
+use crate::eval::metrics::argmax;
 use crate::eval::metrics::{accuracy, confusion_matrix, macro_f1};
-use crate::train::logger::Logger;
-use crate::train::optim::{linear_schedule, AdamW};
+use crate::files::{write_atomic, write_json};
+use crate::logger::Logger;
+use crate::optim::{constant_or_linear, AdamW};
+use crate::seeds::{derive_seed, per_step, salt, stream_rng};
 use rand::seq::SliceRandom;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -32,9 +34,9 @@ pub enum Setting {
 #[serde(deny_unknown_fields)]
 pub struct SentimentRecipe {
     pub name: String,
-    #[serde(default = "crate::tasks::default_seed")]
+    #[serde(default = "crate::recipe::default_seed")]
     pub seed: u64,
-    #[serde(default = "crate::tasks::default_output_dir")]
+    #[serde(default = "crate::recipe::default_output_dir")]
     pub output_dir: PathBuf,
     /// The model to start from (an indolm checkpoint or an HF BERT directory); `--init` overrides.
     #[serde(default)]
@@ -43,7 +45,7 @@ pub struct SentimentRecipe {
     pub optimizer: FinetuneOptimizer,
     #[serde(default)]
     pub grid: Option<Grid>,
-    #[serde(default = "crate::tasks::default_tensorboard")]
+    #[serde(default = "crate::recipe::default_tensorboard")]
     pub tensorboard: PathBuf,
 }
 
@@ -107,7 +109,7 @@ pub struct Grid {
 
 impl SentimentRecipe {
     pub fn load(path: &Path) -> Result<Self> {
-        let recipe: SentimentRecipe = crate::train::recipe::parse_toml(path)?;
+        let recipe: SentimentRecipe = crate::recipe::parse_toml(path)?;
         let o = &recipe.optimizer;
         if o.lr <= 0.0 || o.batch_size == 0 || o.max_epochs == 0 {
             return Err(Error::field(path, "optimizer", "lr, batch_size and max_epochs must be positive"));
@@ -187,8 +189,7 @@ pub struct Scores {
 pub fn score(model: &SequenceClassifier, data: &[Example], max_len: usize) -> Result<(Scores, Vec<usize>)> {
     let texts: Vec<&str> = data.iter().map(|e| e.text.as_str()).collect();
     let probs = model.predict(&texts, max_len, 64)?;
-    let pred: Vec<usize> =
-        probs.iter().map(|p| p.iter().enumerate().max_by(|a, b| a.1.total_cmp(b.1)).unwrap().0).collect();
+    let pred: Vec<usize> = probs.iter().map(|p| argmax(p)).collect();
     let gold: Vec<usize> = data.iter().map(|e| e.label).collect();
     Ok((
         Scores {
@@ -211,9 +212,6 @@ pub struct Finetuned {
     pub batch_size: usize,
 }
 
-const SALT_SHUFFLE: u64 = 7;
-const SALT_TORCH: u64 = 8;
-
 /// Fine-tunes `init` on `train`, selecting the epoch with the best validation macro-F1 and
 /// stopping after `patience` epochs without improvement. Deterministic given `seed`.
 #[allow(clippy::too_many_arguments)]
@@ -230,7 +228,7 @@ pub fn finetune(
     logger: &mut Logger,
     tag: &str,
 ) -> Result<Finetuned> {
-    tch::manual_seed(derive_seed(seed, SALT_TORCH) as i64);
+    tch::manual_seed(derive_seed(seed, salt::SENTIMENT_TORCH) as i64);
     let labels: Vec<String> = LABELS.iter().map(|s| s.to_string()).collect();
     let (mut model, notes) = SequenceClassifier::load(init, &labels, device)?;
     for note in notes {
@@ -246,11 +244,11 @@ pub fn finetune(
     for epoch in 0..o.max_epochs {
         epochs = epoch + 1;
         let mut order: Vec<usize> = (0..train.len()).collect();
-        order.shuffle(&mut stream_rng(seed, SALT_SHUFFLE, epoch as u64));
+        order.shuffle(&mut stream_rng(seed, salt::SENTIMENT_SHUFFLE, epoch as u64));
         let started = Instant::now();
         let mut loss_sum = 0.0;
         for chunk in order.chunks(batch_size) {
-            tch::manual_seed(derive_seed(seed, SALT_TORCH ^ (step << 8)) as i64);
+            tch::manual_seed(derive_seed(seed, per_step(salt::SENTIMENT_TORCH, step)) as i64);
             let texts: Vec<&str> = chunk.iter().map(|&i| train[i].text.as_str()).collect();
             let targets =
                 Tensor::from_slice(&chunk.iter().map(|&i| train[i].label as i64).collect::<Vec<_>>()).to_device(device);
@@ -261,7 +259,7 @@ pub fn finetune(
             let loss = logits.log_softmax(-1, Kind::Float).nll_loss(&targets);
             loss.backward();
             optimizer.clip_grad_norm(o.grad_clip);
-            optimizer.step(linear_schedule_or_constant(lr, o.warmup_steps, total_steps, step));
+            optimizer.step(constant_or_linear(lr, o.warmup_steps, total_steps, step));
             loss_sum += loss.double_value(&[]);
             step += 1;
         }
@@ -293,15 +291,6 @@ pub fn finetune(
         }
     });
     Ok(Finetuned { model, best_valid, best_epoch, epochs, lr, batch_size })
-}
-
-/// With no warmup, a constant learning rate (the NusaX setting); else warmup and linear decay.
-fn linear_schedule_or_constant(lr: f64, warmup: u64, total: u64, step: u64) -> f64 {
-    if warmup == 0 {
-        lr
-    } else {
-        linear_schedule(lr, warmup, total, step)
-    }
 }
 
 /// The grid (or the single setting) searched on validation macro-F1.
@@ -415,8 +404,8 @@ pub fn run(recipe: &SentimentRecipe, init: &Path, device: Device) -> Result<Sent
     }
     logger.finish();
     let results = SentimentResults { setting: recipe.data.setting, languages: langs, runs };
-    std::fs::create_dir_all(&out_dir).map_err(|e| Error::io(&out_dir, e))?;
-    write_atomic(&out_dir.join("results.json"), (serde_json::to_string_pretty(&results).unwrap() + "\n").as_bytes())?;
+    std::fs::create_dir_all(&out_dir).with_path(&out_dir)?;
+    write_json(&out_dir.join("results.json"), &results)?;
     write_atomic(&out_dir.join("results.md"), results.markdown().as_bytes())?;
     Ok(results)
 }

@@ -4,7 +4,7 @@ use crate::data::mixture::Mixture;
 use crate::data::shards::{open_shard, prepare_source, Prepared, ShardMeta};
 use crate::data::tokenizer::TextTokenizer;
 use crate::error::Result;
-use crate::train::recipe::Recipe;
+use crate::recipe::Recipe;
 
 /// Prepares every source of the recipe; `say` receives one line per source.
 pub fn prepare_corpus(recipe: &Recipe, tokenizer: &TextTokenizer, mut say: impl FnMut(&str)) -> Result<Vec<ShardMeta>> {

@@ -4,13 +4,12 @@
 //! Optionally whole words (a piece and its `##` continuations) are chosen together. The
 //! random stream is derived from the seed and the micro-batch number, so masks never depend
 //! on anything but the recipe and the position in the run.
-use crate::data::mixture::stream_rng;
 use crate::data::tokenizer::{SpecialIds, TextTokenizer};
 use crate::model::IGNORE_INDEX;
-use crate::train::recipe::MaskingSection;
+use crate::recipe::pretrain::MaskingSection;
+use crate::seeds::{salt, stream_rng};
 use rand::Rng;
-
-const SALT_MASKING: u64 = 3;
+use tch::{Device, Tensor};
 
 pub struct Masker {
     settings: MaskingSection,
@@ -29,6 +28,17 @@ pub struct MaskedBatch {
     pub cols: usize,
 }
 
+impl MaskedBatch {
+    /// The batch as (input ids, labels) tensors of shape [rows, cols] on `device`.
+    pub fn tensors(&self, device: Device) -> (Tensor, Tensor) {
+        let shape = [self.rows as i64, self.cols as i64];
+        (
+            Tensor::from_slice(&self.input_ids).view(shape).to_device(device),
+            Tensor::from_slice(&self.labels).view(shape).to_device(device),
+        )
+    }
+}
+
 impl Masker {
     pub fn new(settings: MaskingSection, tokenizer: &TextTokenizer, seed: u64) -> Self {
         let vocab_size = tokenizer.vocab_size();
@@ -44,7 +54,7 @@ impl Masker {
 
     /// Masks equal-length `sequences`; `stream` numbers the micro-batch in the run.
     pub fn mask(&self, sequences: &[Vec<i64>], stream: u64) -> MaskedBatch {
-        let mut rng = stream_rng(self.seed, SALT_MASKING, stream);
+        let mut rng = stream_rng(self.seed, salt::MASKING, stream);
         let cols = sequences.first().map_or(0, Vec::len);
         let mut input_ids = Vec::with_capacity(sequences.len() * cols);
         let mut labels = Vec::with_capacity(sequences.len() * cols);

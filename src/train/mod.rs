@@ -1,9 +1,10 @@
-//! Pretraining: recipes, corpus preparation for a run, masking, AdamW and its schedule,
-//! checkpoints, logging, and the training loop itself.
+//! Pretraining a masked LM: corpus preparation for a run, masking, the held-out loss, metrics,
+//! checkpoints and the trainer itself. Imports the shared layers (`recipe`, `optim`, `logger`,
+//! `hooks`) and never `eval` or `tasks`: evaluations reach the trainer as checkpoint hooks.
 pub mod checkpoint;
 pub mod corpus;
-pub mod logger;
+pub mod heldout;
 pub mod masking;
-pub mod optim;
-pub mod recipe;
+pub mod metrics;
+pub mod train_log;
 pub mod trainer;

@@ -1,29 +1,34 @@
-//! The pretraining loop, top to bottom: recipe → tokenizer → data → model → optimizer →
-//! (resume) → steps of masked-LM training with clipping, AdamW and the linear schedule,
-//! logging, held-out evaluation and checkpoints with their hooks.
-use crate::data::mixture::{derive_seed, Mixture};
+//! The pretraining trainer, built from its parts as torchtitan's is: the model and AdamW, the
+//! data mixture and its masker, the checkpoint manager, the metrics, the held-out set and the
+//! checkpoint hooks it is given. [`Trainer::new`] assembles them (resuming when asked);
+//! [`Trainer::run`] is the loop, top to bottom: a step, its metrics, the held-out loss when due,
+//! a checkpoint with its hooks when due, and a clean stop on SIGINT/SIGTERM.
+use super::checkpoint::{CheckpointManager, TrainerState};
+use super::corpus::open_mixture;
+use super::heldout::Heldout;
+use super::masking::Masker;
+use super::metrics::{Metrics, Update};
+use crate::data::mixture::Mixture;
 use crate::data::tokenizer::TextTokenizer;
 use crate::device::{default_precision, describe};
 use crate::error::{Error, Result};
+use crate::hooks::CheckpointHook;
 use crate::model::model_dir::load_masked_lm;
 use crate::model::{BertConfig, BertForMaskedLM, Precision};
-use crate::train::checkpoint::{self, TrainerState, RNG_NOTE};
-use crate::train::corpus::open_mixture;
-use crate::train::logger::{Logger, TrainLog};
-use crate::train::masking::{MaskedBatch, Masker};
-use crate::train::optim::{linear_schedule, AdamW};
-use crate::train::recipe::{PrecisionSetting, Recipe};
+use crate::optim::{linear_schedule, AdamW};
+use crate::recipe::pretrain::PrecisionSetting;
+use crate::recipe::Recipe;
+use crate::seeds::{per_step, salt, seed_torch};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 use tch::nn::VarStore;
-use tch::{Device, Kind, Tensor};
+use tch::Device;
 
-const SALT_TORCH: u64 = 4;
-const SALT_EVAL_MASKS: u64 = 5;
-
+/// How `indolm train` was asked to run a recipe.
 pub struct TrainOptions {
+    /// Where to train.
     pub device: Device,
     /// `latest` or a checkpoint directory.
     pub resume: Option<String>,
@@ -36,267 +41,254 @@ pub struct TrainOptions {
     pub stop_after: Option<u64>,
 }
 
-/// Evaluations run at every checkpoint (the bias evaluation plugs in here).
-pub trait CheckpointHook {
-    fn name(&self) -> &str;
-    fn run(
-        &mut self,
-        step: u64,
-        model: &BertForMaskedLM,
-        tokenizer: &TextTokenizer,
-        checkpoint_dir: &Path,
-        logger: &mut Logger,
-    ) -> Result<()>;
-}
-
+/// What a finished (or stopped) run reports.
 pub struct TrainSummary {
+    /// `<output_dir>/<name>`.
     pub run_dir: PathBuf,
+    /// The step the run ended at.
     pub final_step: u64,
+    /// The first held-out loss this process measured (the untrained model's on a new run).
     pub first_heldout_loss: Option<f64>,
+    /// The last held-out loss this process measured.
     pub last_heldout_loss: Option<f64>,
+    /// Updates skipped for a non-finite loss over the whole run.
     pub nonfinite_skipped: u64,
 }
 
-/// The recipe's checkpoint evaluations.
-fn recipe_hooks(recipe: &Recipe, device: Device) -> Result<Vec<Box<dyn CheckpointHook>>> {
-    let mut hooks: Vec<Box<dyn CheckpointHook>> = Vec::new();
-    if let Some(bias) = &recipe.eval.bias {
-        let pairs = crate::eval::pairs::load_indobias(&recipe.resolve(&bias.pairs))?;
-        hooks.push(Box::new(crate::eval::bias::BiasHook {
-            pairs,
-            metric: bias.metric,
-            languages: bias.languages.clone(),
-            device,
-        }));
-    }
-    if let Some(mmlu) = &recipe.eval.indommlu {
-        hooks.push(Box::new(crate::eval::indommlu::IndommluHook::new(
-            &recipe.resolve(&mmlu.data),
-            mmlu.mode,
-            mmlu.subsample,
-            recipe.seed,
-            device,
-        )?));
-    }
-    Ok(hooks)
+/// A pretraining run, ready to take steps.
+pub struct Trainer {
+    recipe: Recipe,
+    device: Device,
+    precision: Precision,
+    tokenizer: TextTokenizer,
+    config: BertConfig,
+    vs: VarStore,
+    model: BertForMaskedLM,
+    optimizer: AdamW,
+    mixture: Mixture,
+    masker: Masker,
+    state: TrainerState,
+    checkpoints: CheckpointManager,
+    metrics: Metrics,
+    heldout: Option<Heldout>,
+    hooks: Vec<Box<dyn CheckpointHook>>,
+    /// The last step this process takes: `max_steps`, or `--stop-after`.
+    stop_at: u64,
+    stop_requested: Arc<AtomicBool>,
+    consecutive_nonfinite: u64,
 }
 
-pub fn train(recipe_path: &Path, opts: &TrainOptions) -> Result<TrainSummary> {
-    // --- Recipe, tokenizer, model configuration -------------------------------------------
-    let recipe = Recipe::load(recipe_path)?;
-    let tokenizer = TextTokenizer::from_path(&recipe.resolve(&recipe.tokenizer.path))?;
-    let precision = match (recipe.precision, opts.device) {
-        (PrecisionSetting::Fp32, _) => Precision::Fp32,
-        (PrecisionSetting::Bf16, d) if d.is_cuda() => Precision::Bf16,
-        (PrecisionSetting::Bf16, _) => {
-            return Err(Error::field(
-                recipe_path,
-                "precision",
-                "bf16 needs a CUDA device; use \"auto\" (bf16 on CUDA, fp32 on CPU) or \"fp32\"",
-            ))
+impl Trainer {
+    /// Loads the recipe's tokenizer, prepares its corpus and run directory, builds the model and
+    /// optimizer (restoring a checkpoint with `--resume`), and opens the logs. `hooks` run at
+    /// every checkpoint.
+    pub fn new(
+        recipe_path: &Path,
+        recipe: Recipe,
+        opts: &TrainOptions,
+        hooks: Vec<Box<dyn CheckpointHook>>,
+    ) -> Result<Self> {
+        let tokenizer = TextTokenizer::from_path(&recipe.resolve(&recipe.tokenizer.path))?;
+        let precision = resolve_precision(recipe.precision, opts.device, recipe_path)?;
+        let checkpoints = CheckpointManager::new(recipe.run_dir(), &recipe.checkpoint);
+        checkpoints.prepare(opts.resume.is_some(), opts.overwrite, &recipe.tensorboard_dir())?;
+
+        let mixture = open_mixture(&recipe, &tokenizer, |line| outln!("{line}"))?;
+        let masker = Masker::new(recipe.masking.clone(), &tokenizer, recipe.seed);
+
+        tch::manual_seed(recipe.seed as i64);
+        let (vs, mut model, config) = build_model(&recipe, recipe_path, &tokenizer, opts.device)?;
+        model.set_precision(precision);
+        let o = &recipe.optimizer;
+        let mut optimizer = AdamW::new(vs.variables().into_iter().collect(), o.betas, o.eps, o.weight_decay);
+        let state = match &opts.resume {
+            Some(which) => checkpoints.restore(which, &recipe, opts.force, &vs, &mut optimizer)?,
+            None => TrainerState::start(&recipe, mixture.new_cursor()),
+        };
+
+        let stop_at = opts.stop_after.unwrap_or(o.max_steps).min(o.max_steps);
+        let metrics = Metrics::open(&recipe, &config, checkpoints.run_dir(), state.step)?;
+        let heldout = recipe.eval.mlm.as_ref().map(|m| Heldout::new(&mixture, m));
+        Ok(Trainer {
+            device: opts.device,
+            precision,
+            tokenizer,
+            config,
+            vs,
+            model,
+            optimizer,
+            mixture,
+            masker,
+            state,
+            checkpoints,
+            metrics,
+            heldout,
+            hooks,
+            stop_at,
+            stop_requested: stop_on_signals()?,
+            consecutive_nonfinite: 0,
+            recipe,
+        })
+    }
+
+    /// Trains until `stop_at` or a stop signal, evaluating and checkpointing as the recipe says.
+    pub fn run(mut self) -> Result<TrainSummary> {
+        self.announce();
+        if self.state.step == 0 {
+            self.evaluate_heldout(); // the untrained model's loss: where every curve starts
         }
-        (PrecisionSetting::Auto, d) => default_precision(d),
-    };
-    let mut hooks = recipe_hooks(&recipe, opts.device)?;
-    let run_dir = recipe.run_dir();
-    prepare_run_dir(&run_dir, &recipe, opts)?;
-
-    // --- Data ------------------------------------------------------------------------------
-    let mut mixture = open_mixture(&recipe, &tokenizer, |line| println!("{line}"))?;
-    let masker = Masker::new(recipe.masking.clone(), &tokenizer, recipe.seed);
-
-    // --- Model and optimizer -----------------------------------------------------------------
-    tch::manual_seed(recipe.seed as i64);
-    let (vs, mut model, config) = build_model(&recipe, recipe_path, &tokenizer, opts.device)?;
-    model.set_precision(precision);
-    let o = recipe.optimizer.clone();
-    let mut optimizer = AdamW::new(vs.variables().into_iter().collect(), o.betas, o.eps, o.weight_decay);
-    let mut state = TrainerState {
-        step: 0,
-        seed: recipe.seed,
-        cursor: mixture.new_cursor(),
-        micro_batches: 0,
-        nonfinite_skipped: 0,
-        rng: RNG_NOTE.into(),
-        recipe_fingerprint: recipe.fingerprint(),
-        checksums: Default::default(),
-        last_loss: None,
-    };
-    if let Some(which) = &opts.resume {
-        state = resume(&run_dir, which, &recipe, opts.force, &vs, &mut optimizer)?;
+        while self.state.step < self.stop_at {
+            let Some(update) = self.step()? else { continue }; // a non-finite loss: update skipped
+            let step = self.state.step;
+            self.metrics.record_update(step, self.stop_at, &update)?;
+            let at_checkpoint = self.checkpoints.due(step) || step == self.stop_at;
+            let stopping = self.stop_requested.load(Ordering::SeqCst);
+            if at_checkpoint || stopping || self.heldout.as_ref().is_some_and(|h| h.due(step)) {
+                self.evaluate_heldout();
+            }
+            if at_checkpoint || stopping {
+                self.checkpoint()?;
+            }
+            if stopping {
+                self.metrics.logger.println(&format!("stop requested: checkpoint written at step {step}, exiting"));
+                break;
+            }
+        }
+        Ok(self.finish())
     }
 
-    // --- Logging and signals -----------------------------------------------------------------
-    let stop_at = opts.stop_after.unwrap_or(o.max_steps).min(o.max_steps);
-    let mut logger = Logger::new(&recipe.tensorboard_dir(), o.max_steps, state.step)?;
-    let mut train_log = TrainLog::open(&run_dir, state.step)?;
-    let stop_requested = Arc::new(AtomicBool::new(false));
-    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(signal, Arc::clone(&stop_requested))
-            .map_err(|e| Error::usage("signals", e.to_string()))?;
-    }
-    let tokens_per_step = (o.batch_size * o.grad_accumulation * recipe.data.seq_len) as f64;
-    let flops_per_token = config.training_flops_per_token(recipe.data.seq_len, recipe.masking.probability);
-    let heldout = recipe.eval.mlm.as_ref().map(|m| mixture.heldout_sequences(m.sequences_per_source));
-    logger.println(&format!(
-        "run {}: {} on {}, {} parameters, {:?}, {} tokens per step, steps {}..{}",
-        recipe.name,
-        describe_config(&config),
-        describe(opts.device),
-        vs.variables().values().map(|t| t.numel()).sum::<usize>(),
-        precision,
-        tokens_per_step,
-        state.step,
-        stop_at
-    ));
-    let mut summary = TrainSummary {
-        run_dir: run_dir.clone(),
-        final_step: state.step,
-        first_heldout_loss: None,
-        last_heldout_loss: None,
-        nonfinite_skipped: 0,
-    };
-    let mut consecutive_nonfinite = 0;
-    let mut window = (Instant::now(), 0u64);
-    if let (Some(sequences), 0) = (&heldout, state.step) {
-        // The untrained model's held-out loss: where every curve starts.
-        let loss = heldout_loss(&model, &masker, sequences, o.batch_size, opts.device);
-        log_heldout(&mut logger, &mut summary, 0, loss);
-    }
-
-    // --- The loop ------------------------------------------------------------------------------
-    while state.step < stop_at {
+    /// One optimizer update over `grad_accumulation` micro-batches, with clipping and the
+    /// linear schedule. `None` when the loss was not finite: the update is skipped (and after
+    /// `max_nonfinite_steps` in a row the run stops with an error).
+    fn step(&mut self) -> Result<Option<Update>> {
+        let o = &self.recipe.optimizer;
         // Every random choice of this step derives from the seed and the step number.
-        tch::manual_seed(derive_seed(recipe.seed, SALT_TORCH ^ (state.step << 8)) as i64);
-        optimizer.zero_grad();
+        seed_torch(self.recipe.seed, per_step(salt::PRETRAIN_TORCH, self.state.step));
+        self.optimizer.zero_grad();
         let mut loss = 0.0;
         for _ in 0..o.grad_accumulation {
-            let sequences = mixture.next_sequences(&mut state.cursor, o.batch_size);
-            let batch = masker.mask(&sequences, state.micro_batches);
-            state.micro_batches += 1;
-            let (input_ids, labels) = batch_tensors(&batch, opts.device);
-            let out = model.mlm_loss(&input_ids, None, None, &labels, true);
+            let sequences = self.mixture.next_sequences(&mut self.state.cursor, o.batch_size);
+            let batch = self.masker.mask(&sequences, self.state.micro_batches);
+            self.state.micro_batches += 1;
+            let (input_ids, labels) = batch.tensors(self.device);
+            let out = self.model.mlm_loss(&input_ids, None, None, &labels, true);
             (&out.loss / o.grad_accumulation as f64).backward();
             loss += out.loss.double_value(&[]) / o.grad_accumulation as f64;
         }
-        let lr = linear_schedule(o.lr, o.warmup_steps, o.max_steps, state.step);
-        state.step += 1;
+        let lr = linear_schedule(o.lr, o.warmup_steps, o.max_steps, self.state.step);
+        let grad_clip = o.grad_clip;
+        self.state.step += 1;
         if !loss.is_finite() {
-            state.nonfinite_skipped += 1;
-            consecutive_nonfinite += 1;
-            logger.println(&format!(
-                "step {}: non-finite loss {loss}, update skipped ({} in a row)",
-                state.step, consecutive_nonfinite
-            ));
-            if consecutive_nonfinite >= o.max_nonfinite_steps {
-                return Err(Error::usage(
-                    format!("run {}", recipe.name),
-                    format!("{consecutive_nonfinite} consecutive non-finite losses at step {}; stopped. The last good checkpoint is intact: lower optimizer.lr or check the data, then resume with --resume latest", state.step),
-                ));
-            }
-            continue;
+            self.skip_nonfinite(loss)?;
+            return Ok(None);
         }
-        consecutive_nonfinite = 0;
-        let grad_norm = optimizer.clip_grad_norm(o.grad_clip);
-        optimizer.step(lr);
-        state.last_loss = Some(loss);
-        window.1 += 1;
-
-        if state.step % recipe.logging.every == 0 || state.step == stop_at {
-            let secs = window.0.elapsed().as_secs_f64();
-            let tokens_per_s = window.1 as f64 * tokens_per_step / secs.max(1e-9);
-            window = (Instant::now(), 0);
-            logger.scalar("train/loss", loss, state.step);
-            logger.scalar("train/lr", lr, state.step);
-            logger.scalar("train/grad_norm", grad_norm, state.step);
-            let tflops = tokens_per_s * flops_per_token / 1e12;
-            logger.scalar("train/tokens_per_s", tokens_per_s, state.step);
-            logger.scalar("train/tflops", tflops, state.step);
-            let mut line = format!(
-                "loss {loss:.4} lr {lr:.2e} grad-norm {grad_norm:.3} {tokens_per_s:.0} tok/s {tflops:.3} TFLOP/s"
-            );
-            if let Some(peak) = recipe.logging.peak_tflops {
-                logger.scalar("train/mfu", tflops / peak, state.step);
-                line.push_str(&format!(" MFU {:.1}%", 100.0 * tflops / peak));
-            }
-            logger.progress(state.step, &line);
-            train_log.append(state.step, loss, lr, grad_norm)?;
-        }
-        let eval_every = recipe.eval.mlm.as_ref().map_or(0, |m| m.every);
-        let at_checkpoint = state.step % recipe.checkpoint.every == 0 || state.step == stop_at;
-        let stopping = stop_requested.load(Ordering::SeqCst);
-        if let Some(sequences) = &heldout {
-            if at_checkpoint || stopping || (eval_every > 0 && state.step % eval_every == 0) {
-                let loss = heldout_loss(&model, &masker, sequences, o.batch_size, opts.device);
-                log_heldout(&mut logger, &mut summary, state.step, loss);
-            }
-        }
-        if at_checkpoint || stopping {
-            let dir = checkpoint::save(&run_dir, &state, &config, &vs, &optimizer, &tokenizer)?;
-            logger.println(&format!("step {}: checkpoint {}", state.step, dir.display()));
-            for hook in hooks.iter_mut() {
-                let started = Instant::now();
-                hook.run(state.step, &model, &tokenizer, &dir, &mut logger)?;
-                logger.println(&format!(
-                    "step {}: {} took {:.1}s",
-                    state.step,
-                    hook.name(),
-                    started.elapsed().as_secs_f64()
-                ));
-            }
-            checkpoint::prune(&run_dir, recipe.checkpoint.keep_last)?;
-            logger.flush();
-        }
-        if stopping {
-            logger.println(&format!("stop requested: checkpoint written at step {}, exiting", state.step));
-            break;
-        }
+        self.consecutive_nonfinite = 0;
+        let grad_norm = self.optimizer.clip_grad_norm(grad_clip);
+        self.optimizer.step(lr);
+        self.state.last_loss = Some(loss);
+        Ok(Some(Update { loss, lr, grad_norm }))
     }
-    logger.finish();
-    summary.final_step = state.step;
-    summary.nonfinite_skipped = state.nonfinite_skipped;
-    report_epochs(&mixture, &state);
-    Ok(summary)
-}
 
-fn log_heldout(logger: &mut Logger, summary: &mut TrainSummary, step: u64, loss: f64) {
-    logger.scalar("eval/mlm_loss", loss, step);
-    logger.scalar("eval/perplexity", loss.exp(), step);
-    logger.println(&format!("step {step}: held-out MLM loss {loss:.4} (perplexity {:.1})", loss.exp()));
-    summary.first_heldout_loss.get_or_insert(loss);
-    summary.last_heldout_loss = Some(loss);
-}
-
-fn describe_config(c: &BertConfig) -> String {
-    format!(
-        "BERT L{} H{} A{} FF{} V{}",
-        c.num_hidden_layers, c.hidden_size, c.num_attention_heads, c.intermediate_size, c.vocab_size
-    )
-}
-
-fn report_epochs(mixture: &Mixture, state: &TrainerState) {
-    for ((name, epochs), weight) in mixture.names().iter().zip(mixture.epochs(&state.cursor)).zip(mixture.weights()) {
-        println!("source {name}: weight {weight:.3}, {epochs:.2} epochs seen");
-    }
-}
-
-/// A new run refuses to overwrite an earlier one unless asked to; a resumed run needs it.
-fn prepare_run_dir(run_dir: &Path, recipe: &Recipe, opts: &TrainOptions) -> Result<()> {
-    let has_checkpoints = run_dir.join("latest").exists();
-    if opts.resume.is_none() && has_checkpoints {
-        if !opts.overwrite {
-            return Err(Error::invalid(
-                run_dir,
-                "this run already has checkpoints: pass --resume latest to continue it, or --overwrite to start over",
+    fn skip_nonfinite(&mut self, loss: f64) -> Result<()> {
+        self.state.nonfinite_skipped += 1;
+        self.consecutive_nonfinite += 1;
+        let (step, in_a_row) = (self.state.step, self.consecutive_nonfinite);
+        self.metrics
+            .logger
+            .println(&format!("step {step}: non-finite loss {loss}, update skipped ({in_a_row} in a row)"));
+        if in_a_row >= self.recipe.optimizer.max_nonfinite_steps {
+            return Err(Error::training(
+                format!("run {}", self.recipe.name),
+                format!("{in_a_row} consecutive non-finite losses at step {step}; stopped. The last good checkpoint is intact: lower optimizer.lr or check the data, then resume with --resume latest"),
             ));
         }
-        std::fs::remove_dir_all(run_dir).map_err(|e| Error::io(run_dir, e))?;
-        let tb = recipe.tensorboard_dir();
-        if tb.exists() {
-            std::fs::remove_dir_all(&tb).map_err(|e| Error::io(&tb, e))?;
+        Ok(())
+    }
+
+    /// Scores the held-out set (when the recipe has `[eval.mlm]`) and logs the loss.
+    fn evaluate_heldout(&mut self) {
+        if let Some(heldout) = &self.heldout {
+            let batch_size = self.recipe.optimizer.batch_size;
+            let loss = heldout.loss(&self.model, &self.masker, batch_size, self.device);
+            self.metrics.record_heldout(self.state.step, loss);
         }
     }
-    std::fs::create_dir_all(run_dir).map_err(|e| Error::io(run_dir, e))
+
+    /// Writes a checkpoint, runs every hook on it (timed), prunes old weights, flushes the logs.
+    fn checkpoint(&mut self) -> Result<()> {
+        let step = self.state.step;
+        let dir = self.checkpoints.save(&self.state, &self.config, &self.vs, &self.optimizer, &self.tokenizer)?;
+        let logger = &mut self.metrics.logger;
+        logger.println(&format!("step {step}: checkpoint {}", dir.display()));
+        for hook in self.hooks.iter_mut() {
+            let started = Instant::now();
+            hook.run(step, &self.model, &self.tokenizer, &dir, logger)?;
+            logger.println(&format!("step {step}: {} took {:.1}s", hook.name(), started.elapsed().as_secs_f64()));
+        }
+        self.checkpoints.prune()?;
+        logger.flush();
+        Ok(())
+    }
+
+    /// The run's first log line: model, device, size, precision, tokens per step, steps.
+    fn announce(&self) {
+        let c = &self.config;
+        let parameters: usize = self.vs.variables().values().map(|t| t.numel()).sum();
+        self.metrics.logger.println(&format!(
+            "run {}: BERT L{} H{} A{} FF{} V{} on {}, {parameters} parameters, {:?}, {} tokens per step, steps {}..{}",
+            self.recipe.name,
+            c.num_hidden_layers,
+            c.hidden_size,
+            c.num_attention_heads,
+            c.intermediate_size,
+            c.vocab_size,
+            describe(self.device),
+            self.precision,
+            self.metrics.tokens_per_step(),
+            self.state.step,
+            self.stop_at
+        ));
+    }
+
+    /// Closes the logs, reports how much of each source was seen, and sums the run up.
+    fn finish(mut self) -> TrainSummary {
+        self.metrics.logger.finish();
+        let epochs = self.mixture.epochs(&self.state.cursor);
+        for ((name, epochs), weight) in self.mixture.names().iter().zip(epochs).zip(self.mixture.weights()) {
+            outln!("source {name}: weight {weight:.3}, {epochs:.2} epochs seen");
+        }
+        TrainSummary {
+            run_dir: self.checkpoints.run_dir().to_path_buf(),
+            final_step: self.state.step,
+            first_heldout_loss: self.metrics.heldout.0,
+            last_heldout_loss: self.metrics.heldout.1,
+            nonfinite_skipped: self.state.nonfinite_skipped,
+        }
+    }
+}
+
+/// The compute precision the recipe asks for on `device`.
+fn resolve_precision(setting: PrecisionSetting, device: Device, recipe_path: &Path) -> Result<Precision> {
+    match (setting, device) {
+        (PrecisionSetting::Fp32, _) => Ok(Precision::Fp32),
+        (PrecisionSetting::Bf16, d) if d.is_cuda() => Ok(Precision::Bf16),
+        (PrecisionSetting::Bf16, _) => Err(Error::field(
+            recipe_path,
+            "precision",
+            "bf16 needs a CUDA device; use \"auto\" (bf16 on CUDA, fp32 on CPU) or \"fp32\"",
+        )),
+        (PrecisionSetting::Auto, d) => Ok(default_precision(d)),
+    }
+}
+
+/// A flag SIGINT and SIGTERM raise: the loop finishes its step, checkpoints and exits 0.
+fn stop_on_signals() -> Result<Arc<AtomicBool>> {
+    let stop_requested = Arc::new(AtomicBool::new(false));
+    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(signal, Arc::clone(&stop_requested))
+            .map_err(|e| Error::system("signals", e.to_string()))?;
+    }
+    Ok(stop_requested)
 }
 
 /// A fresh model, or the weights of `model.init_from`.
@@ -317,69 +309,4 @@ fn build_model(
     let vs = VarStore::new(device);
     let model = BertForMaskedLM::new(&vs.root(), &config, false);
     Ok((vs, model, config))
-}
-
-/// Restores weights, optimizer moments and the trainer state; refuses a changed recipe.
-fn resume(
-    run_dir: &Path,
-    which: &str,
-    recipe: &Recipe,
-    force: bool,
-    vs: &VarStore,
-    optimizer: &mut AdamW,
-) -> Result<TrainerState> {
-    let dir = checkpoint::resolve(run_dir, which)?;
-    let state = checkpoint::load_state(&dir)?;
-    let differing: Vec<String> = state
-        .recipe_fingerprint
-        .iter()
-        .zip(recipe.fingerprint())
-        .filter(|(old, new)| old.1 != new.1)
-        .map(|(old, _)| old.0.clone())
-        .collect();
-    if !differing.is_empty() && !force {
-        return Err(Error::invalid(&dir, format!("the recipe differs from the one this checkpoint was trained with in: {} (pass --force to resume anyway)", differing.join(", "))));
-    }
-    // The same strict, shape-checked copy as any model load; nothing may be missing.
-    let weights_path = dir.join("model.safetensors");
-    crate::model::model_dir::copy_into(vs, crate::model::weights::read_file(&weights_path)?, &weights_path, &[])?;
-    let opt_path = dir.join("optimizer.safetensors");
-    optimizer.load_state(
-        crate::model::weights::read_file(&opt_path)?,
-        state.step - state.nonfinite_skipped,
-        &opt_path,
-    )?;
-    println!("resumed from {} at step {}", dir.display(), state.step);
-    Ok(state)
-}
-
-fn batch_tensors(batch: &MaskedBatch, device: Device) -> (Tensor, Tensor) {
-    let shape = [batch.rows as i64, batch.cols as i64];
-    (
-        Tensor::from_slice(&batch.input_ids).view(shape).to_device(device),
-        Tensor::from_slice(&batch.labels).view(shape).to_device(device),
-    )
-}
-
-/// Mean masked-LM loss over the held-out sequences, with masks fixed by the seed so every
-/// checkpoint is scored on the same predictions.
-pub fn heldout_loss(
-    model: &BertForMaskedLM,
-    masker: &Masker,
-    sequences: &[(usize, Vec<i64>)],
-    batch_size: usize,
-    device: Device,
-) -> f64 {
-    let (mut total, mut count) = (0.0, 0i64);
-    tch::no_grad(|| {
-        for (i, chunk) in sequences.chunks(batch_size).enumerate() {
-            let seqs: Vec<Vec<i64>> = chunk.iter().map(|(_, s)| s.clone()).collect();
-            let batch = masker.mask(&seqs, (SALT_EVAL_MASKS << 48) | i as u64);
-            let (ids, labels) = batch_tensors(&batch, device);
-            let out = model.mlm_loss(&ids, None, None, &labels, false);
-            total += out.loss.to_kind(Kind::Double).double_value(&[]) * out.predicted as f64;
-            count += out.predicted;
-        }
-    });
-    total / count.max(1) as f64
 }

@@ -17,7 +17,7 @@ use crate::data::tokenizer::TextTokenizer;
 use crate::error::{Error, Result};
 use crate::model::layers::{dropout, LayerNorm};
 use crate::model::model_dir::{copy_into, read_model_files, save_model_files_as};
-use crate::model::{BertConfig, BertModel};
+use crate::model::{BertConfig, BertModel, Component, LoadNote};
 use std::path::Path;
 use tch::nn::{Init, VarStore};
 use tch::{Device, Kind, Tensor};
@@ -222,14 +222,13 @@ pub struct TargetMarkers {
 
 impl TargetMarkers {
     /// PreSumm's `[unused0]`/`[unused1]`/`[unused2]`, else `[CLS]`/`[SEP]`/`[MASK]` with a note.
-    pub fn of(tokenizer: &TextTokenizer) -> (Self, Option<String>) {
+    pub fn of(tokenizer: &TextTokenizer) -> (Self, Option<LoadNote>) {
         let id = |t: &str| tokenizer.token_to_id(t).map(i64::from);
         match (id("[unused0]"), id("[unused1]"), id("[unused2]")) {
             (Some(bos), Some(eos), Some(split)) => (TargetMarkers { bos, eos, split }, None),
             _ => {
                 let s = &tokenizer.special;
-                let note = "the vocabulary has no [unused0]/[unused1]/[unused2]: summaries are marked with [CLS] (begin), [SEP] (end) and [MASK] (between sentences)";
-                (TargetMarkers { bos: s.cls, eos: s.sep, split: s.mask }, Some(note.into()))
+                (TargetMarkers { bos: s.cls, eos: s.sep, split: s.mask }, Some(LoadNote::SubstituteTargetMarkers))
             }
         }
     }
@@ -267,7 +266,7 @@ impl BertAbs {
     /// Loads a BertAbs directory, or starts one from a BERT (task abs) or BertExt (task
     /// extabs) directory: the decoder is then initialised, its word embeddings copied from the
     /// encoder's.
-    pub fn load(dir: &Path, abs: AbsConfig, device: Device) -> Result<(Self, Vec<String>)> {
+    pub fn load(dir: &Path, abs: AbsConfig, device: Device) -> Result<(Self, Vec<LoadNote>)> {
         let mut files = read_model_files(dir)?;
         let mut notes = Vec::new();
         let ext_layers: Vec<String> = files.tensors.keys().filter(|n| n.starts_with("ext_layer.")).cloned().collect();
@@ -275,10 +274,7 @@ impl BertAbs {
             for name in &ext_layers {
                 files.tensors.remove(name);
             }
-            notes.push(format!(
-                "a BertExt: its encoder is used, its {} ext_layer tensors (sentence scorer) are not",
-                ext_layers.len()
-            ));
+            notes.push(LoadNote::SentenceScorerUnused { tensors: ext_layers.len() });
         }
         let has_decoder = files.tensors.contains_key("decoder.embeddings.weight");
         let vs = VarStore::new(device);
@@ -304,9 +300,7 @@ impl BertAbs {
             dropout: abs.dropout,
         };
         let generator_bias = (&root / "generator").var("bias", &[c.vocab_size], Init::Const(0.0));
-        let start =
-            "no decoder in the checkpoint: initialised (word embeddings copied from the encoder's), to be trained";
-        notes.extend(copy_into(&vs, files.tensors, &files.weights_path, &[("decoder.", start), ("generator.", "")])?);
+        notes.extend(copy_into(&vs, files.tensors, &files.weights_path, &[Component::Decoder, Component::Generator])?);
         if !has_decoder {
             tch::no_grad(|| decoder.embeddings.shallow_clone().copy_(&bert.embeddings.word_embeddings));
         }

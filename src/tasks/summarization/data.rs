@@ -2,7 +2,8 @@
 //! `dev/`, `test/`, and the Xtreme variant's own folders), with `id`, `url`, `clean_article` and
 //! `clean_summary` (lists of sentences, each a list of lowercased tokens) and
 //! `extractive_summary` (the oracle sentence indices; recomputed when absent).
-use crate::error::{read_to_string, Error, Result};
+use crate::error::{Error, IoContext, Result};
+use crate::files::read_to_string;
 use std::path::{Path, PathBuf};
 
 #[derive(Debug, Clone, PartialEq)]
@@ -67,7 +68,7 @@ pub fn load_article(path: &Path) -> Result<Article> {
 pub fn load_split(root: &Path, split: &str) -> Result<Vec<Article>> {
     let dir = root.join(split);
     let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .map_err(|e| Error::io(&dir, e))?
+        .with_path(&dir)?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.extension().is_some_and(|e| e == "json"))
         .collect();

@@ -11,7 +11,7 @@ use crate::data::tokenizer::TextTokenizer;
 use crate::error::Result;
 use crate::model::layers::{dropout, LayerNorm, Linear, Precision};
 use crate::model::model_dir::{copy_into, read_model_files, save_model_files_as};
-use crate::model::{BertConfig, BertModel};
+use crate::model::{BertConfig, BertModel, Component, LoadNote};
 use std::collections::HashSet;
 use std::path::Path;
 use tch::nn::VarStore;
@@ -97,7 +97,7 @@ pub struct BertExt {
 }
 
 impl BertExt {
-    pub fn load(dir: &Path, ext: ExtConfig, device: Device) -> Result<(Self, Vec<String>)> {
+    pub fn load(dir: &Path, ext: ExtConfig, device: Device) -> Result<(Self, Vec<LoadNote>)> {
         let files = read_model_files(dir)?;
         let vs = VarStore::new(device);
         let root = vs.root();
@@ -109,12 +109,7 @@ impl BertExt {
             .collect();
         let final_norm = LayerNorm::new(&e / "layer_norm", h, NORM_EPS);
         let scorer = Linear::new(&e / "wo", h, 1, 0.02);
-        let notes = copy_into(
-            &vs,
-            files.tensors,
-            &files.weights_path,
-            &[("ext_layer.", "no extractive layers in the checkpoint: initialised randomly (to be trained)")],
-        )?;
+        let notes = copy_into(&vs, files.tensors, &files.weights_path, &[Component::SentenceScorer])?;
         Ok((
             BertExt { vs, bert, layers, final_norm, scorer, config: files.config, ext, tokenizer: files.tokenizer },
             notes,

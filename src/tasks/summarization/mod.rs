@@ -57,7 +57,8 @@ pub fn markdown(split: &str, rows: &[Row]) -> String {
 /// Lead-N and Oracle rows (from the first run that has them for a split) and every run's
 /// system, ROUGE-1/2/L for each test split side by side (e.g. canonical and Xtreme).
 pub fn table_from_results(paths: &[std::path::PathBuf]) -> crate::error::Result<String> {
-    use crate::error::{read_to_string, Error};
+    use crate::error::Error;
+    use crate::files::read_to_string;
     #[derive(serde::Deserialize)]
     struct Results {
         test: Vec<(String, Vec<Row>)>,

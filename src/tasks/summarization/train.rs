@@ -9,11 +9,13 @@ use super::data::{join, load_split, Article};
 use super::ext::{label_tensor, select, BertExt, ExtConfig};
 use super::oracle::oracle_liputan6;
 use super::{baselines, markdown, Row};
-use crate::data::mixture::{derive_seed, stream_rng};
-use crate::error::{write_atomic, Error, Result};
+use crate::error::{Error, Result};
 use crate::eval::rouge::mean_f1;
-use crate::train::logger::Logger;
-use crate::train::optim::AdamW;
+use crate::files::{write_atomic, write_json};
+use crate::logger::Logger;
+use crate::model::LoadNote;
+use crate::optim::{noam, AdamW};
+use crate::seeds::{derive_seed, per_step, salt, stream_rng};
 use rand::seq::SliceRandom;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -31,14 +33,14 @@ pub enum Task {
 #[serde(deny_unknown_fields)]
 pub struct SummarizeRecipe {
     pub name: String,
-    #[serde(default = "crate::tasks::default_seed")]
+    #[serde(default = "crate::recipe::default_seed")]
     pub seed: u64,
-    #[serde(default = "crate::tasks::default_output_dir")]
+    #[serde(default = "crate::recipe::default_output_dir")]
     pub output_dir: PathBuf,
     #[serde(default)]
     pub init: Option<PathBuf>,
     pub task: Task,
-    #[serde(default = "crate::tasks::default_tensorboard")]
+    #[serde(default = "crate::recipe::default_tensorboard")]
     pub tensorboard: PathBuf,
     pub data: SummarizeData,
     pub optimizer: SummarizeOptimizer,
@@ -95,7 +97,7 @@ pub struct SummarizeOptimizer {
 
 impl SummarizeRecipe {
     pub fn load(path: &Path) -> Result<Self> {
-        let recipe: SummarizeRecipe = crate::train::recipe::parse_toml(path)?;
+        let recipe: SummarizeRecipe = crate::recipe::parse_toml(path)?;
         let o = &recipe.optimizer;
         if o.lr <= 0.0 || o.max_steps == 0 || o.batch_size == 0 || o.eval_every == 0 || o.warmup_steps == 0 {
             return Err(Error::field(
@@ -123,12 +125,6 @@ impl SummarizeRecipe {
         }
         Ok(recipe)
     }
-}
-
-/// PreSumm's Noam schedule (step from 1).
-pub fn noam(lr: f64, warmup: u64, step: u64) -> f64 {
-    let s = step.max(1) as f64;
-    lr * (s.powf(-0.5)).min(s * (warmup as f64).powf(-1.5))
 }
 
 fn oracle_of(a: &Article) -> Vec<usize> {
@@ -195,10 +191,10 @@ impl Summarizer {
     /// Loads a model written by `finetune summarize` (BertExt or BertAbs, from `config.json`).
     pub fn load_trained(dir: &Path, device: Device) -> Result<Self> {
         let config_path = dir.join("config.json");
-        let config: serde_json::Value = serde_json::from_str(&crate::error::read_to_string(&config_path)?)
+        let config: serde_json::Value = serde_json::from_str(&crate::files::read_to_string(&config_path)?)
             .map_err(|e| Error::json(&config_path, &e))?;
-        let untrained = |notes: Vec<String>, what: &str| -> Result<()> {
-            match notes.iter().find(|n| n.contains("initialised")) {
+        let untrained = |notes: Vec<LoadNote>, what: &str| -> Result<()> {
+            match notes.iter().find(|n| n.leaves_untrained()) {
                 Some(n) => Err(Error::invalid(dir, format!("not a trained {what} model: {n}"))),
                 None => Ok(()),
             }
@@ -253,10 +249,10 @@ pub struct SummarizeResults {
 }
 
 /// Builds the model the task trains from `init`, with the notes from loading it.
-fn start_model(recipe: &SummarizeRecipe, init: &Path, device: Device) -> Result<(Summarizer, Vec<String>)> {
+fn start_model(recipe: &SummarizeRecipe, init: &Path, device: Device) -> Result<(Summarizer, Vec<LoadNote>)> {
     if recipe.task == Task::Extabs {
         let config_path = init.join("config.json");
-        let config: serde_json::Value = serde_json::from_str(&crate::error::read_to_string(&config_path)?)
+        let config: serde_json::Value = serde_json::from_str(&crate::files::read_to_string(&config_path)?)
             .map_err(|e| Error::json(&config_path, &e))?;
         if config["architectures"][0] != "BertExt" {
             return Err(Error::field(
@@ -326,7 +322,7 @@ pub fn run(recipe: &SummarizeRecipe, init: &Path, device: Device) -> Result<Summ
         Task::Abs => "BertAbs",
         Task::Extabs => "BertExtAbs",
     };
-    tch::manual_seed(derive_seed(recipe.seed, 10) as i64);
+    tch::manual_seed(derive_seed(recipe.seed, salt::SUMMARIZATION_INIT) as i64);
     let (model, notes) = start_model(recipe, init, device)?;
     let out_dir = recipe.output_dir.join(&recipe.name);
     let o = &recipe.optimizer;
@@ -354,12 +350,12 @@ pub fn run(recipe: &SummarizeRecipe, init: &Path, device: Device) -> Result<Summ
     for step in 1..=o.max_steps {
         if cursor + o.batch_size > order.len() {
             order = (0..train.len()).collect();
-            order.shuffle(&mut stream_rng(recipe.seed, 11, step));
+            order.shuffle(&mut stream_rng(recipe.seed, salt::SUMMARIZATION_SHUFFLE, step));
             cursor = 0;
         }
         let picked: Vec<usize> = order[cursor..(cursor + o.batch_size).min(order.len())].to_vec();
         cursor += o.batch_size;
-        tch::manual_seed(derive_seed(recipe.seed, 12 ^ (step << 8)) as i64);
+        tch::manual_seed(derive_seed(recipe.seed, per_step(salt::SUMMARIZATION_TORCH, step)) as i64);
         let articles: Vec<&Article> = picked.iter().map(|&i| &train[i]).collect();
         let labels: Vec<Vec<usize>> = picked.iter().map(|&i| oracles[i].clone()).collect();
         for (adam, ..) in optimizers.iter_mut() {
@@ -426,7 +422,7 @@ pub fn run(recipe: &SummarizeRecipe, init: &Path, device: Device) -> Result<Summ
     }
     logger.finish();
     let results = SummarizeResults { system: system.into(), best_step, dev_before, dev_best, test };
-    write_atomic(&out_dir.join("results.json"), (serde_json::to_string_pretty(&results).unwrap() + "\n").as_bytes())?;
+    write_json(&out_dir.join("results.json"), &results)?;
     write_atomic(&out_dir.join("results.md"), md.as_bytes())?;
     Ok(results)
 }

@@ -1,48 +1,13 @@
-//! Training output: TensorBoard scalars (read by TensorBoard itself) and progress — an
-//! indicatif bar with ETA on a terminal, plain log lines otherwise.
-use crate::error::{Error, Result};
+//! What a run shows and records as it goes: TensorBoard scalars (read by TensorBoard itself)
+//! and progress — an indicatif bar with ETA on a terminal, plain log lines otherwise. Shared by
+//! pretraining, the checkpoint hooks and the fine-tuning tasks.
+use crate::error::{IoContext, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::io::IsTerminal;
 use std::path::Path;
 use tensorboard_rs::summary_writer::SummaryWriter;
 
-/// `train_log.jsonl` in the run directory: one line per logged step (step, loss, lr, grad
-/// norm), exactly reproducible; a resumed run first drops the lines after its checkpoint.
-pub struct TrainLog {
-    file: std::fs::File,
-    path: std::path::PathBuf,
-}
-
-impl TrainLog {
-    pub fn open(run_dir: &Path, resume_step: u64) -> Result<Self> {
-        use std::io::Write;
-        let path = run_dir.join("train_log.jsonl");
-        let kept: String = match std::fs::read_to_string(&path) {
-            Ok(text) => text
-                .lines()
-                .filter(|l| {
-                    serde_json::from_str::<serde_json::Value>(l)
-                        .ok()
-                        .and_then(|v| v["step"].as_u64())
-                        .is_some_and(|s| s <= resume_step)
-                })
-                .map(|l| format!("{l}\n"))
-                .collect(),
-            Err(_) => String::new(),
-        };
-        crate::error::write_atomic(&path, kept.as_bytes())?;
-        let mut file = std::fs::OpenOptions::new().append(true).open(&path).map_err(|e| Error::io(&path, e))?;
-        file.flush().map_err(|e| Error::io(&path, e))?;
-        Ok(TrainLog { file, path })
-    }
-
-    pub fn append(&mut self, step: u64, loss: f64, lr: f64, grad_norm: f64) -> Result<()> {
-        use std::io::Write;
-        let line = serde_json::json!({"step": step, "loss": loss, "lr": lr, "grad_norm": grad_norm}).to_string();
-        writeln!(self.file, "{line}").map_err(|e| Error::io(&self.path, e))
-    }
-}
-
+/// TensorBoard scalars and progress lines of one run.
 pub struct Logger {
     tb: SummaryWriter,
     bar: Option<ProgressBar>,
@@ -57,7 +22,7 @@ impl Logger {
 
     /// A logger whose progress counts `unit`s (a bar only when there is a total).
     pub fn with_unit(tb_dir: &Path, total_steps: u64, start_step: u64, unit: &'static str) -> Result<Self> {
-        std::fs::create_dir_all(tb_dir).map_err(|e| Error::io(tb_dir, e))?;
+        std::fs::create_dir_all(tb_dir).with_path(tb_dir)?;
         let bar = (std::io::stderr().is_terminal() && total_steps > 0).then(|| {
             let bar = ProgressBar::new(total_steps).with_style(
                 ProgressStyle::default_bar()
@@ -83,7 +48,7 @@ impl Logger {
                 bar.set_position(step);
                 bar.set_message(line.to_string());
             }
-            None => println!("{} {step}: {line}", self.unit),
+            None => outln!("{} {step}: {line}", self.unit),
         }
     }
 
@@ -91,7 +56,7 @@ impl Logger {
     pub fn println(&self, line: &str) {
         match &self.bar {
             Some(bar) => bar.println(line),
-            None => println!("{line}"),
+            None => outln!("{line}"),
         }
     }
 

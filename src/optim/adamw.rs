@@ -1,6 +1,5 @@
-//! AdamW and the learning-rate schedule, written out so that the optimizer state (the
-//! moments) can be checkpointed and restored exactly. Matches `torch.optim.AdamW` and
-//! transformers' `get_linear_schedule_with_warmup`; weight decay skips biases and LayerNorm
+//! AdamW, written out so that the optimizer state (the moments) can be checkpointed and
+//! restored exactly. Matches `torch.optim.AdamW`; weight decay skips biases and LayerNorm
 //! weights, as HF's `run_mlm` does.
 use crate::error::{Error, Result};
 use std::collections::BTreeMap;
@@ -134,14 +133,4 @@ impl AdamW {
         self.steps = steps;
         Ok(())
     }
-}
-
-/// Linear warmup from 0 to `peak` over `warmup` updates, then linear decay to 0 at `total`.
-/// Update number `k` (0-based) uses `lr(k)`, as HF's scheduler does (so the first update of a
-/// warmed-up run has learning rate 0).
-pub fn linear_schedule(peak: f64, warmup: u64, total: u64, k: u64) -> f64 {
-    if k < warmup {
-        return peak * k as f64 / warmup.max(1) as f64;
-    }
-    peak * (total.saturating_sub(k) as f64 / total.saturating_sub(warmup).max(1) as f64).max(0.0)
 }

@@ -1,10 +1,12 @@
 //! Recipes: the TOML files that describe a pretraining run. Unknown keys are rejected with
 //! their name and line; `Recipe::load` resolves presets and relative paths, and
 //! `Recipe::resolved_toml` prints what will actually run.
+use super::parse_toml;
 use crate::data::sources::SourceSpec;
-use crate::error::{read_to_string, Error, Result};
+use crate::error::{Error, Result};
 use crate::model::BertConfig;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -12,9 +14,9 @@ use std::path::{Path, PathBuf};
 pub struct Recipe {
     /// Run name: checkpoints go to `<output_dir>/<name>/`.
     pub name: String,
-    #[serde(default = "d_seed")]
+    #[serde(default = "super::default_seed")]
     pub seed: u64,
-    #[serde(default = "d_output")]
+    #[serde(default = "super::default_output_dir")]
     pub output_dir: PathBuf,
     pub model: ModelSection,
     pub tokenizer: TokenizerSection,
@@ -32,13 +34,6 @@ pub struct Recipe {
     /// Folder the recipe's relative paths are resolved against (set by `load`).
     #[serde(skip)]
     pub base_dir: PathBuf,
-}
-
-fn d_seed() -> u64 {
-    3407
-}
-fn d_output() -> PathBuf {
-    "checkpoints".into()
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -97,31 +92,22 @@ fn d_corpora() -> PathBuf {
     "corpora".into()
 }
 
+/// `[masking]`: BERT's dynamic masking; a key left out takes BERT's value.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, default)]
 pub struct MaskingSection {
-    #[serde(default = "d_mlm_prob")]
+    /// Share of ordinary tokens chosen for prediction.
     pub probability: f64,
-    #[serde(default = "d_mask")]
+    /// Share of chosen tokens replaced by `[MASK]`.
     pub mask_fraction: f64,
-    #[serde(default = "d_random")]
+    /// Share of chosen tokens replaced by a random token (the rest stay as they are).
     pub random_fraction: f64,
     /// Mask all pieces of a word together.
-    #[serde(default)]
     pub whole_word: bool,
 }
 
-fn d_mlm_prob() -> f64 {
-    0.15
-}
-fn d_mask() -> f64 {
-    0.8
-}
-fn d_random() -> f64 {
-    0.1
-}
-
 impl Default for MaskingSection {
+    /// BERT's: 15% of tokens, of which 80% `[MASK]`, 10% random, 10% unchanged.
     fn default() -> Self {
         MaskingSection { probability: 0.15, mask_fraction: 0.8, random_fraction: 0.1, whole_word: false }
     }
@@ -203,6 +189,26 @@ pub struct EvalSection {
     pub indommlu: Option<IndommluEvalSection>,
 }
 
+/// How a bias pair is decided (`[eval.bias] metric`, `indolm eval bias --metric`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum BiasMetric {
+    /// IndoBias (after RuBia): the sentence with the strictly lower pseudo-perplexity wins.
+    Pppl,
+    /// CrowS-Pairs' metric.py: PLL over the tokens the two sentences share, rounded to 3 decimals.
+    Crows,
+}
+
+/// How an IndoMMLU question is answered (`[eval.indommlu] mode`, `indolm eval indommlu --mode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum IndommluMode {
+    /// Each option's mean masked log-likelihood in the context of the question.
+    OptionPll,
+    /// The probability of each option's letter at one `[MASK]` after `Jawaban:`.
+    Letter,
+}
+
 /// IndoMMLU at every checkpoint, on a fixed subsample so it stays cheap.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -210,14 +216,14 @@ pub struct IndommluEvalSection {
     /// The IndoMMLU CSV.
     pub data: PathBuf,
     #[serde(default = "d_indommlu_mode")]
-    pub mode: crate::eval::indommlu::Mode,
+    pub mode: IndommluMode,
     /// Questions drawn (seeded) from the CSV; 0 for all.
     #[serde(default = "d_subsample")]
     pub subsample: usize,
 }
 
-fn d_indommlu_mode() -> crate::eval::indommlu::Mode {
-    crate::eval::indommlu::Mode::OptionPll
+fn d_indommlu_mode() -> IndommluMode {
+    IndommluMode::OptionPll
 }
 fn d_subsample() -> usize {
     500
@@ -230,14 +236,14 @@ pub struct BiasEvalSection {
     /// The IndoBias-Pairs `pair/` folder (or its parent, or one file).
     pub pairs: PathBuf,
     #[serde(default = "d_metric")]
-    pub metric: crate::eval::bias::Metric,
+    pub metric: BiasMetric,
     /// Language codes or names to evaluate (all when empty).
     #[serde(default)]
     pub languages: Vec<String>,
 }
 
-fn d_metric() -> crate::eval::bias::Metric {
-    crate::eval::bias::Metric::Pppl
+fn d_metric() -> BiasMetric {
+    BiasMetric::Pppl
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -408,9 +414,24 @@ impl Recipe {
         toml::to_string_pretty(self).expect("recipes serialize")
     }
 
-    /// Fields whose change makes a resumed run a different run, with their values
-    /// (checkpoint, eval and logging settings may change on resume).
-    pub fn fingerprint(&self) -> Vec<(String, String)> {
+    /// The sections whose change makes a resumed run a different run, as values (checkpoint,
+    /// eval and logging settings may change on resume).
+    pub fn fingerprint(&self) -> Fingerprint {
+        let value = |v: serde_json::Result<serde_json::Value>| v.expect("recipe sections serialize to JSON");
+        Fingerprint::Values(BTreeMap::from([
+            ("seed".to_string(), value(serde_json::to_value(self.seed))),
+            ("model".to_string(), value(serde_json::to_value(&self.model))),
+            ("tokenizer".to_string(), value(serde_json::to_value(&self.tokenizer))),
+            ("data".to_string(), value(serde_json::to_value(&self.data))),
+            ("masking".to_string(), value(serde_json::to_value(&self.masking))),
+            ("optimizer".to_string(), value(serde_json::to_value(&self.optimizer))),
+            ("precision".to_string(), value(serde_json::to_value(self.precision))),
+        ]))
+    }
+
+    /// The sections as checkpoints written before key-by-key comparison recorded them (their
+    /// `Debug` text), to compare a resumed run with such a checkpoint.
+    fn legacy_fingerprint(&self) -> Vec<(String, String)> {
         vec![
             ("seed".into(), format!("{:?}", self.seed)),
             ("model".into(), format!("{:?}", self.model)),
@@ -421,21 +442,62 @@ impl Recipe {
             ("precision".into(), format!("{:?}", self.precision)),
         ]
     }
+
+    /// The keys (dotted, e.g. `optimizer.lr`) in which this recipe differs from the one a
+    /// checkpoint recorded, each with the recorded and the new value.
+    pub fn differences_from(&self, recorded: &Fingerprint) -> Vec<String> {
+        match (recorded, self.fingerprint()) {
+            (Fingerprint::Values(old), Fingerprint::Values(new)) => {
+                let (mut old_keys, mut new_keys) = (BTreeMap::new(), BTreeMap::new());
+                for (section, v) in old {
+                    flatten(section, v, &mut old_keys);
+                }
+                for (section, v) in &new {
+                    flatten(section, v, &mut new_keys);
+                }
+                let keys: std::collections::BTreeSet<&String> = old_keys.keys().chain(new_keys.keys()).collect();
+                let shown = |v: Option<&serde_json::Value>| v.map_or("(absent)".to_string(), |v| v.to_string());
+                keys.into_iter()
+                    .filter(|k| old_keys.get(*k) != new_keys.get(*k))
+                    .map(|k| format!("{k} ({} -> {})", shown(old_keys.get(k)), shown(new_keys.get(k))))
+                    .collect()
+            }
+            (Fingerprint::Legacy(old), _) => old
+                .iter()
+                .zip(self.legacy_fingerprint())
+                .filter(|(old, new)| old.1 != new.1)
+                .map(|(old, _)| old.0.clone())
+                .collect(),
+            (Fingerprint::Values(_), Fingerprint::Legacy(_)) => unreachable!("fingerprint() gives values"),
+        }
+    }
 }
 
-/// Reads a TOML file into `T`; a syntax error or an unknown key is reported with its line and
-/// column. Every recipe kind (pretraining, fine-tuning) is read through this.
-pub fn parse_toml<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T> {
-    let text = read_to_string(path)?;
-    toml::from_str(&text).map_err(|e| {
-        let (line, col) = e.span().map(|s| line_col(&text, s.start)).unwrap_or((0, 0));
-        Error::invalid(path, format!("line {line}, column {col}: {}", e.message()))
-    })
+/// What a checkpoint records of its recipe (see [`Recipe::fingerprint`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Fingerprint {
+    /// Each section as a JSON value, compared key by key.
+    Values(BTreeMap<String, serde_json::Value>),
+    /// Checkpoints of earlier versions: each section's `Debug` text.
+    Legacy(Vec<(String, String)>),
 }
 
-fn line_col(text: &str, offset: usize) -> (usize, usize) {
-    let before = &text[..offset.min(text.len())];
-    let line = before.matches('\n').count() + 1;
-    let col = before.len() - before.rfind('\n').map(|i| i + 1).unwrap_or(0) + 1;
-    (line, col)
+/// Every leaf of `value` under its dotted key (`data.sources[0].weight`).
+fn flatten(prefix: &str, value: &serde_json::Value, out: &mut BTreeMap<String, serde_json::Value>) {
+    match value {
+        serde_json::Value::Object(map) => {
+            for (k, v) in map {
+                flatten(&format!("{prefix}.{k}"), v, out);
+            }
+        }
+        serde_json::Value::Array(items) => {
+            for (i, v) in items.iter().enumerate() {
+                flatten(&format!("{prefix}[{i}]"), v, out);
+            }
+        }
+        leaf => {
+            out.insert(prefix.to_string(), leaf.clone());
+        }
+    }
 }

@@ -1,0 +1,6 @@
+//! Optimizers and learning-rate schedules, shared by pretraining and the fine-tuning tasks.
+pub mod adamw;
+pub mod schedule;
+
+pub use adamw::AdamW;
+pub use schedule::{constant_or_linear, linear_schedule, noam};

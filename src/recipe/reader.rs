@@ -1,0 +1,67 @@
+//! The one TOML reader of every recipe kind: a syntax error, a wrong type or an unknown key is
+//! reported with the file, line and column.
+use crate::error::{Error, Result};
+use crate::files::read_to_string;
+use std::path::Path;
+
+/// Reads a TOML file into `T`; a syntax error or an unknown key is reported with its line and
+/// column. Every recipe kind (pretraining, fine-tuning) is read through this.
+pub fn parse_toml<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T> {
+    let text = read_to_string(path)?;
+    toml::from_str(&text).map_err(|e| {
+        let (line, col) = e.span().map(|s| line_col(&text, s.start)).unwrap_or((0, 0));
+        Error::invalid(path, format!("line {line}, column {col}: {}", e.message()))
+    })
+}
+
+/// The 1-based line and column of a byte offset.
+fn line_col(text: &str, offset: usize) -> (usize, usize) {
+    let before = &text[..offset.min(text.len())];
+    let line = before.matches('\n').count() + 1;
+    let col = before.len() - before.rfind('\n').map(|i| i + 1).unwrap_or(0) + 1;
+    (line, col)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn line_and_column_are_one_based() {
+        let text = "a = 1\nbb = 2\n";
+        assert_eq!(line_col(text, 0), (1, 1));
+        assert_eq!(line_col(text, 4), (1, 5));
+        assert_eq!(line_col(text, 6), (2, 1));
+        assert_eq!(line_col(text, 8), (2, 3));
+        assert_eq!(line_col(text, 1000), (3, 1), "an offset past the end is the end");
+    }
+
+    #[derive(Debug, serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    #[allow(dead_code)]
+    struct Small {
+        name: String,
+        #[serde(default)]
+        steps: u64,
+    }
+
+    fn error_of(text: &str) -> String {
+        let dir = std::env::temp_dir().join(format!("indolm-reader-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join(format!("{:x}.toml", text.len() * 31 + text.bytes().map(u64::from).sum::<u64>() as usize));
+        std::fs::write(&path, text).unwrap();
+        let message = parse_toml::<Small>(&path).unwrap_err().to_string();
+        std::fs::remove_file(&path).unwrap();
+        message
+    }
+
+    #[test]
+    fn unknown_keys_and_bad_values_name_their_line_and_column() {
+        let err = error_of("name = \"x\"\n\nstpes = 3\n");
+        assert!(err.contains("line 3, column 1") && err.contains("unknown field `stpes`"), "{err}");
+        let err = error_of("name = \"x\"\nsteps = \"many\"\n");
+        assert!(err.contains("line 2, column 9"), "{err}");
+        let err = error_of("name = \"x\"\nsteps = [\n");
+        assert!(err.contains("line 2") || err.contains("line 3"), "{err}");
+    }
+}

@@ -1,0 +1,94 @@
+//! What the trainer reports as it goes: the loss, learning rate, gradient norm, throughput and
+//! MFU of every `logging.every`-th update (TensorBoard, the progress line, `train_log.jsonl`), and
+//! the held-out MLM loss whenever it is measured.
+use super::train_log::TrainLog;
+use crate::error::Result;
+use crate::logger::Logger;
+use crate::model::BertConfig;
+use crate::recipe::Recipe;
+use std::path::Path;
+use std::time::Instant;
+
+/// One optimizer update's figures.
+pub struct Update {
+    /// Mean loss over the micro-batches.
+    pub loss: f64,
+    /// The learning rate used.
+    pub lr: f64,
+    /// The global gradient norm before clipping.
+    pub grad_norm: f64,
+}
+
+/// The trainer's logger, loss log and throughput window.
+pub struct Metrics {
+    /// TensorBoard and progress; the hooks write through it too.
+    pub logger: Logger,
+    train_log: TrainLog,
+    every: u64,
+    tokens_per_step: f64,
+    flops_per_token: f64,
+    peak_tflops: Option<f64>,
+    /// When the window of updates since the last log line started, and its updates.
+    window: (Instant, u64),
+    /// The first and the latest held-out loss measured by this process.
+    pub heldout: (Option<f64>, Option<f64>),
+}
+
+impl Metrics {
+    /// Opens the run's TensorBoard folder and `train_log.jsonl` (cut back to `start_step`).
+    pub fn open(recipe: &Recipe, config: &BertConfig, run_dir: &Path, start_step: u64) -> Result<Self> {
+        let o = &recipe.optimizer;
+        Ok(Metrics {
+            logger: Logger::new(&recipe.tensorboard_dir(), o.max_steps, start_step)?,
+            train_log: TrainLog::open(run_dir, start_step)?,
+            every: recipe.logging.every,
+            tokens_per_step: (o.batch_size * o.grad_accumulation * recipe.data.seq_len) as f64,
+            flops_per_token: config.training_flops_per_token(recipe.data.seq_len, recipe.masking.probability),
+            peak_tflops: recipe.logging.peak_tflops,
+            window: (Instant::now(), 0),
+            heldout: (None, None),
+        })
+    }
+
+    /// Tokens one optimizer update trains on.
+    pub fn tokens_per_step(&self) -> f64 {
+        self.tokens_per_step
+    }
+
+    /// Counts an update; every `logging.every` steps (and at `last_step`) logs it with the
+    /// throughput since the previous log line.
+    pub fn record_update(&mut self, step: u64, last_step: u64, u: &Update) -> Result<()> {
+        self.window.1 += 1;
+        if step % self.every != 0 && step != last_step {
+            return Ok(());
+        }
+        let secs = self.window.0.elapsed().as_secs_f64();
+        let tokens_per_s = self.window.1 as f64 * self.tokens_per_step / secs.max(1e-9);
+        self.window = (Instant::now(), 0);
+        let tflops = tokens_per_s * self.flops_per_token / 1e12;
+        let log = &mut self.logger;
+        log.scalar("train/loss", u.loss, step);
+        log.scalar("train/lr", u.lr, step);
+        log.scalar("train/grad_norm", u.grad_norm, step);
+        log.scalar("train/tokens_per_s", tokens_per_s, step);
+        log.scalar("train/tflops", tflops, step);
+        let (loss, lr, grad_norm) = (u.loss, u.lr, u.grad_norm);
+        let mut line =
+            format!("loss {loss:.4} lr {lr:.2e} grad-norm {grad_norm:.3} {tokens_per_s:.0} tok/s {tflops:.3} TFLOP/s");
+        if let Some(peak) = self.peak_tflops {
+            log.scalar("train/mfu", tflops / peak, step);
+            line.push_str(&format!(" MFU {:.1}%", 100.0 * tflops / peak));
+        }
+        log.progress(step, &line);
+        self.train_log.append(step, loss, lr, grad_norm)
+    }
+
+    /// Logs a held-out MLM loss (and its perplexity) at `step`.
+    pub fn record_heldout(&mut self, step: u64, loss: f64) {
+        self.logger.scalar("eval/mlm_loss", loss, step);
+        self.logger.scalar("eval/perplexity", loss.exp(), step);
+        self.logger.println(&format!("step {step}: held-out MLM loss {loss:.4} (perplexity {:.1})", loss.exp()));
+        self.heldout.0.get_or_insert(loss);
+        self.heldout.1 = Some(loss);
+    }
+}
