@@ -10,11 +10,12 @@ export LIBTORCH_USE_PYTORCH := 1
 export VIRTUAL_ENV := $(VENV)
 export PATH := $(VENV)/bin:$(PATH)
 
-.PHONY: setup build test demo clean help
+.PHONY: setup build test lint demo clean help
 
 help:
 	@echo "make setup   create .venv (torch $(TORCH_VERSION) + test references) and build indolm"
 	@echo "make test    setup, then run the whole test suite"
+	@echo "make lint    rustfmt --check and clippy with warnings as errors"
 	@echo "make demo    setup, then run the demo pretraining on the embedded sample corpus"
 
 # The venv is rebuilt only when the pinned requirements change.
@@ -32,6 +33,12 @@ setup: build
 
 test: setup
 	cargo test --release -- --test-threads=1
+
+# The gate every commit passes: formatting (rustfmt.toml) and clippy with warnings as errors,
+# on every target (library, binary, tests). Clippy needs the venv for torch-sys's build script.
+lint: $(VENV)/.installed
+	cargo fmt --check
+	cargo clippy --release --all-targets -- -D warnings
 
 # The main job on the embedded default: train a tokenizer on the sample corpus, prepare it,
 # pretrain the tiny recipe with checkpoints and evaluations, and say where the logs are.

@@ -12,6 +12,7 @@
 //!
 //! The `indolm` binary (`src/cli`) assembles them: it builds a recipe's checkpoint hooks from
 //! `eval` and hands them to the trainer.
+#![warn(missing_docs)]
 /// `println!` that a closed pipe cannot crash (see [`stdout`]).
 #[macro_export]
 macro_rules! outln {

@@ -16,6 +16,8 @@ pub struct Logger {
 }
 
 impl Logger {
+    /// A logger whose progress counts steps, writing TensorBoard events to `tb_dir`; the bar (on a
+    /// terminal) runs to `total_steps` from `start_step`.
     pub fn new(tb_dir: &Path, total_steps: u64, start_step: u64) -> Result<Self> {
         Self::with_unit(tb_dir, total_steps, start_step, "step")
     }
@@ -37,6 +39,7 @@ impl Logger {
         Ok(Logger { tb: SummaryWriter::new(tb_dir), bar, unit })
     }
 
+    /// Records `value` under `tag` at `step` for TensorBoard.
     pub fn scalar(&mut self, tag: &str, value: f64, step: u64) {
         self.tb.add_scalar(tag, value as f32, step as usize);
     }
@@ -60,10 +63,12 @@ impl Logger {
         }
     }
 
+    /// Writes buffered TensorBoard events to disk (at checkpoints).
     pub fn flush(&mut self) {
         self.tb.flush();
     }
 
+    /// Flushes the events and closes the progress bar.
     pub fn finish(&mut self) {
         self.tb.flush();
         if let Some(bar) = &self.bar {

@@ -13,6 +13,7 @@ struct Param {
     exp_avg_sq: Tensor,
 }
 
+/// AdamW over a fixed set of named parameters, with its moments in the open for checkpoints.
 pub struct AdamW {
     params: Vec<Param>,
     beta1: f64,
@@ -29,6 +30,7 @@ pub fn decays(name: &str) -> bool {
 }
 
 impl AdamW {
+    /// AdamW over `vars` (named parameters) with fresh zero moments.
     pub fn new(vars: BTreeMap<String, Tensor>, betas: [f64; 2], eps: f64, weight_decay: f64) -> Self {
         let params = vars
             .into_iter()
@@ -43,6 +45,7 @@ impl AdamW {
         AdamW { params, beta1: betas[0], beta2: betas[1], eps, weight_decay, steps: 0 }
     }
 
+    /// Zeroes every parameter's gradient.
     pub fn zero_grad(&mut self) {
         for p in &mut self.params {
             let mut g = p.tensor.grad();

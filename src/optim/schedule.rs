@@ -26,3 +26,41 @@ pub fn noam(peak: f64, warmup: u64, step: u64) -> f64 {
     let s = step.max(1) as f64;
     peak * (s.powf(-0.5)).min(s * (warmup as f64).powf(-1.5))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn linear_schedule_warms_up_then_decays_to_zero() {
+        // 10 warmup updates to 1e-3, then down to 0 at update 110 (HF: lr(k) for update k).
+        let lr = |k| linear_schedule(1e-3, 10, 110, k);
+        assert_eq!(lr(0), 0.0, "the first update of a warmed-up run has learning rate 0");
+        assert!((lr(5) - 5e-4).abs() < 1e-18);
+        assert!((lr(10) - 1e-3).abs() < 1e-18, "the peak is reached at the end of warmup");
+        assert!((lr(60) - 5e-4).abs() < 1e-18, "half way through the decay");
+        assert_eq!(lr(110), 0.0);
+        assert_eq!(lr(500), 0.0, "past the end it stays at 0");
+        assert!((linear_schedule(2.0, 0, 4, 0) - 2.0).abs() < 1e-15, "no warmup: start at the peak");
+        assert!((linear_schedule(2.0, 0, 4, 3) - 0.5).abs() < 1e-15);
+    }
+
+    #[test]
+    fn constant_without_warmup_linear_with_it() {
+        assert_eq!(constant_or_linear(3e-5, 0, 100, 0), 3e-5);
+        assert_eq!(constant_or_linear(3e-5, 0, 100, 99), 3e-5);
+        assert_eq!(constant_or_linear(3e-5, 10, 100, 5), linear_schedule(3e-5, 10, 100, 5));
+    }
+
+    #[test]
+    fn noam_rises_as_step_and_falls_as_its_inverse_square_root() {
+        let warmup = 100;
+        // Before warmup: peak · step · warmup^-1.5; after: peak · step^-0.5; equal at warmup.
+        assert!((noam(2e-3, warmup, 25) - 2e-3 * 25.0 / 1000.0).abs() < 1e-15);
+        assert!((noam(2e-3, warmup, 100) - 2e-3 / 10.0).abs() < 1e-15);
+        assert!((noam(2e-3, warmup, 400) - 2e-3 / 20.0).abs() < 1e-15);
+        assert_eq!(noam(1.0, warmup, 0), noam(1.0, warmup, 1), "steps count from 1");
+        let max = (1..1000).map(|s| noam(1.0, warmup, s)).fold(0.0, f64::max);
+        assert_eq!(max, noam(1.0, warmup, warmup), "the peak is at the end of warmup");
+    }
+}

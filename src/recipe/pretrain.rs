@@ -1,6 +1,8 @@
-//! Recipes: the TOML files that describe a pretraining run. Unknown keys are rejected with
-//! their name and line; `Recipe::load` resolves presets and relative paths, and
-//! `Recipe::resolved_toml` prints what will actually run.
+//! The pretraining recipe: the TOML file that describes a run (model, tokenizer, data mixture,
+//! masking, optimizer, precision, checkpoints, evaluations, logging). Unknown keys are rejected
+//! with their name and line; `Recipe::load` validates and resolves presets and relative paths,
+//! `Recipe::resolved_toml` prints what will actually run, and `Recipe::fingerprint` is what a
+//! checkpoint records so that a resume with a changed recipe is refused key by key.
 use super::parse_toml;
 use crate::data::sources::SourceSpec;
 use crate::error::{Error, Result};
@@ -9,26 +11,38 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+/// A pretraining recipe: what to train, on what, how, and what to evaluate at checkpoints.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct Recipe {
     /// Run name: checkpoints go to `<output_dir>/<name>/`.
     pub name: String,
+    /// Every random choice of the run derives from it.
     #[serde(default = "super::default_seed")]
     pub seed: u64,
+    /// Checkpoints go to `<output_dir>/<name>/`.
     #[serde(default = "super::default_output_dir")]
     pub output_dir: PathBuf,
+    /// `[model]`: the architecture or the weights to start from.
     pub model: ModelSection,
+    /// `[tokenizer]`.
     pub tokenizer: TokenizerSection,
+    /// `[data]`: the corpus, its sources and their mixture weights.
     pub data: DataSection,
+    /// `[masking]`: the masked-LM objective.
     #[serde(default)]
     pub masking: MaskingSection,
+    /// `[optimizer]`: AdamW, the schedule, batch size and steps.
     pub optimizer: OptimizerSection,
+    /// `auto` (bf16 on CUDA, fp32 on CPU), `bf16` or `fp32`.
     #[serde(default)]
     pub precision: PrecisionSetting,
+    /// `[checkpoint]`: how often, how many kept.
     pub checkpoint: CheckpointSection,
+    /// `[eval.*]`: what runs at each checkpoint.
     #[serde(default)]
     pub eval: EvalSection,
+    /// `[logging]`: TensorBoard folder and cadence.
     #[serde(default)]
     pub logging: LoggingSection,
     /// Folder the recipe's relative paths are resolved against (set by `load`).
@@ -36,6 +50,7 @@ pub struct Recipe {
     pub base_dir: PathBuf,
 }
 
+/// `[model]`: a preset or an HF `config.json`, optional overrides, optional starting weights.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct ModelSection {
@@ -48,22 +63,30 @@ pub struct ModelSection {
     /// Start from these weights (a model directory) instead of random initialisation.
     #[serde(default)]
     pub init_from: Option<PathBuf>,
+    /// Overrides the preset's or config's value.
     #[serde(default)]
     pub num_hidden_layers: Option<i64>,
+    /// Overrides the preset's or config's value.
     #[serde(default)]
     pub hidden_size: Option<i64>,
+    /// Overrides the preset's or config's value.
     #[serde(default)]
     pub num_attention_heads: Option<i64>,
+    /// Overrides the preset's or config's value.
     #[serde(default)]
     pub intermediate_size: Option<i64>,
+    /// Overrides the preset's or config's value.
     #[serde(default)]
     pub max_position_embeddings: Option<i64>,
+    /// Overrides the preset's or config's value.
     #[serde(default)]
     pub hidden_dropout_prob: Option<f64>,
+    /// Overrides the preset's or config's value.
     #[serde(default)]
     pub attention_probs_dropout_prob: Option<f64>,
 }
 
+/// `[tokenizer]`: the WordPiece tokenizer the corpus is prepared with.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct TokenizerSection {
@@ -71,17 +94,21 @@ pub struct TokenizerSection {
     pub path: PathBuf,
 }
 
+/// `[data]`: the corpus and its sources.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct DataSection {
     /// Prepared shards go to `<corpora_dir>/<corpus>/`.
     pub corpus: String,
+    /// The folder holding every prepared corpus.
     #[serde(default = "d_corpora")]
     pub corpora_dir: PathBuf,
+    /// Tokens per training sequence, `[CLS]` and `[SEP]` included.
     pub seq_len: usize,
     /// Share of each source's blocks kept out of training for the held-out MLM loss.
     #[serde(default = "d_heldout")]
     pub heldout_fraction: f64,
+    /// `[[data.sources]]`: each source's files, format, language and mixture weight.
     pub sources: Vec<SourceSpec>,
 }
 
@@ -113,23 +140,32 @@ impl Default for MaskingSection {
     }
 }
 
+/// `[optimizer]`: AdamW with linear warmup and decay.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct OptimizerSection {
+    /// Peak learning rate.
     pub lr: f64,
+    /// Adam's β1 and β2.
     #[serde(default = "d_betas")]
     pub betas: [f64; 2],
+    /// Adam's ε.
     #[serde(default = "d_eps")]
     pub eps: f64,
+    /// Decoupled weight decay (not on biases and LayerNorm weights).
     #[serde(default = "d_wd")]
     pub weight_decay: f64,
     /// Max global gradient norm; 0 disables clipping.
     #[serde(default = "d_clip")]
     pub grad_clip: f64,
+    /// Sequences per micro-batch.
     pub batch_size: usize,
+    /// Micro-batches per optimizer update.
     #[serde(default = "d_accum")]
     pub grad_accumulation: usize,
+    /// Updates of linear warmup from 0 to `lr`.
     pub warmup_steps: u64,
+    /// Updates in the whole run; the learning rate reaches 0 there.
     pub max_steps: u64,
     /// Abort after this many consecutive steps with a non-finite loss.
     #[serde(default = "d_nonfinite")]
@@ -155,19 +191,24 @@ fn d_nonfinite() -> u64 {
     10
 }
 
+/// The compute precision a recipe asks for.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
 #[serde(rename_all = "lowercase")]
 pub enum PrecisionSetting {
     /// bf16 on CUDA, fp32 on CPU.
     #[default]
     Auto,
+    /// bf16 matrix products and attention with fp32 master weights (CUDA only).
     Bf16,
+    /// fp32 everywhere.
     Fp32,
 }
 
+/// `[checkpoint]`.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct CheckpointSection {
+    /// Write a checkpoint every this many updates (and at the last).
     pub every: u64,
     /// Keep the weights of only the last N checkpoints (their evaluations are always kept).
     #[serde(default = "d_keep")]
@@ -178,13 +219,17 @@ fn d_keep() -> usize {
     2
 }
 
+/// `[eval.*]`: the evaluations run during training.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
 #[serde(deny_unknown_fields)]
 pub struct EvalSection {
+    /// `[eval.mlm]`: the held-out masked-LM loss.
     #[serde(default)]
     pub mlm: Option<MlmEvalSection>,
+    /// `[eval.bias]`: the IndoBias-Pairs win rates at every checkpoint.
     #[serde(default)]
     pub bias: Option<BiasEvalSection>,
+    /// `[eval.indommlu]`: IndoMMLU accuracy at every checkpoint.
     #[serde(default)]
     pub indommlu: Option<IndommluEvalSection>,
 }
@@ -215,6 +260,7 @@ pub enum IndommluMode {
 pub struct IndommluEvalSection {
     /// The IndoMMLU CSV.
     pub data: PathBuf,
+    /// How each question is scored.
     #[serde(default = "d_indommlu_mode")]
     pub mode: IndommluMode,
     /// Questions drawn (seeded) from the CSV; 0 for all.
@@ -235,6 +281,7 @@ fn d_subsample() -> usize {
 pub struct BiasEvalSection {
     /// The IndoBias-Pairs `pair/` folder (or its parent, or one file).
     pub pairs: PathBuf,
+    /// How each pair is decided.
     #[serde(default = "d_metric")]
     pub metric: BiasMetric,
     /// Language codes or names to evaluate (all when empty).
@@ -246,6 +293,7 @@ fn d_metric() -> BiasMetric {
     BiasMetric::Pppl
 }
 
+/// `[eval.mlm]`.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct MlmEvalSection {
@@ -261,12 +309,14 @@ fn d_eval_seqs() -> usize {
     32
 }
 
+/// `[logging]`.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct LoggingSection {
     /// TensorBoard folder; the run logs to `<tensorboard>/<name>/`.
     #[serde(default = "d_tb")]
     pub tensorboard: PathBuf,
+    /// Log the training scalars every this many updates (and at the last).
     #[serde(default = "d_log_every")]
     pub every: u64,
     /// The device's peak dense TFLOP/s in the training precision (e.g. 989 for an H100/H200
@@ -394,22 +444,27 @@ impl Recipe {
         Ok(c)
     }
 
+    /// `p` relative to the recipe's base folder.
     pub fn resolve(&self, p: &Path) -> PathBuf {
         self.base_dir.join(p)
     }
 
+    /// `<output_dir>/<name>`: checkpoints and `train_log.jsonl`.
     pub fn run_dir(&self) -> PathBuf {
         self.resolve(&self.output_dir).join(&self.name)
     }
 
+    /// `<corpora_dir>/<corpus>`: the prepared shards.
     pub fn corpus_dir(&self) -> PathBuf {
         self.resolve(&self.data.corpora_dir).join(&self.data.corpus)
     }
 
+    /// `<tensorboard>/<name>`: the run's TensorBoard events.
     pub fn tensorboard_dir(&self) -> PathBuf {
         self.resolve(&self.logging.tensorboard).join(&self.name)
     }
 
+    /// The recipe as it will run (defaults filled in), as TOML.
     pub fn resolved_toml(&self) -> String {
         toml::to_string_pretty(self).expect("recipes serialize")
     }
@@ -499,5 +554,68 @@ fn flatten(prefix: &str, value: &serde_json::Value, out: &mut BTreeMap<String, s
         leaf => {
             out.insert(prefix.to_string(), leaf.clone());
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn recipe(lr: &str, weight: &str, every: u64) -> Recipe {
+        let text = format!(
+            r#"name = "t"
+[model]
+preset = "tiny"
+[tokenizer]
+path = "tok"
+[data]
+corpus = "c"
+seq_len = 64
+[[data.sources]]
+name = "a"
+lang = "id"
+paths = ["a.txt"]
+weight = {weight}
+[optimizer]
+lr = {lr}
+batch_size = 4
+warmup_steps = 1
+max_steps = 10
+[checkpoint]
+every = {every}
+"#
+        );
+        toml::from_str(&text).unwrap()
+    }
+
+    #[test]
+    fn a_changed_recipe_names_each_differing_key_with_both_values() {
+        let old = recipe("1e-3", "1.0", 5);
+        assert!(old.differences_from(&old.fingerprint()).is_empty());
+        let changed = recipe("2e-3", "0.5", 5);
+        assert_eq!(
+            changed.differences_from(&old.fingerprint()),
+            vec!["data.sources[0].weight (1.0 -> 0.5)".to_string(), "optimizer.lr (0.001 -> 0.002)".to_string()]
+        );
+        // Checkpoint cadence may change on resume: it is not part of the fingerprint.
+        assert!(recipe("1e-3", "1.0", 50).differences_from(&old.fingerprint()).is_empty());
+    }
+
+    #[test]
+    fn checkpoints_of_earlier_versions_are_compared_by_section() {
+        let old = recipe("1e-3", "1.0", 5);
+        let legacy = Fingerprint::Legacy(old.legacy_fingerprint());
+        assert!(old.differences_from(&legacy).is_empty());
+        assert_eq!(recipe("2e-3", "1.0", 5).differences_from(&legacy), vec!["optimizer".to_string()]);
+        // The JSON a checkpoint of an earlier version holds reads as the legacy form.
+        let json = serde_json::to_string(&old.legacy_fingerprint()).unwrap();
+        assert_eq!(serde_json::from_str::<Fingerprint>(&json).unwrap(), legacy);
+    }
+
+    #[test]
+    fn masking_keys_left_out_take_bert_s_values() {
+        let m: MaskingSection = toml::from_str("whole_word = true").unwrap();
+        assert_eq!(m, MaskingSection { whole_word: true, ..MaskingSection::default() });
+        assert_eq!((m.probability, m.mask_fraction, m.random_fraction), (0.15, 0.8, 0.1));
     }
 }

@@ -101,7 +101,7 @@ impl CheckpointManager {
 
     /// Whether step `step` is one of the recipe's checkpoint steps.
     pub fn due(&self, step: u64) -> bool {
-        step % self.every == 0
+        step.is_multiple_of(self.every)
     }
 
     /// Writes checkpoint `state.step` and points `latest` at it.

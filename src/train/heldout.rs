@@ -21,7 +21,7 @@ impl Heldout {
 
     /// Whether `[eval.mlm] every` asks for a measurement at `step` (checkpoints always get one).
     pub fn due(&self, step: u64) -> bool {
-        self.every > 0 && step % self.every == 0
+        self.every > 0 && step.is_multiple_of(self.every)
     }
 
     /// Mean masked-LM loss over the held-out sequences.

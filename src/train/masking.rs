@@ -11,6 +11,7 @@ use crate::seeds::{salt, stream_rng};
 use rand::Rng;
 use tch::{Device, Tensor};
 
+/// Masks batches of token sequences for the masked-LM objective, reproducibly from the seed.
 pub struct Masker {
     settings: MaskingSection,
     special: SpecialIds,
@@ -22,9 +23,13 @@ pub struct Masker {
 
 /// Masked inputs and labels (`IGNORE_INDEX` where nothing is predicted), row-major.
 pub struct MaskedBatch {
+    /// The inputs, masked: `[MASK]`, a random id or the original at chosen positions.
     pub input_ids: Vec<i64>,
+    /// The original id at chosen positions, `IGNORE_INDEX` elsewhere.
     pub labels: Vec<i64>,
+    /// Sequences in the batch.
     pub rows: usize,
+    /// Tokens per sequence.
     pub cols: usize,
 }
 
@@ -40,6 +45,7 @@ impl MaskedBatch {
 }
 
 impl Masker {
+    /// A masker with the recipe's `[masking]` settings for `tokenizer`'s vocabulary and specials.
     pub fn new(settings: MaskingSection, tokenizer: &TextTokenizer, seed: u64) -> Self {
         let vocab_size = tokenizer.vocab_size();
         let is_continuation =
@@ -100,5 +106,112 @@ impl Masker {
             }
         }
         MaskedBatch { input_ids, labels, rows: sequences.len(), cols }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A vocabulary of the five specials, 20 word starts `w0..w19` and 20 continuations `##c0..##c19`.
+    fn tokenizer() -> TextTokenizer {
+        let dir = std::env::temp_dir().join(format!("indolm-masking-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut vocab: Vec<String> = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"].map(String::from).to_vec();
+        vocab.extend((0..20).map(|i| format!("w{i}")));
+        vocab.extend((0..20).map(|i| format!("##c{i}")));
+        let path = dir.join("vocab.txt");
+        std::fs::write(&path, vocab.join("\n") + "\n").unwrap();
+        TextTokenizer::from_vocab_txt(&path, true).unwrap()
+    }
+
+    fn masker(tok: &TextTokenizer, probability: f64, whole_word: bool) -> Masker {
+        let settings = MaskingSection { probability, whole_word, ..MaskingSection::default() };
+        Masker::new(settings, tok, 3407)
+    }
+
+    /// `[CLS] w.. ##c.. … [SEP]`: words of one to three pieces.
+    fn sequences(tok: &TextTokenizer, rows: usize, cols: usize) -> Vec<Vec<i64>> {
+        let s = tok.special;
+        (0..rows)
+            .map(|r| {
+                let mut seq = vec![s.cls];
+                for i in 1..cols - 1 {
+                    let continuation = (r + i) % 3 != 0 && i > 1;
+                    seq.push(5 + (i % 20) as i64 + if continuation { 20 } else { 0 });
+                }
+                seq.push(s.sep);
+                seq
+            })
+            .collect()
+    }
+
+    #[test]
+    fn chosen_tokens_follow_bert_s_shares_and_specials_are_never_chosen() {
+        let tok = tokenizer();
+        let m = masker(&tok, 0.15, false);
+        let seqs = sequences(&tok, 64, 128);
+        let batch = m.mask(&seqs, 0);
+        let (mut chosen, mut as_mask, mut kept) = (0usize, 0usize, 0usize);
+        let originals: Vec<i64> = seqs.concat();
+        for ((&input, &label), &original) in batch.input_ids.iter().zip(&batch.labels).zip(&originals) {
+            if label == IGNORE_INDEX {
+                assert_eq!(input, original, "an unchosen token is left as it is");
+                continue;
+            }
+            assert_eq!(label, original, "a chosen token's label is the original id");
+            assert!(original != tok.special.cls && original != tok.special.sep, "specials are never chosen");
+            chosen += 1;
+            as_mask += (input == tok.special.mask) as usize;
+            kept += (input == original) as usize;
+        }
+        let ordinary = 64 * 126;
+        let share = chosen as f64 / ordinary as f64;
+        // 8,064 Bernoulli(0.15) draws: the standard deviation of the share is 0.004.
+        assert!((share - 0.15).abs() < 0.02, "chose {share:.3} of the tokens");
+        let mask_share = as_mask as f64 / chosen as f64;
+        assert!((mask_share - 0.8).abs() < 0.05, "{mask_share:.3} of the chosen became [MASK]");
+        // "kept" counts the 10% left unchanged plus random draws that hit the original (1/45).
+        let kept_share = kept as f64 / chosen as f64;
+        assert!((kept_share - 0.1).abs() < 0.04, "{kept_share:.3} of the chosen were kept");
+        assert_eq!((batch.rows, batch.cols), (64, 128));
+    }
+
+    #[test]
+    fn masks_depend_only_on_the_seed_and_the_stream() {
+        let tok = tokenizer();
+        let seqs = sequences(&tok, 8, 32);
+        let a = masker(&tok, 0.15, false).mask(&seqs, 7);
+        let b = masker(&tok, 0.15, false).mask(&seqs, 7);
+        let c = masker(&tok, 0.15, false).mask(&seqs, 8);
+        assert_eq!((&a.input_ids, &a.labels), (&b.input_ids, &b.labels));
+        assert_ne!(a.labels, c.labels, "another micro-batch gets other masks");
+    }
+
+    #[test]
+    fn whole_word_masking_takes_a_word_s_pieces_together() {
+        let tok = tokenizer();
+        let seqs = sequences(&tok, 16, 64);
+        let batch = masker(&tok, 0.3, true).mask(&seqs, 0);
+        let is_continuation = |id: i64| id >= 25;
+        let flat: Vec<i64> = seqs.concat();
+        for i in 1..flat.len() {
+            if is_continuation(flat[i]) {
+                let (here, before) = (batch.labels[i] != IGNORE_INDEX, batch.labels[i - 1] != IGNORE_INDEX);
+                assert_eq!(here, before, "piece {i} ({}) was chosen apart from the piece before it", flat[i]);
+            }
+        }
+        assert!(batch.labels.iter().any(|&l| l != IGNORE_INDEX));
+    }
+
+    #[test]
+    fn a_batch_with_nothing_chosen_still_predicts_one_token() {
+        let tok = tokenizer();
+        let seqs = sequences(&tok, 2, 8);
+        let batch = masker(&tok, 1e-12, false).mask(&seqs, 0);
+        let predicted: Vec<usize> = (0..batch.labels.len()).filter(|&i| batch.labels[i] != IGNORE_INDEX).collect();
+        assert_eq!(predicted, vec![1], "the first ordinary token is predicted, so the loss is not NaN");
+        assert_eq!(batch.input_ids[1], tok.special.mask);
+        assert_eq!(batch.labels[1], seqs[0][1]);
     }
 }

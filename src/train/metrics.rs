@@ -59,7 +59,7 @@ impl Metrics {
     /// throughput since the previous log line.
     pub fn record_update(&mut self, step: u64, last_step: u64, u: &Update) -> Result<()> {
         self.window.1 += 1;
-        if step % self.every != 0 && step != last_step {
+        if !step.is_multiple_of(self.every) && step != last_step {
             return Ok(());
         }
         let secs = self.window.0.elapsed().as_secs_f64();

@@ -11,6 +11,7 @@ pub struct TrainLog {
 }
 
 impl TrainLog {
+    /// Opens `<run_dir>/train_log.jsonl` for appending, first dropping the lines after `resume_step`.
     pub fn open(run_dir: &Path, resume_step: u64) -> Result<Self> {
         use std::io::Write;
         let path = run_dir.join("train_log.jsonl");
@@ -33,6 +34,7 @@ impl TrainLog {
         Ok(TrainLog { file, path })
     }
 
+    /// Appends one logged step.
     pub fn append(&mut self, step: u64, loss: f64, lr: f64, grad_norm: f64) -> Result<()> {
         use std::io::Write;
         let line = serde_json::json!({"step": step, "loss": loss, "lr": lr, "grad_norm": grad_norm}).to_string();
