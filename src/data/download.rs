@@ -11,9 +11,13 @@ use std::path::{Path, PathBuf};
 /// One file to fetch: where from, where to, and what it must be.
 #[derive(Debug, Clone, PartialEq)]
 pub struct FileSpec {
+    /// Where the file is published (the mirror, if any, is applied when fetching).
     pub url: String,
+    /// Local path it is saved to.
     pub dest: PathBuf,
+    /// Expected size in bytes, when the host lists it.
     pub size: Option<u64>,
+    /// Expected SHA-256 (lowercase hex), when the host lists it.
     pub sha256: Option<String>,
 }
 
@@ -22,6 +26,7 @@ const HF_WIKIPEDIA: &str = "https://huggingface.co/datasets/wikimedia/wikipedia"
 const HF_WIKIPEDIA_API: &str = "https://huggingface.co/api/datasets/wikimedia/wikipedia/tree/main";
 const INDOMMLU: &str = "https://raw.githubusercontent.com/fajri91/IndoMMLU/main/data/indoMMLU.csv";
 const NUSAX: &str = "https://raw.githubusercontent.com/IndoNLP/nusax/main/datasets";
+/// The 12 NusaX sentiment languages, as the dataset's folders name them.
 pub const NUSAX_LANGUAGES: [&str; 12] = [
     "acehnese",
     "balinese",
@@ -37,6 +42,7 @@ pub const NUSAX_LANGUAGES: [&str; 12] = [
     "toba_batak",
 ];
 
+/// Fetches `FileSpec`s over HTTPS, or from a mirror, with a progress bar when stderr is a terminal.
 pub struct Downloader {
     agent: ureq::Agent,
     mirror: Option<String>,
@@ -44,6 +50,7 @@ pub struct Downloader {
 }
 
 impl Downloader {
+    /// A downloader; `mirror` (a trailing `/` ignored) replaces every host when given.
     pub fn new(mirror: Option<String>) -> Self {
         let agent: ureq::Agent = ureq::Agent::config_builder().http_status_as_error(false).build().into();
         Downloader {

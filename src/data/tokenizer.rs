@@ -12,34 +12,46 @@ use tokenizers::pre_tokenizers::bert::BertPreTokenizer;
 use tokenizers::processors::bert::BertProcessing;
 use tokenizers::{AddedToken, Tokenizer};
 
+/// BERT's special tokens; every vocabulary must have them.
 pub const SPECIAL_TOKENS: [&str; 5] = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"];
 
 /// Ids of the special tokens BERT needs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SpecialIds {
+    /// `[PAD]`: fills rows up to the batch's longest.
     pub pad: i64,
+    /// `[UNK]`: a word WordPiece cannot split into vocabulary pieces.
     pub unk: i64,
+    /// `[CLS]`: first token of every input.
     pub cls: i64,
+    /// `[SEP]`: last token of every input, and between the two texts of a pair.
     pub sep: i64,
+    /// `[MASK]`: stands in for tokens to be predicted.
     pub mask: i64,
 }
 
 /// A padded batch: `input_ids`, `token_type_ids` and `attention_mask`, all [batch, longest].
 #[derive(Debug)]
 pub struct EncodedBatch {
+    /// Token ids [batch, longest] (int64), padded with `[PAD]`.
     pub input_ids: Tensor,
+    /// Segment ids [batch, longest]: 0 for the first text (and padding), 1 for the second of a pair.
     pub token_type_ids: Tensor,
+    /// 1 at real tokens, 0 at padding [batch, longest].
     pub attention_mask: Tensor,
     /// Real (unpadded) length of each row, special tokens included.
     pub lengths: Vec<usize>,
 }
 
+/// A BERT WordPiece tokenizer (HF `tokenizers` pipeline) with the ids of its special tokens.
 #[derive(Debug, Clone)]
 pub struct TextTokenizer {
     inner: Tokenizer,
     /// The file it was loaded from, for error messages.
     pub source: PathBuf,
+    /// Ids of the special tokens, checked present when loaded.
     pub special: SpecialIds,
+    /// Whether the normalizer lowercases (saved as `do_lower_case`).
     pub lowercase: bool,
 }
 
@@ -69,6 +81,8 @@ impl TextTokenizer {
         }
     }
 
+    /// Loads an HF `tokenizer.json`; `lowercase` comes from its BERT normalizer (false for any
+    /// other normalizer).
     pub fn from_tokenizer_json(path: &Path) -> Result<Self> {
         if !path.exists() {
             return Err(Error::MissingFile { path: path.into(), hint: String::new() });
@@ -124,10 +138,12 @@ impl TextTokenizer {
         self.inner.get_vocab(true).values().map(|&i| i as usize + 1).max().unwrap_or(0)
     }
 
+    /// The id of a vocabulary entry (special tokens included), if it has one.
     pub fn token_to_id(&self, token: &str) -> Option<u32> {
         self.inner.token_to_id(token)
     }
 
+    /// The vocabulary entry with id `id`, if any.
     pub fn id_to_token(&self, id: u32) -> Option<String> {
         self.inner.id_to_token(id)
     }
@@ -178,6 +194,8 @@ impl TextTokenizer {
         self.inner.to_string(false).map_err(|e| Error::Tokenizer { path: self.source.clone(), message: e.to_string() })
     }
 
+    /// Text of `ids` through the tokenizer's decoder (WordPiece: `##` pieces joined to the word
+    /// before), special tokens skipped.
     pub fn decode(&self, ids: &[u32]) -> Result<String> {
         self.inner.decode(ids, true).map_err(|e| Error::Tokenizer { path: self.source.clone(), message: e.to_string() })
     }
