@@ -12,14 +12,17 @@ pub enum Activation {
     Gelu,
     /// Tanh approximation, HF `"gelu_new"` and `"gelu_pytorch_tanh"`.
     GeluTanh,
+    /// HF `"relu"`.
     Relu,
     /// HF `"silu"` / `"swish"`.
     Silu,
 }
 
 impl Activation {
+    /// The `hidden_act` values `parse` accepts.
     pub const NAMES: &'static [&'static str] = &["gelu", "gelu_new", "gelu_pytorch_tanh", "relu", "silu", "swish"];
 
+    /// The activation HF calls `name`, or `None` if indolm does not implement it.
     pub fn parse(name: &str) -> Option<Self> {
         Some(match name {
             "gelu" => Activation::Gelu,
@@ -30,6 +33,7 @@ impl Activation {
         })
     }
 
+    /// Applies the activation elementwise.
     pub fn apply(self, x: &tch::Tensor) -> tch::Tensor {
         match self {
             Activation::Gelu => x.gelu("none"),
@@ -68,31 +72,47 @@ fn default_model_type() -> String {
 /// HF `BertConfig`. Keys we do not use are kept in `extra` and written back unchanged.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct BertConfig {
+    /// Rows of the word-embedding table (at least the tokenizer's vocabulary).
     pub vocab_size: i64,
+    /// Width of the hidden states.
     pub hidden_size: i64,
+    /// Encoder layers.
     pub num_hidden_layers: i64,
+    /// Attention heads; must divide `hidden_size`.
     pub num_attention_heads: i64,
+    /// Inner width of the feed-forward block.
     pub intermediate_size: i64,
+    /// Activation name (see `Activation::NAMES`); default `gelu`.
     #[serde(default = "default_act")]
     pub hidden_act: String,
+    /// Dropout on embeddings and sublayer outputs, in [0, 1); default 0.1.
     #[serde(default = "default_dropout")]
     pub hidden_dropout_prob: f64,
+    /// Dropout on attention probabilities, in [0, 1); default 0.1.
     #[serde(default = "default_dropout")]
     pub attention_probs_dropout_prob: f64,
+    /// Positions, i.e. the longest input in tokens; default 512.
     #[serde(default = "default_positions")]
     pub max_position_embeddings: i64,
+    /// Token types (segments); default 2.
     #[serde(default = "default_type_vocab")]
     pub type_vocab_size: i64,
+    /// Standard deviation of the normal initialisation; default 0.02.
     #[serde(default = "default_init_range")]
     pub initializer_range: f64,
+    /// LayerNorm epsilon; default 1e-12.
     #[serde(default = "default_eps")]
     pub layer_norm_eps: f64,
+    /// Id of `[PAD]`, whose embedding row starts at zero; default 0.
     #[serde(default)]
     pub pad_token_id: i64,
+    /// Only `absolute` is supported.
     #[serde(default = "default_pos_type")]
     pub position_embedding_type: String,
+    /// HF's `model_type`; always written as `bert`.
     #[serde(default = "default_model_type")]
     pub model_type: String,
+    /// Every other key of `config.json`, written back unchanged.
     #[serde(flatten)]
     pub extra: serde_json::Map<String, serde_json::Value>,
 }
@@ -103,6 +123,8 @@ impl BertConfig {
         Self::new(vocab_size, 768, 12, 12, 3072)
     }
 
+    /// The given sizes with HF's defaults for the rest (GELU, dropout 0.1, 512 positions, 2 token
+    /// types, initialiser 0.02, eps 1e-12, `[PAD]` 0).
     pub fn new(vocab_size: i64, hidden: i64, layers: i64, heads: i64, intermediate: i64) -> Self {
         BertConfig {
             vocab_size,
@@ -187,10 +209,12 @@ impl BertConfig {
         Ok(())
     }
 
+    /// The parsed `hidden_act`; panics on an unknown name, so only call it on a validated config.
     pub fn activation(&self) -> Activation {
         Activation::parse(&self.hidden_act).expect("validated in from_file/validate")
     }
 
+    /// Width of one attention head: `hidden_size / num_attention_heads`.
     pub fn head_dim(&self) -> i64 {
         self.hidden_size / self.num_attention_heads
     }

@@ -9,11 +9,14 @@ use tch::{Kind, Tensor};
 /// loss to fp32, as torch's autocast does (tch's own `autocast` can only pick fp16).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Precision {
+    /// Everything in fp32.
     Fp32,
+    /// Matrix products in bf16; LayerNorm, softmax and loss in fp32.
     Bf16,
 }
 
 impl Precision {
+    /// The dtype matrix products run in.
     pub fn compute_kind(self) -> Kind {
         match self {
             Precision::Fp32 => Kind::Float,
@@ -25,17 +28,21 @@ impl Precision {
 /// HF `nn.Linear`: `weight` [out, in] ~ N(0, initializer_range), `bias` zeros.
 #[derive(Debug)]
 pub struct Linear {
+    /// [out, in].
     pub weight: Tensor,
+    /// [out].
     pub bias: Tensor,
 }
 
 impl Linear {
+    /// `weight` ~ N(0, `init_std`²) and zero `bias` under `p`.
     pub fn new(p: Path, in_dim: i64, out_dim: i64, init_std: f64) -> Self {
         let weight = p.var("weight", &[out_dim, in_dim], Init::Randn { mean: 0.0, stdev: init_std });
         let bias = p.var("bias", &[out_dim], Init::Const(0.0));
         Linear { weight, bias }
     }
 
+    /// x · weightᵀ + bias over the last dimension, computed and returned in `precision`'s dtype.
     pub fn forward(&self, x: &Tensor, precision: Precision) -> Tensor {
         let kind = precision.compute_kind();
         if x.kind() == kind && kind == Kind::Float {
@@ -48,18 +55,22 @@ impl Linear {
 /// HF `nn.LayerNorm` (named `LayerNorm` in BERT): always computed in fp32.
 #[derive(Debug)]
 pub struct LayerNorm {
+    /// Scale [dim], initialised to ones.
     pub weight: Tensor,
+    /// Shift [dim], initialised to zeros.
     pub bias: Tensor,
     eps: f64,
 }
 
 impl LayerNorm {
+    /// `weight` (ones) and `bias` (zeros) of width `dim` under `p`.
     pub fn new(p: Path, dim: i64, eps: f64) -> Self {
         let weight = p.var("weight", &[dim], Init::Const(1.0));
         let bias = p.var("bias", &[dim], Init::Const(0.0));
         LayerNorm { weight, bias, eps }
     }
 
+    /// Normalises the last dimension; the result is fp32 whatever the input's dtype.
     pub fn forward(&self, x: &Tensor) -> Tensor {
         let dim = *self.weight.size().last().unwrap();
         x.to_kind(Kind::Float).layer_norm([dim], Some(&self.weight), Some(&self.bias), self.eps, true)

@@ -16,9 +16,13 @@ use tch::{Device, Kind, Tensor};
 
 /// A masked LM with its variables, configuration, tokenizer and the notes from loading it.
 pub struct LoadedModel {
+    /// Its variables, on the device it was loaded to.
     pub vs: VarStore,
+    /// The network.
     pub model: BertForMaskedLM,
+    /// The directory's validated `config.json`.
     pub config: BertConfig,
+    /// The directory's tokenizer.
     pub tokenizer: TextTokenizer,
     /// What loading had to do that the user should know (missing heads, ignored tensors).
     pub notes: Vec<LoadNote>,
@@ -40,9 +44,13 @@ pub fn load_masked_lm(dir: &Path, device: Device) -> Result<LoadedModel> {
 /// A model directory's parts before a network is built on them: configuration, tokenizer and
 /// its weights under canonical names.
 pub struct ModelFiles {
+    /// The validated `config.json`.
     pub config: BertConfig,
+    /// The tokenizer, checked to fit `vocab_size`.
     pub tokenizer: TextTokenizer,
+    /// The weights file read (`model.safetensors`, or the index of sharded weights), for messages.
     pub weights_path: PathBuf,
+    /// Every tensor under its canonical name (`bert.` prefix, LayerNorm `weight`/`bias`).
     pub tensors: BTreeMap<String, Tensor>,
 }
 
