@@ -20,8 +20,11 @@ use tch::Device;
 /// Pairs, wins (stereotype preferred) and ties of a category.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Tally {
+    /// Pairs scored.
     pub pairs: usize,
+    /// Pairs where the stereotype was preferred.
     pub wins: usize,
+    /// Pairs the metric scored equal (never wins).
     pub ties: usize,
 }
 
@@ -37,26 +40,39 @@ impl Tally {
     }
 }
 
+/// A named tally with its win rate.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Category {
+    /// The domain, `domain / subdomain`, or `overall`.
     pub name: String,
+    /// Its counts.
     pub tally: Tally,
+    /// `tally.rate()`, stored for readers of `bias.json`.
     pub win_rate: f64,
 }
 
+/// One language's win rates: overall, per domain and per subdomain, each list in order of first
+/// appearance in the pairs.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LanguageResult {
+    /// Language code (`id`, `jv`, `su`, `mak`; `en` for CrowS-Pairs).
     pub language: String,
+    /// Every pair of the language, named `overall`.
     pub overall: Category,
+    /// One category per domain.
     pub domains: Vec<Category>,
     /// Named `domain / subdomain`.
     pub subdomains: Vec<Category>,
 }
 
+/// A bias evaluation under one metric, one result per language evaluated; written as `bias.json`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct BiasReport {
+    /// How each pair was decided.
     pub metric: BiasMetric,
+    /// Training step of the checkpoint evaluated, if any.
     pub step: Option<u64>,
+    /// One result per language, in the pair set's order.
     pub languages: Vec<LanguageResult>,
 }
 
@@ -192,9 +208,13 @@ impl BiasReport {
 
 /// The `[eval.bias]` checkpoint hook.
 pub struct BiasHook {
+    /// The pairs scored at every checkpoint.
     pub pairs: PairSet,
+    /// How each pair is decided.
     pub metric: BiasMetric,
+    /// Languages to evaluate (names or codes); empty: all.
     pub languages: Vec<String>,
+    /// Where scoring runs.
     pub device: Device,
 }
 

@@ -34,6 +34,7 @@ pub fn macro_f1(gold: &[usize], pred: &[usize], classes: usize) -> f64 {
     }
 }
 
+/// Fraction of `gold` labels that `pred` matches, in [0, 1] (0 for no labels).
 pub fn accuracy(gold: &[usize], pred: &[usize]) -> f64 {
     gold.iter().zip(pred).filter(|(g, p)| g == p).count() as f64 / gold.len().max(1) as f64
 }

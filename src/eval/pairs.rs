@@ -12,13 +12,17 @@ use crate::files::read_to_string;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
+/// One pair: a stereotype-consistent sentence and its attribute-flipped twin, with the bias
+/// domain and subdomain they test.
 #[derive(Debug, Clone, PartialEq)]
 pub struct BiasPair {
     /// Stereotype-consistent sentence.
     pub pro: String,
     /// The same sentence with the attribute flipped.
     pub anti: String,
+    /// Bias domain (CrowS-Pairs: the bias type).
     pub domain: String,
+    /// Bias subdomain (CrowS-Pairs: `stereo` or `antistereo`); may be empty.
     pub subdomain: String,
 }
 

@@ -10,14 +10,18 @@ use tch::{Device, Kind, Tensor};
 /// One sentence to score: its ids (with `[CLS]`/`[SEP]`) and the positions to mask.
 #[derive(Debug, Clone)]
 pub struct ScoringInput {
+    /// Token ids, `[CLS]` and `[SEP]` included.
     pub ids: Vec<i64>,
+    /// Positions in `ids` masked in turn and scored.
     pub positions: Vec<usize>,
 }
 
 /// PLL of one sentence over its scored tokens.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SentenceScore {
+    /// Σ ln p(token | rest) over the scored tokens (natural log, ≤ 0).
     pub pll: f64,
+    /// Tokens scored (N).
     pub tokens: usize,
 }
 
@@ -28,9 +32,13 @@ impl SentenceScore {
     }
 }
 
+/// Scores sentences with a masked LM: every (sentence, position) row batched under a token budget.
 pub struct PllScorer<'a> {
+    /// The masked LM.
     pub model: &'a BertForMaskedLM,
+    /// Its tokenizer: encodes sentences, supplies `[PAD]` and `[MASK]`.
     pub tokenizer: &'a TextTokenizer,
+    /// Where the forward passes run.
     pub device: Device,
     /// Padded tokens per forward pass.
     pub token_budget: usize,

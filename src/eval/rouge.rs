@@ -23,8 +23,11 @@ pub fn tokenize(text: &str) -> Vec<String> {
 /// Precision, recall and F1 of one ROUGE variant.
 #[derive(Debug, Clone, Copy, PartialEq, Default, serde::Serialize)]
 pub struct Prf {
+    /// Overlap / the prediction's n-grams (ROUGE-L: LCS length / prediction length); 0 when empty.
     pub precision: f64,
+    /// Overlap / the reference's n-grams (ROUGE-L: LCS length / reference length); 0 when empty.
     pub recall: f64,
+    /// Harmonic mean of precision and recall; 0 when both are 0.
     pub f1: f64,
 }
 
@@ -68,11 +71,15 @@ pub fn rouge_l(pred: &[String], reference: &[String]) -> Prf {
 /// ROUGE-1, ROUGE-2 and ROUGE-L of one (prediction, reference) pair.
 #[derive(Debug, Clone, Copy, PartialEq, Default, serde::Serialize)]
 pub struct RougeScores {
+    /// ROUGE-1: unigram overlap.
     pub rouge1: Prf,
+    /// ROUGE-2: bigram overlap.
     pub rouge2: Prf,
+    /// ROUGE-L: longest common subsequence (summary-level ROUGE-Lsum is not computed).
     pub rouge_l: Prf,
 }
 
+/// ROUGE-1, ROUGE-2 and ROUGE-L of `prediction` against `reference`, both tokenized by `tokenize`.
 pub fn score(prediction: &str, reference: &str) -> RougeScores {
     let (p, r) = (tokenize(prediction), tokenize(reference));
     RougeScores { rouge1: rouge_n(&p, &r, 1), rouge2: rouge_n(&p, &r, 2), rouge_l: rouge_l(&p, &r) }
