@@ -10,16 +10,22 @@
 use std::cmp::Ordering;
 use std::collections::HashSet;
 
+/// Beam-search settings.
 #[derive(Debug, Clone, PartialEq)]
 pub struct BeamConfig {
+    /// Hypotheses kept at each step.
     pub beam: usize,
     /// Words (word pieces joined, sentence markers excluded) before end-of-sequence may come.
     pub min_length: usize,
     /// Tokens generated at most.
     pub max_length: usize,
+    /// Length-penalty exponent α (0: raw cumulative log-probability).
     pub alpha: f64,
+    /// Drop candidates whose last word trigram already occurred in the hypothesis.
     pub block_trigrams: bool,
+    /// The token every hypothesis starts with (not part of the result).
     pub bos: i64,
+    /// The end-of-sequence token.
     pub eos: i64,
     /// The token between summary sentences, if the targets have one.
     pub sentence_split: Option<i64>,
@@ -78,10 +84,12 @@ pub fn repeats_trigram(words: &[String]) -> bool {
     earlier.contains(&last)
 }
 
+/// A finished hypothesis.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Hypothesis {
     /// Tokens after `bos`, `eos` excluded.
     pub tokens: Vec<i64>,
+    /// Cumulative log-probability of its tokens, `eos` included when it ended with one.
     pub log_prob: f64,
     /// `log_prob` / length penalty.
     pub score: f64,

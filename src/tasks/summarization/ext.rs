@@ -17,19 +17,27 @@ use std::path::Path;
 use tch::nn::VarStore;
 use tch::{Device, Kind, Tensor};
 
+/// BertExt's inter-sentence encoder and selection settings (a recipe's `[ext]`, stored in the
+/// model's `config.json` as `indolm_ext`); defaults in brackets.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct ExtConfig {
+    /// Inter-sentence transformer layers (2).
     #[serde(default = "d_layers")]
     pub layers: i64,
+    /// Their attention heads (8).
     #[serde(default = "d_heads")]
     pub heads: i64,
+    /// Inner width of their feed-forward blocks (2048).
     #[serde(default = "d_ff")]
     pub ff: i64,
+    /// Their dropout (0.1).
     #[serde(default = "d_dropout")]
     pub dropout: f64,
+    /// Sentences selected at least (2).
     #[serde(default = "d_min_sentences")]
     pub min_sentences: usize,
+    /// Words selected at least (15).
     #[serde(default = "d_min_words")]
     pub min_words: usize,
 }
@@ -85,18 +93,27 @@ impl InterLayer {
     }
 }
 
+/// BertExt: the BERT encoder, the inter-sentence transformer and the sentence scorer (`bert.*`,
+/// `ext_layer.*`).
 pub struct BertExt {
+    /// Its variables.
     pub vs: VarStore,
+    /// The encoder (`bert.*`, no pooler).
     pub bert: BertModel,
     layers: Vec<InterLayer>,
     final_norm: LayerNorm,
     scorer: Linear,
+    /// The encoder's configuration.
     pub config: BertConfig,
+    /// Inter-sentence encoder and selection settings.
     pub ext: ExtConfig,
+    /// The model directory's tokenizer.
     pub tokenizer: TextTokenizer,
 }
 
 impl BertExt {
+    /// Builds BertExt on a model directory: a BertExt directory, or a BERT one whose missing
+    /// sentence scorer starts random (with a note).
     pub fn load(dir: &Path, ext: ExtConfig, device: Device) -> Result<(Self, Vec<LoadNote>)> {
         let files = read_model_files(dir)?;
         let vs = VarStore::new(device);
@@ -148,6 +165,8 @@ impl BertExt {
         (bce * &mask).sum(Kind::Float) / mask.sum(Kind::Float)
     }
 
+    /// Writes a model directory: `config.json` (architecture `BertExt`, settings under
+    /// `indolm_ext`), the weights and the tokenizer.
     pub fn save(&self, dir: &Path) -> Result<()> {
         let extra = serde_json::Map::from_iter([(
             "indolm_ext".to_string(),

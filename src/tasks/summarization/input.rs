@@ -8,12 +8,15 @@ use tch::{Device, Tensor};
 
 /// Model inputs of a batch of articles.
 pub struct ArticleBatch {
+    /// Token ids [articles, tokens], padded with `[PAD]`.
     pub input_ids: Tensor,
+    /// Segment ids [articles, tokens]: 0 and 1 alternating by sentence, 0 at padding.
     pub segments: Tensor,
     /// 1 for real tokens, 0 for padding [articles, tokens].
     pub attention: Tensor,
     /// Flat positions of each sentence's `[CLS]` ([articles, max sentences], padded with 0).
     pub cls_positions: Tensor,
+    /// 1 for a real sentence, 0 for padding [articles, max sentences].
     pub sentence_mask: Tensor,
     /// Sentences that fit, per article.
     pub sentences: Vec<usize>,
