@@ -156,10 +156,10 @@ fn matching_blocks(
     let (mut best_i, mut best_j, mut best_k) = (alo, blo, 0);
     // run[j + 1] = length of the match ending at a[i], b[j].
     let mut prev = vec![0usize; bhi - blo + 1];
-    for i in alo..ahi {
+    for (i, ai) in a.iter().enumerate().take(ahi).skip(alo) {
         let mut cur = vec![0usize; bhi - blo + 1];
         for j in blo..bhi {
-            if a[i] == b[j] {
+            if *ai == b[j] {
                 let k = prev[j - blo] + 1;
                 cur[j - blo + 1] = k;
                 if k > best_k {
