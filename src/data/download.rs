@@ -267,3 +267,52 @@ pub fn verify(spec: &FileSpec, path: &Path) -> Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_mirror_replaces_the_scheme_and_keeps_host_and_path() {
+        let url = "https://data.statmt.org/cc-100/jv.txt.xz";
+        assert_eq!(Downloader::new(None).resolve(url), url);
+        assert_eq!(
+            Downloader::new(Some("http://127.0.0.1:8080/".into())).resolve(url),
+            "http://127.0.0.1:8080/data.statmt.org/cc-100/jv.txt.xz"
+        );
+    }
+
+    #[test]
+    fn file_layouts() {
+        let d = Downloader::new(None);
+        let out = Path::new("data");
+        let cc = d.cc100("su", out);
+        assert_eq!(cc[0].dest, Path::new("data/cc100/su.txt.xz"));
+        let nusax = d.nusax(out);
+        assert_eq!(nusax.len(), 36);
+        assert_eq!(nusax[0].url, format!("{NUSAX}/sentiment/acehnese/train.csv"));
+        assert_eq!(nusax[35].dest, Path::new("data/nusax/sentiment/toba_batak/test.csv"));
+        assert_eq!(d.indommlu(out)[0].dest, Path::new("data/indommlu/indoMMLU.csv"));
+    }
+
+    #[test]
+    fn verify_checks_size_then_sha256() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("abc");
+        std::fs::write(&path, b"abc").unwrap();
+        // SHA-256 of "abc" (FIPS 180-2's example).
+        let sha = "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad";
+        let spec = |size: Option<u64>, sha256: Option<&str>| FileSpec {
+            url: String::new(),
+            dest: path.clone(),
+            size,
+            sha256: sha256.map(String::from),
+        };
+        assert!(verify(&spec(None, None), &path).is_ok());
+        assert!(verify(&spec(Some(3), Some(sha)), &path).is_ok());
+        let err = verify(&spec(Some(4), Some(sha)), &path).unwrap_err().to_string();
+        assert!(err.ends_with("size 3 bytes, expected 4"), "{err}");
+        let err = verify(&spec(Some(3), Some(&sha.replace('b', "c"))), &path).unwrap_err().to_string();
+        assert!(err.contains(&format!("SHA-256 {sha}, expected")), "{err}");
+    }
+}

@@ -173,3 +173,19 @@ impl Mixture {
         out
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sequences_must_hold_more_than_the_special_tokens() {
+        let err = Mixture::new(Vec::new(), 7, 1, 0.0, 2, 3).err().expect("too short").to_string();
+        assert_eq!(err, "data.seq_len: expected at least 8, found 7");
+        let empty = Mixture::new(Vec::new(), 8, 1, 0.1, 2, 3).expect("8 is enough");
+        assert_eq!(empty.seq_len(), 8);
+        assert!(empty.names().is_empty() && empty.weights().is_empty());
+        assert_eq!(empty.new_cursor(), Cursor { sequences: 0, per_source: Vec::new() });
+        assert!(empty.heldout_sequences(4).is_empty());
+    }
+}

@@ -323,3 +323,41 @@ fn read_liputan6(path: &Path, emit: &mut impl FnMut(Vec<String>)) -> Result<()> 
     emit(doc);
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(format: Option<Format>) -> SourceSpec {
+        SourceSpec {
+            name: "s".into(),
+            lang: "id".into(),
+            paths: vec!["*".into()],
+            format,
+            text_field: default_text_field(),
+            weight: default_weight(),
+        }
+    }
+
+    #[test]
+    fn format_follows_the_name_without_compression_suffix_unless_given() {
+        let detect = |name: &str| spec(None).format_of(Path::new(name));
+        assert_eq!(detect("dir/part.JSONL.gz"), Format::Jsonl);
+        assert_eq!(detect("id_gsd-ud-train.conllu.xz"), Format::Conllu);
+        assert_eq!(detect("train.csv"), Format::Csv);
+        assert_eq!(detect("train-00000-of-00002.parquet"), Format::Parquet);
+        assert_eq!(detect("id.txt.xz"), Format::Text);
+        assert_eq!(detect("README"), Format::Text);
+        // Only `.jsonl` is JSON Lines; a `.json` file is read as text.
+        assert_eq!(detect("article.json"), Format::Text);
+        assert_eq!(spec(Some(Format::Liputan6)).format_of(Path::new("a.csv")), Format::Liputan6);
+    }
+
+    #[test]
+    fn recipe_defaults_and_lowercase_format_names() {
+        let s: SourceSpec =
+            toml::from_str("name = \"cc\"\nlang = \"jv\"\npaths = [\"a.txt\"]\nformat = \"conllu\"").unwrap();
+        assert_eq!((s.format, s.text_field.as_str(), s.weight), (Some(Format::Conllu), "text", 1.0));
+        assert!(toml::from_str::<SourceSpec>("name = \"x\"\nlang = \"id\"\npaths = []\nfromat = \"csv\"").is_err());
+    }
+}
