@@ -252,3 +252,89 @@ impl BertConfig {
         emb + self.num_hidden_layers * layer
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tiny() -> BertConfig {
+        BertConfig::new(100, 64, 2, 4, 128)
+    }
+
+    fn error_of(change: impl FnOnce(&mut BertConfig)) -> String {
+        let mut c = tiny();
+        change(&mut c);
+        c.validate(Path::new("config.json")).expect_err("invalid").to_string()
+    }
+
+    #[test]
+    fn every_accepted_activation_name_parses() {
+        for name in Activation::NAMES {
+            assert!(Activation::parse(name).is_some(), "{name}");
+        }
+        assert_eq!(Activation::parse("gelu"), Some(Activation::Gelu));
+        assert_eq!(Activation::parse("gelu_pytorch_tanh"), Some(Activation::GeluTanh));
+        assert_eq!(Activation::parse("swish"), Some(Activation::Silu));
+        assert_eq!(Activation::parse("GELU"), None, "names are case-sensitive, as in HF");
+        assert_eq!(Activation::parse("gelu_fast"), None);
+    }
+
+    #[test]
+    fn validation_names_the_field_and_the_value() {
+        assert!(tiny().validate(Path::new("config.json")).is_ok());
+        assert_eq!(
+            error_of(|c| c.vocab_size = 0),
+            "config.json: field `vocab_size`: expected a positive integer, found 0"
+        );
+        assert_eq!(
+            error_of(|c| c.num_attention_heads = 3),
+            "config.json: field `num_attention_heads`: hidden_size 64 is not divisible by 3 heads"
+        );
+        assert_eq!(
+            error_of(|c| c.hidden_act = "gelu_fast".into()),
+            "config.json: field `hidden_act`: unknown activation \"gelu_fast\", expected one of \
+             [\"gelu\", \"gelu_new\", \"gelu_pytorch_tanh\", \"relu\", \"silu\", \"swish\"]"
+        );
+        assert_eq!(
+            error_of(|c| c.position_embedding_type = "relative_key".into()),
+            "config.json: field `position_embedding_type`: only \"absolute\" is supported, found \"relative_key\""
+        );
+        assert_eq!(
+            error_of(|c| c.attention_probs_dropout_prob = 1.0),
+            "config.json: field `attention_probs_dropout_prob`: expected a probability in [0, 1), found 1"
+        );
+        assert!(error_of(|c| c.hidden_dropout_prob = -0.1).contains("`hidden_dropout_prob`"));
+        assert_eq!(
+            error_of(|c| c.pad_token_id = 100),
+            "config.json: field `pad_token_id`: 100 is outside the vocabulary of 100"
+        );
+        // Zero heads is caught as non-positive before the division by it.
+        assert!(error_of(|c| c.num_attention_heads = 0).contains("expected a positive integer, found 0"));
+    }
+
+    #[test]
+    fn a_minimal_config_json_takes_the_defaults_of_new_and_keeps_unknown_keys() {
+        let text = r#"{"vocab_size": 100, "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+            "intermediate_size": 128, "torch_dtype": "float32"}"#;
+        let mut parsed: BertConfig = serde_json::from_str(text).unwrap();
+        assert_eq!(parsed.extra.remove("torch_dtype"), Some(serde_json::json!("float32")));
+        assert_eq!(parsed, tiny());
+        // Written back with the architecture, parsed back equal (the architecture kept as extra).
+        let json: BertConfig = serde_json::from_str(&tiny().to_hf_json()).unwrap();
+        assert_eq!(json.extra.get("architectures"), Some(&serde_json::json!(["BertForMaskedLM"])));
+        assert!(tiny().to_hf_json().ends_with("}\n"));
+    }
+
+    #[test]
+    fn sizes_by_hand() {
+        assert_eq!(tiny().head_dim(), 16);
+        assert_eq!(BertConfig::base(30522).head_dim(), 64);
+        // BERT-base without pooler: 108,891,648 parameters (transformers' BertModel has 109,482,240
+        // with its 768 × 768 + 768 pooler).
+        assert_eq!(BertConfig::base(30522).encoder_parameters(), 108_891_648);
+        // h 2, ff 4, vocab 10, one layer, 3 positions, half the positions predicted:
+        // layer 2·(4·4 + 2·2·4) + 2·2·3·2 = 88, head 0.5·(2·4 + 2·2·10) = 24, ×3 = 336.
+        let c = BertConfig::new(10, 2, 1, 1, 4);
+        assert_eq!(c.training_flops_per_token(3, 0.5), 336.0);
+    }
+}
