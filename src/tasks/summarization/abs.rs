@@ -483,3 +483,44 @@ impl BertAbs {
         save_model_files_as(dir, &self.config.to_hf_json_as("BertAbs", extra), &self.vs, &self.tokenizer)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::data::tokenizer::test_tokenizer;
+
+    #[test]
+    fn target_markers_are_presumms_unused_tokens_else_cls_sep_mask() {
+        let t = test_tokenizer(&["[unused0]", "[unused1]", "[unused2]", "a"]);
+        assert_eq!(TargetMarkers::of(&t), (TargetMarkers { bos: 5, eos: 6, split: 7 }, None));
+        // One missing is enough to fall back, with a note.
+        let t = test_tokenizer(&["[unused0]", "[unused1]", "a"]);
+        assert_eq!(
+            TargetMarkers::of(&t),
+            (TargetMarkers { bos: 2, eos: 3, split: 4 }, Some(LoadNote::SubstituteTargetMarkers))
+        );
+    }
+
+    #[test]
+    fn label_smoothed_loss_is_the_kl_divergence_to_the_smoothed_target() {
+        // Vocabulary of 4 with padding 0; ε 0.2 gives the gold token 0.8 and the two others
+        // 0.1 each (spread over V − 2, padding none). The loss is Σ q ln(q / p) over rows.
+        let probs = [[0.25, 0.25, 0.25, 0.25], [0.1, 0.6, 0.2, 0.1]];
+        let gold = [2i64, 1];
+        let log_probs = Tensor::from_slice(&probs.concat()).view([2, 4]).log();
+        let mut expected = 0.0;
+        for (p, &g) in probs.iter().zip(&gold) {
+            for (j, &pj) in p.iter().enumerate().skip(1) {
+                let q = if j as i64 == g { 0.8 } else { 0.1 };
+                expected += q * f64::ln(q / pj);
+            }
+        }
+        let found = label_smoothed_loss(&log_probs, &Tensor::from_slice(&gold), 0.2, 0).double_value(&[]);
+        // By hand for the uniform row: 0.8 ln 3.2 + 2 · 0.1 ln 0.4 = 0.74726.
+        assert!((expected - 0.747263 - 0.160830).abs() < 1e-5, "{expected}");
+        assert!((found - expected).abs() < 1e-5, "{found} vs {expected}");
+        // Without smoothing: the summed negative log-likelihood of the gold tokens.
+        let plain = label_smoothed_loss(&log_probs, &Tensor::from_slice(&gold), 0.0, 0).double_value(&[]);
+        assert!((plain - (-(0.25f64.ln()) - 0.6f64.ln())).abs() < 1e-5, "{plain}");
+    }
+}

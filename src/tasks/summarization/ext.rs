@@ -213,3 +213,40 @@ pub fn label_tensor(oracles: &[Vec<usize>], batch: &ArticleBatch) -> Tensor {
     }
     Tensor::from_slice(&labels).view([b, s]).to_device(batch.input_ids.device())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::input::encode_articles;
+    use super::*;
+    use crate::data::tokenizer::test_tokenizer;
+
+    fn sents(sentences: &[&str]) -> Vec<Vec<String>> {
+        sentences.iter().map(|s| s.split_whitespace().map(String::from).collect()).collect()
+    }
+
+    #[test]
+    fn selection_breaks_ties_by_position_and_stops_at_the_minimums() {
+        let article = sents(&["a b c", "x", "a b c d", "y z"]);
+        // By score: 2, then 0 and 1 (tied: the earlier first), then 3. 0 repeats "a b c" from
+        // 2 and is skipped; 1 has no trigram and never clashes.
+        let scores = [0.5, 0.5, 0.9, 0.1];
+        assert_eq!(select(&article, &scores, 2, 5), vec![1, 2]);
+        assert_eq!(select(&article, &scores, 2, 7), vec![1, 2, 3]);
+        // Minimums out of reach: every sentence that does not clash.
+        assert_eq!(select(&article, &scores, 9, 100), vec![1, 2, 3]);
+        assert_eq!(select(&article, &scores, 1, 0), vec![2]);
+        // Only scored sentences are candidates.
+        assert_eq!(select(&article, &[0.1, 0.9], 3, 100), vec![0, 1]);
+        assert_eq!(select(&article, &[], 1, 1), Vec::<usize>::new());
+    }
+
+    #[test]
+    fn oracle_labels_are_ones_at_the_sentences_that_fit() {
+        let t = test_tokenizer(&["a", "b"]);
+        let (first, second) = (sents(&["a", "b", "a b"]), sents(&["b"]));
+        let batch = encode_articles(&t, 512, &[&first, &second], Device::Cpu).unwrap();
+        // The second article has one sentence: its oracle index 5 is dropped.
+        let labels = label_tensor(&[vec![0, 2], vec![0, 5]], &batch);
+        assert_eq!(Vec::<Vec<f32>>::try_from(&labels).unwrap(), vec![vec![1.0, 0.0, 1.0], vec![1.0, 0.0, 0.0]]);
+    }
+}

@@ -77,3 +77,50 @@ pub fn encode_articles(
         sentences: cls.iter().map(Vec::len).collect(),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::data::tokenizer::test_tokenizer;
+
+    fn sents(sentences: &[&str]) -> Vec<Vec<String>> {
+        sentences.iter().map(|s| s.split_whitespace().map(String::from).collect()).collect()
+    }
+
+    fn rows(t: &Tensor) -> Vec<Vec<i64>> {
+        Vec::<Vec<i64>>::try_from(t).unwrap()
+    }
+
+    #[test]
+    fn sentences_are_wrapped_segmented_alternately_and_padded() {
+        // ids: [PAD] 0, [CLS] 2, [SEP] 3, a 5, b 6, c 7, d 8.
+        let t = test_tokenizer(&["a", "b", "c", "d"]);
+        let (first, second) = (sents(&["a b", "c", "d a"]), sents(&["d"]));
+        let batch = encode_articles(&t, 512, &[&first, &second], Device::Cpu).unwrap();
+        assert_eq!(
+            rows(&batch.input_ids),
+            vec![vec![2, 5, 6, 3, 2, 7, 3, 2, 8, 5, 3], vec![2, 8, 3, 0, 0, 0, 0, 0, 0, 0, 0]]
+        );
+        assert_eq!(rows(&batch.segments), vec![vec![0, 0, 0, 0, 1, 1, 1, 0, 0, 0, 0], vec![0; 11]]);
+        assert_eq!(rows(&batch.attention), vec![vec![1; 11], [vec![1; 3], vec![0; 8]].concat()]);
+        // Flat positions into [articles × tokens]: the second article's row starts at 11; its
+        // missing sentences point at its first token and are masked out.
+        assert_eq!(rows(&batch.cls_positions), vec![vec![0, 4, 7], vec![11, 11, 11]]);
+        assert_eq!(rows(&batch.sentence_mask), vec![vec![1, 1, 1], vec![1, 0, 0]]);
+        assert_eq!(batch.sentences, vec![3, 1]);
+    }
+
+    #[test]
+    fn a_sentence_that_does_not_fit_is_cut_and_ends_the_article() {
+        let t = test_tokenizer(&["a", "b", "c", "d"]);
+        let article = sents(&["a b", "c", "d a", "b"]);
+        // 10 positions: "[CLS] a b [SEP] [CLS] c [SEP]" leaves 3, so "d a" keeps only "d".
+        let batch = encode_articles(&t, 10, &[&article], Device::Cpu).unwrap();
+        assert_eq!(rows(&batch.input_ids), vec![vec![2, 5, 6, 3, 2, 7, 3, 2, 8, 3]]);
+        assert_eq!(batch.sentences, vec![3]);
+        // 9 positions: no room for another [CLS] … [SEP] after the second sentence.
+        let batch = encode_articles(&t, 9, &[&article], Device::Cpu).unwrap();
+        assert_eq!(rows(&batch.input_ids), vec![vec![2, 5, 6, 3, 2, 7, 3]]);
+        assert_eq!(batch.sentences, vec![2]);
+    }
+}
