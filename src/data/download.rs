@@ -11,9 +11,13 @@ use std::path::{Path, PathBuf};
 /// One file to fetch: where from, where to, and what it must be.
 #[derive(Debug, Clone, PartialEq)]
 pub struct FileSpec {
+    /// Where the file is published (the mirror, if any, is applied when fetching).
     pub url: String,
+    /// Local path it is saved to.
     pub dest: PathBuf,
+    /// Expected size in bytes, when the host lists it.
     pub size: Option<u64>,
+    /// Expected SHA-256 (lowercase hex), when the host lists it.
     pub sha256: Option<String>,
 }
 
@@ -22,6 +26,7 @@ const HF_WIKIPEDIA: &str = "https://huggingface.co/datasets/wikimedia/wikipedia"
 const HF_WIKIPEDIA_API: &str = "https://huggingface.co/api/datasets/wikimedia/wikipedia/tree/main";
 const INDOMMLU: &str = "https://raw.githubusercontent.com/fajri91/IndoMMLU/main/data/indoMMLU.csv";
 const NUSAX: &str = "https://raw.githubusercontent.com/IndoNLP/nusax/main/datasets";
+/// The 12 NusaX sentiment languages, as the dataset's folders name them.
 pub const NUSAX_LANGUAGES: [&str; 12] = [
     "acehnese",
     "balinese",
@@ -37,6 +42,7 @@ pub const NUSAX_LANGUAGES: [&str; 12] = [
     "toba_batak",
 ];
 
+/// Fetches `FileSpec`s over HTTPS, or from a mirror, with a progress bar when stderr is a terminal.
 pub struct Downloader {
     agent: ureq::Agent,
     mirror: Option<String>,
@@ -44,6 +50,7 @@ pub struct Downloader {
 }
 
 impl Downloader {
+    /// A downloader; `mirror` (a trailing `/` ignored) replaces every host when given.
     pub fn new(mirror: Option<String>) -> Self {
         let agent: ureq::Agent = ureq::Agent::config_builder().http_status_as_error(false).build().into();
         Downloader {
@@ -259,4 +266,53 @@ pub fn verify(spec: &FileSpec, path: &Path) -> Result<()> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_mirror_replaces_the_scheme_and_keeps_host_and_path() {
+        let url = "https://data.statmt.org/cc-100/jv.txt.xz";
+        assert_eq!(Downloader::new(None).resolve(url), url);
+        assert_eq!(
+            Downloader::new(Some("http://127.0.0.1:8080/".into())).resolve(url),
+            "http://127.0.0.1:8080/data.statmt.org/cc-100/jv.txt.xz"
+        );
+    }
+
+    #[test]
+    fn file_layouts() {
+        let d = Downloader::new(None);
+        let out = Path::new("data");
+        let cc = d.cc100("su", out);
+        assert_eq!(cc[0].dest, Path::new("data/cc100/su.txt.xz"));
+        let nusax = d.nusax(out);
+        assert_eq!(nusax.len(), 36);
+        assert_eq!(nusax[0].url, format!("{NUSAX}/sentiment/acehnese/train.csv"));
+        assert_eq!(nusax[35].dest, Path::new("data/nusax/sentiment/toba_batak/test.csv"));
+        assert_eq!(d.indommlu(out)[0].dest, Path::new("data/indommlu/indoMMLU.csv"));
+    }
+
+    #[test]
+    fn verify_checks_size_then_sha256() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("abc");
+        std::fs::write(&path, b"abc").unwrap();
+        // SHA-256 of "abc" (FIPS 180-2's example).
+        let sha = "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad";
+        let spec = |size: Option<u64>, sha256: Option<&str>| FileSpec {
+            url: String::new(),
+            dest: path.clone(),
+            size,
+            sha256: sha256.map(String::from),
+        };
+        assert!(verify(&spec(None, None), &path).is_ok());
+        assert!(verify(&spec(Some(3), Some(sha)), &path).is_ok());
+        let err = verify(&spec(Some(4), Some(sha)), &path).unwrap_err().to_string();
+        assert!(err.ends_with("size 3 bytes, expected 4"), "{err}");
+        let err = verify(&spec(Some(3), Some(&sha.replace('b', "c"))), &path).unwrap_err().to_string();
+        assert!(err.contains(&format!("SHA-256 {sha}, expected")), "{err}");
+    }
 }

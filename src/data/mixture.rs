@@ -12,7 +12,10 @@ use serde::{Deserialize, Serialize};
 /// Where the sampler stands: sequences drawn in total and from each source.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Cursor {
+    /// Sequences drawn in all: the index of the next one, which picks its source.
     pub sequences: u64,
+    /// Sequences drawn from each source, in the mixture's source order: each source's position in
+    /// its sequence of epoch permutations.
     pub per_source: Vec<u64>,
 }
 
@@ -26,6 +29,8 @@ struct MixtureSource {
     permutation: Option<(u64, Vec<u32>)>,
 }
 
+/// The sampler over weighted sources: the source of every sequence and the block within it are
+/// functions of the seed and a `Cursor`, so the sampler itself holds no position.
 pub struct Mixture {
     sources: Vec<MixtureSource>,
     cumulative: Vec<f64>,
@@ -87,18 +92,22 @@ impl Mixture {
         Ok(Mixture { sources: built, cumulative, seed, seq_len, cls, sep })
     }
 
+    /// Length of every sequence, `[CLS]` and `[SEP]` included.
     pub fn seq_len(&self) -> usize {
         self.seq_len
     }
 
+    /// Source names, in the mixture's order.
     pub fn names(&self) -> Vec<String> {
         self.sources.iter().map(|s| s.shard.meta.source.clone()).collect()
     }
 
+    /// Normalised weights (summing to 1), in the mixture's order.
     pub fn weights(&self) -> Vec<f64> {
         self.sources.iter().map(|s| s.weight).collect()
     }
 
+    /// A cursor at the start of the stream: nothing drawn.
     pub fn new_cursor(&self) -> Cursor {
         Cursor { sequences: 0, per_source: vec![0; self.sources.len()] }
     }
@@ -162,5 +171,21 @@ impl Mixture {
             }
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sequences_must_hold_more_than_the_special_tokens() {
+        let err = Mixture::new(Vec::new(), 7, 1, 0.0, 2, 3).err().expect("too short").to_string();
+        assert_eq!(err, "data.seq_len: expected at least 8, found 7");
+        let empty = Mixture::new(Vec::new(), 8, 1, 0.1, 2, 3).expect("8 is enough");
+        assert_eq!(empty.seq_len(), 8);
+        assert!(empty.names().is_empty() && empty.weights().is_empty());
+        assert_eq!(empty.new_cursor(), Cursor { sequences: 0, per_source: Vec::new() });
+        assert!(empty.heldout_sequences(4).is_empty());
     }
 }

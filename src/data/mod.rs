@@ -1,5 +1,5 @@
-//! Text data: sources and their formats, tokenization and tokenizer training, prepared
-//! token shards and weighted mixtures of them.
+//! Text data: downloading the public sources, sources and their formats, tokenization and
+//! tokenizer training, prepared token shards and weighted mixtures of them.
 pub mod download;
 pub mod mixture;
 pub mod shards;

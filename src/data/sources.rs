@@ -8,14 +8,24 @@ use serde::{Deserialize, Serialize};
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 
+/// How a source file is read: the recipe's `format` (lowercase names), else detected from the
+/// file name by `SourceSpec::format_of` (never `Liputan6`, which must be named).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Format {
+    /// Plain text, optionally `.gz` or `.xz`: one paragraph a line, a blank line between documents.
     Text,
+    /// JSON Lines: the `text_field` string of each record is a document, its lines paragraphs.
     Jsonl,
+    /// CoNLL-U: each `# text = ` line a paragraph, `# newdoc` starting a document.
     Conllu,
+    /// CSV with a header: the `text_field` column of each row is a one-paragraph document.
     Csv,
+    /// Parquet (the Wikipedia shards): the `text_field` string column, each row a document, its
+    /// lines paragraphs.
     Parquet,
+    /// Liputan6 processed JSON: one document per `.json` file, each `clean_article` sentence a
+    /// paragraph (tokens joined with spaces); other files are skipped.
     Liputan6,
 }
 
@@ -23,6 +33,7 @@ pub enum Format {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SourceSpec {
+    /// Source name in the recipe; also names its prepared shard.
     pub name: String,
     /// Language tag (`id`, `jv`, `su`, ...), reported in statistics.
     pub lang: String,
@@ -46,12 +57,16 @@ fn default_weight() -> f64 {
     1.0
 }
 
-/// What reading a source skipped, to be reported.
+/// What reading a source found and skipped, to be reported.
 #[derive(Debug, Default, Clone, Serialize, Deserialize, PartialEq)]
 pub struct ReadStats {
+    /// Files read.
     pub files: usize,
+    /// Documents emitted (empty ones are not counted).
     pub documents: usize,
+    /// Paragraphs in those documents.
     pub paragraphs: usize,
+    /// Lines skipped because they are not valid UTF-8 (line-based formats).
     pub invalid_utf8_lines: usize,
 }
 
@@ -88,6 +103,8 @@ impl SourceSpec {
         Ok(out)
     }
 
+    /// The format of `file`: `format` when given, else from its name, case-insensitive and with a
+    /// `.gz`/`.xz` suffix ignored: `.jsonl`, `.conllu`, `.csv`, `.parquet`, anything else text.
     pub fn format_of(&self, file: &Path) -> Format {
         if let Some(f) = self.format {
             return f;
@@ -305,4 +322,42 @@ fn read_liputan6(path: &Path, emit: &mut impl FnMut(Vec<String>)) -> Result<()> 
     }
     emit(doc);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(format: Option<Format>) -> SourceSpec {
+        SourceSpec {
+            name: "s".into(),
+            lang: "id".into(),
+            paths: vec!["*".into()],
+            format,
+            text_field: default_text_field(),
+            weight: default_weight(),
+        }
+    }
+
+    #[test]
+    fn format_follows_the_name_without_compression_suffix_unless_given() {
+        let detect = |name: &str| spec(None).format_of(Path::new(name));
+        assert_eq!(detect("dir/part.JSONL.gz"), Format::Jsonl);
+        assert_eq!(detect("id_gsd-ud-train.conllu.xz"), Format::Conllu);
+        assert_eq!(detect("train.csv"), Format::Csv);
+        assert_eq!(detect("train-00000-of-00002.parquet"), Format::Parquet);
+        assert_eq!(detect("id.txt.xz"), Format::Text);
+        assert_eq!(detect("README"), Format::Text);
+        // Only `.jsonl` is JSON Lines; a `.json` file is read as text.
+        assert_eq!(detect("article.json"), Format::Text);
+        assert_eq!(spec(Some(Format::Liputan6)).format_of(Path::new("a.csv")), Format::Liputan6);
+    }
+
+    #[test]
+    fn recipe_defaults_and_lowercase_format_names() {
+        let s: SourceSpec =
+            toml::from_str("name = \"cc\"\nlang = \"jv\"\npaths = [\"a.txt\"]\nformat = \"conllu\"").unwrap();
+        assert_eq!((s.format, s.text_field.as_str(), s.weight), (Some(Format::Conllu), "text", 1.0));
+        assert!(toml::from_str::<SourceSpec>("name = \"x\"\nlang = \"id\"\npaths = []\nfromat = \"csv\"").is_err());
+    }
 }

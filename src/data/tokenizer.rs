@@ -12,34 +12,46 @@ use tokenizers::pre_tokenizers::bert::BertPreTokenizer;
 use tokenizers::processors::bert::BertProcessing;
 use tokenizers::{AddedToken, Tokenizer};
 
+/// BERT's special tokens; every vocabulary must have them.
 pub const SPECIAL_TOKENS: [&str; 5] = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"];
 
 /// Ids of the special tokens BERT needs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SpecialIds {
+    /// `[PAD]`: fills rows up to the batch's longest.
     pub pad: i64,
+    /// `[UNK]`: a word WordPiece cannot split into vocabulary pieces.
     pub unk: i64,
+    /// `[CLS]`: first token of every input.
     pub cls: i64,
+    /// `[SEP]`: last token of every input, and between the two texts of a pair.
     pub sep: i64,
+    /// `[MASK]`: stands in for tokens to be predicted.
     pub mask: i64,
 }
 
 /// A padded batch: `input_ids`, `token_type_ids` and `attention_mask`, all [batch, longest].
 #[derive(Debug)]
 pub struct EncodedBatch {
+    /// Token ids [batch, longest] (int64), padded with `[PAD]`.
     pub input_ids: Tensor,
+    /// Segment ids [batch, longest]: 0 for the first text (and padding), 1 for the second of a pair.
     pub token_type_ids: Tensor,
+    /// 1 at real tokens, 0 at padding [batch, longest].
     pub attention_mask: Tensor,
     /// Real (unpadded) length of each row, special tokens included.
     pub lengths: Vec<usize>,
 }
 
+/// A BERT WordPiece tokenizer (HF `tokenizers` pipeline) with the ids of its special tokens.
 #[derive(Debug, Clone)]
 pub struct TextTokenizer {
     inner: Tokenizer,
     /// The file it was loaded from, for error messages.
     pub source: PathBuf,
+    /// Ids of the special tokens, checked present when loaded.
     pub special: SpecialIds,
+    /// Whether the normalizer lowercases (saved as `do_lower_case`).
     pub lowercase: bool,
 }
 
@@ -69,6 +81,8 @@ impl TextTokenizer {
         }
     }
 
+    /// Loads an HF `tokenizer.json`; `lowercase` comes from its BERT normalizer (false for any
+    /// other normalizer).
     pub fn from_tokenizer_json(path: &Path) -> Result<Self> {
         if !path.exists() {
             return Err(Error::MissingFile { path: path.into(), hint: String::new() });
@@ -124,10 +138,12 @@ impl TextTokenizer {
         self.inner.get_vocab(true).values().map(|&i| i as usize + 1).max().unwrap_or(0)
     }
 
+    /// The id of a vocabulary entry (special tokens included), if it has one.
     pub fn token_to_id(&self, token: &str) -> Option<u32> {
         self.inner.token_to_id(token)
     }
 
+    /// The vocabulary entry with id `id`, if any.
     pub fn id_to_token(&self, id: u32) -> Option<String> {
         self.inner.id_to_token(id)
     }
@@ -178,6 +194,8 @@ impl TextTokenizer {
         self.inner.to_string(false).map_err(|e| Error::Tokenizer { path: self.source.clone(), message: e.to_string() })
     }
 
+    /// Text of `ids` through the tokenizer's decoder (WordPiece: `##` pieces joined to the word
+    /// before), special tokens skipped.
     pub fn decode(&self, ids: &[u32]) -> Result<String> {
         self.inner.decode(ids, true).map_err(|e| Error::Tokenizer { path: self.source.clone(), message: e.to_string() })
     }
@@ -318,5 +336,80 @@ fn read_do_lower_case(dir: &Path) -> Result<bool> {
         None => Ok(true),
         Some(serde_json::Value::Bool(b)) => Ok(*b),
         Some(other) => Err(Error::field(&path, "do_lower_case", format!("expected true or false, found {other}"))),
+    }
+}
+
+/// An uncased tokenizer for unit tests, built in memory: the special tokens take ids 0–4 in
+/// `SPECIAL_TOKENS` order (`[PAD]` 0, `[UNK]` 1, `[CLS]` 2, `[SEP]` 3, `[MASK]` 4), then `words`
+/// from 5 (word pieces as `##piece`).
+#[cfg(test)]
+pub(crate) fn test_tokenizer(words: &[&str]) -> TextTokenizer {
+    let vocab: ahash::AHashMap<String, u32> =
+        SPECIAL_TOKENS.iter().chain(words).enumerate().map(|(i, t)| (t.to_string(), i as u32)).collect();
+    let model = WordPiece::builder().vocab(vocab).unk_token("[UNK]".into()).build().expect("a WordPiece model");
+    TextTokenizer::from_tokenizer(bert_pipeline(model, true), Path::new("<test vocabulary>"), true)
+        .expect("the special tokens are in the vocabulary")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // ids: 5 saya, 6 makan, 7 nasi, 8 ##nya, 9 goreng.
+    fn tokenizer() -> TextTokenizer {
+        test_tokenizer(&["saya", "makan", "nasi", "##nya", "goreng"])
+    }
+
+    fn rows(t: &Tensor) -> Vec<Vec<i64>> {
+        Vec::<Vec<i64>>::try_from(t).unwrap()
+    }
+
+    #[test]
+    fn special_ids_vocabulary_size_and_lowercasing() {
+        let t = tokenizer();
+        assert_eq!(t.special, SpecialIds { pad: 0, unk: 1, cls: 2, sep: 3, mask: 4 });
+        assert_eq!(t.vocab_size(), 10);
+        assert_eq!(t.encode("SAYA makan nasinya!").unwrap(), vec![2, 5, 6, 7, 8, 1, 3]);
+        assert_eq!(t.encode_plain("kopi").unwrap(), vec![1], "an unknown word is [UNK]");
+        assert_eq!((t.token_to_id("##nya"), t.id_to_token(9).as_deref()), (Some(8), Some("goreng")));
+        assert_eq!(t.decode(&[2, 5, 6, 7, 8, 3]).unwrap(), "saya makan nasinya");
+    }
+
+    #[test]
+    fn single_texts_are_truncated_then_wrapped_and_padded() {
+        let t = tokenizer();
+        // "saya makan nasinya" is 4 pieces; max_len 5 leaves room for 3 between [CLS] and [SEP].
+        let b = t.batch(&["saya makan nasinya", "nasi"], None, 5).unwrap();
+        assert_eq!(rows(&b.input_ids), vec![vec![2, 5, 6, 7, 3], vec![2, 7, 3, 0, 0]]);
+        assert_eq!(rows(&b.attention_mask), vec![vec![1, 1, 1, 1, 1], vec![1, 1, 1, 0, 0]]);
+        assert_eq!(rows(&b.token_type_ids), vec![vec![0; 5], vec![0; 5]]);
+        assert_eq!(b.lengths, vec![5, 3]);
+        let err = t.batch(&["saya"], None, 2).unwrap_err().to_string();
+        assert!(err.contains("max_len must be at least 3"), "{err}");
+    }
+
+    #[test]
+    fn pairs_are_truncated_longest_first() {
+        let t = tokenizer();
+        // a = saya makan nasi ##nya (4), b = nasi goreng (2); max_len 7 leaves 4 for both:
+        // a loses its last two pieces (4 > 2, then 3 > 2), b keeps both.
+        let b = t.batch(&["saya makan nasinya"], Some(&["nasi goreng"]), 7).unwrap();
+        assert_eq!(rows(&b.input_ids), vec![vec![2, 5, 6, 3, 7, 9, 3]]);
+        assert_eq!(rows(&b.token_type_ids), vec![vec![0, 0, 0, 0, 1, 1, 1]]);
+        // With room for everything nothing is cut.
+        let b = t.batch(&["saya"], Some(&["nasi goreng"]), 16).unwrap();
+        assert_eq!(rows(&b.input_ids), vec![vec![2, 5, 3, 7, 9, 3]]);
+        assert_eq!(t.encode_pair("saya", "nasi goreng").unwrap(), (vec![2, 5, 3, 7, 9, 3], vec![0, 0, 0, 1, 1, 1]));
+    }
+
+    #[test]
+    fn pad_rows_pads_ids_types_and_mask_to_the_longest() {
+        let b = pad_rows(vec![(vec![2, 5, 3], vec![0, 0, 1]), (vec![2, 3], vec![0, 0])], 0);
+        assert_eq!(rows(&b.input_ids), vec![vec![2, 5, 3], vec![2, 3, 0]]);
+        assert_eq!(rows(&b.token_type_ids), vec![vec![0, 0, 1], vec![0, 0, 0]]);
+        assert_eq!(rows(&b.attention_mask), vec![vec![1, 1, 1], vec![1, 1, 0]]);
+        assert_eq!(b.lengths, vec![3, 2]);
+        let empty = pad_rows(Vec::new(), 0);
+        assert_eq!(empty.input_ids.size(), vec![0, 0]);
     }
 }

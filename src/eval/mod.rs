@@ -1,5 +1,8 @@
-//! Evaluations of masked LMs: pseudo-log-likelihood scoring and the bias evaluation on
-//! IndoBias-Pairs and CrowS-Pairs.
+//! Evaluations: pseudo-log-likelihood scoring of sentences by a masked LM (`pll`); the bias
+//! evaluation on IndoBias-Pairs and CrowS-Pairs (`pairs`, `bias`) and IndoMMLU's zero-shot
+//! multiple choice (`indommlu`), both built on it; and the metrics the fine-tuning tasks report:
+//! ROUGE-1/2/L as Google's `rouge-score` computes them (`rouge`), macro-F1, accuracy and the
+//! confusion matrix (`metrics`).
 pub mod bias;
 pub mod indommlu;
 pub mod metrics;

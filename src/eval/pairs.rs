@@ -12,13 +12,17 @@ use crate::files::read_to_string;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
+/// One pair: a stereotype-consistent sentence and its attribute-flipped twin, with the bias
+/// domain and subdomain they test.
 #[derive(Debug, Clone, PartialEq)]
 pub struct BiasPair {
     /// Stereotype-consistent sentence.
     pub pro: String,
     /// The same sentence with the attribute flipped.
     pub anti: String,
+    /// Bias domain (CrowS-Pairs: the bias type).
     pub domain: String,
+    /// Bias subdomain (CrowS-Pairs: `stereo` or `antistereo`); may be empty.
     pub subdomain: String,
 }
 
@@ -197,4 +201,57 @@ pub fn load_crows(path: &Path) -> Result<PairSet> {
         })
         .collect::<Result<Vec<_>>>()?;
     Ok(PairSet { languages: vec![("en".into(), pairs)] })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn language_names_and_codes() {
+        for (name, code) in [
+            ("Indonesian", "id"),
+            ("IND", "id"),
+            ("jawa", "jv"),
+            ("jav", "jv"),
+            ("Sundanese", "su"),
+            ("sunda", "su"),
+            ("makasar", "mak"),
+            ("Makassarese", "mak"),
+        ] {
+            assert_eq!(language_code(name), Some(code), "{name}");
+        }
+        assert_eq!(language_code("english"), None);
+        assert_eq!(language_code(""), None);
+    }
+
+    #[test]
+    fn crows_pairs_csv_columns_and_empty_sentences() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("crows.csv");
+        std::fs::write(
+            &path,
+            "id,sent_more,sent_less,stereo_antistereo,bias_type\n\
+             0,\"He is strong, sure.\",She is strong.,stereo,gender\n\
+             1,Old people forget.,Young people forget.,antistereo,age\n",
+        )
+        .unwrap();
+        let set = load_crows(&path).unwrap();
+        assert_eq!(set.languages.len(), 1);
+        let (lang, pairs) = &set.languages[0];
+        assert_eq!(lang, "en");
+        assert_eq!(
+            pairs[0],
+            BiasPair {
+                pro: "He is strong, sure.".into(),
+                anti: "She is strong.".into(),
+                domain: "gender".into(),
+                subdomain: "stereo".into()
+            }
+        );
+        assert_eq!((pairs[1].domain.as_str(), pairs[1].subdomain.as_str()), ("age", "antistereo"));
+        std::fs::write(&path, "sent_more,sent_less,stereo_antistereo,bias_type\n ,x,stereo,age\n").unwrap();
+        let err = load_crows(&path).unwrap_err().to_string();
+        assert!(err.ends_with("row 2: empty sentence"), "{err}");
+    }
 }

@@ -10,14 +10,18 @@ use tch::{Device, Kind, Tensor};
 /// One sentence to score: its ids (with `[CLS]`/`[SEP]`) and the positions to mask.
 #[derive(Debug, Clone)]
 pub struct ScoringInput {
+    /// Token ids, `[CLS]` and `[SEP]` included.
     pub ids: Vec<i64>,
+    /// Positions in `ids` masked in turn and scored.
     pub positions: Vec<usize>,
 }
 
 /// PLL of one sentence over its scored tokens.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SentenceScore {
+    /// Σ ln p(token | rest) over the scored tokens (natural log, ≤ 0).
     pub pll: f64,
+    /// Tokens scored (N).
     pub tokens: usize,
 }
 
@@ -28,9 +32,13 @@ impl SentenceScore {
     }
 }
 
+/// Scores sentences with a masked LM: every (sentence, position) row batched under a token budget.
 pub struct PllScorer<'a> {
+    /// The masked LM.
     pub model: &'a BertForMaskedLM,
+    /// Its tokenizer: encodes sentences, supplies `[PAD]` and `[MASK]`.
     pub tokenizer: &'a TextTokenizer,
+    /// Where the forward passes run.
     pub device: Device,
     /// Padded tokens per forward pass.
     pub token_budget: usize,
@@ -148,10 +156,10 @@ fn matching_blocks(
     let (mut best_i, mut best_j, mut best_k) = (alo, blo, 0);
     // run[j + 1] = length of the match ending at a[i], b[j].
     let mut prev = vec![0usize; bhi - blo + 1];
-    for i in alo..ahi {
+    for (i, ai) in a.iter().enumerate().take(ahi).skip(alo) {
         let mut cur = vec![0usize; bhi - blo + 1];
         for j in blo..bhi {
-            if a[i] == b[j] {
+            if *ai == b[j] {
                 let k = prev[j - blo] + 1;
                 cur[j - blo + 1] = k;
                 if k > best_k {
@@ -179,4 +187,50 @@ pub fn crows_inputs(tokenizer: &TextTokenizer, a: &str, b: &str) -> Result<(Scor
     let (pa, pb) = shared_positions(&ia, &ib);
     let trim = |p: Vec<usize>| if p.len() >= 2 { p[1..p.len() - 1].to_vec() } else { Vec::new() };
     Ok((ScoringInput { ids: ia, positions: trim(pa) }, ScoringInput { ids: ib, positions: trim(pb) }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::data::tokenizer::test_tokenizer;
+
+    // Each case was checked against Python's
+    // difflib.SequenceMatcher(None, a, b).get_matching_blocks().
+    #[test]
+    fn shared_positions_are_difflib_matching_blocks() {
+        // Two blocks of two, (0, 0, 2) and (3, 3, 2): the first is the earliest of the longest.
+        assert_eq!(shared_positions(&[1, 5, 6, 7, 2], &[1, 5, 9, 7, 2]), (vec![0, 1, 3, 4], vec![0, 1, 3, 4]));
+        // An insertion in b: (0, 0, 2), (2, 4, 1).
+        assert_eq!(shared_positions(&[1, 4, 2], &[1, 4, 8, 8, 2]), (vec![0, 1, 2], vec![0, 1, 4]));
+        // Tokens that change order cannot all match: the longest block (2, 1, 2) first, then
+        // (0, 0, 1) left of it and (4, 4, 1) right of it; 10 is left out on both sides.
+        assert_eq!(shared_positions(&[2, 10, 11, 12, 3], &[2, 11, 12, 10, 3]), (vec![0, 2, 3, 4], vec![0, 1, 2, 4]));
+        // Single-token blocks: (0, 0, 1), (1, 2, 1), (3, 3, 1).
+        assert_eq!(shared_positions(&[1, 2, 3, 9], &[1, 3, 2, 9]), (vec![0, 1, 3], vec![0, 2, 3]));
+        // Among equally long matches the earliest in b: (0, 1, 1).
+        assert_eq!(shared_positions(&[7], &[5, 7, 7]), (vec![0], vec![1]));
+        assert_eq!(shared_positions(&[1, 2], &[3, 4]), (vec![], vec![]));
+        assert_eq!(shared_positions(&[], &[1]), (vec![], vec![]));
+    }
+
+    #[test]
+    fn crows_inputs_score_the_shared_tokens_without_cls_and_sep() {
+        let t = test_tokenizer(&["dia", "seorang", "dokter", "perawat", "hebat"]);
+        // [CLS] dia seorang dokter hebat [SEP] vs [CLS] dia seorang perawat hebat [SEP]:
+        // shared positions 0 1 2 4 5 in both; without the first and last: 1 2 4.
+        let (a, b) = crows_inputs(&t, "dia seorang dokter hebat", "Dia seorang perawat hebat").unwrap();
+        assert_eq!(a.ids, vec![2, 5, 6, 7, 9, 3]);
+        assert_eq!(b.ids, vec![2, 5, 6, 8, 9, 3]);
+        assert_eq!((a.positions, b.positions), (vec![1, 2, 4], vec![1, 2, 4]));
+        // Sentences of different lengths: the shared tokens sit at different positions.
+        let (a, b) = crows_inputs(&t, "dokter hebat", "dia seorang dokter hebat").unwrap();
+        assert_eq!((a.positions, b.positions), (vec![1, 2], vec![3, 4]));
+    }
+
+    #[test]
+    fn pseudo_perplexity_is_exp_of_the_mean_negative_pll() {
+        let s = SentenceScore { pll: -6.0, tokens: 3 };
+        assert!((s.pppl() - 2f64.exp()).abs() < 1e-12);
+        assert_eq!(SentenceScore { pll: 0.0, tokens: 5 }.pppl(), 1.0);
+    }
 }

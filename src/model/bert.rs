@@ -13,6 +13,7 @@ pub const IGNORE_INDEX: i64 = -100;
 /// `bert.embeddings`: word + position + token type, LayerNorm, dropout.
 #[derive(Debug)]
 pub struct BertEmbeddings {
+    /// `word_embeddings.weight` [vocab, hidden]; the MLM decoder is tied to it.
     pub word_embeddings: Tensor,
     position_embeddings: Tensor,
     token_type_embeddings: Tensor,
@@ -21,6 +22,7 @@ pub struct BertEmbeddings {
 }
 
 impl BertEmbeddings {
+    /// The variables under `p` with HF's initialisation, the `pad_token_id` row zeroed.
     pub fn new(p: Path, c: &BertConfig) -> Self {
         let std = c.initializer_range;
         BertEmbeddings {
@@ -38,10 +40,13 @@ impl BertEmbeddings {
         }
     }
 
+    /// Positions the table has (`max_position_embeddings`): the longest input.
     pub fn max_positions(&self) -> usize {
         self.position_embeddings.size()[0] as usize
     }
 
+    /// Embeddings [batch, seq, hidden] (fp32) of `input_ids` and `token_type_ids` [batch, seq] at
+    /// positions 0..seq, normalised, with dropout when `train`.
     pub fn forward(&self, input_ids: &Tensor, token_type_ids: &Tensor, train: bool) -> Tensor {
         let seq_len = input_ids.size()[1];
         let positions = Tensor::arange(seq_len, (Kind::Int64, input_ids.device()));
@@ -149,13 +154,16 @@ impl BertLayer {
 /// `bert`: embeddings, encoder layers and (optionally) the pooler.
 #[derive(Debug)]
 pub struct BertModel {
+    /// `bert.embeddings`.
     pub embeddings: BertEmbeddings,
     layers: Vec<BertLayer>,
     pooler: Option<Linear>,
+    /// The dtype of linear layers and attention (`Fp32` unless set).
     pub precision: Precision,
 }
 
 impl BertModel {
+    /// The variables under `p` (`embeddings`, `encoder.layer.N`, and `pooler.dense` if `with_pooler`).
     pub fn new(p: Path, c: &BertConfig, with_pooler: bool) -> Self {
         let enc = &p / "encoder" / "layer";
         BertModel {
@@ -210,6 +218,8 @@ pub struct MlmHead {
 }
 
 impl MlmHead {
+    /// The variables under `p` (`transform.dense`, `transform.LayerNorm`, `bias`); the decoder weight is
+    /// the word embeddings, passed to `forward`.
     pub fn new(p: Path, c: &BertConfig) -> Self {
         let t = &p / "transform";
         MlmHead {
@@ -234,18 +244,23 @@ impl MlmHead {
 /// `BertForPreTraining` checkpoints do), which is then kept for classification heads.
 #[derive(Debug)]
 pub struct BertForMaskedLM {
+    /// `bert`.
     pub bert: BertModel,
+    /// `cls.predictions`.
     pub head: MlmHead,
 }
 
 /// Output of the masked-LM loss: mean cross-entropy over the predicted positions and their
 /// count.
 pub struct MlmLoss {
+    /// Mean cross-entropy over the predicted positions (a scalar).
     pub loss: Tensor,
+    /// Positions predicted (labels other than `IGNORE_INDEX`).
     pub predicted: i64,
 }
 
 impl BertForMaskedLM {
+    /// The variables under `root` with HF's names (`bert.*`, `cls.predictions.*`).
     pub fn new(root: &Path, c: &BertConfig, with_pooler: bool) -> Self {
         BertForMaskedLM {
             bert: BertModel::new(root / "bert", c, with_pooler),
@@ -258,6 +273,7 @@ impl BertForMaskedLM {
         self.bert.embeddings.max_positions()
     }
 
+    /// Sets the dtype of the encoder's and the head's matrix products.
     pub fn set_precision(&mut self, precision: Precision) {
         self.bert.precision = precision;
     }

@@ -12,14 +12,17 @@ pub enum Activation {
     Gelu,
     /// Tanh approximation, HF `"gelu_new"` and `"gelu_pytorch_tanh"`.
     GeluTanh,
+    /// HF `"relu"`.
     Relu,
     /// HF `"silu"` / `"swish"`.
     Silu,
 }
 
 impl Activation {
+    /// The `hidden_act` values `parse` accepts.
     pub const NAMES: &'static [&'static str] = &["gelu", "gelu_new", "gelu_pytorch_tanh", "relu", "silu", "swish"];
 
+    /// The activation HF calls `name`, or `None` if indolm does not implement it.
     pub fn parse(name: &str) -> Option<Self> {
         Some(match name {
             "gelu" => Activation::Gelu,
@@ -30,6 +33,7 @@ impl Activation {
         })
     }
 
+    /// Applies the activation elementwise.
     pub fn apply(self, x: &tch::Tensor) -> tch::Tensor {
         match self {
             Activation::Gelu => x.gelu("none"),
@@ -68,31 +72,47 @@ fn default_model_type() -> String {
 /// HF `BertConfig`. Keys we do not use are kept in `extra` and written back unchanged.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct BertConfig {
+    /// Rows of the word-embedding table (at least the tokenizer's vocabulary).
     pub vocab_size: i64,
+    /// Width of the hidden states.
     pub hidden_size: i64,
+    /// Encoder layers.
     pub num_hidden_layers: i64,
+    /// Attention heads; must divide `hidden_size`.
     pub num_attention_heads: i64,
+    /// Inner width of the feed-forward block.
     pub intermediate_size: i64,
+    /// Activation name (see `Activation::NAMES`); default `gelu`.
     #[serde(default = "default_act")]
     pub hidden_act: String,
+    /// Dropout on embeddings and sublayer outputs, in [0, 1); default 0.1.
     #[serde(default = "default_dropout")]
     pub hidden_dropout_prob: f64,
+    /// Dropout on attention probabilities, in [0, 1); default 0.1.
     #[serde(default = "default_dropout")]
     pub attention_probs_dropout_prob: f64,
+    /// Positions, i.e. the longest input in tokens; default 512.
     #[serde(default = "default_positions")]
     pub max_position_embeddings: i64,
+    /// Token types (segments); default 2.
     #[serde(default = "default_type_vocab")]
     pub type_vocab_size: i64,
+    /// Standard deviation of the normal initialisation; default 0.02.
     #[serde(default = "default_init_range")]
     pub initializer_range: f64,
+    /// LayerNorm epsilon; default 1e-12.
     #[serde(default = "default_eps")]
     pub layer_norm_eps: f64,
+    /// Id of `[PAD]`, whose embedding row starts at zero; default 0.
     #[serde(default)]
     pub pad_token_id: i64,
+    /// Only `absolute` is supported.
     #[serde(default = "default_pos_type")]
     pub position_embedding_type: String,
+    /// HF's `model_type`; always written as `bert`.
     #[serde(default = "default_model_type")]
     pub model_type: String,
+    /// Every other key of `config.json`, written back unchanged.
     #[serde(flatten)]
     pub extra: serde_json::Map<String, serde_json::Value>,
 }
@@ -103,6 +123,8 @@ impl BertConfig {
         Self::new(vocab_size, 768, 12, 12, 3072)
     }
 
+    /// The given sizes with HF's defaults for the rest (GELU, dropout 0.1, 512 positions, 2 token
+    /// types, initialiser 0.02, eps 1e-12, `[PAD]` 0).
     pub fn new(vocab_size: i64, hidden: i64, layers: i64, heads: i64, intermediate: i64) -> Self {
         BertConfig {
             vocab_size,
@@ -187,10 +209,12 @@ impl BertConfig {
         Ok(())
     }
 
+    /// The parsed `hidden_act`; panics on an unknown name, so only call it on a validated config.
     pub fn activation(&self) -> Activation {
         Activation::parse(&self.hidden_act).expect("validated in from_file/validate")
     }
 
+    /// Width of one attention head: `hidden_size / num_attention_heads`.
     pub fn head_dim(&self) -> i64 {
         self.hidden_size / self.num_attention_heads
     }
@@ -226,5 +250,91 @@ impl BertConfig {
         let emb = (self.vocab_size + self.max_position_embeddings + self.type_vocab_size) * h + 2 * h;
         let layer = 4 * (h * h + h) + 2 * (h * self.intermediate_size) + self.intermediate_size + h + 4 * h;
         emb + self.num_hidden_layers * layer
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tiny() -> BertConfig {
+        BertConfig::new(100, 64, 2, 4, 128)
+    }
+
+    fn error_of(change: impl FnOnce(&mut BertConfig)) -> String {
+        let mut c = tiny();
+        change(&mut c);
+        c.validate(Path::new("config.json")).expect_err("invalid").to_string()
+    }
+
+    #[test]
+    fn every_accepted_activation_name_parses() {
+        for name in Activation::NAMES {
+            assert!(Activation::parse(name).is_some(), "{name}");
+        }
+        assert_eq!(Activation::parse("gelu"), Some(Activation::Gelu));
+        assert_eq!(Activation::parse("gelu_pytorch_tanh"), Some(Activation::GeluTanh));
+        assert_eq!(Activation::parse("swish"), Some(Activation::Silu));
+        assert_eq!(Activation::parse("GELU"), None, "names are case-sensitive, as in HF");
+        assert_eq!(Activation::parse("gelu_fast"), None);
+    }
+
+    #[test]
+    fn validation_names_the_field_and_the_value() {
+        assert!(tiny().validate(Path::new("config.json")).is_ok());
+        assert_eq!(
+            error_of(|c| c.vocab_size = 0),
+            "config.json: field `vocab_size`: expected a positive integer, found 0"
+        );
+        assert_eq!(
+            error_of(|c| c.num_attention_heads = 3),
+            "config.json: field `num_attention_heads`: hidden_size 64 is not divisible by 3 heads"
+        );
+        assert_eq!(
+            error_of(|c| c.hidden_act = "gelu_fast".into()),
+            "config.json: field `hidden_act`: unknown activation \"gelu_fast\", expected one of \
+             [\"gelu\", \"gelu_new\", \"gelu_pytorch_tanh\", \"relu\", \"silu\", \"swish\"]"
+        );
+        assert_eq!(
+            error_of(|c| c.position_embedding_type = "relative_key".into()),
+            "config.json: field `position_embedding_type`: only \"absolute\" is supported, found \"relative_key\""
+        );
+        assert_eq!(
+            error_of(|c| c.attention_probs_dropout_prob = 1.0),
+            "config.json: field `attention_probs_dropout_prob`: expected a probability in [0, 1), found 1"
+        );
+        assert!(error_of(|c| c.hidden_dropout_prob = -0.1).contains("`hidden_dropout_prob`"));
+        assert_eq!(
+            error_of(|c| c.pad_token_id = 100),
+            "config.json: field `pad_token_id`: 100 is outside the vocabulary of 100"
+        );
+        // Zero heads is caught as non-positive before the division by it.
+        assert!(error_of(|c| c.num_attention_heads = 0).contains("expected a positive integer, found 0"));
+    }
+
+    #[test]
+    fn a_minimal_config_json_takes_the_defaults_of_new_and_keeps_unknown_keys() {
+        let text = r#"{"vocab_size": 100, "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+            "intermediate_size": 128, "torch_dtype": "float32"}"#;
+        let mut parsed: BertConfig = serde_json::from_str(text).unwrap();
+        assert_eq!(parsed.extra.remove("torch_dtype"), Some(serde_json::json!("float32")));
+        assert_eq!(parsed, tiny());
+        // Written back with the architecture, parsed back equal (the architecture kept as extra).
+        let json: BertConfig = serde_json::from_str(&tiny().to_hf_json()).unwrap();
+        assert_eq!(json.extra.get("architectures"), Some(&serde_json::json!(["BertForMaskedLM"])));
+        assert!(tiny().to_hf_json().ends_with("}\n"));
+    }
+
+    #[test]
+    fn sizes_by_hand() {
+        assert_eq!(tiny().head_dim(), 16);
+        assert_eq!(BertConfig::base(30522).head_dim(), 64);
+        // BERT-base without pooler: 108,891,648 parameters (transformers' BertModel has 109,482,240
+        // with its 768 × 768 + 768 pooler).
+        assert_eq!(BertConfig::base(30522).encoder_parameters(), 108_891_648);
+        // h 2, ff 4, vocab 10, one layer, 3 positions, half the positions predicted:
+        // layer 2·(4·4 + 2·2·4) + 2·2·3·2 = 88, head 0.5·(2·4 + 2·2·10) = 24, ×3 = 336.
+        let c = BertConfig::new(10, 2, 1, 1, 4);
+        assert_eq!(c.training_flops_per_token(3, 0.5), 336.0);
     }
 }

@@ -9,11 +9,14 @@ use tch::{Kind, Tensor};
 /// loss to fp32, as torch's autocast does (tch's own `autocast` can only pick fp16).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Precision {
+    /// Everything in fp32.
     Fp32,
+    /// Matrix products in bf16; LayerNorm, softmax and loss in fp32.
     Bf16,
 }
 
 impl Precision {
+    /// The dtype matrix products run in.
     pub fn compute_kind(self) -> Kind {
         match self {
             Precision::Fp32 => Kind::Float,
@@ -25,17 +28,21 @@ impl Precision {
 /// HF `nn.Linear`: `weight` [out, in] ~ N(0, initializer_range), `bias` zeros.
 #[derive(Debug)]
 pub struct Linear {
+    /// [out, in].
     pub weight: Tensor,
+    /// [out].
     pub bias: Tensor,
 }
 
 impl Linear {
+    /// `weight` ~ N(0, `init_std`²) and zero `bias` under `p`.
     pub fn new(p: Path, in_dim: i64, out_dim: i64, init_std: f64) -> Self {
         let weight = p.var("weight", &[out_dim, in_dim], Init::Randn { mean: 0.0, stdev: init_std });
         let bias = p.var("bias", &[out_dim], Init::Const(0.0));
         Linear { weight, bias }
     }
 
+    /// x · weightᵀ + bias over the last dimension, computed and returned in `precision`'s dtype.
     pub fn forward(&self, x: &Tensor, precision: Precision) -> Tensor {
         let kind = precision.compute_kind();
         if x.kind() == kind && kind == Kind::Float {
@@ -48,18 +55,22 @@ impl Linear {
 /// HF `nn.LayerNorm` (named `LayerNorm` in BERT): always computed in fp32.
 #[derive(Debug)]
 pub struct LayerNorm {
+    /// Scale [dim], initialised to ones.
     pub weight: Tensor,
+    /// Shift [dim], initialised to zeros.
     pub bias: Tensor,
     eps: f64,
 }
 
 impl LayerNorm {
+    /// `weight` (ones) and `bias` (zeros) of width `dim` under `p`.
     pub fn new(p: Path, dim: i64, eps: f64) -> Self {
         let weight = p.var("weight", &[dim], Init::Const(1.0));
         let bias = p.var("bias", &[dim], Init::Const(0.0));
         LayerNorm { weight, bias, eps }
     }
 
+    /// Normalises the last dimension; the result is fp32 whatever the input's dtype.
     pub fn forward(&self, x: &Tensor) -> Tensor {
         let dim = *self.weight.size().last().unwrap();
         x.to_kind(Kind::Float).layer_norm([dim], Some(&self.weight), Some(&self.bias), self.eps, true)
@@ -100,4 +111,62 @@ pub fn dropout(x: &Tensor, p: f64, train: bool) -> Tensor {
     let keep = bits.ge(drop_below as i64 - 32768);
     let mask = Tensor::where_scalar(&keep, 1.0 / (1.0 - drop_below / 65536.0), 0.0).to_kind(x.kind());
     x * mask
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn values(t: &Tensor) -> Vec<f32> {
+        Vec::<f32>::try_from(t.reshape([-1])).unwrap()
+    }
+
+    #[test]
+    fn dropout_off_returns_the_input() {
+        let x = Tensor::from_slice(&[1.0f32, -2.0, 3.0]);
+        assert_eq!(values(&dropout(&x, 0.5, false)), vec![1.0, -2.0, 3.0]);
+        assert_eq!(values(&dropout(&x, 0.0, true)), vec![1.0, -2.0, 3.0]);
+    }
+
+    #[test]
+    fn cpu_dropout_drops_at_the_16_bit_rate_and_rescales_by_it() {
+        // p 0.1 is applied as round(0.1 · 65536) = 6554 of 65536: survivors are scaled by
+        // 65536 / (65536 − 6554) = 1.1111186, not 1 / 0.9.
+        let n = 200_000;
+        let x = Tensor::ones([n], (Kind::Float, tch::Device::Cpu));
+        tch::manual_seed(11);
+        let y = values(&dropout(&x, 0.1, true));
+        let scale = (65536.0 / (65536.0 - 6554.0)) as f32;
+        assert!(y.iter().all(|&v| v == 0.0 || v == scale), "values other than 0 and {scale}");
+        let dropped = y.iter().filter(|&&v| v == 0.0).count() as f64 / n as f64;
+        assert!((dropped - 6554.0 / 65536.0).abs() < 0.003, "dropped {dropped}");
+        // The same seed drops the same elements; the mask does not depend on the values.
+        tch::manual_seed(11);
+        let again = values(&dropout(&(x * 2.0), 0.1, true));
+        assert!(y.iter().zip(&again).all(|(a, b)| *b == 2.0 * a));
+        // An odd element count (not a multiple of the four 16-bit draws in a word) works too.
+        let odd = dropout(&Tensor::ones([3, 5], (Kind::Float, tch::Device::Cpu)), 0.5, true);
+        assert_eq!(odd.size(), vec![3, 5]);
+    }
+
+    #[test]
+    fn precision_picks_the_matmul_dtype_and_layer_norm_returns_fp32() {
+        assert_eq!(Precision::Fp32.compute_kind(), Kind::Float);
+        assert_eq!(Precision::Bf16.compute_kind(), Kind::BFloat16);
+        let vs = tch::nn::VarStore::new(tch::Device::Cpu);
+        let norm = LayerNorm::new(vs.root() / "norm", 4, 1e-12);
+        let x = Tensor::from_slice(&[1.0f32, 2.0, 3.0, 4.0]).to_kind(Kind::BFloat16).view([1, 4]);
+        let y = norm.forward(&x);
+        assert_eq!(y.kind(), Kind::Float);
+        // (x − 2.5) / sqrt(1.25) with weight 1, bias 0.
+        let expected = [-1.5f32, -0.5, 0.5, 1.5].map(|v| v / 1.25f32.sqrt());
+        assert!(values(&y).iter().zip(expected).all(|(a, b)| (a - b).abs() < 1e-5), "{:?}", values(&y));
+        // Built by hand: `Linear::new` would draw from torch's generator, which the dropout test seeds.
+        let linear = Linear {
+            weight: Tensor::ones([2, 4], (Kind::Float, tch::Device::Cpu)),
+            bias: Tensor::zeros([2], (Kind::Float, tch::Device::Cpu)),
+        };
+        assert_eq!(linear.forward(&y, Precision::Bf16).kind(), Kind::BFloat16);
+        assert_eq!(linear.forward(&y, Precision::Fp32).kind(), Kind::Float);
+    }
 }

@@ -16,9 +16,13 @@ use tch::{Device, Kind, Tensor};
 
 /// A masked LM with its variables, configuration, tokenizer and the notes from loading it.
 pub struct LoadedModel {
+    /// Its variables, on the device it was loaded to.
     pub vs: VarStore,
+    /// The network.
     pub model: BertForMaskedLM,
+    /// The directory's validated `config.json`.
     pub config: BertConfig,
+    /// The directory's tokenizer.
     pub tokenizer: TextTokenizer,
     /// What loading had to do that the user should know (missing heads, ignored tensors).
     pub notes: Vec<LoadNote>,
@@ -40,9 +44,13 @@ pub fn load_masked_lm(dir: &Path, device: Device) -> Result<LoadedModel> {
 /// A model directory's parts before a network is built on them: configuration, tokenizer and
 /// its weights under canonical names.
 pub struct ModelFiles {
+    /// The validated `config.json`.
     pub config: BertConfig,
+    /// The tokenizer, checked to fit `vocab_size`.
     pub tokenizer: TextTokenizer,
+    /// The weights file read (`model.safetensors`, or the index of sharded weights), for messages.
     pub weights_path: PathBuf,
+    /// Every tensor under its canonical name (`bert.` prefix, LayerNorm `weight`/`bias`).
     pub tensors: BTreeMap<String, Tensor>,
 }
 
@@ -214,4 +222,126 @@ pub fn save_model_dir(out: &Path, overwrite: bool, write: impl FnOnce(&Path) -> 
         std::fs::remove_dir_all(out).with_path(out)?;
     }
     std::fs::rename(&staging, out).with_path(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tch::nn::Init;
+
+    const WORDS: &str = "bert.embeddings.word_embeddings.weight";
+    const HEAD_BIAS: &str = "cls.predictions.bias";
+
+    fn t(values: &[f32], shape: &[i64]) -> Tensor {
+        Tensor::from_slice(values).view(shape)
+    }
+
+    /// A store with a word-embedding table [3, 2] and an MLM head bias [3], both zeros.
+    fn store() -> VarStore {
+        let vs = VarStore::new(Device::Cpu);
+        let root = vs.root();
+        let _ = (&root / "bert" / "embeddings" / "word_embeddings").var("weight", &[3, 2], Init::Const(0.0));
+        let _ = (&root / "cls" / "predictions").var("bias", &[3], Init::Const(0.0));
+        vs
+    }
+
+    fn var(vs: &VarStore, name: &str) -> Vec<f32> {
+        Vec::<f32>::try_from(vs.variables()[name].reshape([-1])).unwrap()
+    }
+
+    fn map(entries: Vec<(&str, Tensor)>) -> BTreeMap<String, Tensor> {
+        entries.into_iter().map(|(n, t)| (n.to_string(), t)).collect()
+    }
+
+    fn words() -> Tensor {
+        t(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0], &[3, 2])
+    }
+
+    #[test]
+    fn canonical_names_rename_gamma_beta_and_prefix_a_bare_state_dict() {
+        let bare = canonical_names(map(vec![
+            ("embeddings.word_embeddings.weight", words()),
+            ("embeddings.LayerNorm.gamma", t(&[1.0], &[1])),
+            ("encoder.layer.0.output.LayerNorm.beta", t(&[0.0], &[1])),
+            ("cls.predictions.bias", t(&[0.0], &[1])),
+        ]));
+        assert_eq!(
+            bare.keys().map(String::as_str).collect::<Vec<_>>(),
+            vec![
+                "bert.embeddings.LayerNorm.weight",
+                "bert.embeddings.word_embeddings.weight",
+                "bert.encoder.layer.0.output.LayerNorm.bias",
+                "cls.predictions.bias",
+            ]
+        );
+        // Prefixed names stay; so does a dict that is not a bare BertModel (no word embeddings).
+        let prefixed = canonical_names(map(vec![(WORDS, words()), ("bert.pooler.dense.weight", t(&[1.0], &[1]))]));
+        assert_eq!(
+            prefixed.keys().map(String::as_str).collect::<Vec<_>>(),
+            vec!["bert.embeddings.word_embeddings.weight", "bert.pooler.dense.weight"]
+        );
+        let other = canonical_names(map(vec![("classifier.weight", t(&[1.0], &[1]))]));
+        assert_eq!(other.keys().map(String::as_str).collect::<Vec<_>>(), vec!["classifier.weight"]);
+    }
+
+    #[test]
+    fn copy_into_fills_variables_and_sorts_leftovers_into_notes() {
+        let vs = store();
+        let tensors = map(vec![
+            (WORDS, words()),
+            // HF's decoder copies: the bias under its other name, the weight equal to the embeddings.
+            ("cls.predictions.decoder.bias", t(&[7.0, 8.0, 9.0], &[3])),
+            ("cls.predictions.decoder.weight", words()),
+            ("cls.seq_relationship.weight", t(&[1.0], &[1])),
+            ("bert.embeddings.position_ids", t(&[0.0], &[1])),
+            ("mystery.weight", t(&[1.0], &[1])),
+        ]);
+        let notes = copy_into(&vs, tensors, Path::new("m.safetensors"), &[Component::MlmHead]).unwrap();
+        assert_eq!(var(&vs, WORDS), vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
+        assert_eq!(var(&vs, HEAD_BIAS), vec![7.0, 8.0, 9.0]);
+        assert_eq!(
+            notes,
+            vec![
+                LoadNote::IgnoredUnused {
+                    tensors: vec!["bert.embeddings.position_ids".into(), "cls.seq_relationship.weight".into()]
+                },
+                LoadNote::IgnoredUnexpected { tensors: vec!["mystery.weight".into()] },
+            ]
+        );
+    }
+
+    #[test]
+    fn copy_into_notes_a_missing_optional_component_and_refuses_the_rest() {
+        let path = Path::new("m.safetensors");
+        let notes = copy_into(&store(), map(vec![(WORDS, words())]), path, &[Component::MlmHead]).unwrap();
+        assert_eq!(
+            notes,
+            vec![LoadNote::Initialised { component: Component::MlmHead, tensors: vec![HEAD_BIAS.into()] }]
+        );
+        // Not optional: an error naming the tensor.
+        let err = copy_into(&store(), map(vec![(WORDS, words())]), path, &[]).unwrap_err().to_string();
+        assert_eq!(
+            err,
+            "m.safetensors: 1 encoder tensor(s) missing, e.g. cls.predictions.bias (is this a BERT checkpoint?)"
+        );
+        let err = copy_into(&store(), map(vec![(HEAD_BIAS, t(&[0.0; 3], &[3]))]), path, &[Component::MlmHead])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("1 encoder tensor(s) missing, e.g. bert.embeddings.word_embeddings.weight"), "{err}");
+    }
+
+    #[test]
+    fn copy_into_refuses_wrong_shapes_and_untied_decoders() {
+        let path = Path::new("m.safetensors");
+        let err = copy_into(&store(), map(vec![(WORDS, t(&[0.0; 4], &[2, 2]))]), path, &[Component::MlmHead])
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            err,
+            "m.safetensors: tensor `bert.embeddings.word_embeddings.weight` has shape [2, 2], expected [3, 2]"
+        );
+        let untied = map(vec![(WORDS, words()), ("cls.predictions.decoder.weight", words() * 2.0)]);
+        let err = copy_into(&store(), untied, path, &[Component::MlmHead]).unwrap_err().to_string();
+        assert!(err.contains("untied output embeddings are not supported"), "{err}");
+    }
 }

@@ -167,3 +167,44 @@ pub fn write_bias_curve(run: &Path, out: &Path) -> Result<usize> {
     std::fs::rename(&tmp, out).with_path(out)?;
     Ok(reports.len())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::eval::bias::tally_language;
+    use crate::eval::pairs::BiasPair;
+    use crate::recipe::BiasMetric;
+
+    fn language(code: &str, domains: &[&str], wins: &[bool]) -> crate::eval::bias::LanguageResult {
+        let pairs: Vec<BiasPair> = domains
+            .iter()
+            .map(|d| BiasPair { pro: "p".into(), anti: "a".into(), domain: d.to_string(), subdomain: "s".into() })
+            .collect();
+        let outcomes: Vec<(bool, bool)> = wins.iter().map(|&w| (w, false)).collect();
+        tally_language(code, &pairs, &outcomes)
+    }
+
+    #[test]
+    fn panels_in_order_of_first_appearance_with_overall_last() {
+        let at_100 = BiasReport {
+            metric: BiasMetric::Pppl,
+            step: Some(100),
+            languages: vec![
+                language("id", &["gender", "religion"], &[true, false]),
+                language("jv", &["religion"], &[true]),
+            ],
+        };
+        let at_200 = BiasReport {
+            metric: BiasMetric::Pppl,
+            step: Some(200),
+            languages: vec![language("id", &["gender", "religion"], &[true, true]), language("jv", &["age"], &[false])],
+        };
+        let (panels, data) = series(&[(100, at_100), (200, at_200)]);
+        assert_eq!(panels, vec!["gender", "religion", "age", "overall"]);
+        assert_eq!(data["religion"]["id"], vec![(100.0, 0.0), (200.0, 100.0)]);
+        assert_eq!(data["religion"]["jv"], vec![(100.0, 100.0)]);
+        assert_eq!(data["age"]["jv"], vec![(200.0, 0.0)]);
+        assert!(!data["age"].contains_key("id"));
+        assert_eq!(data["overall"]["id"], vec![(100.0, 50.0), (200.0, 100.0)]);
+    }
+}

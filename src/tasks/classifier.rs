@@ -11,13 +11,20 @@ use std::path::Path;
 use tch::nn::VarStore;
 use tch::{Device, Kind, Tensor};
 
+/// HF `BertForSequenceClassification`: the encoder with its pooler, dropout, and a linear layer
+/// from the pooled `[CLS]` vector to the labels.
 pub struct SequenceClassifier {
+    /// Its variables (`bert.*`, `classifier.*`).
     pub vs: VarStore,
+    /// `bert`, pooler included.
     pub bert: BertModel,
     classifier: Linear,
     dropout: f64,
+    /// The encoder's configuration.
     pub config: BertConfig,
+    /// The model directory's tokenizer.
     pub tokenizer: TextTokenizer,
+    /// Class names; the index is the class id (`id2label`).
     pub labels: Vec<String>,
 }
 
@@ -50,6 +57,7 @@ impl SequenceClassifier {
         ))
     }
 
+    /// Sets the dtype of the encoder's and the classifier's matrix products.
     pub fn set_precision(&mut self, precision: Precision) {
         self.bert.precision = precision;
     }

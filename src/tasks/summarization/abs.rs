@@ -22,24 +22,34 @@ use std::path::Path;
 use tch::nn::{Init, VarStore};
 use tch::{Device, Kind, Tensor};
 
+/// BertAbs's decoder, training and decoding settings (a recipe's `[abs]`, stored in the model's
+/// `config.json` as `indolm_abs`); defaults (in brackets) are PreSumm's and the Liputan6 paper's.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct AbsConfig {
+    /// Decoder layers (6).
     pub layers: i64,
+    /// Decoder attention heads (8); must divide the encoder's hidden size.
     pub heads: i64,
+    /// Inner width of the decoder's feed-forward blocks (2048).
     pub ff: i64,
     /// Decoder dropout (PreSumm: 0.2).
     pub dropout: f64,
+    /// Label smoothing ε of the training loss (0.1).
     pub label_smoothing: f64,
     /// Target tokens kept for training (PreSumm's `max_tgt_len`), markers included.
     pub max_target_tokens: usize,
+    /// Beam size (5).
     pub beam: usize,
+    /// GNMT length-penalty exponent α (0.6).
     pub alpha: f64,
     /// Words before the summary may end.
     pub min_length: usize,
     /// Tokens generated at most.
     pub max_length: usize,
+    /// Sentences before the summary may end (2).
     pub min_sentences: usize,
+    /// Drop beam candidates that repeat a word trigram (on).
     pub block_trigrams: bool,
 }
 
@@ -175,6 +185,7 @@ pub struct DecodeState<'a> {
 }
 
 impl<'a> DecodeState<'a> {
+    /// Encodes `article` and computes every layer's context keys and values; no token decoded yet.
     pub fn new(model: &'a BertAbs, article: &[Vec<String>]) -> Result<Self> {
         let batch = model.encode(&[article])?;
         let states =
@@ -215,8 +226,11 @@ impl<'a> DecodeState<'a> {
 /// The target markers' ids.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct TargetMarkers {
+    /// Starts every target (`[unused0]`, else `[CLS]`).
     pub bos: i64,
+    /// Ends every target (`[unused1]`, else `[SEP]`).
     pub eos: i64,
+    /// Separates summary sentences (`[unused2]`, else `[MASK]`).
     pub split: i64,
 }
 
@@ -234,14 +248,22 @@ impl TargetMarkers {
     }
 }
 
+/// BertAbs (and BertExtAbs): the BERT encoder, PreSumm's transformer decoder and the generator
+/// (`bert.*`, `decoder.*`, `generator.bias`).
 pub struct BertAbs {
+    /// Its variables.
     pub vs: VarStore,
+    /// The encoder (`bert.*`, no pooler).
     pub bert: BertModel,
     decoder: Decoder,
     generator_bias: Tensor,
+    /// The encoder's configuration.
     pub config: BertConfig,
+    /// Decoder and decoding settings.
     pub abs: AbsConfig,
+    /// The model directory's tokenizer.
     pub tokenizer: TextTokenizer,
+    /// Ids of the target markers.
     pub markers: TargetMarkers,
     /// Every vocabulary entry's text, for trigram blocking and decoding.
     pieces: Vec<String>,
@@ -325,6 +347,7 @@ impl BertAbs {
         ))
     }
 
+    /// Encoder inputs of `articles` (see `input`), cut at the encoder's positions.
     pub fn encode(&self, articles: &[&[Vec<String>]]) -> Result<ArticleBatch> {
         encode_articles(&self.tokenizer, self.bert.embeddings.max_positions(), articles, self.vs.device())
     }
@@ -450,11 +473,54 @@ impl BertAbs {
             .collect()
     }
 
+    /// Writes a model directory: `config.json` (architecture `BertAbs`, settings under
+    /// `indolm_abs`), the weights and the tokenizer.
     pub fn save(&self, dir: &Path) -> Result<()> {
         let extra = serde_json::Map::from_iter([(
             "indolm_abs".to_string(),
             serde_json::to_value(&self.abs).expect("serializes"),
         )]);
         save_model_files_as(dir, &self.config.to_hf_json_as("BertAbs", extra), &self.vs, &self.tokenizer)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::data::tokenizer::test_tokenizer;
+
+    #[test]
+    fn target_markers_are_presumms_unused_tokens_else_cls_sep_mask() {
+        let t = test_tokenizer(&["[unused0]", "[unused1]", "[unused2]", "a"]);
+        assert_eq!(TargetMarkers::of(&t), (TargetMarkers { bos: 5, eos: 6, split: 7 }, None));
+        // One missing is enough to fall back, with a note.
+        let t = test_tokenizer(&["[unused0]", "[unused1]", "a"]);
+        assert_eq!(
+            TargetMarkers::of(&t),
+            (TargetMarkers { bos: 2, eos: 3, split: 4 }, Some(LoadNote::SubstituteTargetMarkers))
+        );
+    }
+
+    #[test]
+    fn label_smoothed_loss_is_the_kl_divergence_to_the_smoothed_target() {
+        // Vocabulary of 4 with padding 0; ε 0.2 gives the gold token 0.8 and the two others
+        // 0.1 each (spread over V − 2, padding none). The loss is Σ q ln(q / p) over rows.
+        let probs = [[0.25, 0.25, 0.25, 0.25], [0.1, 0.6, 0.2, 0.1]];
+        let gold = [2i64, 1];
+        let log_probs = Tensor::from_slice(&probs.concat()).view([2, 4]).log();
+        let mut expected = 0.0;
+        for (p, &g) in probs.iter().zip(&gold) {
+            for (j, &pj) in p.iter().enumerate().skip(1) {
+                let q = if j as i64 == g { 0.8 } else { 0.1 };
+                expected += q * f64::ln(q / pj);
+            }
+        }
+        let found = label_smoothed_loss(&log_probs, &Tensor::from_slice(&gold), 0.2, 0).double_value(&[]);
+        // By hand for the uniform row: 0.8 ln 3.2 + 2 · 0.1 ln 0.4 = 0.74726.
+        assert!((expected - 0.747263 - 0.160830).abs() < 1e-5, "{expected}");
+        assert!((found - expected).abs() < 1e-5, "{found} vs {expected}");
+        // Without smoothing: the summed negative log-likelihood of the gold tokens.
+        let plain = label_smoothed_loss(&log_probs, &Tensor::from_slice(&gold), 0.0, 0).double_value(&[]);
+        assert!((plain - (-(0.25f64.ln()) - 0.6f64.ln())).abs() < 1e-5, "{plain}");
     }
 }

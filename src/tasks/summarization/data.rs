@@ -6,12 +6,16 @@ use crate::error::{Error, IoContext, Result};
 use crate::files::read_to_string;
 use std::path::{Path, PathBuf};
 
+/// One Liputan6 article file.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Article {
+    /// The file's `id` (as text; empty when absent).
     pub id: String,
+    /// The file it was read from.
     pub path: PathBuf,
     /// Sentences of tokens.
     pub article: Vec<Vec<String>>,
+    /// Reference summary: sentences of lowercased tokens.
     pub summary: Vec<Vec<String>>,
     /// Oracle sentence indices as released, if present.
     pub extractive: Option<Vec<usize>>,
@@ -30,6 +34,8 @@ fn sentences(path: &Path, value: &serde_json::Value, key: &str) -> Result<Vec<Ve
         .collect()
 }
 
+/// Reads one article file (tokens lowercased). An article without tokens, or an
+/// `extractive_summary` index past its last sentence, is an error naming the file.
 pub fn load_article(path: &Path) -> Result<Article> {
     let value: serde_json::Value = serde_json::from_str(&read_to_string(path)?).map_err(|e| Error::json(path, &e))?;
     let article = sentences(path, &value, "clean_article")?;
@@ -79,6 +85,7 @@ pub fn load_split(root: &Path, split: &str) -> Result<Vec<Article>> {
     files.iter().map(|f| load_article(f)).collect()
 }
 
+/// Sentences as one text, tokens and sentences separated by single spaces (for ROUGE).
 pub fn join(sentences: &[Vec<String>]) -> String {
     sentences.iter().map(|s| s.join(" ")).collect::<Vec<_>>().join(" ")
 }

@@ -17,19 +17,27 @@ use std::path::Path;
 use tch::nn::VarStore;
 use tch::{Device, Kind, Tensor};
 
+/// BertExt's inter-sentence encoder and selection settings (a recipe's `[ext]`, stored in the
+/// model's `config.json` as `indolm_ext`); defaults in brackets.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct ExtConfig {
+    /// Inter-sentence transformer layers (2).
     #[serde(default = "d_layers")]
     pub layers: i64,
+    /// Their attention heads (8).
     #[serde(default = "d_heads")]
     pub heads: i64,
+    /// Inner width of their feed-forward blocks (2048).
     #[serde(default = "d_ff")]
     pub ff: i64,
+    /// Their dropout (0.1).
     #[serde(default = "d_dropout")]
     pub dropout: f64,
+    /// Sentences selected at least (2).
     #[serde(default = "d_min_sentences")]
     pub min_sentences: usize,
+    /// Words selected at least (15).
     #[serde(default = "d_min_words")]
     pub min_words: usize,
 }
@@ -85,18 +93,27 @@ impl InterLayer {
     }
 }
 
+/// BertExt: the BERT encoder, the inter-sentence transformer and the sentence scorer (`bert.*`,
+/// `ext_layer.*`).
 pub struct BertExt {
+    /// Its variables.
     pub vs: VarStore,
+    /// The encoder (`bert.*`, no pooler).
     pub bert: BertModel,
     layers: Vec<InterLayer>,
     final_norm: LayerNorm,
     scorer: Linear,
+    /// The encoder's configuration.
     pub config: BertConfig,
+    /// Inter-sentence encoder and selection settings.
     pub ext: ExtConfig,
+    /// The model directory's tokenizer.
     pub tokenizer: TextTokenizer,
 }
 
 impl BertExt {
+    /// Builds BertExt on a model directory: a BertExt directory, or a BERT one whose missing
+    /// sentence scorer starts random (with a note).
     pub fn load(dir: &Path, ext: ExtConfig, device: Device) -> Result<(Self, Vec<LoadNote>)> {
         let files = read_model_files(dir)?;
         let vs = VarStore::new(device);
@@ -148,6 +165,8 @@ impl BertExt {
         (bce * &mask).sum(Kind::Float) / mask.sum(Kind::Float)
     }
 
+    /// Writes a model directory: `config.json` (architecture `BertExt`, settings under
+    /// `indolm_ext`), the weights and the tokenizer.
     pub fn save(&self, dir: &Path) -> Result<()> {
         let extra = serde_json::Map::from_iter([(
             "indolm_ext".to_string(),
@@ -193,4 +212,41 @@ pub fn label_tensor(oracles: &[Vec<usize>], batch: &ArticleBatch) -> Tensor {
         }
     }
     Tensor::from_slice(&labels).view([b, s]).to_device(batch.input_ids.device())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::input::encode_articles;
+    use super::*;
+    use crate::data::tokenizer::test_tokenizer;
+
+    fn sents(sentences: &[&str]) -> Vec<Vec<String>> {
+        sentences.iter().map(|s| s.split_whitespace().map(String::from).collect()).collect()
+    }
+
+    #[test]
+    fn selection_breaks_ties_by_position_and_stops_at_the_minimums() {
+        let article = sents(&["a b c", "x", "a b c d", "y z"]);
+        // By score: 2, then 0 and 1 (tied: the earlier first), then 3. 0 repeats "a b c" from
+        // 2 and is skipped; 1 has no trigram and never clashes.
+        let scores = [0.5, 0.5, 0.9, 0.1];
+        assert_eq!(select(&article, &scores, 2, 5), vec![1, 2]);
+        assert_eq!(select(&article, &scores, 2, 7), vec![1, 2, 3]);
+        // Minimums out of reach: every sentence that does not clash.
+        assert_eq!(select(&article, &scores, 9, 100), vec![1, 2, 3]);
+        assert_eq!(select(&article, &scores, 1, 0), vec![2]);
+        // Only scored sentences are candidates.
+        assert_eq!(select(&article, &[0.1, 0.9], 3, 100), vec![0, 1]);
+        assert_eq!(select(&article, &[], 1, 1), Vec::<usize>::new());
+    }
+
+    #[test]
+    fn oracle_labels_are_ones_at_the_sentences_that_fit() {
+        let t = test_tokenizer(&["a", "b"]);
+        let (first, second) = (sents(&["a", "b", "a b"]), sents(&["b"]));
+        let batch = encode_articles(&t, 512, &[&first, &second], Device::Cpu).unwrap();
+        // The second article has one sentence: its oracle index 5 is dropped.
+        let labels = label_tensor(&[vec![0, 2], vec![0, 5]], &batch);
+        assert_eq!(Vec::<Vec<f32>>::try_from(&labels).unwrap(), vec![vec![1.0, 0.0, 1.0], vec![1.0, 0.0, 0.0]]);
+    }
 }

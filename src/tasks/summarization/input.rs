@@ -8,12 +8,15 @@ use tch::{Device, Tensor};
 
 /// Model inputs of a batch of articles.
 pub struct ArticleBatch {
+    /// Token ids [articles, tokens], padded with `[PAD]`.
     pub input_ids: Tensor,
+    /// Segment ids [articles, tokens]: 0 and 1 alternating by sentence, 0 at padding.
     pub segments: Tensor,
     /// 1 for real tokens, 0 for padding [articles, tokens].
     pub attention: Tensor,
     /// Flat positions of each sentence's `[CLS]` ([articles, max sentences], padded with 0).
     pub cls_positions: Tensor,
+    /// 1 for a real sentence, 0 for padding [articles, max sentences].
     pub sentence_mask: Tensor,
     /// Sentences that fit, per article.
     pub sentences: Vec<usize>,
@@ -73,4 +76,51 @@ pub fn encode_articles(
         sentence_mask: Tensor::from_slice(&smask).view([b, n_sent as i64]).to_device(device),
         sentences: cls.iter().map(Vec::len).collect(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::data::tokenizer::test_tokenizer;
+
+    fn sents(sentences: &[&str]) -> Vec<Vec<String>> {
+        sentences.iter().map(|s| s.split_whitespace().map(String::from).collect()).collect()
+    }
+
+    fn rows(t: &Tensor) -> Vec<Vec<i64>> {
+        Vec::<Vec<i64>>::try_from(t).unwrap()
+    }
+
+    #[test]
+    fn sentences_are_wrapped_segmented_alternately_and_padded() {
+        // ids: [PAD] 0, [CLS] 2, [SEP] 3, a 5, b 6, c 7, d 8.
+        let t = test_tokenizer(&["a", "b", "c", "d"]);
+        let (first, second) = (sents(&["a b", "c", "d a"]), sents(&["d"]));
+        let batch = encode_articles(&t, 512, &[&first, &second], Device::Cpu).unwrap();
+        assert_eq!(
+            rows(&batch.input_ids),
+            vec![vec![2, 5, 6, 3, 2, 7, 3, 2, 8, 5, 3], vec![2, 8, 3, 0, 0, 0, 0, 0, 0, 0, 0]]
+        );
+        assert_eq!(rows(&batch.segments), vec![vec![0, 0, 0, 0, 1, 1, 1, 0, 0, 0, 0], vec![0; 11]]);
+        assert_eq!(rows(&batch.attention), vec![vec![1; 11], [vec![1; 3], vec![0; 8]].concat()]);
+        // Flat positions into [articles × tokens]: the second article's row starts at 11; its
+        // missing sentences point at its first token and are masked out.
+        assert_eq!(rows(&batch.cls_positions), vec![vec![0, 4, 7], vec![11, 11, 11]]);
+        assert_eq!(rows(&batch.sentence_mask), vec![vec![1, 1, 1], vec![1, 0, 0]]);
+        assert_eq!(batch.sentences, vec![3, 1]);
+    }
+
+    #[test]
+    fn a_sentence_that_does_not_fit_is_cut_and_ends_the_article() {
+        let t = test_tokenizer(&["a", "b", "c", "d"]);
+        let article = sents(&["a b", "c", "d a", "b"]);
+        // 10 positions: "[CLS] a b [SEP] [CLS] c [SEP]" leaves 3, so "d a" keeps only "d".
+        let batch = encode_articles(&t, 10, &[&article], Device::Cpu).unwrap();
+        assert_eq!(rows(&batch.input_ids), vec![vec![2, 5, 6, 3, 2, 7, 3, 2, 8, 3]]);
+        assert_eq!(batch.sentences, vec![3]);
+        // 9 positions: no room for another [CLS] … [SEP] after the second sentence.
+        let batch = encode_articles(&t, 9, &[&article], Device::Cpu).unwrap();
+        assert_eq!(rows(&batch.input_ids), vec![vec![2, 5, 6, 3, 2, 7, 3]]);
+        assert_eq!(batch.sentences, vec![2]);
+    }
 }

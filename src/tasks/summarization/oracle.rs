@@ -125,3 +125,87 @@ pub fn oracle_presumm(article: &[Vec<String>], summary: &[Vec<String>], max: usi
 pub fn lead(article: &[Vec<String>], n: usize) -> Vec<usize> {
     (0..n.min(article.len())).collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sents(sentences: &[&str]) -> Vec<Vec<String>> {
+        sentences.iter().map(|s| s.split_whitespace().map(String::from).collect()).collect()
+    }
+
+    #[test]
+    fn lead_takes_the_first_n_and_never_more_than_there_are() {
+        let article = sents(&["a", "b", "c"]);
+        assert_eq!(lead(&article, 0), Vec::<usize>::new());
+        assert_eq!(lead(&article, 1), vec![0]);
+        assert_eq!(lead(&article, 3), vec![0, 1, 2]);
+        assert_eq!(lead(&[], 3), Vec::<usize>::new());
+    }
+
+    #[test]
+    fn clipped_rouge1_f_by_hand() {
+        let c = |t: &str| counts(&t.split_whitespace().collect::<Vec<_>>());
+        // "a a b" against "a b c": overlap min(2,1) + 1 = 2; P 2/3, R 2/3.
+        assert!((rouge1_f(&c("a a b"), &c("a b c")) - 2.0 / 3.0).abs() < 1e-12);
+        assert_eq!(rouge1_f(&c("x"), &c("a b")), 0.0);
+        assert_eq!(rouge1_f(&c(""), &c("a b")), 0.0);
+        assert_eq!(rouge1_f(&c("a"), &c("")), 0.0);
+    }
+
+    #[test]
+    fn liputan6_oracle_keeps_the_best_seed() {
+        // Summary "a b c d e". Greedy from seed 0 ("x y z", F 0) adds 3 (F 10/13) and stops, as
+        // adding 1 or 2 lowers it (2/3, 5/7); seed 1 reaches 3 too (F 5/6); seed 3 alone is the
+        // summary (F 1), and nothing added can raise that: the selection is [3].
+        let article = sents(&["x y z", "a b", "c", "a b c d e"]);
+        assert_eq!(oracle_liputan6(&article, &sents(&["a b c", "d e"])), vec![3]);
+    }
+
+    #[test]
+    fn liputan6_oracle_adds_while_the_score_does_not_fall() {
+        // Seed 0 scores F 1; adding the empty sentence 1 keeps F 1 (the rule is "at least the
+        // current score"), then adding 2 would give 4/5: [0, 1]. Seeds 1 and 2 reach F 1 and
+        // 4/5, neither above seed 0's.
+        let article = sents(&["a b", "", "c"]);
+        assert_eq!(oracle_liputan6(&article, &sents(&["a b"])), vec![0, 1]);
+    }
+
+    #[test]
+    fn liputan6_oracle_sees_only_the_first_100_sentences() {
+        // Sentence 100 is the summary itself; the first 100 are "a x" (F 2/3 each, and two of
+        // them only 2/5). Only those are considered, and the earliest seed wins the tie.
+        let mut article = vec![vec!["a".to_string(), "x".to_string()]; 100];
+        article.push(vec!["a".to_string()]);
+        assert_eq!(oracle_liputan6(&article, &sents(&["a"])), vec![0]);
+        article.truncate(99);
+        article.push(vec!["a".to_string()]);
+        assert_eq!(oracle_liputan6(&article, &sents(&["a"])), vec![99]);
+    }
+
+    #[test]
+    fn presumm_oracle_picks_by_rouge1_plus_rouge2_and_stops_when_nothing_improves() {
+        // Summary "a b c d e": unigrams {a..e}, bigrams {ab, bc, cd, de}.
+        // Step 1: "a b c" scores R1 F 3/4 + R2 F 2/3 = 1.42, "d e" 4/7 + 2/5 = 0.97, "x y" 0.
+        // Step 2 with 0 ("d e a b c"): R1 1 + R2 3/4 (de, ab, bc of 4 bigrams) = 1.75; with 1
+        // ("x y a b c"): 1.1. Step 3 adding 1 falls to 0.83 + 0.6: stop at two of three.
+        let article = sents(&["d e", "x y", "a b c"]);
+        let summary = sents(&["a b c", "d e"]);
+        assert_eq!(oracle_presumm(&article, &summary, 3), vec![0, 2]);
+        assert_eq!(oracle_presumm(&article, &summary, 1), vec![2]);
+        assert_eq!(oracle_presumm(&article, &summary, 0), Vec::<usize>::new());
+        // Nothing scores above 0: nothing is selected.
+        assert_eq!(oracle_presumm(&article, &sents(&["p q"]), 3), Vec::<usize>::new());
+    }
+
+    #[test]
+    fn presumm_oracle_compares_alphanumerics_only() {
+        // The summary's "a-b" is the token "ab": it matches sentence 1, not "a b".
+        let article = sents(&["a b", "ab"]);
+        assert_eq!(oracle_presumm(&article, &sents(&["a-b"]), 3), vec![1]);
+        // Punctuation tokens vanish: "a , b" is "a b" (R1 1 + R2 1), above "a b c" (4/5 + 2/3);
+        // with the comma kept it would score 4/5 + 0 and lose.
+        let article = sents(&["a , b", "a b c"]);
+        assert_eq!(oracle_presumm(&article, &sents(&["a b"]), 1), vec![0]);
+    }
+}

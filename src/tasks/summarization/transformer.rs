@@ -7,6 +7,7 @@ use crate::model::layers::{dropout, LayerNorm, Linear, Precision};
 use tch::nn::Path;
 use tch::{Device, Kind, Tensor};
 
+/// LayerNorm epsilon of PreSumm's blocks.
 pub const NORM_EPS: f64 = 1e-6;
 const INIT_STD: f64 = 0.02;
 
@@ -21,6 +22,8 @@ pub struct MultiHeadAttention {
 }
 
 impl MultiHeadAttention {
+    /// Four `hidden` → `hidden` projections under `p` (`linear_query`, `linear_keys`,
+    /// `linear_values`, `final_linear`); `dropout` on the attention probabilities in training.
     pub fn new(p: Path, hidden: i64, heads: i64, dropout: f64) -> Self {
         MultiHeadAttention {
             query: Linear::new(&p / "linear_query", hidden, hidden, INIT_STD),
@@ -61,6 +64,8 @@ impl MultiHeadAttention {
         self.out.forward(&ctx.transpose(1, 2).contiguous().view([b, n, h]), Precision::Fp32)
     }
 
+    /// Attention of `queries` [batch, len, hidden] over `memory` [batch, keys, hidden] (see
+    /// `attend`); [batch, len, hidden].
     pub fn forward(
         &self,
         queries: &Tensor,
@@ -82,6 +87,7 @@ pub struct FeedForward {
 }
 
 impl FeedForward {
+    /// `layer_norm`, `w_1` (`hidden` → `ff`) and `w_2` (`ff` → `hidden`) under `p`.
     pub fn new(p: Path, hidden: i64, ff: i64, dropout: f64) -> Self {
         FeedForward {
             norm: LayerNorm::new(&p / "layer_norm", hidden, NORM_EPS),
@@ -91,6 +97,7 @@ impl FeedForward {
         }
     }
 
+    /// The block on `x` [..., hidden], residual included; dropout when `train`.
     pub fn forward(&self, x: &Tensor, train: bool) -> Tensor {
         let inter = dropout(&self.w1.forward(&self.norm.forward(x), Precision::Fp32).gelu("tanh"), self.dropout, train);
         dropout(&self.w2.forward(&inter, Precision::Fp32), self.dropout, train) + x
