@@ -39,7 +39,8 @@ pub fn accuracy(gold: &[usize], pred: &[usize]) -> f64 {
     gold.iter().zip(pred).filter(|(g, p)| g == p).count() as f64 / gold.len().max(1) as f64
 }
 
-/// The index of the largest score (the first on ties; 0 for none).
+/// The index of the largest score: the last of equal maxima, as `Iterator::max_by` gives it
+/// (numpy and torch give the first); 0 for none.
 pub fn argmax(scores: &[f64]) -> usize {
     scores.iter().enumerate().max_by(|a, b| a.1.total_cmp(b.1)).map_or(0, |(i, _)| i)
 }
@@ -81,5 +82,7 @@ mod tests {
         assert_eq!(argmax(&[-3.0, -1.0, -2.0]), 1);
         assert_eq!(argmax(&[f64::NEG_INFINITY, -1e300]), 1);
         assert_eq!(argmax(&[]), 0);
+        // Ties go to the last maximum (what the predictions have always used).
+        assert_eq!(argmax(&[0.5, 0.2, 0.5]), 2);
     }
 }
