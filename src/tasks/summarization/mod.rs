@@ -17,9 +17,13 @@ use data::{join, Article};
 /// One row of the results table: system name and mean ROUGE-1/2/L F1 (×100).
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Row {
+    /// The system: `Lead-1`, `Oracle`, `BertExt`, …
     pub system: String,
+    /// Mean ROUGE-1 F1 ×100.
     pub rouge1: f64,
+    /// Mean ROUGE-2 F1 ×100.
     pub rouge2: f64,
+    /// Mean ROUGE-L F1 ×100.
     pub rouge_l: f64,
 }
 
@@ -45,6 +49,7 @@ pub fn baselines(articles: &[Article]) -> Vec<Row> {
     rows
 }
 
+/// One split's rows as a Markdown table headed by `split`.
 pub fn markdown(split: &str, rows: &[Row]) -> String {
     let mut out = format!("| {split} | ROUGE-1 | ROUGE-2 | ROUGE-L |\n|---|---:|---:|---:|\n");
     for r in rows {
