@@ -14,7 +14,7 @@ use tch::{Device, Tensor};
 fn ud_sentences(max_words: usize) -> Vec<String> {
     let ud: String = ["id_csui-ud-train.conllu", "id_gsd-ud-dev.conllu", "id_gsd-ud-test.conllu"]
         .iter()
-        .map(|f| std::fs::read_to_string(shared_data().join("ud-indonesian").join(f)).unwrap())
+        .map(|f| std::fs::read_to_string(test_data().join("ud-indonesian").join(f)).unwrap())
         .collect();
     ud.lines()
         .filter_map(|l| l.strip_prefix("# text = "))

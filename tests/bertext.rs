@@ -56,7 +56,7 @@ fn bertext_learns_a_recoverable_signal() {
     let work = scratch("bertext");
     let ud: String = ["id_csui-ud-train.conllu", "id_gsd-ud-dev.conllu", "id_gsd-ud-test.conllu"]
         .iter()
-        .map(|f| std::fs::read_to_string(shared_data().join("ud-indonesian").join(f)).unwrap())
+        .map(|f| std::fs::read_to_string(test_data().join("ud-indonesian").join(f)).unwrap())
         .collect();
     let sentences: Vec<String> = ud
         .lines()

@@ -16,10 +16,10 @@ use tch::Device;
 fn shared_sentences(n_ud: usize, n_nusax: usize) -> Vec<String> {
     let tok = indolm::data::tokenizer::TextTokenizer::from_dir(reference_model()).unwrap();
     let fits = |s: &String| tok.encode(s).unwrap().len() <= 60;
-    let ud = std::fs::read_to_string(shared_data().join("ud-indonesian/id_gsd-ud-test.conllu")).unwrap();
+    let ud = std::fs::read_to_string(test_data().join("ud-indonesian/id_gsd-ud-test.conllu")).unwrap();
     let mut out: Vec<String> =
         ud.lines().filter_map(|l| l.strip_prefix("# text = ")).map(String::from).filter(fits).take(n_ud).collect();
-    let mut reader = csv::Reader::from_path(shared_data().join("nusax/sentiment/javanese/test.csv")).unwrap();
+    let mut reader = csv::Reader::from_path(test_data().join("nusax/sentiment/javanese/test.csv")).unwrap();
     let text_col = reader.headers().unwrap().iter().position(|h| h == "text").unwrap();
     out.extend(reader.records().map(|r| r.unwrap()[text_col].to_string()).filter(fits).take(n_nusax));
     out
@@ -62,7 +62,7 @@ fn pll_matches_transformers_per_token_loop() {
 fn crows_variant_matches_metric_py_on_crows_pairs() {
     let model_dir = reference_model();
     let work = scratch("crows-parity");
-    let crows = load_crows(&shared_data().join("crows-pairs/crows_pairs_anonymized.csv")).unwrap();
+    let crows = load_crows(&test_data().join("crows-pairs/crows_pairs_anonymized.csv")).unwrap();
     let tok = indolm::data::tokenizer::TextTokenizer::from_dir(model_dir).unwrap();
     let fits = |s: &str| tok.encode(s).unwrap().len() <= 60;
     let pairs: Vec<&BiasPair> =
@@ -226,7 +226,7 @@ every = 3
         out = work.join("ck").display(),
         tok = reference_model().display(),
         corpora = work.join("corpora").display(),
-        ud = shared_data().join("ud-indonesian/id_gsd-ud-dev.conllu").display(),
+        ud = test_data().join("ud-indonesian/id_gsd-ud-dev.conllu").display(),
         pairs = fixture.display(),
         mmlu = root().join("tests/fixtures/indommlu/indoMMLU-fixture.csv").display(),
         runs = work.join("runs").display()

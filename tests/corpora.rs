@@ -31,7 +31,7 @@ fn documents(spec: &SourceSpec) -> (Vec<Vec<String>>, indolm::data::sources::Rea
 
 /// NusaX Indonesian, Javanese and Sundanese sentiment text plus UD Indonesian.
 fn shared_paragraphs() -> Vec<String> {
-    let d = shared_data();
+    let d = test_data();
     let spec = source(
         "shared",
         &[
@@ -236,7 +236,7 @@ fn tokenizer_for_tests() -> TextTokenizer {
 fn shards_decode_back_to_the_source_tokens_and_skip_when_up_to_date() {
     let tok = tokenizer_for_tests();
     let dir = scratch("shards");
-    let spec = source("ud", &[&shared_data().join("ud-indonesian/id_gsd-ud-dev.conllu")], None, "text");
+    let spec = source("ud", &[&test_data().join("ud-indonesian/id_gsd-ud-dev.conllu")], None, "text");
     let Prepared::Written(meta) = prepare_source(&spec, Path::new("."), &dir, &tok, |_| {}).unwrap() else {
         panic!("expected a fresh shard")
     };
@@ -270,7 +270,7 @@ fn shards_decode_back_to_the_source_tokens_and_skip_when_up_to_date() {
 
 fn mixture_of(dir: &Path, weights: [f64; 3], seed: u64) -> Mixture {
     let tok = tokenizer_for_tests();
-    let d = shared_data();
+    let d = test_data();
     let sources: Vec<(String, PathBuf)> = vec![
         ("ud".into(), d.join("ud-indonesian")),
         ("jv".into(), d.join("nusax/sentiment/javanese/train.csv")),

@@ -159,10 +159,10 @@ fn wikipedia_shards_are_checked_against_the_listing() {
 }
 
 #[test]
-fn nusax_lands_in_the_shared_data_layout() {
+fn nusax_lands_in_the_test_data_layout() {
     let work = scratch("dl-nusax");
     let root = work.join("mirror");
-    let shared = shared_data().join("nusax/sentiment");
+    let shared = test_data().join("nusax/sentiment");
     for lang in indolm::data::download::NUSAX_LANGUAGES {
         for split in ["train", "valid", "test"] {
             let bytes = std::fs::read(shared.join(lang).join(format!("{split}.csv"))).unwrap();

@@ -6,7 +6,7 @@ use indolm::eval::rouge::score;
 
 #[test]
 fn rouge_equals_rouge_score_on_ud_sentences() {
-    let ud = std::fs::read_to_string(shared_data().join("ud-indonesian/id_csui-ud-train.conllu")).unwrap();
+    let ud = std::fs::read_to_string(test_data().join("ud-indonesian/id_csui-ud-train.conllu")).unwrap();
     let sentences: Vec<String> =
         ud.lines().filter_map(|l| l.strip_prefix("# text = ")).map(String::from).take(320).collect();
     // Candidates of every kind: the sentence itself, a shuffled half, a neighbour, a mix, empty.

@@ -40,7 +40,7 @@ fn macro_f1_equals_scikit_learn() {
 }
 
 fn nusax() -> PathBuf {
-    shared_data().join("nusax/sentiment")
+    test_data().join("nusax/sentiment")
 }
 
 /// A randomly initialised small BERT with a WordPiece trained on the Indonesian NusaX

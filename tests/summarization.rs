@@ -62,7 +62,7 @@ fn oracle_and_lead_with_hand_checked_values() {
 
 #[test]
 fn articles_from_ud_sentences_recover_their_summary_sentences() {
-    let ud = std::fs::read_to_string(shared_data().join("ud-indonesian/id_gsd-ud-test.conllu")).unwrap();
+    let ud = std::fs::read_to_string(test_data().join("ud-indonesian/id_gsd-ud-test.conllu")).unwrap();
     let sentences: Vec<String> =
         ud.lines().filter_map(|l| l.strip_prefix("# text = ")).map(|s| s.to_lowercase()).collect();
     let dir = scratch("lip-ud");

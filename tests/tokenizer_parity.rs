@@ -7,9 +7,9 @@ use common::*;
 use indolm::data::tokenizer::TextTokenizer;
 
 #[test]
-fn ids_match_transformers_on_shared_data() {
+fn ids_match_transformers_on_test_data() {
     let model = reference_model();
-    shared_data();
+    test_data();
     let work = scratch("tok-parity");
     let out = work.join("ids.json");
     reference(&["tokenize", model.to_str().unwrap(), out.to_str().unwrap()]);

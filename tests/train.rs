@@ -14,7 +14,7 @@ use tch::{Device, Kind};
 
 /// A recipe whose every path is absolute, inside `dir`; `model` and `extra` are TOML lines.
 fn write_recipe(dir: &Path, name: &str, model: &str, optimizer: &str, checkpoint_every: u64, extra: &str) -> PathBuf {
-    let shared = shared_data();
+    let shared = test_data();
     let ud = shared.join("ud-indonesian/*.conllu");
     let nusax = shared.join("nusax/sentiment/indonesian/train.csv");
     let text = format!(

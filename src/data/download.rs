@@ -128,7 +128,7 @@ impl Downloader {
         Ok(files)
     }
 
-    /// NusaX sentiment (12 languages × train/valid/test) in `../shared/data`'s layout.
+    /// NusaX sentiment (12 languages × train/valid/test) in the layout of `tests/data/nusax/sentiment`.
     pub fn nusax(&self, out: &Path) -> Vec<FileSpec> {
         NUSAX_LANGUAGES
             .iter()

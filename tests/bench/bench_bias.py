@@ -14,7 +14,7 @@ import torch
 from transformers import AutoTokenizer, BertConfig, BertForMaskedLM
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-SHARED = os.path.join(ROOT, "..", "shared", "data")
+TEST_DATA = os.path.join(ROOT, "tests", "data")
 N_SENTENCES = int(os.environ.get("BENCH_SENTENCES", "120"))
 
 
@@ -34,7 +34,7 @@ def main():
     tok = AutoTokenizer.from_pretrained(work)
     tok.save_pretrained(work)
     sentences = []
-    for path in sorted(glob.glob(os.path.join(SHARED, "ud-indonesian", "*.conllu"))):
+    for path in sorted(glob.glob(os.path.join(TEST_DATA, "ud-indonesian", "*.conllu"))):
         with open(path, encoding="utf-8") as f:
             sentences += [l[9:].strip() for l in f if l.startswith("# text = ")]
     sentences = [s for s in sentences if len(tok(s)["input_ids"]) <= 64][:N_SENTENCES]

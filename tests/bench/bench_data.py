@@ -13,14 +13,14 @@ import time
 from tokenizers import Tokenizer
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-SHARED = os.path.join(ROOT, "..", "shared", "data")
+TEST_DATA = os.path.join(ROOT, "tests", "data")
 BIN = os.path.join(ROOT, "target", "release", "indolm")
 REPEAT = int(os.environ.get("BENCH_REPEAT", "12"))
 
 
 def paragraphs():
     out = []
-    for path in sorted(glob.glob(os.path.join(SHARED, "ud-indonesian", "*.conllu"))):
+    for path in sorted(glob.glob(os.path.join(TEST_DATA, "ud-indonesian", "*.conllu"))):
         with open(path, encoding="utf-8") as f:
             out += [l[9:].strip() for l in f if l.startswith("# text = ")]
     with open(os.path.join(ROOT, "corpora", "sample", "indonesian.txt"), encoding="utf-8") as f:

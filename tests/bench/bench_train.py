@@ -42,7 +42,7 @@ def useful_flops_per_token():
 def indolm_tokens_per_s(work):
     config = BertConfig(vocab_size=V, hidden_size=H, num_hidden_layers=L, num_attention_heads=A, intermediate_size=FF, max_position_embeddings=512)
     config.to_json_file(os.path.join(work, "config.json"))
-    shared = os.path.join(ROOT, "..", "shared", "data")
+    data = os.path.join(ROOT, "tests", "data")
     recipe = f"""name = "bench"
 output_dir = "{work}/ck"
 precision = "fp32"
@@ -58,7 +58,7 @@ heldout_fraction = 0.0
 [[data.sources]]
 name = "ud"
 lang = "id"
-paths = ["{shared}/ud-indonesian/*.conllu", "{shared}/nusax/mt/train.csv"]
+paths = ["{data}/ud-indonesian/*.conllu", "{data}/nusax/mt/train.csv"]
 text_field = "indonesian"
 [optimizer]
 lr = 1e-4

@@ -9,10 +9,13 @@ pub fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// `../shared/data` beside the checkout.
-pub fn shared_data() -> PathBuf {
-    let dir = root().join("..").join("shared").join("data");
-    assert!(dir.is_dir(), "the shared data folder {} is missing", dir.display());
+/// `tests/data` in the repository: the subsets of NusaX, UD Indonesian and CrowS-Pairs the
+/// tests read, in the upstream layout (`nusax/sentiment/<language>/{train,valid,test}.csv`,
+/// `nusax/mt/train.csv`, `ud-indonesian/*.conllu`, `crows-pairs/crows_pairs_anonymized.csv`);
+/// each folder's README says what was cut, and its LICENSE how it may be shared.
+pub fn test_data() -> PathBuf {
+    let dir = root().join("tests").join("data");
+    assert!(dir.is_dir(), "the test data folder {} is missing", dir.display());
     dir
 }
 

@@ -49,21 +49,21 @@ import sys
 
 import torch
 
-SHARED = os.path.join(os.path.dirname(__file__), "..", "..", "..", "shared", "data")
+TEST_DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data")  # tests/data
 TOLERANCE = 1e-4
 
 
-def shared_sentences():
-    """NusaX sentiment test texts (all 12 languages) and UD Indonesian raw sentences."""
+def data_sentences():
+    """NusaX sentiment test texts (all 12 languages) and UD Indonesian raw sentences in tests/data."""
     out = []
-    for path in sorted(glob.glob(os.path.join(SHARED, "nusax", "sentiment", "*", "test.csv"))):
+    for path in sorted(glob.glob(os.path.join(TEST_DATA, "nusax", "sentiment", "*", "test.csv"))):
         with open(path, newline="", encoding="utf-8") as f:
             out.extend(row["text"] for row in csv.DictReader(f))
-    for path in sorted(glob.glob(os.path.join(SHARED, "ud-indonesian", "*.conllu"))):
+    for path in sorted(glob.glob(os.path.join(TEST_DATA, "ud-indonesian", "*.conllu"))):
         with open(path, encoding="utf-8") as f:
             out.extend(line[len("# text = "):].rstrip("\n") for line in f if line.startswith("# text = "))
     if len(out) < 1000:
-        sys.exit(f"expected the shared data under {SHARED}, found {len(out)} sentences")
+        sys.exit(f"expected the test data under {TEST_DATA}, found {len(out)} sentences")
     return out
 
 
@@ -72,7 +72,7 @@ def train_vocab(out_dir, vocab_size):
     from tokenizers import BertWordPieceTokenizer
 
     ud = []
-    for path in sorted(glob.glob(os.path.join(SHARED, "ud-indonesian", "*.conllu"))):
+    for path in sorted(glob.glob(os.path.join(TEST_DATA, "ud-indonesian", "*.conllu"))):
         with open(path, encoding="utf-8") as f:
             ud.extend(line[len("# text = "):] for line in f if line.startswith("# text = "))
     tok = BertWordPieceTokenizer(lowercase=True)
@@ -146,7 +146,7 @@ def tokenize(model_dir, out_path):
         "BertTokenizer(vocab.txt)": BertTokenizer(vocab=vocab, do_lower_case=True),
         "BertTokenizerLegacy(vocab.txt)": BertTokenizerLegacy(vocab_file=vocab, do_lower_case=True),
     }
-    texts = shared_sentences()
+    texts = data_sentences()
     rows = {name: [tok(t)["input_ids"] for t in texts] for name, tok in tokenizers.items()}
     pair = {name: tok(texts[0], texts[1], return_token_type_ids=True) for name, tok in tokenizers.items()}
     with open(out_path, "w", encoding="utf-8") as f:
