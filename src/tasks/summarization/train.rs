@@ -3,14 +3,15 @@
 //! label-smoothed loss on the reference, one Adam for the encoder and one for the rest;
 //! `extabs`: BertAbs started from a fine-tuned BertExt), each with PreSumm's Noam schedule,
 //! dev ROUGE every `eval_every` steps keeping the best weights, then ROUGE on the test splits
-//! beside Lead-N and Oracle, with the predictions written one summary a line.
+//! beside Lead-N and Oracle, with the predictions written one summary a line. The models
+//! themselves, and ROUGE of their summaries, are in `inference`.
 use super::abs::{AbsConfig, BertAbs};
 use super::data::{join, load_split, Article};
-use super::ext::{label_tensor, select, BertExt, ExtConfig};
+use super::ext::{label_tensor, BertExt, ExtConfig};
+use super::inference::{evaluate, Summarizer};
 use super::oracle::oracle_liputan6;
 use super::{baselines, markdown, Row};
 use crate::error::{Error, Result};
-use crate::eval::rouge::mean_f1;
 use crate::files::{write_atomic, write_json};
 use crate::logger::Logger;
 use crate::model::LoadNote;
@@ -131,20 +132,7 @@ fn oracle_of(a: &Article) -> Vec<usize> {
     a.extractive.clone().unwrap_or_else(|| oracle_liputan6(&a.article, &a.summary))
 }
 
-/// The model being trained.
-pub enum Summarizer {
-    Ext(BertExt),
-    Abs(BertAbs),
-}
-
 impl Summarizer {
-    pub fn vs(&self) -> &tch::nn::VarStore {
-        match self {
-            Summarizer::Ext(m) => &m.vs,
-            Summarizer::Abs(m) => &m.vs,
-        }
-    }
-
     /// Training loss of a batch (`oracles` are the articles' oracle labels, used by BertExt).
     fn loss(&self, articles: &[&Article], oracles: &[Vec<usize>]) -> Result<Tensor> {
         let texts: Vec<&[Vec<String>]> = articles.iter().map(|a| a.article.as_slice()).collect();
@@ -160,83 +148,6 @@ impl Summarizer {
             }
         })
     }
-
-    /// The summary of every article, as sentences of words.
-    pub fn summarize(&self, articles: &[&[Vec<String>]]) -> Result<Vec<Vec<Vec<String>>>> {
-        let mut out = Vec::new();
-        match self {
-            Summarizer::Ext(m) => {
-                for chunk in articles.chunks(8) {
-                    let batch = m.encode(chunk)?;
-                    let scores =
-                        tch::no_grad(|| m.scores(&batch, false)).to_device(Device::Cpu).to_kind(tch::Kind::Double);
-                    for (r, article) in chunk.iter().enumerate() {
-                        let n = batch.sentences[r];
-                        let row: Vec<f64> = (0..n).map(|k| scores.double_value(&[r as i64, k as i64])).collect();
-                        let chosen = select(&article[..n], &row, m.ext.min_sentences, m.ext.min_words);
-                        out.push(chosen.into_iter().map(|i| article[i].clone()).collect());
-                    }
-                }
-            }
-            Summarizer::Abs(m) => {
-                let beam = m.beam_config();
-                for article in articles {
-                    out.push(m.generate(article, &beam)?);
-                }
-            }
-        }
-        Ok(out)
-    }
-
-    /// Loads a model written by `finetune summarize` (BertExt or BertAbs, from `config.json`).
-    pub fn load_trained(dir: &Path, device: Device) -> Result<Self> {
-        let config_path = dir.join("config.json");
-        let config: serde_json::Value = serde_json::from_str(&crate::files::read_to_string(&config_path)?)
-            .map_err(|e| Error::json(&config_path, &e))?;
-        let untrained = |notes: Vec<LoadNote>, what: &str| -> Result<()> {
-            match notes.iter().find(|n| n.leaves_untrained()) {
-                Some(n) => Err(Error::invalid(dir, format!("not a trained {what} model: {n}"))),
-                None => Ok(()),
-            }
-        };
-        let setting = |key: &str| config.get(key).cloned();
-        if let Some(ext) = setting("indolm_ext") {
-            let ext: ExtConfig =
-                serde_json::from_value(ext).map_err(|e| Error::field(&config_path, "indolm_ext", e.to_string()))?;
-            let (m, notes) = BertExt::load(dir, ext, device)?;
-            untrained(notes, "BertExt")?;
-            Ok(Summarizer::Ext(m))
-        } else if let Some(abs) = setting("indolm_abs") {
-            let abs: AbsConfig =
-                serde_json::from_value(abs).map_err(|e| Error::field(&config_path, "indolm_abs", e.to_string()))?;
-            let (m, notes) = BertAbs::load(dir, abs, device)?;
-            untrained(notes, "BertAbs")?;
-            Ok(Summarizer::Abs(m))
-        } else {
-            Err(Error::field(
-                &config_path,
-                "indolm_ext",
-                "missing (and no indolm_abs): is this a model from `indolm finetune summarize`?",
-            ))
-        }
-    }
-
-    fn save(&self, dir: &Path) -> Result<()> {
-        match self {
-            Summarizer::Ext(m) => m.save(dir),
-            Summarizer::Abs(m) => m.save(dir),
-        }
-    }
-}
-
-/// Mean ROUGE-1/2/L of `model`'s summaries of `articles`, and the summaries (one line each).
-pub fn evaluate(model: &Summarizer, system: &str, articles: &[Article]) -> Result<(Row, Vec<String>)> {
-    let texts: Vec<&[Vec<String>]> = articles.iter().map(|a| a.article.as_slice()).collect();
-    let predicted: Vec<String> = model.summarize(&texts)?.iter().map(|s| join(s)).collect();
-    let pairs: Vec<(String, String)> =
-        predicted.iter().zip(articles).map(|(p, a)| (p.clone(), join(&a.summary))).collect();
-    let (rouge1, rouge2, rouge_l) = mean_f1(&pairs);
-    Ok((Row { system: system.into(), rouge1, rouge2, rouge_l }, predicted))
 }
 
 #[derive(Debug, Clone, Serialize)]
