@@ -116,24 +116,9 @@ pub fn finetune_summarize(recipe_path: &Path, init: Option<&Path>, device: Devic
     Ok(())
 }
 
-/// Splits plain text into sentences of lowercased words (after `.`, `!` or `?`).
-fn sentences_of(text: &str) -> Vec<Vec<String>> {
-    let mut out = Vec::new();
-    let mut current: Vec<String> = Vec::new();
-    for word in text.split_whitespace() {
-        current.push(word.to_lowercase());
-        if word.ends_with(['.', '!', '?']) {
-            out.push(std::mem::take(&mut current));
-        }
-    }
-    if !current.is_empty() {
-        out.push(current);
-    }
-    out
-}
-
+/// `indolm summarize`: the summary of the plain-text article in `file`, one sentence a line.
 pub fn summarize(model_dir: &Path, file: &Path, device: Device) -> Result<()> {
-    use indolm::tasks::summarization::train::Summarizer;
+    use indolm::tasks::summarization::inference::{sentences_of, Summarizer};
     let model = Summarizer::load_trained(model_dir, device)?;
     let article = sentences_of(&read_to_string(file)?);
     if article.is_empty() {

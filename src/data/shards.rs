@@ -14,14 +14,18 @@ use std::path::{Path, PathBuf};
 
 const FORMAT_VERSION: u32 = 1;
 
+/// How many bytes each token id takes in a shard.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum IdWidth {
+    /// Two bytes: vocabularies of up to 65,536 tokens.
     U16,
+    /// Four bytes: larger vocabularies.
     U32,
 }
 
 impl IdWidth {
+    /// The narrowest width that holds every id of a vocabulary of `vocab_size` tokens.
     pub fn for_vocab(vocab_size: usize) -> Self {
         if vocab_size <= u16::MAX as usize + 1 {
             IdWidth::U16
@@ -29,6 +33,7 @@ impl IdWidth {
             IdWidth::U32
         }
     }
+    /// Bytes per id: 2 or 4.
     pub fn bytes(self) -> usize {
         match self {
             IdWidth::U16 => 2,
@@ -40,30 +45,44 @@ impl IdWidth {
 /// `<source>.json`: what a shard holds and what it was made from.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct ShardMeta {
+    /// The shard layout's version; a shard of another version is prepared again.
     pub format_version: u32,
+    /// The source's name in the recipe (also the shard's file name).
     pub source: String,
+    /// The source's language tag (`id`, `jv`, `su`, ...).
     pub lang: String,
+    /// [`content_sha256`] of the source files the shard was made from.
     pub content_sha256: String,
+    /// [`tokenizer_sha256`] of the tokenizer that made it.
     pub tokenizer_sha256: String,
+    /// Bytes per token id in `<source>.bin`.
     pub width: IdWidth,
+    /// Token ids in the stream, the `[SEP]` after each document included.
     pub tokens: u64,
+    /// Documents in the stream.
     pub documents: u64,
+    /// How many of the tokens are `[UNK]`.
     pub unk_tokens: u64,
+    /// What reading the source files found (files, documents, paragraphs, bad lines).
     pub read: ReadStats,
 }
 
 /// A prepared source, memory-mapped.
 pub struct Shard {
+    /// Its `<source>.json`.
     pub meta: ShardMeta,
     ids: memmap2::Mmap,
+    /// The token file, `<source>.bin`.
     pub path: PathBuf,
 }
 
 impl Shard {
+    /// The number of token ids in the shard.
     pub fn len(&self) -> usize {
         self.meta.tokens as usize
     }
 
+    /// Whether the shard holds no tokens.
     pub fn is_empty(&self) -> bool {
         self.meta.tokens == 0
     }
@@ -88,6 +107,7 @@ impl Shard {
     }
 }
 
+/// SHA-256 of the tokenizer's JSON: a shard is only read with the tokenizer that made it.
 pub fn tokenizer_sha256(tokenizer: &TextTokenizer) -> Result<String> {
     Ok(hex(&Sha256::digest(tokenizer.to_json()?.as_bytes())))
 }
@@ -121,7 +141,9 @@ fn shard_path(dir: &Path, source: &str) -> PathBuf {
 
 /// Outcome of preparing one source.
 pub enum Prepared {
+    /// The shard on disk was made from the same files and tokenizer, and was kept.
     UpToDate(ShardMeta),
+    /// The source was tokenized into a new shard.
     Written(ShardMeta),
 }
 
@@ -132,85 +154,27 @@ pub fn prepare_source(
     base: &Path,
     dir: &Path,
     tokenizer: &TextTokenizer,
-    mut progress: impl FnMut(u64),
+    progress: impl FnMut(u64),
 ) -> Result<Prepared> {
     let files = source.files(base)?;
     let content = content_sha256(&files)?;
     let tok_hash = tokenizer_sha256(tokenizer)?;
     let bin = shard_path(dir, &source.name);
     let meta_path = bin.with_extension("json");
-    if let Ok(text) = read_to_string(&meta_path) {
-        if let Ok(meta) = serde_json::from_str::<ShardMeta>(&text) {
-            if meta.format_version == FORMAT_VERSION
-                && meta.content_sha256 == content
-                && meta.tokenizer_sha256 == tok_hash
-                && bin.exists()
-            {
-                return Ok(Prepared::UpToDate(meta));
-            }
-        }
+    if let Some(meta) = up_to_date(&meta_path, &bin, &content, &tok_hash) {
+        return Ok(Prepared::UpToDate(meta));
     }
     std::fs::create_dir_all(dir).with_path(dir)?;
     let width = IdWidth::for_vocab(tokenizer.vocab_size());
     let tmp_bin = tmp_path(&bin);
-    let mut out = std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(&tmp_bin).with_path(&tmp_bin)?);
-    let mut offsets: Vec<u64> = vec![0];
-    let (mut tokens, mut unk) = (0u64, 0u64);
-    let sep = tokenizer.special.sep as u32;
-    let unk_id = tokenizer.special.unk as u32;
-    let mut pending: Vec<Vec<String>> = Vec::new();
-    let mut pending_paragraphs = 0;
-    let mut write_error: Option<Error> = None;
-    let mut flush =
-        |docs: &mut Vec<Vec<String>>, tokens: &mut u64, unk: &mut u64, offsets: &mut Vec<u64>| -> Result<()> {
-            let paragraphs: Vec<&str> = docs.iter().flatten().map(String::as_str).collect();
-            let encoded = tokenizer.encode_plain_batch(&paragraphs)?;
-            let mut next = encoded.into_iter();
-            for doc in docs.drain(..) {
-                let mut ids: Vec<u32> = Vec::new();
-                for _ in 0..doc.len() {
-                    ids.extend(next.next().expect("one encoding per paragraph"));
-                }
-                ids.push(sep);
-                *unk += ids.iter().filter(|&&i| i == unk_id).count() as u64;
-                *tokens += ids.len() as u64;
-                offsets.push(*tokens);
-                for id in ids {
-                    match width {
-                        IdWidth::U16 => out.write_all(&(id as u16).to_le_bytes()),
-                        IdWidth::U32 => out.write_all(&id.to_le_bytes()),
-                    }
-                    .with_path(&tmp_bin)?;
-                }
-            }
-            progress(*tokens);
-            Ok(())
-        };
-    let read = source.read_documents(base, |doc| {
-        if write_error.is_some() {
-            return;
-        }
-        pending_paragraphs += doc.len();
-        pending.push(doc);
-        if pending_paragraphs >= 4096 {
-            pending_paragraphs = 0;
-            if let Err(e) = flush(&mut pending, &mut tokens, &mut unk, &mut offsets) {
-                write_error = Some(e);
-            }
-        }
-    })?;
-    if let Some(e) = write_error {
-        return Err(e);
-    }
-    flush(&mut pending, &mut tokens, &mut unk, &mut offsets)?;
-    drop(flush);
-    let file = out.into_inner().map_err(|e| Error::io(&tmp_bin, e.into_error()))?;
-    file.sync_all().with_path(&tmp_bin)?;
-    if tokens == 0 {
+    let mut writer = ShardWriter::create(&tmp_bin, tokenizer, width, progress)?;
+    let read = source.read_documents(base, |doc| writer.add(doc))?;
+    let written = writer.finish()?;
+    if written.tokens == 0 {
         let _ = std::fs::remove_file(&tmp_bin);
         return Err(Error::data(format!("source `{}`", source.name), "no text found in its files"));
     }
-    let idx: Vec<u8> = offsets.iter().flat_map(|o| o.to_le_bytes()).collect();
+    let idx: Vec<u8> = written.offsets.iter().flat_map(|o| o.to_le_bytes()).collect();
     write_atomic(&bin.with_extension("idx"), &idx)?;
     std::fs::rename(&tmp_bin, &bin).with_path(&bin)?;
     let meta = ShardMeta {
@@ -220,14 +184,126 @@ pub fn prepare_source(
         content_sha256: content,
         tokenizer_sha256: tok_hash,
         width,
-        tokens,
-        documents: (offsets.len() - 1) as u64,
-        unk_tokens: unk,
+        tokens: written.tokens,
+        documents: (written.offsets.len() - 1) as u64,
+        unk_tokens: written.unk,
         read,
     };
     // The metadata is written last: a shard without it is never taken as prepared.
     write_json(&meta_path, &meta)?;
     Ok(Prepared::Written(meta))
+}
+
+/// The metadata at `meta_path` if the shard it describes is current: this format version, the
+/// same source content and tokenizer, and the token file `bin` present.
+fn up_to_date(meta_path: &Path, bin: &Path, content: &str, tok_hash: &str) -> Option<ShardMeta> {
+    let meta: ShardMeta = serde_json::from_str(&read_to_string(meta_path).ok()?).ok()?;
+    let current = meta.format_version == FORMAT_VERSION
+        && meta.content_sha256 == content
+        && meta.tokenizer_sha256 == tok_hash
+        && bin.exists();
+    current.then_some(meta)
+}
+
+/// What [`ShardWriter`] wrote: tokens, `[UNK]` tokens, and the offset of every document's
+/// start followed by the end.
+struct Written {
+    tokens: u64,
+    unk: u64,
+    offsets: Vec<u64>,
+}
+
+/// Writes a shard's token stream to a (temporary) file: documents are gathered until they hold
+/// 4096 paragraphs, tokenized as one batch, and written each followed by `[SEP]`, every id
+/// little-endian in `width` bytes. Reports the tokens written so far after each batch.
+struct ShardWriter<'t, P: FnMut(u64)> {
+    tokenizer: &'t TextTokenizer,
+    width: IdWidth,
+    path: PathBuf,
+    out: std::io::BufWriter<std::fs::File>,
+    written: Written,
+    pending: Vec<Vec<String>>,
+    pending_paragraphs: usize,
+    /// The first error; the documents after it are dropped and `finish` returns it.
+    error: Option<Error>,
+    progress: P,
+}
+
+impl<'t, P: FnMut(u64)> ShardWriter<'t, P> {
+    fn create(path: &Path, tokenizer: &'t TextTokenizer, width: IdWidth, progress: P) -> Result<Self> {
+        let out = std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(path).with_path(path)?);
+        Ok(ShardWriter {
+            tokenizer,
+            width,
+            path: path.to_path_buf(),
+            out,
+            written: Written { tokens: 0, unk: 0, offsets: vec![0] },
+            pending: Vec::new(),
+            pending_paragraphs: 0,
+            error: None,
+            progress,
+        })
+    }
+
+    /// Queues one document (its paragraphs), writing the queue once it is large enough.
+    fn add(&mut self, doc: Vec<String>) {
+        if self.error.is_some() {
+            return;
+        }
+        self.pending_paragraphs += doc.len();
+        self.pending.push(doc);
+        if self.pending_paragraphs >= 4096 {
+            self.pending_paragraphs = 0;
+            if let Err(e) = self.flush() {
+                self.error = Some(e);
+            }
+        }
+    }
+
+    /// Tokenizes and writes the queued documents.
+    fn flush(&mut self) -> Result<()> {
+        let paragraphs: Vec<&str> = self.pending.iter().flatten().map(String::as_str).collect();
+        let encoded = self.tokenizer.encode_plain_batch(&paragraphs)?;
+        let mut next = encoded.into_iter();
+        for doc in std::mem::take(&mut self.pending) {
+            let mut ids: Vec<u32> = Vec::new();
+            for _ in 0..doc.len() {
+                ids.extend(next.next().expect("one encoding per paragraph"));
+            }
+            self.write_document(ids)?;
+        }
+        (self.progress)(self.written.tokens);
+        Ok(())
+    }
+
+    /// Writes one document's ids and its `[SEP]`, counting them.
+    fn write_document(&mut self, mut ids: Vec<u32>) -> Result<()> {
+        ids.push(self.tokenizer.special.sep as u32);
+        let unk_id = self.tokenizer.special.unk as u32;
+        let w = &mut self.written;
+        w.unk += ids.iter().filter(|&&i| i == unk_id).count() as u64;
+        w.tokens += ids.len() as u64;
+        w.offsets.push(w.tokens);
+        for id in ids {
+            match self.width {
+                IdWidth::U16 => self.out.write_all(&(id as u16).to_le_bytes()),
+                IdWidth::U32 => self.out.write_all(&id.to_le_bytes()),
+            }
+            .with_path(&self.path)?;
+        }
+        Ok(())
+    }
+
+    /// Writes what is queued and syncs the file; the first error of `add`, if any, instead.
+    fn finish(mut self) -> Result<Written> {
+        if let Some(e) = self.error.take() {
+            return Err(e);
+        }
+        self.flush()?;
+        let file = self.out.into_inner().map_err(|e| Error::io(&self.path, e.into_error()))?;
+        file.sync_all().with_path(&self.path)?;
+        Ok(self.written)
+    }
 }
 
 /// Opens a prepared shard, checking it was made with `tokenizer`.

@@ -19,10 +19,15 @@ pub const DEFAULT_VOCAB_SIZE: usize = 31_923;
 const PREFIX: &str = "##";
 const ALPHABET_LIMIT: usize = 1000;
 
+/// What a trained vocabulary looks like.
 #[derive(Debug, Clone)]
 pub struct TrainOptions {
+    /// The vocabulary's size, special tokens and alphabet included (merging stops there, or
+    /// earlier when no pair is frequent enough).
     pub vocab_size: usize,
+    /// The fewest occurrences a pair needs to be merged.
     pub min_frequency: u64,
+    /// Lowercase (and strip accents) before counting, as uncased BERT does.
     pub lowercase: bool,
 }
 
@@ -76,10 +81,33 @@ pub fn train_vocab(texts: &[String], options: &TrainOptions) -> Result<Vec<Strin
     let counts = count_words(texts, &normalizer)?;
     let mut words: Vec<(&String, u64)> = counts.iter().map(|(w, &c)| (w, c)).collect();
     words.sort_unstable();
+    let alphabet = alphabet(&words);
+    let mut vocab = Vocab { tokens: Vec::new(), ids: HashMap::new() };
+    for t in SPECIAL_TOKENS {
+        vocab.id(t);
+    }
+    for &ch in &alphabet {
+        vocab.id(&ch.to_string());
+    }
+    let symbols = word_symbols(&words, &alphabet, &mut vocab);
+    let mut merges = Merges::new(symbols);
+    while vocab.tokens.len() < options.vocab_size {
+        let Some((count, pair)) = merges.most_frequent() else { break };
+        if count < options.min_frequency as i64 || count <= 0 {
+            break;
+        }
+        let (a, b) = (&vocab.tokens[pair.0 as usize], &vocab.tokens[pair.1 as usize]);
+        let merged = format!("{a}{}", b.strip_prefix(PREFIX).unwrap_or(b));
+        let new_id = vocab.id(&merged);
+        merges.merge(pair, new_id);
+    }
+    Ok(vocab.tokens)
+}
 
-    // The alphabet: the most frequent characters (ties by character), in character order.
+/// The alphabet: the most frequent characters (ties by character), in character order.
+fn alphabet(words: &[(&String, u64)]) -> Vec<char> {
     let mut char_counts: HashMap<char, u64> = HashMap::new();
-    for (word, count) in &words {
+    for (word, count) in words {
         for ch in word.chars() {
             *char_counts.entry(ch).or_default() += count;
         }
@@ -88,18 +116,15 @@ pub fn train_vocab(texts: &[String], options: &TrainOptions) -> Result<Vec<Strin
     alphabet.sort_unstable_by_key(|&(ch, n)| (Reverse(n), ch));
     alphabet.truncate(ALPHABET_LIMIT);
     alphabet.sort_unstable();
-    let allowed: HashSet<char> = alphabet.iter().map(|&(c, _)| c).collect();
+    alphabet.into_iter().map(|(ch, _)| ch).collect()
+}
 
-    let mut vocab = Vocab { tokens: Vec::new(), ids: HashMap::new() };
-    for t in SPECIAL_TOKENS {
-        vocab.id(t);
-    }
-    for &(ch, _) in &alphabet {
-        vocab.id(&ch.to_string());
-    }
-    // Words as symbol sequences: the first character plain, the others `##`-prefixed.
+/// Words as symbol sequences with their counts: the first character plain, the others
+/// `##`-prefixed, characters outside the alphabet dropped.
+fn word_symbols(words: &[(&String, u64)], alphabet: &[char], vocab: &mut Vocab) -> Vec<(Vec<u32>, i64)> {
+    let allowed: HashSet<char> = alphabet.iter().copied().collect();
     let mut symbols: Vec<(Vec<u32>, i64)> = Vec::with_capacity(words.len());
-    for (word, count) in &words {
+    for (word, count) in words {
         let mut seq = Vec::new();
         for (i, ch) in word.chars().enumerate() {
             if !allowed.contains(&ch) {
@@ -110,73 +135,98 @@ pub fn train_vocab(texts: &[String], options: &TrainOptions) -> Result<Vec<Strin
         }
         symbols.push((seq, *count as i64));
     }
+    symbols
+}
 
-    let mut pair_counts: HashMap<Pair, i64> = HashMap::new();
-    let mut where_found: HashMap<Pair, HashSet<usize>> = HashMap::new();
-    for (w, (seq, count)) in symbols.iter().enumerate() {
-        for pair in pairs_of(seq) {
-            *pair_counts.entry(pair).or_default() += count;
-            where_found.entry(pair).or_default().insert(w);
+/// The merge loop's state: every word as symbols with its count, each adjacent pair's total
+/// count and the words it occurs in, and the candidate pairs by count.
+struct Merges {
+    symbols: Vec<(Vec<u32>, i64)>,
+    pair_counts: HashMap<Pair, i64>,
+    where_found: HashMap<Pair, HashSet<usize>>,
+    /// Max-heap by count, ties to the smaller pair of ids; stale entries are re-pushed.
+    heap: BinaryHeap<(i64, Reverse<Pair>)>,
+}
+
+impl Merges {
+    fn new(symbols: Vec<(Vec<u32>, i64)>) -> Self {
+        let mut pair_counts: HashMap<Pair, i64> = HashMap::new();
+        let mut where_found: HashMap<Pair, HashSet<usize>> = HashMap::new();
+        for (w, (seq, count)) in symbols.iter().enumerate() {
+            for pair in pairs_of(seq) {
+                *pair_counts.entry(pair).or_default() += count;
+                where_found.entry(pair).or_default().insert(w);
+            }
+        }
+        let heap = pair_counts.iter().map(|(&p, &c)| (c, Reverse(p))).collect();
+        Merges { symbols, pair_counts, where_found, heap }
+    }
+
+    /// The most frequent pair and its count (ties to the smaller pair of ids), or `None` when
+    /// no pair is left. A heap entry whose count has changed since is pushed again with its
+    /// current count (if any remains) and skipped.
+    fn most_frequent(&mut self) -> Option<(i64, Pair)> {
+        loop {
+            let (count, Reverse(pair)) = self.heap.pop()?;
+            let current = self.pair_counts.get(&pair).copied().unwrap_or(0);
+            if current == count {
+                return Some((count, pair));
+            }
+            if current > 0 {
+                self.heap.push((current, Reverse(pair)));
+            }
         }
     }
-    // Max-heap by count, ties to the smaller pair of ids; stale entries are re-pushed.
-    let mut heap: BinaryHeap<(i64, Reverse<Pair>)> = pair_counts.iter().map(|(&p, &c)| (c, Reverse(p))).collect();
-    while vocab.tokens.len() < options.vocab_size {
-        let Some((count, Reverse(pair))) = heap.pop() else { break };
-        let current = pair_counts.get(&pair).copied().unwrap_or(0);
-        if current != count {
-            if current > 0 {
-                heap.push((current, Reverse(pair)));
-            }
-            continue;
-        }
-        if count < options.min_frequency as i64 || count <= 0 {
-            break;
-        }
-        let (a, b) = (&vocab.tokens[pair.0 as usize], &vocab.tokens[pair.1 as usize]);
-        let merged = format!("{a}{}", b.strip_prefix(PREFIX).unwrap_or(b));
-        let new_id = vocab.id(&merged);
-        let mut affected: Vec<usize> = where_found.remove(&pair).map(|s| s.into_iter().collect()).unwrap_or_default();
+
+    /// Replaces `pair` with `new_id` in every word that holds it, in word order, updating the
+    /// pair counts and pushing the changed pairs (in pair order) onto the heap.
+    fn merge(&mut self, pair: Pair, new_id: u32) {
+        let mut affected: Vec<usize> =
+            self.where_found.remove(&pair).map(|s| s.into_iter().collect()).unwrap_or_default();
         affected.sort_unstable();
         let mut touched: HashSet<Pair> = HashSet::new();
         for w in affected {
-            let (seq, n) = &mut symbols[w];
+            let (seq, n) = &mut self.symbols[w];
             if !pairs_of(seq).any(|p| p == pair) {
                 continue;
             }
             for p in pairs_of(seq) {
-                *pair_counts.get_mut(&p).expect("counted") -= *n;
+                *self.pair_counts.get_mut(&p).expect("counted") -= *n;
                 touched.insert(p);
             }
-            let mut out = Vec::with_capacity(seq.len());
-            let mut i = 0;
-            while i < seq.len() {
-                if i + 1 < seq.len() && (seq[i], seq[i + 1]) == pair {
-                    out.push(new_id);
-                    i += 2;
-                } else {
-                    out.push(seq[i]);
-                    i += 1;
-                }
-            }
-            *seq = out;
+            *seq = merged(seq, pair, new_id);
             for p in pairs_of(seq) {
-                *pair_counts.entry(p).or_default() += *n;
-                where_found.entry(p).or_default().insert(w);
+                *self.pair_counts.entry(p).or_default() += *n;
+                self.where_found.entry(p).or_default().insert(w);
                 touched.insert(p);
             }
         }
-        pair_counts.remove(&pair);
+        self.pair_counts.remove(&pair);
         let mut touched: Vec<Pair> = touched.into_iter().filter(|p| *p != pair).collect();
         touched.sort_unstable();
         for p in touched {
-            let c = pair_counts.get(&p).copied().unwrap_or(0);
+            let c = self.pair_counts.get(&p).copied().unwrap_or(0);
             if c > 0 {
-                heap.push((c, Reverse(p)));
+                self.heap.push((c, Reverse(p)));
             }
         }
     }
-    Ok(vocab.tokens)
+}
+
+/// `seq` with every occurrence of `pair` (left to right, not overlapping) replaced by `new_id`.
+fn merged(seq: &[u32], pair: Pair, new_id: u32) -> Vec<u32> {
+    let mut out = Vec::with_capacity(seq.len());
+    let mut i = 0;
+    while i < seq.len() {
+        if i + 1 < seq.len() && (seq[i], seq[i + 1]) == pair {
+            out.push(new_id);
+            i += 2;
+        } else {
+            out.push(seq[i]);
+            i += 1;
+        }
+    }
+    out
 }
 
 /// Trains a WordPiece tokenizer on `texts` (one paragraph each).

@@ -42,26 +42,37 @@ pub const AREAS: &[(&str, &[&str])] = &[
         ],
     ),
 ];
+/// The paper's pass mark: accuracy (%) a subject and level needs to count as passed.
 pub const PASS_MARK: f64 = 65.0;
 const NEGATIONS: [&str; 3] = ["kecuali", "yang bukan", "yang tidak"];
 
+/// The paper's area of `subject` (case-insensitive), if it has one.
 pub fn area_of(subject: &str) -> Option<&'static str> {
     AREAS.iter().find(|(_, subjects)| subjects.iter().any(|s| s.eq_ignore_ascii_case(subject))).map(|(a, _)| *a)
 }
 
+/// One multiple-choice question of the CSV.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Question {
+    /// Its row in the CSV (the header is row 1).
     pub row: usize,
+    /// The `subject` column, e.g. `Biologi`.
     pub subject: String,
+    /// The `level` column: `SD`, `SMP`, `SMA` or `Seleksi PTN` (university entrance).
     pub level: String,
+    /// The `kelas` column: the school year (empty for `Seleksi PTN`).
     pub kelas: String,
+    /// The question text (`soal`).
     pub question: String,
     /// (letter, text) in order.
     pub options: Vec<(char, String)>,
+    /// The index of the right option (from `kunci`).
     pub answer: usize,
 }
 
 impl Question {
+    /// The prompt's `[LEVEL]`: `<kelas> <level>` (e.g. `4 SD`), or `seleksi masuk universitas`
+    /// for `Seleksi PTN`.
     pub fn level_phrase(&self) -> String {
         if self.level.to_lowercase().contains("seleksi") {
             "seleksi masuk universitas".into()
@@ -69,6 +80,7 @@ impl Question {
             format!("{} {}", self.kelas, self.level).trim().to_string()
         }
     }
+    /// The prompt's first sentence, naming the subject and level.
     pub fn header(&self) -> String {
         format!(
             "Ini adalah soal {} untuk {}. Pilihlah salah satu jawaban yang dianggap benar!",
@@ -81,6 +93,8 @@ impl Question {
         let options: Vec<String> = self.options.iter().map(|(l, t)| format!("{l}. {t}")).collect();
         format!("{}\nJawaban:", options.join("\n"))
     }
+    /// Whether the question asks for the option that does not hold (`kecuali`, `yang bukan`,
+    /// `yang tidak`).
     pub fn negated(&self) -> bool {
         let q = self.question.to_lowercase();
         NEGATIONS.iter().any(|n| q.contains(n))
@@ -103,6 +117,8 @@ fn split_options(text: &str) -> Option<Vec<(char, String)>> {
     (out.len() >= 2).then_some(out)
 }
 
+/// Reads and checks the IndoMMLU CSV: the columns, every row's options and key, no empty
+/// question.
 pub fn load(path: &Path) -> Result<Vec<Question>> {
     let mut reader = csv::Reader::from_path(path).map_err(|e| match e.kind() {
         csv::ErrorKind::Io(io) if io.kind() == std::io::ErrorKind::NotFound => {
@@ -189,85 +205,125 @@ pub fn score_questions(
     mode: IndommluMode,
     device: Device,
 ) -> Result<Vec<Vec<f64>>> {
-    let max_len = model.max_positions();
     match mode {
-        IndommluMode::OptionPll => {
-            let scorer = PllScorer::new(model, tok, device);
-            let mut inputs = Vec::new();
-            for q in questions {
-                for (_, text) in &q.options {
-                    let option: Vec<i64> = tok.encode_plain(text)?.into_iter().map(i64::from).collect();
-                    let option = if option.is_empty() { vec![tok.special.unk] } else { option };
-                    let (ids, start) = context_ids(tok, q, &option, max_len)?;
-                    inputs.push(ScoringInput { positions: (start..start + option.len()).collect(), ids });
-                }
-            }
-            let scores = scorer.score(&inputs);
-            let mut it = scores.into_iter();
-            Ok(questions
-                .iter()
-                .map(|q| {
-                    q.options
-                        .iter()
-                        .map(|_| {
-                            let s = it.next().expect("one score per option");
-                            s.pll / s.tokens as f64
-                        })
-                        .collect()
-                })
-                .collect())
-        }
-        IndommluMode::Letter => {
-            let mut out = Vec::new();
-            for chunk in questions.chunks(16) {
-                let mut rows = Vec::new();
-                let mut positions = Vec::new();
-                for q in chunk {
-                    let (ids, start) = context_ids(tok, q, &[tok.special.mask], max_len)?;
-                    positions.push(start);
-                    rows.push(ids);
-                }
-                let width = rows.iter().map(Vec::len).max().unwrap_or(0);
-                let flat: Vec<i64> = rows
-                    .iter()
-                    .flat_map(|r| r.iter().copied().chain(std::iter::repeat_n(tok.special.pad, width - r.len())))
-                    .collect();
-                let mask: Vec<i64> = rows
-                    .iter()
-                    .flat_map(|r| std::iter::repeat_n(1i64, r.len()).chain(std::iter::repeat_n(0, width - r.len())))
-                    .collect();
-                let flat_pos: Vec<i64> = positions.iter().enumerate().map(|(r, &p)| (r * width + p) as i64).collect();
-                let shape = [rows.len() as i64, width as i64];
-                let log_probs = tch::no_grad(|| {
-                    let ids = Tensor::from_slice(&flat).view(shape).to_device(device);
-                    let m = Tensor::from_slice(&mask).view(shape).to_device(device);
-                    let hidden = model.bert.forward(&ids, None, Some(&m), false);
-                    model
-                        .logits_at(&hidden, &Tensor::from_slice(&flat_pos).to_device(device))
-                        .log_softmax(-1, Kind::Double)
-                        .to_device(Device::Cpu)
-                });
-                for (r, q) in chunk.iter().enumerate() {
-                    let mut scores = Vec::new();
-                    for (letter, _) in &q.options {
-                        let token = if tok.lowercase { letter.to_ascii_lowercase() } else { *letter }.to_string();
-                        let id = tok.token_to_id(&token).ok_or_else(|| Error::Tokenizer {
-                            path: tok.source.clone(),
-                            message: format!("no token for the option letter {token:?}"),
-                        })?;
-                        scores.push(log_probs.double_value(&[r as i64, id as i64]));
-                    }
-                    out.push(scores);
-                }
-            }
-            Ok(out)
-        }
+        IndommluMode::OptionPll => option_pll_scores(model, tok, questions, device),
+        IndommluMode::Letter => letter_scores(model, tok, questions, device),
     }
 }
 
+/// `option-pll`: each option's PLL per token after the prompt (an option with no tokens is
+/// scored as `[UNK]`).
+fn option_pll_scores(
+    model: &BertForMaskedLM,
+    tok: &TextTokenizer,
+    questions: &[Question],
+    device: Device,
+) -> Result<Vec<Vec<f64>>> {
+    let max_len = model.max_positions();
+    let scorer = PllScorer::new(model, tok, device);
+    let mut inputs = Vec::new();
+    for q in questions {
+        for (_, text) in &q.options {
+            let option: Vec<i64> = tok.encode_plain(text)?.into_iter().map(i64::from).collect();
+            let option = if option.is_empty() { vec![tok.special.unk] } else { option };
+            let (ids, start) = context_ids(tok, q, &option, max_len)?;
+            inputs.push(ScoringInput { positions: (start..start + option.len()).collect(), ids });
+        }
+    }
+    let scores = scorer.score(&inputs);
+    let mut it = scores.into_iter();
+    Ok(questions
+        .iter()
+        .map(|q| {
+            q.options
+                .iter()
+                .map(|_| {
+                    let s = it.next().expect("one score per option");
+                    s.pll / s.tokens as f64
+                })
+                .collect()
+        })
+        .collect())
+}
+
+/// `letter`: the log-probability of each option's letter at the `[MASK]` after `Jawaban:`,
+/// 16 questions a batch.
+fn letter_scores(
+    model: &BertForMaskedLM,
+    tok: &TextTokenizer,
+    questions: &[Question],
+    device: Device,
+) -> Result<Vec<Vec<f64>>> {
+    let max_len = model.max_positions();
+    let mut out = Vec::new();
+    for chunk in questions.chunks(16) {
+        let log_probs = answer_log_probs(model, tok, chunk, max_len, device)?;
+        for (r, q) in chunk.iter().enumerate() {
+            out.push(letter_log_probs(tok, q, &log_probs, r)?);
+        }
+    }
+    Ok(out)
+}
+
+/// The log-probabilities over the vocabulary at the answer `[MASK]` of each question, in one
+/// padded batch: `[questions, vocab]`, double precision, on the CPU.
+fn answer_log_probs(
+    model: &BertForMaskedLM,
+    tok: &TextTokenizer,
+    chunk: &[Question],
+    max_len: usize,
+    device: Device,
+) -> Result<Tensor> {
+    let mut rows = Vec::new();
+    let mut positions = Vec::new();
+    for q in chunk {
+        let (ids, start) = context_ids(tok, q, &[tok.special.mask], max_len)?;
+        positions.push(start);
+        rows.push(ids);
+    }
+    let width = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let flat: Vec<i64> = rows
+        .iter()
+        .flat_map(|r| r.iter().copied().chain(std::iter::repeat_n(tok.special.pad, width - r.len())))
+        .collect();
+    let mask: Vec<i64> = rows
+        .iter()
+        .flat_map(|r| std::iter::repeat_n(1i64, r.len()).chain(std::iter::repeat_n(0, width - r.len())))
+        .collect();
+    let flat_pos: Vec<i64> = positions.iter().enumerate().map(|(r, &p)| (r * width + p) as i64).collect();
+    let shape = [rows.len() as i64, width as i64];
+    Ok(tch::no_grad(|| {
+        let ids = Tensor::from_slice(&flat).view(shape).to_device(device);
+        let m = Tensor::from_slice(&mask).view(shape).to_device(device);
+        let hidden = model.bert.forward(&ids, None, Some(&m), false);
+        model
+            .logits_at(&hidden, &Tensor::from_slice(&flat_pos).to_device(device))
+            .log_softmax(-1, Kind::Double)
+            .to_device(Device::Cpu)
+    }))
+}
+
+/// Row `r` of `log_probs` at each of `q`'s option letters (lowercased when the tokenizer
+/// lowercases).
+fn letter_log_probs(tok: &TextTokenizer, q: &Question, log_probs: &Tensor, r: usize) -> Result<Vec<f64>> {
+    let mut scores = Vec::new();
+    for (letter, _) in &q.options {
+        let token = if tok.lowercase { letter.to_ascii_lowercase() } else { *letter }.to_string();
+        let id = tok.token_to_id(&token).ok_or_else(|| Error::Tokenizer {
+            path: tok.source.clone(),
+            message: format!("no token for the option letter {token:?}"),
+        })?;
+        scores.push(log_probs.double_value(&[r as i64, id as i64]));
+    }
+    Ok(scores)
+}
+
+/// The tally of a group of questions (a subject, a subject and level, with or without negation).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Cell {
+    /// Questions in the group.
     pub questions: usize,
+    /// Of those, answered right.
     pub correct: usize,
     /// Expected correct answers by chance: Σ 1 / options.
     pub chance: f64,
@@ -279,36 +335,51 @@ impl Cell {
         self.correct += correct as usize;
         self.chance += 1.0 / options as f64;
     }
+    /// Percentage answered right (0 for an empty group).
     pub fn accuracy(&self) -> f64 {
         100.0 * self.correct as f64 / self.questions.max(1) as f64
     }
+    /// The percentage a random guess would get right, on average.
     pub fn random(&self) -> f64 {
         100.0 * self.chance / self.questions.max(1) as f64
     }
 }
 
+/// One area's scores (Table 2 of the paper).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AreaScore {
+    /// The area's name, as in [`AREAS`].
     pub area: String,
     /// Mean of the subjects' accuracies.
     pub accuracy: f64,
+    /// Mean of the subjects' random baselines.
     pub random: f64,
+    /// The area's subjects among the questions.
     pub subjects: usize,
 }
 
+/// The result of one IndoMMLU evaluation; written as `indommlu.json`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct IndommluReport {
+    /// How the options were scored.
     pub mode: IndommluMode,
+    /// The checkpoint's training step, when evaluated during pretraining.
     pub step: Option<u64>,
+    /// The number of questions scored.
     pub questions: usize,
     /// "subject / level" → cell.
     pub subject_level: BTreeMap<String, Cell>,
+    /// Subject → cell.
     pub subjects: BTreeMap<String, Cell>,
+    /// The areas with at least one subject among the questions, in the paper's order.
     pub areas: Vec<AreaScore>,
     /// Mean over the areas.
     pub average: f64,
+    /// Mean over the areas of their random baselines.
     pub random_average: f64,
+    /// The questions with negation (see [`Question::negated`]).
     pub negated: Cell,
+    /// The questions without.
     pub not_negated: Cell,
     /// Subjects outside the paper's mapping (scored, not in the averages).
     pub unmapped_subjects: Vec<String>,
@@ -380,6 +451,8 @@ pub fn evaluate(
 }
 
 impl IndommluReport {
+    /// The report as markdown: the area table with the average, the subject/level table with
+    /// pass or fail, negation, and subjects outside the mapping.
     pub fn markdown(&self) -> String {
         let mut out = format!("IndoMMLU, mode {:?}, {} questions: accuracy % (random baseline)\n\n| area | accuracy | random | subjects |\n|---|---:|---:|---:|\n", self.mode, self.questions);
         for a in &self.areas {
@@ -418,12 +491,17 @@ impl IndommluReport {
 
 /// The `[eval.indommlu]` checkpoint hook: a fixed, seeded subsample of the questions.
 pub struct IndommluHook {
+    /// The questions scored at every checkpoint, in CSV order.
     pub questions: Vec<Question>,
+    /// How the options are scored.
     pub mode: IndommluMode,
+    /// Where the model runs.
     pub device: Device,
 }
 
 impl IndommluHook {
+    /// Loads the questions from `path` and keeps `subsample` of them (all when 0 or more than
+    /// there are), drawn with `seed`.
     pub fn new(path: &Path, mode: IndommluMode, subsample: usize, seed: u64, device: Device) -> Result<Self> {
         use rand::seq::SliceRandom;
         let mut questions = load(path)?;

@@ -9,8 +9,9 @@ use crate::eval::metrics::argmax;
 use crate::eval::metrics::{accuracy, confusion_matrix, macro_f1};
 use crate::files::{write_atomic, write_json};
 use crate::logger::Logger;
+use crate::model::weights::Snapshot;
 use crate::optim::{constant_or_linear, AdamW};
-use crate::seeds::{derive_seed, per_step, salt, stream_rng};
+use crate::seeds::{per_step, salt, seed_torch, stream_rng};
 use rand::seq::SliceRandom;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -18,37 +19,53 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 use tch::{Device, Kind, Tensor};
 
+/// The three NusaX labels, in the order of the classifier's outputs.
 pub const LABELS: [&str; 3] = ["negative", "neutral", "positive"];
+/// The 12 NusaX languages (folder names), used when a recipe names none.
 pub const NUSAX_LANGUAGES: [&str; 12] = crate::data::download::NUSAX_LANGUAGES;
 
+/// The NusaX paper's training and testing arrangements.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Setting {
+    /// One model per language, trained and tested on that language.
     Monolingual,
+    /// One model trained on every language, tested on each.
     Multilingual,
+    /// Per language, a model trained on all the other languages and tested on it.
     LeaveOneOut,
+    /// Per language, a model trained on it and tested on every language (zero-shot on the others).
     CrossLingual,
 }
 
+/// A `finetune sentiment` recipe (TOML).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct SentimentRecipe {
+    /// The run's name: its folder under `output_dir` and under `tensorboard`.
     pub name: String,
+    /// The seed every shuffle and libtorch reseed of the run derives from.
     #[serde(default = "crate::recipe::default_seed")]
     pub seed: u64,
+    /// Where the run's folder (one model per trained set, results) goes.
     #[serde(default = "crate::recipe::default_output_dir")]
     pub output_dir: PathBuf,
     /// The model to start from (an indolm checkpoint or an HF BERT directory); `--init` overrides.
     #[serde(default)]
     pub init: Option<PathBuf>,
+    /// The NusaX folder, the languages and the setting.
     pub data: SentimentData,
+    /// The optimizer, its schedule and early stopping.
     pub optimizer: FinetuneOptimizer,
+    /// Learning rates × batch sizes to search (instead of the optimizer's own).
     #[serde(default)]
     pub grid: Option<Grid>,
+    /// Where the TensorBoard logs go (in a folder named after the run).
     #[serde(default = "crate::recipe::default_tensorboard")]
     pub tensorboard: PathBuf,
 }
 
+/// The `[data]` table of a sentiment recipe.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct SentimentData {
@@ -57,7 +74,9 @@ pub struct SentimentData {
     /// Languages (folder names); all 12 NusaX languages when omitted.
     #[serde(default)]
     pub languages: Vec<String>,
+    /// Which models are trained on which languages, and tested on which.
     pub setting: Setting,
+    /// Texts are cut to this many tokens (with `[CLS]` and `[SEP]`).
     #[serde(default = "d_max_len")]
     pub max_len: usize,
 }
@@ -66,21 +85,32 @@ fn d_max_len() -> usize {
     128
 }
 
+/// The `[optimizer]` table of a sentiment recipe: AdamW with a constant learning rate (or a
+/// linear warmup and decay), gradient clipping, early stopping.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct FinetuneOptimizer {
+    /// The peak learning rate.
     pub lr: f64,
+    /// Examples per step.
     pub batch_size: usize,
+    /// Adam's β1 and β2.
     #[serde(default = "d_betas")]
     pub betas: [f64; 2],
+    /// Adam's ε.
     #[serde(default = "d_eps")]
     pub eps: f64,
+    /// Decoupled weight decay (AdamW).
     #[serde(default)]
     pub weight_decay: f64,
+    /// The largest gradient norm.
     #[serde(default = "d_clip")]
     pub grad_clip: f64,
+    /// 0: a constant learning rate; else a linear warmup over this many steps, then a linear
+    /// decay to 0 at the last step.
     #[serde(default)]
     pub warmup_steps: u64,
+    /// The most epochs one fine-tuning runs.
     pub max_epochs: usize,
     /// Stop after this many epochs without a better validation macro-F1.
     #[serde(default = "d_patience")]
@@ -100,14 +130,19 @@ fn d_patience() -> usize {
     3
 }
 
+/// A hyper-parameter grid: every learning rate with every batch size, the best on validation
+/// macro-F1 kept.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct Grid {
+    /// The learning rates tried.
     pub lr: Vec<f64>,
+    /// The batch sizes tried.
     pub batch_size: Vec<usize>,
 }
 
 impl SentimentRecipe {
+    /// Reads a recipe and checks that lr, batch_size and max_epochs are positive.
     pub fn load(path: &Path) -> Result<Self> {
         let recipe: SentimentRecipe = crate::recipe::parse_toml(path)?;
         let o = &recipe.optimizer;
@@ -117,6 +152,7 @@ impl SentimentRecipe {
         Ok(recipe)
     }
 
+    /// The recipe's languages, or all 12 NusaX languages when it names none.
     pub fn languages(&self) -> Vec<String> {
         if self.data.languages.is_empty() {
             NUSAX_LANGUAGES.iter().map(|s| s.to_string()).collect()
@@ -126,9 +162,12 @@ impl SentimentRecipe {
     }
 }
 
+/// One labelled text.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Example {
+    /// The text, trimmed.
     pub text: String,
+    /// The index of its label in [`LABELS`].
     pub label: usize,
 }
 
@@ -180,12 +219,18 @@ pub fn load_split(root: &Path, language: &str, split: &str) -> Result<Vec<Exampl
 /// Scores of one evaluation: macro-F1, accuracy, confusion matrix.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Scores {
+    /// The mean of the three labels' F1 (0 to 1).
     pub macro_f1: f64,
+    /// The share of texts labelled right (0 to 1).
     pub accuracy: f64,
+    /// Counts by gold label (rows) and predicted label (columns), in [`LABELS`] order.
     pub confusion: Vec<Vec<usize>>,
+    /// The number of texts scored.
     pub n: usize,
 }
 
+/// Classifies `data` (texts cut to `max_len` tokens) and scores the predictions, which it also
+/// returns.
 pub fn score(model: &SequenceClassifier, data: &[Example], max_len: usize) -> Result<(Scores, Vec<usize>)> {
     let texts: Vec<&str> = data.iter().map(|e| e.text.as_str()).collect();
     let probs = model.predict(&texts, max_len, 64)?;
@@ -204,11 +249,17 @@ pub fn score(model: &SequenceClassifier, data: &[Example], max_len: usize) -> Re
 
 /// What one fine-tuning produced.
 pub struct Finetuned {
+    /// The classifier with the best epoch's weights.
     pub model: SequenceClassifier,
+    /// Its validation scores.
     pub best_valid: Scores,
+    /// The best epoch, from 1.
     pub best_epoch: usize,
+    /// The epochs run before stopping.
     pub epochs: usize,
+    /// The learning rate used.
     pub lr: f64,
+    /// The batch size used.
     pub batch_size: usize,
 }
 
@@ -228,69 +279,147 @@ pub fn finetune(
     logger: &mut Logger,
     tag: &str,
 ) -> Result<Finetuned> {
-    tch::manual_seed(derive_seed(seed, salt::SENTIMENT_TORCH) as i64);
+    seed_torch(seed, salt::SENTIMENT_TORCH);
+    let model = load_classifier(init, device, logger)?;
+    let mut optimizer = AdamW::new(model.vs.variables().into_iter().collect(), o.betas, o.eps, o.weight_decay);
+    let steps_per_epoch = train.len().div_ceil(batch_size) as u64;
+    let run =
+        Epochs { train, o, lr, batch_size, max_len, seed, device, total_steps: steps_per_epoch * o.max_epochs as u64 };
+    let mut stopping = EarlyStopping { patience: o.patience, best: None };
+    let mut step = 0u64;
+    let mut epochs = 0;
+    for epoch in 0..o.max_epochs {
+        epochs = epoch + 1;
+        let order = run.order(epoch);
+        let started = Instant::now();
+        let train_loss = run.train_epoch(&model, &mut optimizer, &order, &mut step)? / steps_per_epoch as f64;
+        let (valid_scores, _) = score(&model, valid, max_len)?;
+        log_epoch(logger, tag, epoch, train_loss, &valid_scores, started);
+        if stopping.stop_after(epoch, valid_scores, &model) {
+            break;
+        }
+    }
+    let best = stopping.best.expect("at least one epoch ran");
+    best.weights.restore(&model.vs);
+    Ok(Finetuned { model, best_valid: best.scores, best_epoch: best.epoch, epochs, lr, batch_size })
+}
+
+/// The model `finetune` starts from: `init` with a new three-label head (drawn from libtorch's
+/// generator), in the device's default precision; the loading notes go to the log.
+fn load_classifier(init: &Path, device: Device, logger: &Logger) -> Result<SequenceClassifier> {
     let labels: Vec<String> = LABELS.iter().map(|s| s.to_string()).collect();
     let (mut model, notes) = SequenceClassifier::load(init, &labels, device)?;
     for note in notes {
         logger.println(&format!("note: {note}"));
     }
     model.set_precision(crate::device::default_precision(device));
-    let mut optimizer = AdamW::new(model.vs.variables().into_iter().collect(), o.betas, o.eps, o.weight_decay);
-    let steps_per_epoch = train.len().div_ceil(batch_size) as u64;
-    let total_steps = steps_per_epoch * o.max_epochs as u64;
-    let mut best: Option<(Scores, usize, Vec<(String, Tensor)>)> = None;
-    let mut step = 0u64;
-    let mut epochs = 0;
-    for epoch in 0..o.max_epochs {
-        epochs = epoch + 1;
-        let mut order: Vec<usize> = (0..train.len()).collect();
-        order.shuffle(&mut stream_rng(seed, salt::SENTIMENT_SHUFFLE, epoch as u64));
-        let started = Instant::now();
+    Ok(model)
+}
+
+/// The training side of one `finetune` call: the examples, the optimizer settings with the
+/// grid point's learning rate and batch size, and the schedule's length in steps.
+struct Epochs<'a> {
+    train: &'a [Example],
+    o: &'a FinetuneOptimizer,
+    lr: f64,
+    batch_size: usize,
+    max_len: usize,
+    seed: u64,
+    device: Device,
+    total_steps: u64,
+}
+
+impl Epochs<'_> {
+    /// The order of the training examples in `epoch`.
+    fn order(&self, epoch: usize) -> Vec<usize> {
+        let mut order: Vec<usize> = (0..self.train.len()).collect();
+        order.shuffle(&mut stream_rng(self.seed, salt::SENTIMENT_SHUFFLE, epoch as u64));
+        order
+    }
+
+    /// One pass over `order` in batches, libtorch reseeded before each; `step` counts on across
+    /// epochs. Returns the sum of the batches' losses.
+    fn train_epoch(
+        &self,
+        model: &SequenceClassifier,
+        optimizer: &mut AdamW,
+        order: &[usize],
+        step: &mut u64,
+    ) -> Result<f64> {
         let mut loss_sum = 0.0;
-        for chunk in order.chunks(batch_size) {
-            tch::manual_seed(derive_seed(seed, per_step(salt::SENTIMENT_TORCH, step)) as i64);
-            let texts: Vec<&str> = chunk.iter().map(|&i| train[i].text.as_str()).collect();
-            let targets =
-                Tensor::from_slice(&chunk.iter().map(|&i| train[i].label as i64).collect::<Vec<_>>()).to_device(device);
-            let batch = model.tokenizer.batch(&texts, None, max_len)?;
-            optimizer.zero_grad();
-            let logits =
-                model.logits(&batch.input_ids.to_device(device), &batch.attention_mask.to_device(device), true);
-            let loss = logits.log_softmax(-1, Kind::Float).nll_loss(&targets);
-            loss.backward();
-            optimizer.clip_grad_norm(o.grad_clip);
-            optimizer.step(constant_or_linear(lr, o.warmup_steps, total_steps, step));
-            loss_sum += loss.double_value(&[]);
-            step += 1;
+        for chunk in order.chunks(self.batch_size) {
+            seed_torch(self.seed, per_step(salt::SENTIMENT_TORCH, *step));
+            loss_sum += self.train_batch(model, optimizer, chunk, *step)?;
+            *step += 1;
         }
-        let (valid_scores, _) = score(&model, valid, max_len)?;
-        let train_loss = loss_sum / steps_per_epoch as f64;
-        logger.scalar(&format!("{tag}/train_loss"), train_loss, epoch as u64 + 1);
-        logger.scalar(&format!("{tag}/valid_macro_f1"), valid_scores.macro_f1, epoch as u64 + 1);
-        logger.progress(
-            epoch as u64 + 1,
-            &format!(
-                "{tag}: loss {train_loss:.4}, valid macro-F1 {:.4} ({:.1}s)",
-                valid_scores.macro_f1,
-                started.elapsed().as_secs_f64()
-            ),
-        );
-        let improved = best.as_ref().is_none_or(|(b, _, _)| valid_scores.macro_f1 > b.macro_f1);
+        Ok(loss_sum)
+    }
+
+    /// One optimizer step on the examples at `chunk` (cross-entropy, clipped gradients, the
+    /// learning rate of `step`); returns the loss.
+    fn train_batch(
+        &self,
+        model: &SequenceClassifier,
+        optimizer: &mut AdamW,
+        chunk: &[usize],
+        step: u64,
+    ) -> Result<f64> {
+        let texts: Vec<&str> = chunk.iter().map(|&i| self.train[i].text.as_str()).collect();
+        let targets = Tensor::from_slice(&chunk.iter().map(|&i| self.train[i].label as i64).collect::<Vec<_>>())
+            .to_device(self.device);
+        let batch = model.tokenizer.batch(&texts, None, self.max_len)?;
+        optimizer.zero_grad();
+        let logits =
+            model.logits(&batch.input_ids.to_device(self.device), &batch.attention_mask.to_device(self.device), true);
+        let loss = logits.log_softmax(-1, Kind::Float).nll_loss(&targets);
+        loss.backward();
+        optimizer.clip_grad_norm(self.o.grad_clip);
+        optimizer.step(constant_or_linear(self.lr, self.o.warmup_steps, self.total_steps, step));
+        Ok(loss.double_value(&[]))
+    }
+}
+
+/// The epoch's training loss and validation macro-F1 as TensorBoard scalars and a progress line
+/// (epochs counted from 1).
+fn log_epoch(logger: &mut Logger, tag: &str, epoch: usize, train_loss: f64, valid: &Scores, started: Instant) {
+    logger.scalar(&format!("{tag}/train_loss"), train_loss, epoch as u64 + 1);
+    logger.scalar(&format!("{tag}/valid_macro_f1"), valid.macro_f1, epoch as u64 + 1);
+    logger.progress(
+        epoch as u64 + 1,
+        &format!(
+            "{tag}: loss {train_loss:.4}, valid macro-F1 {:.4} ({:.1}s)",
+            valid.macro_f1,
+            started.elapsed().as_secs_f64()
+        ),
+    );
+}
+
+/// Model selection on validation macro-F1: the best epoch so far with its weights, and the
+/// number of epochs without improvement after which training stops.
+struct EarlyStopping {
+    patience: usize,
+    best: Option<BestEpoch>,
+}
+
+/// An epoch's validation scores, its number (from 1) and the model's weights after it.
+struct BestEpoch {
+    scores: Scores,
+    epoch: usize,
+    weights: Snapshot,
+}
+
+impl EarlyStopping {
+    /// Keeps the model's weights if epoch `epoch` (from 0) is the best so far; true when
+    /// `patience` epochs have passed since the best one.
+    fn stop_after(&mut self, epoch: usize, scores: Scores, model: &SequenceClassifier) -> bool {
+        let improved = self.best.as_ref().is_none_or(|b| scores.macro_f1 > b.scores.macro_f1);
         if improved {
-            let weights = model.vs.variables().into_iter().map(|(n, t)| (n, t.detach().copy())).collect();
-            best = Some((valid_scores, epoch + 1, weights));
-        } else if epoch + 1 - best.as_ref().map_or(0, |b| b.1) >= o.patience {
-            break;
+            self.best = Some(BestEpoch { scores, epoch: epoch + 1, weights: Snapshot::take(&model.vs) });
+            false
+        } else {
+            epoch + 1 - self.best.as_ref().map_or(0, |b| b.epoch) >= self.patience
         }
     }
-    let (best_valid, best_epoch, weights) = best.expect("at least one epoch ran");
-    tch::no_grad(|| {
-        let vars = model.vs.variables();
-        for (name, t) in weights {
-            vars[&name].shallow_clone().copy_(&t);
-        }
-    });
-    Ok(Finetuned { model, best_valid, best_epoch, epochs, lr, batch_size })
 }
 
 /// The grid (or the single setting) searched on validation macro-F1.
@@ -325,18 +454,28 @@ pub fn finetune_selected(
 pub struct RunResult {
     /// What it was trained on (a language, `all`, or `all-but-<language>`).
     pub trained_on: String,
+    /// The learning rate selected (from the grid, if any).
     pub lr: f64,
+    /// The batch size selected (from the grid, if any).
     pub batch_size: usize,
+    /// The epoch whose weights were kept, from 1.
     pub best_epoch: usize,
+    /// The epochs run before stopping.
     pub epochs: usize,
+    /// The kept model's validation macro-F1.
     pub valid_macro_f1: f64,
+    /// Test scores per language.
     pub test: BTreeMap<String, Scores>,
 }
 
+/// What `finetune sentiment` measured; written as `results.json`.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct SentimentResults {
+    /// The recipe's setting.
     pub setting: Setting,
+    /// The languages of the run.
     pub languages: Vec<String>,
+    /// One entry per trained model, in training order.
     pub runs: Vec<RunResult>,
 }
 

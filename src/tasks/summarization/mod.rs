@@ -1,11 +1,13 @@
 //! Summarization on Liputan6 (as the Liputan6 paper, after PreSumm): the data layout
 //! (`data`), the extractive baselines Lead-N and Oracle (`oracle`) and their ROUGE table (here),
 //! the encoder input (`input`), PreSumm's transformer blocks (`transformer`), BertExt (`ext`),
-//! BertAbs/BertExtAbs (`abs`) with beam search (`beam`), and their training (`train`).
+//! BertAbs/BertExtAbs (`abs`) with beam search (`beam`), using a trained model and scoring its
+//! summaries (`inference`), and their training (`train`).
 pub mod abs;
 pub mod beam;
 pub mod data;
 pub mod ext;
+pub mod inference;
 pub mod input;
 pub mod oracle;
 pub mod train;
@@ -17,13 +19,13 @@ use data::{join, Article};
 /// One row of the results table: system name and mean ROUGE-1/2/L F1 (×100).
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Row {
-    /// The system: `Lead-1`, `Oracle`, `BertExt`, …
+    /// The summarizer: `Lead-1`..`Lead-3`, `Oracle`, or a trained model's name (e.g. `BertExt`).
     pub system: String,
-    /// Mean ROUGE-1 F1 ×100.
+    /// Mean ROUGE-1 F1, ×100.
     pub rouge1: f64,
-    /// Mean ROUGE-2 F1 ×100.
+    /// Mean ROUGE-2 F1, ×100.
     pub rouge2: f64,
-    /// Mean ROUGE-L F1 ×100.
+    /// Mean ROUGE-L F1, ×100.
     pub rouge_l: f64,
 }
 
@@ -49,7 +51,7 @@ pub fn baselines(articles: &[Article]) -> Vec<Row> {
     rows
 }
 
-/// One split's rows as a Markdown table headed by `split`.
+/// A markdown table of `rows` headed by the split's name, scores with two decimals.
 pub fn markdown(split: &str, rows: &[Row]) -> String {
     let mut out = format!("| {split} | ROUGE-1 | ROUGE-2 | ROUGE-L |\n|---|---:|---:|---:|\n");
     for r in rows {

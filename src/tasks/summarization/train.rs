@@ -3,62 +3,86 @@
 //! label-smoothed loss on the reference, one Adam for the encoder and one for the rest;
 //! `extabs`: BertAbs started from a fine-tuned BertExt), each with PreSumm's Noam schedule,
 //! dev ROUGE every `eval_every` steps keeping the best weights, then ROUGE on the test splits
-//! beside Lead-N and Oracle, with the predictions written one summary a line.
+//! beside Lead-N and Oracle, with the predictions written one summary a line. The models
+//! themselves, and ROUGE of their summaries, are in `inference`.
 use super::abs::{AbsConfig, BertAbs};
 use super::data::{join, load_split, Article};
-use super::ext::{label_tensor, select, BertExt, ExtConfig};
+use super::ext::{label_tensor, BertExt, ExtConfig};
+use super::inference::{evaluate, Summarizer};
 use super::oracle::oracle_liputan6;
 use super::{baselines, markdown, Row};
 use crate::error::{Error, Result};
-use crate::eval::rouge::mean_f1;
-use crate::files::{write_atomic, write_json};
+use crate::files::{read_to_string, write_atomic, write_json};
 use crate::logger::Logger;
+use crate::model::model_dir::save_model_dir;
+use crate::model::weights::Snapshot;
 use crate::model::LoadNote;
 use crate::optim::{noam, AdamW};
-use crate::seeds::{derive_seed, per_step, salt, stream_rng};
+use crate::seeds::{per_step, salt, seed_torch, stream_rng};
 use rand::seq::SliceRandom;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use tch::{Device, Tensor};
 
+/// Which summarizer a recipe trains.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Task {
+    /// BertExt: scores the article's sentences, trained on the oracle labels.
     Ext,
+    /// BertAbs: writes the summary, its encoder started from a BERT model.
     Abs,
+    /// BertExtAbs: BertAbs whose encoder starts from a fine-tuned BertExt.
     Extabs,
 }
 
+/// A `finetune summarize` recipe (TOML).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct SummarizeRecipe {
+    /// The run's name: its folder under `output_dir` and under `tensorboard`.
     pub name: String,
+    /// The seed every random draw of the run derives from.
     #[serde(default = "crate::recipe::default_seed")]
     pub seed: u64,
+    /// Where the run's folder (best model, predictions, results) goes.
     #[serde(default = "crate::recipe::default_output_dir")]
     pub output_dir: PathBuf,
+    /// The model to start from (a BERT model; for `extabs`, a fine-tuned BertExt); `--init`
+    /// overrides.
     #[serde(default)]
     pub init: Option<PathBuf>,
+    /// The summarizer to train.
     pub task: Task,
+    /// Where the TensorBoard logs go (in a folder named after the run).
     #[serde(default = "crate::recipe::default_tensorboard")]
     pub tensorboard: PathBuf,
+    /// The Liputan6 folder and the splits to train, select and test on.
     pub data: SummarizeData,
+    /// Schedules, batch size, steps and evaluation frequency.
     pub optimizer: SummarizeOptimizer,
+    /// BertExt's settings (task `ext`).
     #[serde(default)]
     pub ext: ExtConfig,
+    /// BertAbs's settings (tasks `abs` and `extabs`).
     #[serde(default)]
     pub abs: AbsConfig,
 }
 
+/// The `[data]` table of a summarization recipe.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct SummarizeData {
     /// The Liputan6 folder holding the split folders.
     pub root: PathBuf,
+    /// The split folder trained on.
     #[serde(default = "d_train")]
     pub train_split: String,
+    /// The split folder scored every `eval_every` steps to pick the best weights.
     #[serde(default = "d_dev")]
     pub dev_split: String,
+    /// The split folders scored at the end, each with its own table and prediction files.
     #[serde(default = "d_test")]
     pub test_splits: Vec<String>,
 }
@@ -73,29 +97,37 @@ fn d_test() -> Vec<String> {
     vec!["test".into()]
 }
 
+/// The `[optimizer]` table of a summarization recipe.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct SummarizeOptimizer {
     /// Noam: lr · min(step^-0.5, step · warmup^-1.5); for abs/extabs, the BERT encoder's.
     pub lr: f64,
+    /// The warmup of `lr`'s Noam schedule, in steps.
     pub warmup_steps: u64,
     /// abs/extabs: the decoder's (and generator's) Noam peak factor and warmup.
     #[serde(default)]
     pub lr_dec: Option<f64>,
+    /// abs/extabs: the warmup of `lr_dec`'s schedule, in steps.
     #[serde(default)]
     pub warmup_dec: Option<u64>,
     /// Dev articles scored at each evaluation (default: all; abstractive decoding is slow).
     #[serde(default)]
     pub eval_articles: Option<usize>,
+    /// Training steps, one batch each.
     pub max_steps: u64,
     /// Articles per step.
     pub batch_size: usize,
+    /// Dev ROUGE every this many steps (and after the last).
     pub eval_every: u64,
+    /// The largest gradient norm of each optimizer's variables; 0 does not clip.
     #[serde(default)]
     pub grad_clip: f64,
 }
 
 impl SummarizeRecipe {
+    /// Reads a recipe and checks what serde cannot: positive optimizer settings, and for
+    /// abs/extabs the decoder's schedule and BertAbs's sizes.
     pub fn load(path: &Path) -> Result<Self> {
         let recipe: SummarizeRecipe = crate::recipe::parse_toml(path)?;
         let o = &recipe.optimizer;
@@ -127,24 +159,289 @@ impl SummarizeRecipe {
     }
 }
 
+/// What `finetune summarize` measured; written as `results.json`.
+#[derive(Debug, Clone, Serialize)]
+pub struct SummarizeResults {
+    /// The system's name in the tables: BertExt, BertAbs or BertExtAbs.
+    pub system: String,
+    /// The step with the best dev ROUGE, whose weights were kept (0: none beat the start).
+    pub best_step: u64,
+    /// Dev ROUGE of the model before training.
+    pub dev_before: Row,
+    /// Dev ROUGE at `best_step`.
+    pub dev_best: Row,
+    /// Per test split: Lead-1, Lead-2, Lead-3, Oracle and the system.
+    pub test: Vec<(String, Vec<Row>)>,
+}
+
+/// Trains the recipe's summarizer from `init` and tests the best weights. Under
+/// `<output_dir>/<name>/` it writes the model (`best/`), each test split's summaries and
+/// references one a line (`<split>.candidate`, `<split>.gold`), `results.json` and `results.md`.
+pub fn run(recipe: &SummarizeRecipe, init: &Path, device: Device) -> Result<SummarizeResults> {
+    let splits = Splits::load(recipe)?;
+    let mut trainer = Trainer::start(recipe, init, device)?;
+    let dev_before = trainer.evaluate_dev_before(&splits.dev)?;
+    let mut best = Best::new(dev_before.clone(), &trainer.model);
+    let o = &recipe.optimizer;
+    let mut order = ArticleOrder::new(splits.train.len(), o.batch_size, recipe.seed);
+    for step in 1..=o.max_steps {
+        let picked = order.batch(step);
+        seed_torch(recipe.seed, per_step(salt::SUMMARIZATION_TORCH, step));
+        let (articles, oracles) = splits.training_batch(&picked);
+        let loss = trainer.train_step(step, &articles, &oracles)?;
+        if step % o.eval_every == 0 || step == o.max_steps {
+            let row = trainer.evaluate_dev(step, &loss, &splits.dev)?;
+            best.offer(step, row, &trainer.model);
+        }
+    }
+    best.weights.restore(trainer.model.vs());
+    let out_dir = recipe.output_dir.join(&recipe.name);
+    save_model_dir(&out_dir.join("best"), true, |dir| trainer.model.save(dir))?;
+    let tested = evaluate_tests(&trainer.model, trainer.system, best.step, &splits.tests, &out_dir)?;
+    trainer.logger.finish();
+    let results = SummarizeResults {
+        system: trainer.system.into(),
+        best_step: best.step,
+        dev_before,
+        dev_best: best.row,
+        test: tested.rows,
+    };
+    write_json(&out_dir.join("results.json"), &results)?;
+    write_atomic(&out_dir.join("results.md"), tested.markdown.as_bytes())?;
+    Ok(results)
+}
+
+/// The articles a run reads: the training split with each article's oracle labels (BertExt's
+/// targets; empty for abs/extabs), the dev articles scored at each evaluation, the test splits.
+struct Splits {
+    train: Vec<Article>,
+    oracles: Vec<Vec<usize>>,
+    dev: Vec<Article>,
+    tests: Vec<(String, Vec<Article>)>,
+}
+
+impl Splits {
+    fn load(recipe: &SummarizeRecipe) -> Result<Self> {
+        let d = &recipe.data;
+        let train = load_split(&d.root, &d.train_split)?;
+        let mut dev = load_split(&d.root, &d.dev_split)?;
+        let scored = recipe.optimizer.eval_articles.unwrap_or(usize::MAX).min(dev.len()).max(1);
+        dev.truncate(scored);
+        let tests: Vec<(String, Vec<Article>)> =
+            d.test_splits.iter().map(|s| Ok((s.clone(), load_split(&d.root, s)?))).collect::<Result<_>>()?;
+        let oracles: Vec<Vec<usize>> = match recipe.task {
+            Task::Ext => train.iter().map(oracle_of).collect(),
+            Task::Abs | Task::Extabs => vec![Vec::new(); train.len()],
+        };
+        Ok(Splits { train, oracles, dev, tests })
+    }
+
+    /// The training articles at `picked` and their oracle labels.
+    fn training_batch(&self, picked: &[usize]) -> (Vec<&Article>, Vec<Vec<usize>>) {
+        let articles = picked.iter().map(|&i| &self.train[i]).collect();
+        let oracles = picked.iter().map(|&i| self.oracles[i].clone()).collect();
+        (articles, oracles)
+    }
+}
+
 fn oracle_of(a: &Article) -> Vec<usize> {
     a.extractive.clone().unwrap_or_else(|| oracle_liputan6(&a.article, &a.summary))
 }
 
-/// The model being trained.
-pub enum Summarizer {
-    Ext(BertExt),
-    Abs(BertAbs),
+/// Which training articles each step takes: consecutive slices of a shuffled order, shuffled
+/// anew (with the stream of the step that needs it) when the next batch would run past its end.
+struct ArticleOrder {
+    order: Vec<usize>,
+    cursor: usize,
+    articles: usize,
+    batch_size: usize,
+    seed: u64,
+}
+
+impl ArticleOrder {
+    fn new(articles: usize, batch_size: usize, seed: u64) -> Self {
+        ArticleOrder { order: Vec::new(), cursor: 0, articles, batch_size, seed }
+    }
+
+    /// The indices of the articles of `step`'s batch.
+    fn batch(&mut self, step: u64) -> Vec<usize> {
+        if self.cursor + self.batch_size > self.order.len() {
+            self.order = (0..self.articles).collect();
+            self.order.shuffle(&mut stream_rng(self.seed, salt::SUMMARIZATION_SHUFFLE, step));
+            self.cursor = 0;
+        }
+        let picked = self.order[self.cursor..(self.cursor + self.batch_size).min(self.order.len())].to_vec();
+        self.cursor += self.batch_size;
+        picked
+    }
+}
+
+/// The model in training, its optimizers, and the run's log (tags under the system's name).
+struct Trainer<'r> {
+    recipe: &'r SummarizeRecipe,
+    system: &'static str,
+    model: Summarizer,
+    optimizers: Vec<NoamAdam>,
+    logger: Logger,
+}
+
+impl<'r> Trainer<'r> {
+    /// Reseeds libtorch (the new layers are drawn from it), builds the model from `init`, opens
+    /// the log with the loading notes, and makes the optimizers.
+    fn start(recipe: &'r SummarizeRecipe, init: &Path, device: Device) -> Result<Self> {
+        seed_torch(recipe.seed, salt::SUMMARIZATION_INIT);
+        let (model, notes) = start_model(recipe, init, device)?;
+        let logger = Logger::new(&recipe.tensorboard.join(&recipe.name), recipe.optimizer.max_steps, 0)?;
+        for n in notes {
+            logger.println(&format!("note: {n}"));
+        }
+        let optimizers = optimizers(recipe, &model);
+        Ok(Trainer { recipe, system: system_name(recipe.task), model, optimizers, logger })
+    }
+
+    /// One optimizer step on `articles`; logs the learning rates and the loss every 10 steps.
+    fn train_step(&mut self, step: u64, articles: &[&Article], oracles: &[Vec<usize>]) -> Result<Tensor> {
+        for o in self.optimizers.iter_mut() {
+            o.adam.zero_grad();
+        }
+        let loss = self.model.loss(articles, oracles)?;
+        loss.backward();
+        let grad_clip = self.recipe.optimizer.grad_clip;
+        for o in self.optimizers.iter_mut() {
+            if grad_clip > 0.0 {
+                o.adam.clip_grad_norm(grad_clip);
+            }
+            let lr = noam(o.lr, o.warmup, step);
+            o.adam.step(lr);
+            if step.is_multiple_of(10) {
+                self.logger.scalar(&tag(self.system, o.tag), lr, step);
+            }
+        }
+        if step.is_multiple_of(10) {
+            self.logger.scalar(&tag(self.system, "train_loss"), loss.double_value(&[]), step);
+        }
+        Ok(loss)
+    }
+
+    /// Dev ROUGE of the starting model, printed as step 0.
+    fn evaluate_dev_before(&self, dev: &[Article]) -> Result<Row> {
+        let (row, _) = evaluate(&self.model, self.system, dev)?;
+        self.logger.println(&format!(
+            "step 0: dev ROUGE-1/2/L {:.2}/{:.2}/{:.2} on {} articles",
+            row.rouge1,
+            row.rouge2,
+            row.rouge_l,
+            dev.len()
+        ));
+        Ok(row)
+    }
+
+    /// Dev ROUGE after `step`, logged with the step's training loss.
+    fn evaluate_dev(&mut self, step: u64, loss: &Tensor, dev: &[Article]) -> Result<Row> {
+        let (row, _) = evaluate(&self.model, self.system, dev)?;
+        self.logger.scalar(&tag(self.system, "dev_rouge1"), row.rouge1, step);
+        self.logger.scalar(&tag(self.system, "dev_rouge2"), row.rouge2, step);
+        self.logger.scalar(&tag(self.system, "dev_rougeL"), row.rouge_l, step);
+        self.logger.progress(
+            step,
+            &format!(
+                "loss {:.4}, dev ROUGE-1/2/L {:.2}/{:.2}/{:.2}",
+                loss.double_value(&[]),
+                row.rouge1,
+                row.rouge2,
+                row.rouge_l
+            ),
+        );
+        Ok(row)
+    }
+}
+
+/// The system's name in the tables and (lowercased) in the log tags.
+fn system_name(task: Task) -> &'static str {
+    match task {
+        Task::Ext => "BertExt",
+        Task::Abs => "BertAbs",
+        Task::Extabs => "BertExtAbs",
+    }
+}
+
+/// A TensorBoard tag of the run, e.g. `bertext/train_loss`.
+fn tag(system: &str, name: &str) -> String {
+    format!("{}/{name}", system.to_lowercase())
+}
+
+/// The best dev result so far: its mean of ROUGE-1, -2 and -L, its step, row and weights.
+struct Best {
+    score: f64,
+    step: u64,
+    row: Row,
+    weights: Snapshot,
+}
+
+impl Best {
+    /// The starting model, as step 0.
+    fn new(row: Row, model: &Summarizer) -> Self {
+        Best { score: mean_rouge(&row), step: 0, row, weights: Snapshot::take(model.vs()) }
+    }
+
+    /// Keeps `row` (and the model's weights) if it beats the best so far.
+    fn offer(&mut self, step: u64, row: Row, model: &Summarizer) {
+        if mean_rouge(&row) > self.score {
+            *self = Best { score: mean_rouge(&row), step, row, weights: Snapshot::take(model.vs()) };
+        }
+    }
+}
+
+fn mean_rouge(r: &Row) -> f64 {
+    (r.rouge1 + r.rouge2 + r.rouge_l) / 3.0
+}
+
+/// The test splits' scores: the rows of each split, and `results.md`'s text.
+struct Tested {
+    rows: Vec<(String, Vec<Row>)>,
+    markdown: String,
+}
+
+/// Scores each test split (Lead-N, Oracle and the model) and writes the model's summaries and
+/// the references.
+fn evaluate_tests(
+    model: &Summarizer,
+    system: &str,
+    best_step: u64,
+    tests: &[(String, Vec<Article>)],
+    out_dir: &Path,
+) -> Result<Tested> {
+    let mut test = Vec::new();
+    let mut md = format!("{system}, best dev step {best_step}\n\n");
+    for (split, articles) in tests {
+        let mut rows = baselines(articles);
+        let (row, predicted) = evaluate(model, system, articles)?;
+        rows.push(row);
+        write_predictions(out_dir, split, &predicted, articles)?;
+        md.push_str(&markdown(split, &rows));
+        md.push('\n');
+        test.push((split.clone(), rows));
+    }
+    Ok(Tested { rows: test, markdown: md })
+}
+
+/// `<split>.candidate` (the model's summaries) and `<split>.gold` (the references), one a line;
+/// a `/` or `\` in the split's name becomes `_`.
+fn write_predictions(out_dir: &Path, split: &str, predicted: &[String], articles: &[Article]) -> Result<()> {
+    let file_stem = split.replace(['/', '\\'], "_");
+    write_lines(&out_dir.join(format!("{file_stem}.candidate")), predicted)?;
+    write_lines(
+        &out_dir.join(format!("{file_stem}.gold")),
+        &articles.iter().map(|a| join(&a.summary)).collect::<Vec<_>>(),
+    )
+}
+
+fn write_lines(path: &Path, lines: &[String]) -> Result<()> {
+    let text: String = lines.iter().map(|l| format!("{}\n", l.replace('\n', " "))).collect();
+    write_atomic(path, text.as_bytes())
 }
 
 impl Summarizer {
-    pub fn vs(&self) -> &tch::nn::VarStore {
-        match self {
-            Summarizer::Ext(m) => &m.vs,
-            Summarizer::Abs(m) => &m.vs,
-        }
-    }
-
     /// Training loss of a batch (`oracles` are the articles' oracle labels, used by BertExt).
     fn loss(&self, articles: &[&Article], oracles: &[Vec<usize>]) -> Result<Tensor> {
         let texts: Vec<&[Vec<String>]> = articles.iter().map(|a| a.article.as_slice()).collect();
@@ -160,100 +457,14 @@ impl Summarizer {
             }
         })
     }
-
-    /// The summary of every article, as sentences of words.
-    pub fn summarize(&self, articles: &[&[Vec<String>]]) -> Result<Vec<Vec<Vec<String>>>> {
-        let mut out = Vec::new();
-        match self {
-            Summarizer::Ext(m) => {
-                for chunk in articles.chunks(8) {
-                    let batch = m.encode(chunk)?;
-                    let scores =
-                        tch::no_grad(|| m.scores(&batch, false)).to_device(Device::Cpu).to_kind(tch::Kind::Double);
-                    for (r, article) in chunk.iter().enumerate() {
-                        let n = batch.sentences[r];
-                        let row: Vec<f64> = (0..n).map(|k| scores.double_value(&[r as i64, k as i64])).collect();
-                        let chosen = select(&article[..n], &row, m.ext.min_sentences, m.ext.min_words);
-                        out.push(chosen.into_iter().map(|i| article[i].clone()).collect());
-                    }
-                }
-            }
-            Summarizer::Abs(m) => {
-                let beam = m.beam_config();
-                for article in articles {
-                    out.push(m.generate(article, &beam)?);
-                }
-            }
-        }
-        Ok(out)
-    }
-
-    /// Loads a model written by `finetune summarize` (BertExt or BertAbs, from `config.json`).
-    pub fn load_trained(dir: &Path, device: Device) -> Result<Self> {
-        let config_path = dir.join("config.json");
-        let config: serde_json::Value = serde_json::from_str(&crate::files::read_to_string(&config_path)?)
-            .map_err(|e| Error::json(&config_path, &e))?;
-        let untrained = |notes: Vec<LoadNote>, what: &str| -> Result<()> {
-            match notes.iter().find(|n| n.leaves_untrained()) {
-                Some(n) => Err(Error::invalid(dir, format!("not a trained {what} model: {n}"))),
-                None => Ok(()),
-            }
-        };
-        let setting = |key: &str| config.get(key).cloned();
-        if let Some(ext) = setting("indolm_ext") {
-            let ext: ExtConfig =
-                serde_json::from_value(ext).map_err(|e| Error::field(&config_path, "indolm_ext", e.to_string()))?;
-            let (m, notes) = BertExt::load(dir, ext, device)?;
-            untrained(notes, "BertExt")?;
-            Ok(Summarizer::Ext(m))
-        } else if let Some(abs) = setting("indolm_abs") {
-            let abs: AbsConfig =
-                serde_json::from_value(abs).map_err(|e| Error::field(&config_path, "indolm_abs", e.to_string()))?;
-            let (m, notes) = BertAbs::load(dir, abs, device)?;
-            untrained(notes, "BertAbs")?;
-            Ok(Summarizer::Abs(m))
-        } else {
-            Err(Error::field(
-                &config_path,
-                "indolm_ext",
-                "missing (and no indolm_abs): is this a model from `indolm finetune summarize`?",
-            ))
-        }
-    }
-
-    fn save(&self, dir: &Path) -> Result<()> {
-        match self {
-            Summarizer::Ext(m) => m.save(dir),
-            Summarizer::Abs(m) => m.save(dir),
-        }
-    }
-}
-
-/// Mean ROUGE-1/2/L of `model`'s summaries of `articles`, and the summaries (one line each).
-pub fn evaluate(model: &Summarizer, system: &str, articles: &[Article]) -> Result<(Row, Vec<String>)> {
-    let texts: Vec<&[Vec<String>]> = articles.iter().map(|a| a.article.as_slice()).collect();
-    let predicted: Vec<String> = model.summarize(&texts)?.iter().map(|s| join(s)).collect();
-    let pairs: Vec<(String, String)> =
-        predicted.iter().zip(articles).map(|(p, a)| (p.clone(), join(&a.summary))).collect();
-    let (rouge1, rouge2, rouge_l) = mean_f1(&pairs);
-    Ok((Row { system: system.into(), rouge1, rouge2, rouge_l }, predicted))
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct SummarizeResults {
-    pub system: String,
-    pub best_step: u64,
-    pub dev_before: Row,
-    pub dev_best: Row,
-    pub test: Vec<(String, Vec<Row>)>,
 }
 
 /// Builds the model the task trains from `init`, with the notes from loading it.
 fn start_model(recipe: &SummarizeRecipe, init: &Path, device: Device) -> Result<(Summarizer, Vec<LoadNote>)> {
     if recipe.task == Task::Extabs {
         let config_path = init.join("config.json");
-        let config: serde_json::Value = serde_json::from_str(&crate::files::read_to_string(&config_path)?)
-            .map_err(|e| Error::json(&config_path, &e))?;
+        let config: serde_json::Value =
+            serde_json::from_str(&read_to_string(&config_path)?).map_err(|e| Error::json(&config_path, &e))?;
         if config["architectures"][0] != "BertExt" {
             return Err(Error::field(
                 &config_path,
@@ -277,152 +488,37 @@ fn start_model(recipe: &SummarizeRecipe, init: &Path, device: Device) -> Result<
     })
 }
 
+/// One Adam optimizer with its Noam schedule (peak factor, warmup) and the tag its learning
+/// rate is logged under.
+struct NoamAdam {
+    adam: AdamW,
+    lr: f64,
+    warmup: u64,
+    tag: &'static str,
+}
+
 /// Adam optimizers with their Noam settings: one over everything (ext), or the BERT encoder
 /// and the rest (abs/extabs), as PreSumm's `sep_optim`.
-fn optimizers(recipe: &SummarizeRecipe, model: &Summarizer) -> Vec<(AdamW, f64, u64, &'static str)> {
+fn optimizers(recipe: &SummarizeRecipe, model: &Summarizer) -> Vec<NoamAdam> {
     let vars = model.vs().variables();
     let o = &recipe.optimizer;
-    let adam = |vars: std::collections::BTreeMap<String, Tensor>| AdamW::new(vars, [0.9, 0.999], 1e-9, 0.0);
+    let adam = |vars: BTreeMap<String, Tensor>| AdamW::new(vars, [0.9, 0.999], 1e-9, 0.0);
     match recipe.task {
-        Task::Ext => vec![(adam(vars.into_iter().collect()), o.lr, o.warmup_steps, "lr")],
+        Task::Ext => {
+            vec![NoamAdam { adam: adam(vars.into_iter().collect()), lr: o.lr, warmup: o.warmup_steps, tag: "lr" }]
+        }
         Task::Abs | Task::Extabs => {
-            let (bert, rest): (std::collections::BTreeMap<_, _>, std::collections::BTreeMap<_, _>) =
+            let (bert, rest): (BTreeMap<_, _>, BTreeMap<_, _>) =
                 vars.into_iter().partition(|(n, _)| n.starts_with("bert."));
             vec![
-                (adam(bert), o.lr, o.warmup_steps, "lr_bert"),
-                (
-                    adam(rest),
-                    o.lr_dec.expect("checked when loading"),
-                    o.warmup_dec.expect("checked when loading"),
-                    "lr_dec",
-                ),
+                NoamAdam { adam: adam(bert), lr: o.lr, warmup: o.warmup_steps, tag: "lr_bert" },
+                NoamAdam {
+                    adam: adam(rest),
+                    lr: o.lr_dec.expect("checked when loading"),
+                    warmup: o.warmup_dec.expect("checked when loading"),
+                    tag: "lr_dec",
+                },
             ]
         }
     }
-}
-
-fn write_lines(path: &Path, lines: &[String]) -> Result<()> {
-    let text: String = lines.iter().map(|l| format!("{}\n", l.replace('\n', " "))).collect();
-    write_atomic(path, text.as_bytes())
-}
-
-pub fn run(recipe: &SummarizeRecipe, init: &Path, device: Device) -> Result<SummarizeResults> {
-    let d = &recipe.data;
-    let train = load_split(&d.root, &d.train_split)?;
-    let dev_all = load_split(&d.root, &d.dev_split)?;
-    let dev = &dev_all[..recipe.optimizer.eval_articles.unwrap_or(usize::MAX).min(dev_all.len()).max(1)];
-    let tests: Vec<(String, Vec<Article>)> =
-        d.test_splits.iter().map(|s| Ok((s.clone(), load_split(&d.root, s)?))).collect::<Result<_>>()?;
-    let oracles: Vec<Vec<usize>> = match recipe.task {
-        Task::Ext => train.iter().map(oracle_of).collect(),
-        Task::Abs | Task::Extabs => vec![Vec::new(); train.len()],
-    };
-    let system = match recipe.task {
-        Task::Ext => "BertExt",
-        Task::Abs => "BertAbs",
-        Task::Extabs => "BertExtAbs",
-    };
-    tch::manual_seed(derive_seed(recipe.seed, salt::SUMMARIZATION_INIT) as i64);
-    let (model, notes) = start_model(recipe, init, device)?;
-    let out_dir = recipe.output_dir.join(&recipe.name);
-    let o = &recipe.optimizer;
-    let mut logger = Logger::new(&recipe.tensorboard.join(&recipe.name), o.max_steps, 0)?;
-    for n in notes {
-        logger.println(&format!("note: {n}"));
-    }
-    let mut optimizers = optimizers(recipe, &model);
-    let tag = |name: &str| format!("{}/{name}", system.to_lowercase());
-    let (dev_before, _) = evaluate(&model, system, dev)?;
-    logger.println(&format!(
-        "step 0: dev ROUGE-1/2/L {:.2}/{:.2}/{:.2} on {} articles",
-        dev_before.rouge1,
-        dev_before.rouge2,
-        dev_before.rouge_l,
-        dev.len()
-    ));
-    let mean = |r: &Row| (r.rouge1 + r.rouge2 + r.rouge_l) / 3.0;
-    let snapshot = || -> Vec<(String, Tensor)> {
-        model.vs().variables().into_iter().map(|(n, t)| (n, t.detach().copy())).collect()
-    };
-    let mut best: (f64, u64, Row, Vec<(String, Tensor)>) = (mean(&dev_before), 0, dev_before.clone(), snapshot());
-    let mut order: Vec<usize> = Vec::new();
-    let mut cursor = 0;
-    for step in 1..=o.max_steps {
-        if cursor + o.batch_size > order.len() {
-            order = (0..train.len()).collect();
-            order.shuffle(&mut stream_rng(recipe.seed, salt::SUMMARIZATION_SHUFFLE, step));
-            cursor = 0;
-        }
-        let picked: Vec<usize> = order[cursor..(cursor + o.batch_size).min(order.len())].to_vec();
-        cursor += o.batch_size;
-        tch::manual_seed(derive_seed(recipe.seed, per_step(salt::SUMMARIZATION_TORCH, step)) as i64);
-        let articles: Vec<&Article> = picked.iter().map(|&i| &train[i]).collect();
-        let labels: Vec<Vec<usize>> = picked.iter().map(|&i| oracles[i].clone()).collect();
-        for (adam, ..) in optimizers.iter_mut() {
-            adam.zero_grad();
-        }
-        let loss = model.loss(&articles, &labels)?;
-        loss.backward();
-        for (adam, lr, warmup, name) in optimizers.iter_mut() {
-            if o.grad_clip > 0.0 {
-                adam.clip_grad_norm(o.grad_clip);
-            }
-            let lr = noam(*lr, *warmup, step);
-            adam.step(lr);
-            if step % 10 == 0 {
-                logger.scalar(&tag(name), lr, step);
-            }
-        }
-        if step % 10 == 0 {
-            logger.scalar(&tag("train_loss"), loss.double_value(&[]), step);
-        }
-        if step % o.eval_every == 0 || step == o.max_steps {
-            let (row, _) = evaluate(&model, system, dev)?;
-            logger.scalar(&tag("dev_rouge1"), row.rouge1, step);
-            logger.scalar(&tag("dev_rouge2"), row.rouge2, step);
-            logger.scalar(&tag("dev_rougeL"), row.rouge_l, step);
-            logger.progress(
-                step,
-                &format!(
-                    "loss {:.4}, dev ROUGE-1/2/L {:.2}/{:.2}/{:.2}",
-                    loss.double_value(&[]),
-                    row.rouge1,
-                    row.rouge2,
-                    row.rouge_l
-                ),
-            );
-            if mean(&row) > best.0 {
-                best = (mean(&row), step, row, snapshot());
-            }
-        }
-    }
-    let (_, best_step, dev_best, weights) = best;
-    tch::no_grad(|| {
-        let vars = model.vs().variables();
-        for (name, t) in &weights {
-            vars[name].shallow_clone().copy_(t);
-        }
-    });
-    crate::model::model_dir::save_model_dir(&out_dir.join("best"), true, |dir| model.save(dir))?;
-    let mut test = Vec::new();
-    let mut md = format!("{system}, best dev step {best_step}\n\n");
-    for (split, articles) in &tests {
-        let mut rows = baselines(articles);
-        let (row, predicted) = evaluate(&model, system, articles)?;
-        rows.push(row);
-        let file_stem = split.replace(['/', '\\'], "_");
-        write_lines(&out_dir.join(format!("{file_stem}.candidate")), &predicted)?;
-        write_lines(
-            &out_dir.join(format!("{file_stem}.gold")),
-            &articles.iter().map(|a| join(&a.summary)).collect::<Vec<_>>(),
-        )?;
-        md.push_str(&markdown(split, &rows));
-        md.push('\n');
-        test.push((split.clone(), rows));
-    }
-    logger.finish();
-    let results = SummarizeResults { system: system.into(), best_step, dev_before, dev_best, test };
-    write_json(&out_dir.join("results.json"), &results)?;
-    write_atomic(&out_dir.join("results.md"), md.as_bytes())?;
-    Ok(results)
 }

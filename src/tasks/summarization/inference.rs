@@ -1,0 +1,127 @@
+//! Using a summarizer once it exists: [`Summarizer`] (a BertExt or a BertAbs, loaded from a
+//! directory `finetune summarize` wrote) turns articles into summaries, [`evaluate`] scores
+//! those summaries with ROUGE against the references, and [`sentences_of`] splits plain text
+//! into the sentences of lowercased words the models read (for `indolm summarize`).
+use super::abs::{AbsConfig, BertAbs};
+use super::data::{join, Article};
+use super::ext::{select, BertExt, ExtConfig};
+use super::Row;
+use crate::error::{Error, Result};
+use crate::eval::rouge::mean_f1;
+use crate::files::read_to_string;
+use crate::model::LoadNote;
+use std::path::Path;
+use tch::Device;
+
+/// A summarization model of either kind; training adds its loss in `train`.
+pub enum Summarizer {
+    /// Extractive: picks article sentences by their scores (BertExt).
+    Ext(BertExt),
+    /// Abstractive: writes the summary with beam search (BertAbs, also BertExtAbs).
+    Abs(BertAbs),
+}
+
+impl Summarizer {
+    /// The model's variables (every trainable tensor).
+    pub fn vs(&self) -> &tch::nn::VarStore {
+        match self {
+            Summarizer::Ext(m) => &m.vs,
+            Summarizer::Abs(m) => &m.vs,
+        }
+    }
+
+    /// The summary of every article, as sentences of words.
+    pub fn summarize(&self, articles: &[&[Vec<String>]]) -> Result<Vec<Vec<Vec<String>>>> {
+        let mut out = Vec::new();
+        match self {
+            Summarizer::Ext(m) => {
+                for chunk in articles.chunks(8) {
+                    let batch = m.encode(chunk)?;
+                    let scores =
+                        tch::no_grad(|| m.scores(&batch, false)).to_device(Device::Cpu).to_kind(tch::Kind::Double);
+                    for (r, article) in chunk.iter().enumerate() {
+                        let n = batch.sentences[r];
+                        let row: Vec<f64> = (0..n).map(|k| scores.double_value(&[r as i64, k as i64])).collect();
+                        let chosen = select(&article[..n], &row, m.ext.min_sentences, m.ext.min_words);
+                        out.push(chosen.into_iter().map(|i| article[i].clone()).collect());
+                    }
+                }
+            }
+            Summarizer::Abs(m) => {
+                let beam = m.beam_config();
+                for article in articles {
+                    out.push(m.generate(article, &beam)?);
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Loads a model written by `finetune summarize` (BertExt or BertAbs, from `config.json`).
+    pub fn load_trained(dir: &Path, device: Device) -> Result<Self> {
+        let config_path = dir.join("config.json");
+        let config: serde_json::Value =
+            serde_json::from_str(&read_to_string(&config_path)?).map_err(|e| Error::json(&config_path, &e))?;
+        let untrained = |notes: Vec<LoadNote>, what: &str| -> Result<()> {
+            match notes.iter().find(|n| n.leaves_untrained()) {
+                Some(n) => Err(Error::invalid(dir, format!("not a trained {what} model: {n}"))),
+                None => Ok(()),
+            }
+        };
+        let setting = |key: &str| config.get(key).cloned();
+        if let Some(ext) = setting("indolm_ext") {
+            let ext: ExtConfig =
+                serde_json::from_value(ext).map_err(|e| Error::field(&config_path, "indolm_ext", e.to_string()))?;
+            let (m, notes) = BertExt::load(dir, ext, device)?;
+            untrained(notes, "BertExt")?;
+            Ok(Summarizer::Ext(m))
+        } else if let Some(abs) = setting("indolm_abs") {
+            let abs: AbsConfig =
+                serde_json::from_value(abs).map_err(|e| Error::field(&config_path, "indolm_abs", e.to_string()))?;
+            let (m, notes) = BertAbs::load(dir, abs, device)?;
+            untrained(notes, "BertAbs")?;
+            Ok(Summarizer::Abs(m))
+        } else {
+            Err(Error::field(
+                &config_path,
+                "indolm_ext",
+                "missing (and no indolm_abs): is this a model from `indolm finetune summarize`?",
+            ))
+        }
+    }
+
+    /// Writes the model directory (weights, `config.json` with the summarizer's settings, the
+    /// tokenizer) that [`Summarizer::load_trained`] reads back.
+    pub fn save(&self, dir: &Path) -> Result<()> {
+        match self {
+            Summarizer::Ext(m) => m.save(dir),
+            Summarizer::Abs(m) => m.save(dir),
+        }
+    }
+}
+
+/// Mean ROUGE-1/2/L of `model`'s summaries of `articles`, and the summaries (one line each).
+pub fn evaluate(model: &Summarizer, system: &str, articles: &[Article]) -> Result<(Row, Vec<String>)> {
+    let texts: Vec<&[Vec<String>]> = articles.iter().map(|a| a.article.as_slice()).collect();
+    let predicted: Vec<String> = model.summarize(&texts)?.iter().map(|s| join(s)).collect();
+    let pairs: Vec<(String, String)> =
+        predicted.iter().zip(articles).map(|(p, a)| (p.clone(), join(&a.summary))).collect();
+    let (rouge1, rouge2, rouge_l) = mean_f1(&pairs);
+    Ok((Row { system: system.into(), rouge1, rouge2, rouge_l }, predicted))
+}
+
+/// Splits plain text into sentences of lowercased words (after `.`, `!` or `?`).
+pub fn sentences_of(text: &str) -> Vec<Vec<String>> {
+    let mut out = Vec::new();
+    let mut current: Vec<String> = Vec::new();
+    for word in text.split_whitespace() {
+        current.push(word.to_lowercase());
+        if word.ends_with(['.', '!', '?']) {
+            out.push(std::mem::take(&mut current));
+        }
+    }
+    if !current.is_empty() {
+        out.push(current);
+    }
+    out
+}
