@@ -292,6 +292,11 @@ fn bertabs_learns_to_write_the_lead_and_bertextabs_starts_from_bertext() {
     let after = results["dev_best"]["rouge1"].as_f64().unwrap();
     println!("BertExtAbs dev ROUGE-1 after training {after:.2}");
     assert!(after > 90.0, "{results}");
+    // Its config.json keeps the BertExt settings it started from; `summarize` still generates.
+    let extabs_best = work.join("ck/extabs/best");
+    let (summary, _) =
+        indolm_ok(&["summarize", "--model", extabs_best.to_str().unwrap(), "--file", text_file.to_str().unwrap()]);
+    assert!(!summary.trim().is_empty());
 
     // A decoder recipe without the decoder's learning rate is refused.
     let bad = work.join("bad.toml");

@@ -1,6 +1,6 @@
 //! `indolm eval …`: pseudo-log-likelihoods, bias win rates (one model, or every checkpoint of a
 //! run), ROUGE, the Liputan6 extractive baselines and IndoMMLU.
-use clap::Subcommand;
+use clap::{Args, Subcommand};
 use indolm::error::{Error, IoContext, Result};
 use indolm::eval::bias::{evaluate, BiasReport};
 use indolm::eval::pairs::{load_crows, load_indobias, PairSet};
@@ -30,29 +30,7 @@ pub enum EvalCommand {
         json: bool,
     },
     /// Stereotype win rates on IndoBias-Pairs (or CrowS-Pairs) per language, domain and subdomain.
-    Bias {
-        /// A model directory.
-        #[arg(long, required_unless_present = "run", conflicts_with = "run")]
-        model: Option<PathBuf>,
-        /// Evaluate every checkpoint (with weights) of a run directory after the fact.
-        #[arg(long)]
-        run: Option<PathBuf>,
-        /// The IndoBias `pair/` folder (or its parent, or a file), or the CrowS-Pairs CSV.
-        #[arg(long)]
-        pairs: PathBuf,
-        /// Restrict to these languages (codes or names).
-        #[arg(long, num_args = 1..)]
-        languages: Vec<String>,
-        /// `pppl` (IndoBias/RuBia) or `crows` (CrowS-Pairs metric.py); default: pppl, crows for CrowS-Pairs.
-        #[arg(long, value_enum)]
-        metric: Option<indolm::recipe::BiasMetric>,
-        /// Write the results as JSON to this file.
-        #[arg(long)]
-        json: Option<PathBuf>,
-        /// With --run: TensorBoard folder for the curves (default runs/<run>/eval-bias).
-        #[arg(long)]
-        logdir: Option<PathBuf>,
-    },
+    Bias(BiasArgs),
     /// ROUGE-1/2/L F1 (as rouge-score computes them) of predicted summaries against references.
     Rouge {
         /// One predicted summary a line.
@@ -84,6 +62,32 @@ pub enum EvalCommand {
         #[arg(long)]
         json: Option<PathBuf>,
     },
+}
+
+/// `indolm eval bias`: one model, or every checkpoint of a run after the fact.
+#[derive(Args, Debug)]
+pub struct BiasArgs {
+    /// A model directory.
+    #[arg(long, required_unless_present = "run", conflicts_with = "run")]
+    pub model: Option<PathBuf>,
+    /// Evaluate every checkpoint (with weights) of a run directory after the fact.
+    #[arg(long)]
+    pub run: Option<PathBuf>,
+    /// The IndoBias `pair/` folder (or its parent, or a file), or the CrowS-Pairs CSV.
+    #[arg(long)]
+    pub pairs: PathBuf,
+    /// Restrict to these languages (codes or names).
+    #[arg(long, num_args = 1..)]
+    pub languages: Vec<String>,
+    /// `pppl` (IndoBias/RuBia) or `crows` (CrowS-Pairs metric.py); default: pppl, crows for CrowS-Pairs.
+    #[arg(long, value_enum)]
+    pub metric: Option<indolm::recipe::BiasMetric>,
+    /// Write the results as JSON to this file.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// With --run: TensorBoard folder for the curves (default runs/<run>/eval-bias).
+    #[arg(long)]
+    pub logdir: Option<PathBuf>,
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -145,19 +149,12 @@ fn load_pairs(path: &Path) -> Result<(PairSet, BiasMetric)> {
     Ok((load_indobias(path)?, BiasMetric::Pppl))
 }
 
-#[allow(clippy::too_many_arguments)]
-pub fn bias(
-    model: Option<&Path>,
-    run: Option<&Path>,
-    pairs_path: &Path,
-    languages: &[String],
-    metric: Option<BiasMetric>,
-    json: Option<&Path>,
-    logdir: Option<&Path>,
-    device: Device,
-) -> Result<()> {
-    let (pairs, default_metric) = load_pairs(pairs_path)?;
-    let metric = metric.unwrap_or(default_metric);
+/// `eval bias`: the win-rate tables of one model (Markdown, and JSON on request), or `bias.json`
+/// and TensorBoard curves for every checkpoint of a run.
+pub fn bias(args: &BiasArgs, device: Device) -> Result<()> {
+    let (pairs, default_metric) = load_pairs(&args.pairs)?;
+    let metric = args.metric.unwrap_or(default_metric);
+    let (languages, json) = (&args.languages, args.json.as_deref());
     let score = |dir: &Path, step: Option<u64>| -> Result<BiasReport> {
         let mut loaded = load_masked_lm(dir, device)?;
         for note in &loaded.notes {
@@ -167,7 +164,7 @@ pub fn bias(
         let scorer = PllScorer::new(&loaded.model, &loaded.tokenizer, device);
         evaluate(&scorer, &pairs, metric, languages, step)
     };
-    if let Some(model) = model {
+    if let Some(model) = &args.model {
         let report = score(model, None)?;
         out!("{}", report.markdown());
         if let Some(out) = json {
@@ -175,7 +172,7 @@ pub fn bias(
         }
         return Ok(());
     }
-    let run = run.expect("clap requires --model or --run");
+    let run = args.run.as_deref().expect("clap requires --model or --run");
     let mut steps: Vec<(u64, PathBuf)> = std::fs::read_dir(run)
         .with_path(run)?
         .filter_map(|e| e.ok())
@@ -189,8 +186,7 @@ pub fn bias(
         return Err(Error::invalid(run, "no checkpoint with weights (step-N/model.safetensors) in this run"));
     }
     let run_name = run.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
-    let logdir =
-        logdir.map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from("runs").join(&run_name).join("eval-bias"));
+    let logdir = args.logdir.clone().unwrap_or_else(|| PathBuf::from("runs").join(&run_name).join("eval-bias"));
     let mut logger = Logger::new(&logdir, 0, 0)?;
     let mut reports = Vec::new();
     for (step, dir) in &steps {
@@ -254,16 +250,7 @@ pub fn rouge(pred: &Path, reference: &Path) -> Result<()> {
 pub fn run(command: EvalCommand, device: &dyn Fn() -> Result<Device>) -> Result<()> {
     match command {
         EvalCommand::Pll { model, text, metric, json } => pll(&model, &text, metric, json, device()?),
-        EvalCommand::Bias { model, run, pairs, languages, metric, json, logdir } => bias(
-            model.as_deref(),
-            run.as_deref(),
-            &pairs,
-            &languages,
-            metric,
-            json.as_deref(),
-            logdir.as_deref(),
-            device()?,
-        ),
+        EvalCommand::Bias(args) => bias(&args, device()?),
         EvalCommand::Rouge { pred, reference } => rouge(&pred, &reference),
         EvalCommand::SummarizationBaselines { data, split } => summarization_baselines(&data, &split),
         EvalCommand::Indommlu { model, data, mode, json } => indommlu(&model, &data, mode, json.as_deref(), device()?),

@@ -69,18 +69,19 @@ impl Summarizer {
             }
         };
         let setting = |key: &str| config.get(key).cloned();
-        if let Some(ext) = setting("indolm_ext") {
-            let ext: ExtConfig =
-                serde_json::from_value(ext).map_err(|e| Error::field(&config_path, "indolm_ext", e.to_string()))?;
-            let (m, notes) = BertExt::load(dir, ext, device)?;
-            untrained(notes, "BertExt")?;
-            Ok(Summarizer::Ext(m))
-        } else if let Some(abs) = setting("indolm_abs") {
+        // A BertExtAbs also carries the `indolm_ext` of the BertExt it started from: a decoder decides.
+        if let Some(abs) = setting("indolm_abs") {
             let abs: AbsConfig =
                 serde_json::from_value(abs).map_err(|e| Error::field(&config_path, "indolm_abs", e.to_string()))?;
             let (m, notes) = BertAbs::load(dir, abs, device)?;
             untrained(notes, "BertAbs")?;
             Ok(Summarizer::Abs(m))
+        } else if let Some(ext) = setting("indolm_ext") {
+            let ext: ExtConfig =
+                serde_json::from_value(ext).map_err(|e| Error::field(&config_path, "indolm_ext", e.to_string()))?;
+            let (m, notes) = BertExt::load(dir, ext, device)?;
+            untrained(notes, "BertExt")?;
+            Ok(Summarizer::Ext(m))
         } else {
             Err(Error::field(
                 &config_path,
