@@ -1,9 +1,7 @@
 //! CUDA paths, run only where a CUDA device is present (elsewhere each test prints that it was
 //! skipped): the masked LM in bf16 on CUDA against fp32 on CPU, a training step on CUDA, and
 //! BertAbs's log-probabilities on CUDA against CPU, then decoding on CUDA.
-mod common;
-
-use common::*;
+use crate::common::*;
 use indolm::model::model_dir::load_masked_lm;
 use indolm::model::Precision;
 use indolm::tasks::summarization::abs::{AbsConfig, BertAbs};

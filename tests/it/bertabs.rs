@@ -3,9 +3,7 @@
 //! TransformerDecoder for PreSumm's pre-norm decoder, PreSumm's LabelSmoothingLoss written with
 //! `F.kl_div`); save/load; real learning on a fixture whose summary is recoverable from the
 //! article (ROUGE before and after); BertExtAbs starting from a trained BertExt; bad recipes.
-mod common;
-
-use common::*;
+use crate::common::*;
 use indolm::model::weights::write_file;
 use indolm::tasks::summarization::abs::{label_smoothed_loss, AbsConfig, BertAbs, DecodeState};
 use std::path::Path;
