@@ -1,6 +1,5 @@
 //! Shared test helpers: the project's .venv python, the reference fixtures built by
 //! `tests/reference/hf_reference.py`, and running the `indolm` binary.
-#![allow(dead_code)]
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::atomic::{AtomicUsize, Ordering};
