@@ -1,9 +1,7 @@
 //! Pretraining: exact resume after SIGKILL, graceful SIGTERM, TensorBoard files read by
 //! TensorBoard's own reader, AdamW + schedule against torch, real learning on shared text,
 //! and recipe errors.
-mod common;
-
-use common::*;
+use crate::common::{self, *};
 use indolm::model::model_dir::load_masked_lm;
 use indolm::model::weights;
 use indolm::optim::{linear_schedule, AdamW};

@@ -1,8 +1,6 @@
 //! Parity of indolm's BERT with HF transformers (the independent reference), both ways:
 //! HF checkpoint -> indolm forward, and indolm export -> transformers forward.
-mod common;
-
-use common::*;
+use crate::common::{self, *};
 use indolm::model::model_dir::load_masked_lm;
 use indolm::model::{weights, IGNORE_INDEX};
 use tch::{Device, Kind, Tensor};

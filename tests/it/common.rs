@@ -1,8 +1,8 @@
 //! Shared test helpers: the project's .venv python, the reference fixtures built by
 //! `tests/reference/hf_reference.py`, and running the `indolm` binary.
-#![allow(dead_code)]
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::OnceLock;
 
 pub fn root() -> PathBuf {
@@ -40,15 +40,20 @@ pub fn reference(args: &[&str]) -> String {
     stdout
 }
 
-/// A fresh scratch directory under the target folder.
+/// A fresh scratch directory under the target folder, `<name>-<pid>-<n>` with `n` counting the
+/// calls in this process. Every module runs in this one process, so two calls never share a
+/// folder, whatever names they pass; one left by an earlier run with the same pid is removed.
 pub fn scratch(name: &str) -> PathBuf {
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("{name}-{}", std::process::id()));
+    static CALLS: AtomicUsize = AtomicUsize::new(0);
+    let n = CALLS.fetch_add(1, Ordering::Relaxed);
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("{name}-{}-{n}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     dir
 }
 
-/// The small random HF BertForMaskedLM with its reference outputs, built once per test binary.
+/// The small random HF BertForMaskedLM with its reference outputs, built once per run (by the
+/// first test that asks) and shared by every module; tests that alter it work on a `copy_dir`.
 pub fn reference_model() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {

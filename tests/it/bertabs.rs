@@ -3,9 +3,7 @@
 //! TransformerDecoder for PreSumm's pre-norm decoder, PreSumm's LabelSmoothingLoss written with
 //! `F.kl_div`); save/load; real learning on a fixture whose summary is recoverable from the
 //! article (ROUGE before and after); BertExtAbs starting from a trained BertExt; bad recipes.
-mod common;
-
-use common::*;
+use crate::common::*;
 use indolm::model::weights::write_file;
 use indolm::tasks::summarization::abs::{label_smoothed_loss, AbsConfig, BertAbs, DecodeState};
 use std::path::Path;
@@ -107,11 +105,13 @@ fn decoder_and_loss_match_torch_and_presumm() {
     let steps = rows.iter().map(|r| r.iter().position(|&t| t == model.markers.eos).unwrap()).min().unwrap();
     let mut state = DecodeState::new(&model, &articles[0]).unwrap();
     let mut worst: f64 = 0.0;
-    for i in 0..steps {
+    // Each step's input: hypothesis 0's and hypothesis 1's i-th target token.
+    for (i, (&a, &b)) in rows[0].iter().zip(&rows[1]).take(steps).enumerate() {
         // Step i: row 0 holds hypothesis i % 2, whose previous row was the other one.
         let order = if i % 2 == 0 { [0usize, 1] } else { [1, 0] };
         let parents = if i == 0 { [0i64, 0] } else { [1, 0] };
-        let step = state.step(&parents, &[rows[order[0]][i], rows[order[1]][i]]);
+        let tokens = [a, b];
+        let step = state.step(&parents, &order.map(|h| tokens[h]));
         for (row, &h) in order.iter().enumerate() {
             worst =
                 worst.max((step.get(row as i64) - forced.get(h as i64).get(i as i64)).abs().max().double_value(&[]));

@@ -1,9 +1,7 @@
 //! The bias evaluation: PLL parity with transformers (per-token reference loop) on real
 //! sentences and for the CrowS-Pairs variant, win-rate arithmetic, pair loaders and their
 //! errors, and the checkpoint hook's TensorBoard curves and bias.json.
-mod common;
-
-use common::*;
+use crate::common::*;
 use indolm::eval::bias::{outcome, tally_language};
 use indolm::eval::pairs::{load_crows, load_indobias, BiasPair};
 use indolm::eval::pll::{crows_inputs, shared_positions, PllScorer, SentenceScore};

@@ -1,8 +1,6 @@
 //! IndoMMLU: option-PLL and letter scores against transformers on the same checkpoint, the
 //! aggregation arithmetic on the fixture (hand-computed), and bad CSV input.
-mod common;
-
-use common::*;
+use crate::common::*;
 use indolm::eval::indommlu::{aggregate, load, score_questions};
 use indolm::model::model_dir::load_masked_lm;
 use indolm::recipe::IndommluMode;

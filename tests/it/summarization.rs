@@ -1,8 +1,6 @@
 //! Liputan6 extractive baselines: the layout, Oracle labels and Lead-N with hand-checked
 //! values, articles built from UD Indonesian sentences, and bad input.
-mod common;
-
-use common::*;
+use crate::common::*;
 use indolm::tasks::summarization::data::{load_article, load_split};
 use indolm::tasks::summarization::oracle::{lead, oracle_liputan6, oracle_presumm};
 use indolm::tasks::summarization::{baselines, Row};

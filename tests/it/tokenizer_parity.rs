@@ -1,9 +1,7 @@
 //! Tokenizer parity: indolm's tokenizer, built from `tokenizer.json` and from `vocab.txt`,
 //! gives the ids of transformers' tokenizers (including the pure-Python BertTokenizerLegacy)
 //! on every NusaX sentiment test sentence (12 languages) and every UD Indonesian sentence.
-mod common;
-
-use common::*;
+use crate::common::*;
 use indolm::data::tokenizer::TextTokenizer;
 
 #[test]

@@ -1,8 +1,6 @@
 //! Bad input gives one clear error message (naming the file, field or tensor, expected vs
 //! found) and exit code 1 — never a panic.
-mod common;
-
-use common::*;
+use crate::common::*;
 use indolm::model::weights;
 use tch::Tensor;
 

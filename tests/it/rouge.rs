@@ -1,7 +1,5 @@
 //! ROUGE against Google's rouge-score package on pairs built from real Indonesian sentences.
-mod common;
-
-use common::*;
+use crate::common::*;
 use indolm::eval::rouge::score;
 
 #[test]

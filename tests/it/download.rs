@@ -1,8 +1,6 @@
 //! `indolm download` against a loopback HTTP server (127.0.0.1, this test's own) that serves a
 //! mirror of the public hosts' layouts, supports Range requests, and can cut a transfer short.
-mod common;
-
-use common::*;
+use crate::common::{self, *};
 use sha2::{Digest, Sha256};
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpListener;

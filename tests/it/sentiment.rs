@@ -1,8 +1,6 @@
 //! NusaX sentiment fine-tuning: macro-F1 against scikit-learn, real learning from a random
 //! init on Indonesian NusaX, determinism, the saved model in transformers, predict, bad input.
-mod common;
-
-use common::*;
+use crate::common::*;
 use indolm::data::tokenizer_train::{train_wordpiece, TrainOptions};
 use indolm::eval::metrics::macro_f1;
 use indolm::logger::Logger;

@@ -2,9 +2,7 @@
 //! the article (here their place: the first and the last of six sentences, which Lead-N cannot
 //! reproduce), ROUGE before and after; the saved model is used by `indolm summarize`; and the
 //! selection rule (trigram blocking, minimum sentences and words).
-mod common;
-
-use common::*;
+use crate::common::*;
 use indolm::data::tokenizer_train::{train_wordpiece, TrainOptions};
 use indolm::model::model_dir::{save_model_dir, save_model_files};
 use indolm::model::{BertConfig, BertForMaskedLM};

@@ -1,9 +1,7 @@
 //! Corpora: tokenizer training on real text (deterministic, the same vocabulary as HF's
 //! trainer, loadable by transformers), every source format, prepared shards that decode back
 //! to the source tokens, mixture proportions, the resumable cursor, and bad input.
-mod common;
-
-use common::*;
+use crate::common::*;
 use indolm::data::mixture::Mixture;
 use indolm::data::shards::{open_shard, prepare_source, Prepared};
 use indolm::data::sources::{Format, SourceSpec};
