@@ -195,10 +195,16 @@ mod tests {
         let batch = masker(&tok, 0.3, true).mask(&seqs, 0);
         let is_continuation = |id: i64| id >= 25;
         let flat: Vec<i64> = seqs.concat();
-        for i in 1..flat.len() {
-            if is_continuation(flat[i]) {
-                let (here, before) = (batch.labels[i] != IGNORE_INDEX, batch.labels[i - 1] != IGNORE_INDEX);
-                assert_eq!(here, before, "piece {i} ({}) was chosen apart from the piece before it", flat[i]);
+        let chosen: Vec<bool> = batch.labels.iter().map(|&l| l != IGNORE_INDEX).collect();
+        for (i, window) in flat.windows(2).enumerate() {
+            if is_continuation(window[1]) {
+                assert_eq!(
+                    chosen[i + 1],
+                    chosen[i],
+                    "piece {} ({}) was chosen apart from the piece before it",
+                    i + 1,
+                    window[1]
+                );
             }
         }
         assert!(batch.labels.iter().any(|&l| l != IGNORE_INDEX));
