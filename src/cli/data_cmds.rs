@@ -120,7 +120,8 @@ fn training_paragraphs(files: &[String], recipe: Option<&Recipe>, sample: usize)
     Ok(out)
 }
 
-pub fn train_tokenizer(
+/// `tokenizer train`: a WordPiece on files or on a seeded sample of a recipe's mixture.
+fn train_tokenizer(
     files: &[String],
     recipe_path: Option<&Path>,
     sample: usize,
@@ -151,6 +152,7 @@ pub fn train_tokenizer(
     Ok(())
 }
 
+/// `download`: the chosen public files into `out`, resumable and checked.
 pub fn download(what: DownloadCommand, out: &Path, mirror: Option<String>) -> Result<()> {
     use indolm::data::download::Downloader;
     let dl = Downloader::new(mirror);
@@ -178,14 +180,16 @@ pub fn download(what: DownloadCommand, out: &Path, mirror: Option<String>) -> Re
     Ok(())
 }
 
-pub fn prepare(recipe_path: &Path) -> Result<()> {
+/// `corpus prepare`: tokenizes every source of the recipe (skipping up-to-date shards).
+fn prepare(recipe_path: &Path) -> Result<()> {
     let recipe = Recipe::load(recipe_path)?;
     let tokenizer = TextTokenizer::from_path(&recipe.resolve(&recipe.tokenizer.path))?;
     prepare_corpus(&recipe, &tokenizer, |line| outln!("{line}"))?;
     Ok(())
 }
 
-pub fn stats(recipe_path: &Path, sequences: usize) -> Result<()> {
+/// `corpus stats`: documents, tokens and `[UNK]` rate per source, and the realised mixture.
+fn stats(recipe_path: &Path, sequences: usize) -> Result<()> {
     let recipe = Recipe::load(recipe_path)?;
     let tokenizer = TextTokenizer::from_path(&recipe.resolve(&recipe.tokenizer.path))?;
     let metas = prepare_corpus(&recipe, &tokenizer, |_| {})?;

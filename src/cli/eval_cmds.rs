@@ -96,7 +96,8 @@ pub enum PllMetric {
     Crows,
 }
 
-pub fn pll(model: &Path, text: &Path, metric: PllMetric, json: bool, device: Device) -> Result<()> {
+/// `eval pll`: PLL, scored tokens and pseudo-perplexity of each line, as a table or JSON lines.
+fn pll(model: &Path, text: &Path, metric: PllMetric, json: bool, device: Device) -> Result<()> {
     let mut loaded = load_masked_lm(model, device)?;
     loaded.model.set_precision(indolm::device::default_precision(device));
     let scorer = PllScorer::new(&loaded.model, &loaded.tokenizer, device);
@@ -151,7 +152,7 @@ fn load_pairs(path: &Path) -> Result<(PairSet, BiasMetric)> {
 
 /// `eval bias`: the win-rate tables of one model (Markdown, and JSON on request), or `bias.json`
 /// and TensorBoard curves for every checkpoint of a run.
-pub fn bias(args: &BiasArgs, device: Device) -> Result<()> {
+fn bias(args: &BiasArgs, device: Device) -> Result<()> {
     let (pairs, default_metric) = load_pairs(&args.pairs)?;
     let metric = args.metric.unwrap_or(default_metric);
     let (languages, json) = (&args.languages, args.json.as_deref());
@@ -207,7 +208,8 @@ pub fn bias(args: &BiasArgs, device: Device) -> Result<()> {
     Ok(())
 }
 
-pub fn indommlu(
+/// `eval indommlu`: accuracy per subject, level and area, with the random baseline.
+fn indommlu(
     model: &Path,
     data: &Path,
     mode: indolm::recipe::IndommluMode,
@@ -228,7 +230,8 @@ pub fn indommlu(
     Ok(())
 }
 
-pub fn rouge(pred: &Path, reference: &Path) -> Result<()> {
+/// `eval rouge`: mean ROUGE-1/2/L F1 of aligned prediction and reference lines.
+fn rouge(pred: &Path, reference: &Path) -> Result<()> {
     let (p, r) = (read_to_string(pred)?, read_to_string(reference)?);
     let (p, r): (Vec<&str>, Vec<&str>) = (p.lines().collect(), r.lines().collect());
     if p.len() != r.len() {

@@ -8,6 +8,7 @@ use indolm::outln;
 use std::path::Path;
 use tch::{Device, Kind, Tensor};
 
+/// Loading notes on stderr, so stdout stays the command's output.
 fn print_notes(notes: &[LoadNote]) {
     for note in notes {
         eprintln!("note: {note}");
@@ -24,6 +25,7 @@ pub fn convert(src: &Path, out: &Path, overwrite: bool, verb: &str) -> Result<()
     Ok(())
 }
 
+/// `init`: a randomly initialised masked LM for a config and a tokenizer.
 pub fn init(config_path: &Path, tokenizer: &Path, out: &Path, seed: u64, overwrite: bool) -> Result<()> {
     let config = BertConfig::from_file(config_path)?;
     let tokenizer = TextTokenizer::from_path(tokenizer)?;
@@ -42,6 +44,7 @@ pub fn init(config_path: &Path, tokenizer: &Path, out: &Path, seed: u64, overwri
     Ok(())
 }
 
+/// `info`: configuration, parameter count, tokenizer and loading notes of a model directory.
 pub fn info(model: &Path) -> Result<()> {
     let loaded = load_masked_lm(model, Device::Cpu)?;
     let c = &loaded.config;
@@ -71,6 +74,7 @@ pub fn info(model: &Path) -> Result<()> {
     Ok(())
 }
 
+/// `tokenize`: the word pieces and ids of a text (or a pair).
 pub fn tokenize(path: &Path, texts: &[String]) -> Result<()> {
     let tok = TextTokenizer::from_path(path)?;
     let (ids, types) = match texts {
@@ -91,6 +95,7 @@ pub fn tokenize(path: &Path, texts: &[String]) -> Result<()> {
     Ok(())
 }
 
+/// `fill-mask`: the `top_k` predictions at each `[MASK]` of a text.
 pub fn fill_mask(model: &Path, text: &str, top_k: i64, device: Device) -> Result<()> {
     let mut loaded = load_masked_lm(model, device)?;
     print_notes(&loaded.notes);

@@ -8,8 +8,7 @@ use indolm::model::Component;
 use indolm::outln;
 use indolm::tasks::classifier::SequenceClassifier;
 use indolm::tasks::sentiment::{run, SentimentRecipe};
-use std::path::Path;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use tch::Device;
 
 #[derive(Subcommand, Debug)]
@@ -55,7 +54,8 @@ fn resolve_init(recipe_path: &Path, cli: Option<&Path>, recipe: Option<&Path>) -
     })
 }
 
-pub fn finetune_sentiment(recipe_path: &Path, init: Option<&Path>, device: Device) -> Result<()> {
+/// `finetune sentiment`: the recipe's NusaX setting, then its results table.
+fn finetune_sentiment(recipe_path: &Path, init: Option<&Path>, device: Device) -> Result<()> {
     let recipe = SentimentRecipe::load(recipe_path)?;
     let init = resolve_init(recipe_path, init, recipe.init.as_deref())?;
     let results = run(&recipe, &init, device)?;
@@ -64,7 +64,8 @@ pub fn finetune_sentiment(recipe_path: &Path, init: Option<&Path>, device: Devic
     Ok(())
 }
 
-pub fn predict_sentiment(model_dir: &Path, texts: &[String], file: Option<&Path>, device: Device) -> Result<()> {
+/// `predict sentiment`: a label and every label's probability for each text.
+fn predict_sentiment(model_dir: &Path, texts: &[String], file: Option<&Path>, device: Device) -> Result<()> {
     let config_path = model_dir.join("config.json");
     let config: serde_json::Value =
         serde_json::from_str(&read_to_string(&config_path)?).map_err(|e| Error::json(&config_path, &e))?;
@@ -95,7 +96,8 @@ pub fn predict_sentiment(model_dir: &Path, texts: &[String], file: Option<&Path>
     Ok(())
 }
 
-pub fn finetune_summarize(recipe_path: &Path, init: Option<&Path>, device: Device) -> Result<()> {
+/// `finetune summarize`: a BertExt, BertAbs or BertExtAbs, then its Table 4 rows.
+fn finetune_summarize(recipe_path: &Path, init: Option<&Path>, device: Device) -> Result<()> {
     use indolm::tasks::summarization::train::{run, SummarizeRecipe};
     let recipe = SummarizeRecipe::load(recipe_path)?;
     let init = resolve_init(recipe_path, init, recipe.init.as_deref())?;

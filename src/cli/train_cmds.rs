@@ -10,8 +10,7 @@ use indolm::hooks::CheckpointHook;
 use indolm::recipe::Recipe;
 use indolm::train::trainer::{TrainOptions, Trainer};
 use indolm::{out, outln};
-use std::path::Path;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use tch::Device;
 
 #[derive(Subcommand, Debug)]
@@ -50,7 +49,7 @@ fn checkpoint_hooks(recipe: &Recipe, device: Device) -> Result<Vec<Box<dyn Check
 }
 
 /// `indolm recipe check`: the resolved recipe, its model configuration, sources and outputs.
-pub fn check_recipe(path: &Path) -> Result<()> {
+fn check_recipe(path: &Path) -> Result<()> {
     let recipe = Recipe::load(path)?;
     out!("{}", recipe.resolved_toml());
     let tokenizer_path = recipe.resolve(&recipe.tokenizer.path);
