@@ -153,6 +153,7 @@ pub enum Command {
 /// Runs the parsed command. `--device` is parsed only by the commands that use a model.
 pub fn run(cli: Cli) -> Result<()> {
     indolm::device::set_threads(cli.threads)?;
+    indolm::device::warm_up_cpu_math();
     let device = || indolm::device::parse_device(&cli.device);
     match cli.command {
         Command::ImportHf { hf_dir, out_dir, overwrite } => {
