@@ -10,7 +10,7 @@ pub mod pretrain;
 mod reader;
 
 pub use pretrain::{BiasMetric, IndommluMode, Recipe};
-pub use reader::parse_toml;
+pub use reader::{check_name, parse_toml};
 
 /// The seed of a recipe that names none.
 pub fn default_seed() -> u64 {

@@ -3,7 +3,7 @@
 //! with their name and line; `Recipe::load` validates and resolves presets and relative paths,
 //! `Recipe::resolved_toml` prints what will actually run, and `Recipe::fingerprint` is what a
 //! checkpoint records so that a resume with a changed recipe is refused key by key.
-use super::parse_toml;
+use super::{check_name, parse_toml};
 use crate::data::sources::SourceSpec;
 use crate::error::{Error, Result};
 use crate::model::BertConfig;
@@ -374,7 +374,18 @@ impl Recipe {
                 return Err(Error::field(path, field, message));
             }
         }
+        check_name(path, "name", &self.name)?;
+        check_name(path, "data.corpus", &self.data.corpus)?;
+        let mut seen = std::collections::BTreeSet::new();
         for s in &self.data.sources {
+            check_name(path, "data.sources.name", &s.name)?;
+            if !seen.insert(s.name.as_str()) {
+                return Err(Error::field(
+                    path,
+                    format!("data.sources[{}]", s.name),
+                    "two sources have this name; each source's shards are stored under its name",
+                ));
+            }
             if s.weight <= 0.0 {
                 return Err(Error::field(
                     path,

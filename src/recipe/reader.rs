@@ -14,6 +14,22 @@ pub fn parse_toml<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T> {
     })
 }
 
+/// Checks that a recipe value used as a file or folder name (a run's `name`, a corpus, a source)
+/// is one safe path component: letters, digits, `-`, `_` and `.`, and not empty, `.` or `..`.
+/// Such names are joined to output folders that `--overwrite` deletes, so `name = ".."` must
+/// never reach a path.
+pub fn check_name(recipe_path: &Path, field: &str, value: &str) -> Result<()> {
+    let allowed = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.');
+    if value.is_empty() || value == "." || value == ".." || !value.chars().all(allowed) {
+        return Err(Error::field(
+            recipe_path,
+            field,
+            format!("{value:?} is not a usable name: use letters, digits, `-`, `_` and `.` (not `.` or `..`)"),
+        ));
+    }
+    Ok(())
+}
+
 /// The 1-based line and column of a byte offset.
 fn line_col(text: &str, offset: usize) -> (usize, usize) {
     let before = &text[..offset.min(text.len())];
@@ -25,6 +41,18 @@ fn line_col(text: &str, offset: usize) -> (usize, usize) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn names_are_single_safe_path_components() {
+        let recipe = Path::new("r.toml");
+        for good in ["tiny-sample", "indobert_base.v2", "ud-id", "a"] {
+            assert!(check_name(recipe, "name", good).is_ok(), "{good}");
+        }
+        for bad in ["", ".", "..", "a/b", "../x", "/abs", "with space", "a\\b", "ümlaut"] {
+            let err = check_name(recipe, "name", bad).unwrap_err().to_string();
+            assert!(err.contains("r.toml") && err.contains("name") && err.contains("not a usable name"), "{err}");
+        }
+    }
 
     #[test]
     fn line_and_column_are_one_based() {

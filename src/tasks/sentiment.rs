@@ -145,6 +145,7 @@ impl SentimentRecipe {
     /// Reads a recipe and checks that lr, batch_size and max_epochs are positive.
     pub fn load(path: &Path) -> Result<Self> {
         let recipe: SentimentRecipe = crate::recipe::parse_toml(path)?;
+        crate::recipe::check_name(path, "name", &recipe.name)?;
         let o = &recipe.optimizer;
         if o.lr <= 0.0 || o.batch_size == 0 || o.max_epochs == 0 {
             return Err(Error::field(path, "optimizer", "lr, batch_size and max_epochs must be positive"));

@@ -2,7 +2,7 @@
 //! data mixture and its masker, the checkpoint manager, the metrics, the held-out set and the
 //! checkpoint hooks it is given. [`Trainer::new`] assembles them (resuming when asked);
 //! [`Trainer::run`] is the loop, top to bottom: a step, its metrics, the held-out loss when due,
-//! a checkpoint with its hooks when due, and a clean stop on SIGINT/SIGTERM.
+//! a checkpoint with its hooks when due, and a clean stop on SIGINT, SIGTERM, SIGUSR1 or SIGHUP.
 use super::checkpoint::{CheckpointManager, TrainerState};
 use super::corpus::open_mixture;
 use super::heldout::Heldout;
@@ -281,10 +281,13 @@ fn resolve_precision(setting: PrecisionSetting, device: Device, recipe_path: &Pa
     }
 }
 
-/// A flag SIGINT and SIGTERM raise: the loop finishes its step, checkpoints and exits 0.
+/// A flag the stop signals raise: the loop finishes its step, checkpoints and exits 0. SIGUSR1
+/// is what Slurm's `--signal` sends ahead of a time limit; SIGHUP comes when a login session
+/// that started the run ends.
 fn stop_on_signals() -> Result<Arc<AtomicBool>> {
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM, SIGUSR1};
     let stop_requested = Arc::new(AtomicBool::new(false));
-    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+    for signal in [SIGINT, SIGTERM, SIGUSR1, SIGHUP] {
         signal_hook::flag::register(signal, Arc::clone(&stop_requested))
             .map_err(|e| Error::system("signals", e.to_string()))?;
     }

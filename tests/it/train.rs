@@ -147,28 +147,32 @@ fn sigkill_and_resume_end_bit_identical_to_an_uninterrupted_run() {
     println!("weights, AdamW moments and the 12 logged losses are bit-identical");
 }
 
+/// SIGTERM, SIGINT, SIGUSR1 (what Slurm's `--signal` sends before a time limit) and SIGHUP each
+/// finish the current step, write a checkpoint and exit 0.
 #[test]
-fn sigterm_checkpoints_and_exits_zero() {
-    let dir = scratch("sigterm");
-    let recipe =
-        write_recipe(&dir, "term", SMALL_MODEL, &SHORT_RUN.replace("max_steps = 60", "max_steps = 100000"), 20, "");
-    let run = dir.join("checkpoints/term");
-    let mut child = spawn_train(&recipe, &[]);
-    let start = Instant::now();
-    while latest(&run).as_deref() != Some("step-20") {
-        assert!(start.elapsed() < Duration::from_secs(120));
-        std::thread::sleep(Duration::from_millis(5));
+fn stop_signals_checkpoint_and_exit_zero() {
+    for signal in ["TERM", "INT", "USR1", "HUP"] {
+        let dir = scratch(&format!("sig{signal}"));
+        let long_run = SHORT_RUN.replace("max_steps = 60", "max_steps = 100000");
+        let recipe = write_recipe(&dir, "term", SMALL_MODEL, &long_run, 20, "");
+        let run = dir.join("checkpoints/term");
+        let mut child = spawn_train(&recipe, &[]);
+        let start = Instant::now();
+        while latest(&run).as_deref() != Some("step-20") {
+            assert!(start.elapsed() < Duration::from_secs(120));
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+        Command::new("kill").args([&format!("-{signal}"), &child.id().to_string()]).status().unwrap();
+        let status = child.wait().unwrap();
+        assert!(status.success(), "SIG{signal} should end the run with exit 0, got {status}");
+        let last = latest(&run).unwrap();
+        let step: u64 = last.trim_start_matches("step-").parse().unwrap();
+        assert!(step > 20, "SIG{signal}: a checkpoint at the stop step was expected, latest is {last}");
+        let state = indolm::train::checkpoint::load_state(&run.join(&last)).unwrap();
+        assert_eq!(state.step, step);
+        println!("SIG{signal} at step {step}: checkpoint written, exit 0");
     }
-    std::thread::sleep(Duration::from_millis(100));
-    Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
-    let status = child.wait().unwrap();
-    assert!(status.success(), "SIGTERM should end the run with exit 0, got {status}");
-    let last = latest(&run).unwrap();
-    let step: u64 = last.trim_start_matches("step-").parse().unwrap();
-    assert!(step > 20, "a checkpoint at the stop step was expected, latest is {last}");
-    let state = indolm::train::checkpoint::load_state(&run.join(&last)).unwrap();
-    assert_eq!(state.step, step);
-    println!("SIGTERM at step {step}: checkpoint written, exit 0");
 }
 
 #[test]
@@ -365,4 +369,30 @@ fn nonfinite_losses_stop_the_run_cleanly() {
     let last = latest(&run).unwrap();
     indolm::train::checkpoint::load_state(&run.join(&last)).unwrap();
     load_masked_lm(&run.join(&last), Device::Cpu).unwrap();
+}
+
+/// A run, corpus or source name is joined to folders that `--overwrite` empties, so a name that
+/// is not one safe path component (`..`, empty, with a slash) is refused before anything is
+/// touched, and two sources may not share a name (their shards would overwrite each other).
+#[test]
+fn unsafe_or_duplicate_names_are_refused_before_anything_is_deleted() {
+    let dir = scratch("names");
+    let keep = dir.join("keep.txt");
+    std::fs::write(&keep, "earlier work").unwrap();
+    let good = std::fs::read_to_string(write_recipe(&dir, "ok", SMALL_MODEL, SHORT_RUN, 20, "")).unwrap();
+    let cases = [
+        (good.replace("name = \"ok\"", "name = \"..\""), "name"),
+        (good.replace("name = \"ok\"", "name = \"\""), "name"),
+        (good.replace("name = \"ok\"", "name = \"a/b\""), "name"),
+        (good.replace("corpus = \"shared-id\"", "corpus = \"../x\""), "data.corpus"),
+        (good.replace("name = \"nusax-id\"", "name = \".\""), "data.sources.name"),
+        (good.replace("name = \"nusax-id\"", "name = \"ud-id\""), "data.sources[ud-id]"),
+    ];
+    for (i, (text, field)) in cases.iter().enumerate() {
+        let recipe = dir.join(format!("bad-{i}.toml"));
+        std::fs::write(&recipe, text).unwrap();
+        let err = indolm_fails(&["train", recipe.to_str().unwrap(), "--overwrite"]);
+        assert!(err.contains(&format!("bad-{i}.toml")) && err.contains(field), "case {i}: {err}");
+        assert_eq!(std::fs::read_to_string(&keep).unwrap(), "earlier work", "case {i} touched the output folder");
+    }
 }

@@ -130,6 +130,7 @@ impl SummarizeRecipe {
     /// abs/extabs the decoder's schedule and BertAbs's sizes.
     pub fn load(path: &Path) -> Result<Self> {
         let recipe: SummarizeRecipe = crate::recipe::parse_toml(path)?;
+        crate::recipe::check_name(path, "name", &recipe.name)?;
         let o = &recipe.optimizer;
         if o.lr <= 0.0 || o.max_steps == 0 || o.batch_size == 0 || o.eval_every == 0 || o.warmup_steps == 0 {
             return Err(Error::field(
