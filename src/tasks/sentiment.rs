@@ -501,6 +501,7 @@ pub fn run(recipe: &SentimentRecipe, init: &Path, device: Device) -> Result<Sent
         tests.insert(l.clone(), load_split(root, l, "test")?);
     }
     let out_dir = recipe.output_dir.join(&recipe.name);
+    let _run_lock = crate::files::DirLock::acquire(&out_dir)?;
     let mut logger =
         Logger::with_unit(&recipe.tensorboard.join(&recipe.name), recipe.optimizer.max_epochs as u64, 0, "epoch")?;
     // (name of the training set, its languages, the languages it is tested on)

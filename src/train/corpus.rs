@@ -4,11 +4,15 @@ use crate::data::mixture::Mixture;
 use crate::data::shards::{open_shard, prepare_source, Prepared, ShardMeta};
 use crate::data::tokenizer::TextTokenizer;
 use crate::error::Result;
+use crate::files::DirLock;
 use crate::recipe::Recipe;
 
-/// Prepares every source of the recipe; `say` receives one line per source.
+/// Prepares every source of the recipe, holding the corpus's lock; `say` receives one line per
+/// source.
 pub fn prepare_corpus(recipe: &Recipe, tokenizer: &TextTokenizer, mut say: impl FnMut(&str)) -> Result<Vec<ShardMeta>> {
     let dir = recipe.corpus_dir();
+    // Two preparers of one corpus would write the same temporary shard files.
+    let _lock = DirLock::acquire(&dir)?;
     let mut metas = Vec::new();
     for source in &recipe.data.sources {
         let start = std::time::Instant::now();

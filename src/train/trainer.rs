@@ -12,6 +12,7 @@ use crate::data::mixture::Mixture;
 use crate::data::tokenizer::TextTokenizer;
 use crate::device::{default_precision, describe};
 use crate::error::{Error, Result};
+use crate::files::DirLock;
 use crate::hooks::CheckpointHook;
 use crate::model::model_dir::load_masked_lm;
 use crate::model::{BertConfig, BertForMaskedLM, Precision};
@@ -76,6 +77,8 @@ pub struct Trainer {
     stop_at: u64,
     stop_requested: Arc<AtomicBool>,
     consecutive_nonfinite: u64,
+    /// Held while the trainer lives: a second trainer (or `--overwrite`) on this run is refused.
+    _run_lock: DirLock,
 }
 
 impl Trainer {
@@ -91,6 +94,7 @@ impl Trainer {
         let tokenizer = TextTokenizer::from_path(&recipe.resolve(&recipe.tokenizer.path))?;
         let precision = resolve_precision(recipe.precision, opts.device, recipe_path)?;
         let checkpoints = CheckpointManager::new(recipe.run_dir(), &recipe.checkpoint);
+        let run_lock = DirLock::acquire(checkpoints.run_dir())?;
         checkpoints.prepare(opts.resume.is_some(), opts.overwrite, &recipe.tensorboard_dir())?;
 
         let mixture = open_mixture(&recipe, &tokenizer, |line| outln!("{line}"))?;
@@ -127,6 +131,7 @@ impl Trainer {
             stop_at,
             stop_requested: stop_on_signals()?,
             consecutive_nonfinite: 0,
+            _run_lock: run_lock,
             recipe,
         })
     }

@@ -396,3 +396,55 @@ fn unsafe_or_duplicate_names_are_refused_before_anything_is_deleted() {
         assert_eq!(std::fs::read_to_string(&keep).unwrap(), "earlier work", "case {i} touched the output folder");
     }
 }
+
+/// One writer per run: while a run trains, a second `train` of it (new, `--resume` or
+/// `--overwrite`) is refused with the holder's PID, and the first run's log is untouched; the
+/// lock dies with its process (resume after SIGKILL is covered above).
+#[test]
+fn a_running_run_refuses_a_second_trainer() {
+    let dir = scratch("lock");
+    let long_run = SHORT_RUN.replace("max_steps = 60", "max_steps = 100000");
+    let recipe = write_recipe(&dir, "busy", SMALL_MODEL, &long_run, 20, "");
+    let run = dir.join("checkpoints/busy");
+    let mut first = spawn_train(&recipe, &[]);
+    let start = Instant::now();
+    while latest(&run).as_deref() != Some("step-20") {
+        assert!(start.elapsed() < Duration::from_secs(120));
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    for extra in [&[][..], &["--resume", "latest"], &["--overwrite"]] {
+        let mut args = vec!["train", recipe.to_str().unwrap()];
+        args.extend_from_slice(extra);
+        let err = indolm_fails(&args);
+        assert!(
+            err.contains(&format!("in use by another indolm process (PID {},", first.id())),
+            "{extra:?} (first run: PID {}): {err}",
+            first.id()
+        );
+    }
+    assert!(run.join("train_log.jsonl").exists() && latest(&run).is_some(), "the running run lost files");
+    Command::new("kill").args(["-TERM", &first.id().to_string()]).status().unwrap();
+    assert!(first.wait().unwrap().success());
+    let log = std::fs::read_to_string(run.join("train_log.jsonl")).unwrap();
+    assert!(log.lines().count() >= 4, "the first run's log was cut: {log}");
+}
+
+/// One preparer per corpus: while another process holds `corpora/.<corpus>.lock`, `corpus
+/// prepare` is refused with its PID and writes nothing; once it is released, preparing works.
+#[test]
+fn a_corpus_being_prepared_refuses_a_second_preparer() {
+    let dir = scratch("corpus-lock");
+    let recipe = write_recipe(&dir, "prep", SMALL_MODEL, SHORT_RUN, 20, "");
+    let corpus = dir.join("corpora/shared-id");
+    let held = indolm::files::DirLock::acquire(&corpus).unwrap();
+    let err = indolm_fails(&["corpus", "prepare", recipe.to_str().unwrap()]);
+    assert!(
+        err.contains(&format!("shared-id: in use by another indolm process (PID {},", std::process::id())),
+        "{err}"
+    );
+    assert!(!corpus.exists(), "the refused preparer wrote into the corpus");
+    drop(held);
+    let out = indolm(&["corpus", "prepare", recipe.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(corpus.join("ud-id.json").exists());
+}

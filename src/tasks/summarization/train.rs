@@ -179,6 +179,8 @@ pub struct SummarizeResults {
 /// `<output_dir>/<name>/` it writes the model (`best/`), each test split's summaries and
 /// references one a line (`<split>.candidate`, `<split>.gold`), `results.json` and `results.md`.
 pub fn run(recipe: &SummarizeRecipe, init: &Path, device: Device) -> Result<SummarizeResults> {
+    let out_dir = recipe.output_dir.join(&recipe.name);
+    let _run_lock = crate::files::DirLock::acquire(&out_dir)?;
     let splits = Splits::load(recipe)?;
     let mut trainer = Trainer::start(recipe, init, device)?;
     let dev_before = trainer.evaluate_dev_before(&splits.dev)?;
@@ -196,7 +198,6 @@ pub fn run(recipe: &SummarizeRecipe, init: &Path, device: Device) -> Result<Summ
         }
     }
     best.weights.restore(trainer.model.vs());
-    let out_dir = recipe.output_dir.join(&recipe.name);
     save_model_dir(&out_dir.join("best"), true, |dir| trainer.model.save(dir))?;
     let tested = evaluate_tests(&trainer.model, trainer.system, best.step, &splits.tests, &out_dir)?;
     trainer.logger.finish();
