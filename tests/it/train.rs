@@ -84,6 +84,17 @@ fn spawn_train(recipe: &Path, extra: &[&str]) -> Child {
         .unwrap()
 }
 
+/// A training process that is killed when dropped, so a failed assertion never leaves a long run
+/// behind.
+struct KillOnDrop(Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 fn latest(run: &Path) -> Option<String> {
     std::fs::read_to_string(run.join("latest")).ok().map(|s| s.trim().to_string())
 }
@@ -156,15 +167,15 @@ fn stop_signals_checkpoint_and_exit_zero() {
         let long_run = SHORT_RUN.replace("max_steps = 60", "max_steps = 100000");
         let recipe = write_recipe(&dir, "term", SMALL_MODEL, &long_run, 20, "");
         let run = dir.join("checkpoints/term");
-        let mut child = spawn_train(&recipe, &[]);
+        let mut child = KillOnDrop(spawn_train(&recipe, &[]));
         let start = Instant::now();
         while latest(&run).as_deref() != Some("step-20") {
             assert!(start.elapsed() < Duration::from_secs(120));
             std::thread::sleep(Duration::from_millis(5));
         }
         std::thread::sleep(Duration::from_millis(100));
-        Command::new("kill").args([&format!("-{signal}"), &child.id().to_string()]).status().unwrap();
-        let status = child.wait().unwrap();
+        Command::new("kill").args([&format!("-{signal}"), &child.0.id().to_string()]).status().unwrap();
+        let status = child.0.wait().unwrap();
         assert!(status.success(), "SIG{signal} should end the run with exit 0, got {status}");
         let last = latest(&run).unwrap();
         let step: u64 = last.trim_start_matches("step-").parse().unwrap();
@@ -406,7 +417,7 @@ fn a_running_run_refuses_a_second_trainer() {
     let long_run = SHORT_RUN.replace("max_steps = 60", "max_steps = 100000");
     let recipe = write_recipe(&dir, "busy", SMALL_MODEL, &long_run, 20, "");
     let run = dir.join("checkpoints/busy");
-    let mut first = spawn_train(&recipe, &[]);
+    let mut first = KillOnDrop(spawn_train(&recipe, &[]));
     let start = Instant::now();
     while latest(&run).as_deref() != Some("step-20") {
         assert!(start.elapsed() < Duration::from_secs(120));
@@ -417,14 +428,14 @@ fn a_running_run_refuses_a_second_trainer() {
         args.extend_from_slice(extra);
         let err = indolm_fails(&args);
         assert!(
-            err.contains(&format!("in use by another indolm process (PID {},", first.id())),
+            err.contains(&format!("in use by another indolm process (PID {},", first.0.id())),
             "{extra:?} (first run: PID {}): {err}",
-            first.id()
+            first.0.id()
         );
     }
     assert!(run.join("train_log.jsonl").exists() && latest(&run).is_some(), "the running run lost files");
-    Command::new("kill").args(["-TERM", &first.id().to_string()]).status().unwrap();
-    assert!(first.wait().unwrap().success());
+    Command::new("kill").args(["-TERM", &first.0.id().to_string()]).status().unwrap();
+    assert!(first.0.wait().unwrap().success());
     let log = std::fs::read_to_string(run.join("train_log.jsonl")).unwrap();
     assert!(log.lines().count() >= 4, "the first run's log was cut: {log}");
 }
