@@ -95,6 +95,15 @@ impl Drop for KillOnDrop {
     }
 }
 
+/// Waits (at most two minutes) until the run's `latest` names `step`.
+fn wait_for_checkpoint(run: &Path, step: &str) {
+    let start = Instant::now();
+    while latest(run).as_deref() != Some(step) {
+        assert!(start.elapsed() < Duration::from_secs(120), "no checkpoint {step} in time");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
 fn latest(run: &Path) -> Option<String> {
     std::fs::read_to_string(run.join("latest")).ok().map(|s| s.trim().to_string())
 }
@@ -168,11 +177,7 @@ fn stop_signals_checkpoint_and_exit_zero() {
         let recipe = write_recipe(&dir, "term", SMALL_MODEL, &long_run, 20, "");
         let run = dir.join("checkpoints/term");
         let mut child = KillOnDrop(spawn_train(&recipe, &[]));
-        let start = Instant::now();
-        while latest(&run).as_deref() != Some("step-20") {
-            assert!(start.elapsed() < Duration::from_secs(120));
-            std::thread::sleep(Duration::from_millis(5));
-        }
+        wait_for_checkpoint(&run, "step-20");
         std::thread::sleep(Duration::from_millis(100));
         Command::new("kill").args([&format!("-{signal}"), &child.0.id().to_string()]).status().unwrap();
         let status = child.0.wait().unwrap();
@@ -418,11 +423,7 @@ fn a_running_run_refuses_a_second_trainer() {
     let recipe = write_recipe(&dir, "busy", SMALL_MODEL, &long_run, 20, "");
     let run = dir.join("checkpoints/busy");
     let mut first = KillOnDrop(spawn_train(&recipe, &[]));
-    let start = Instant::now();
-    while latest(&run).as_deref() != Some("step-20") {
-        assert!(start.elapsed() < Duration::from_secs(120));
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    wait_for_checkpoint(&run, "step-20");
     for extra in [&[][..], &["--resume", "latest"], &["--overwrite"]] {
         let mut args = vec!["train", recipe.to_str().unwrap()];
         args.extend_from_slice(extra);
