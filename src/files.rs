@@ -10,20 +10,86 @@ pub fn read_to_string(path: &Path) -> Result<String> {
 }
 
 /// Writes `bytes` to `path` through a temporary file in the same folder, fsynced and renamed,
-/// so a crash never leaves a half-written file under the final name.
+/// so a crash never leaves a half-written file under the final name (and a failed write, e.g.
+/// a full disk, leaves no temporary file either).
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     use std::io::Write;
-    let tmp = tmp_path(path);
-    let mut f = std::fs::File::create(&tmp).with_path(&tmp)?;
-    f.write_all(bytes).with_path(&tmp)?;
-    f.sync_all().with_path(&tmp)?;
-    std::fs::rename(&tmp, path).with_path(path)
+    let staging = Staging::new(path);
+    let mut f = std::fs::File::create(staging.path()).with_path(staging.path())?;
+    f.write_all(bytes).with_path(staging.path())?;
+    f.sync_all().with_path(staging.path())?;
+    staging.commit()
 }
 
-/// `dir/.name.tmp` beside `path`.
-pub fn tmp_path(path: &Path) -> PathBuf {
-    let name = path.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
-    path.with_file_name(format!(".{name}.tmp"))
+/// A temporary sibling of `target` (`.<name>.<pid>-<n>.tmp`, unique to this process and call)
+/// to write a file or a folder into. [`Staging::commit`] renames it to `target`; dropped
+/// without a commit (an error, a panic), it is deleted, so a failed write leaves nothing
+/// behind. Only SIGKILL can leave one; [`remove_stale_temps`] clears those under a lock.
+#[derive(Debug)]
+pub struct Staging {
+    tmp: PathBuf,
+    target: PathBuf,
+    committed: bool,
+}
+
+impl Staging {
+    /// A fresh temporary name beside `target`; nothing is created yet.
+    pub fn new(target: &Path) -> Self {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let tmp = target.with_file_name(format!(".{}.{}-{n}.tmp", file_name(target), std::process::id()));
+        Staging { tmp, target: target.to_path_buf(), committed: false }
+    }
+
+    /// The temporary path to write.
+    pub fn path(&self) -> &Path {
+        &self.tmp
+    }
+
+    /// Renames the temporary file or folder to the target (a folder target must not exist).
+    pub fn commit(mut self) -> Result<()> {
+        std::fs::rename(&self.tmp, &self.target).with_path(&self.target)?;
+        self.committed = true;
+        Ok(())
+    }
+}
+
+impl Drop for Staging {
+    fn drop(&mut self) {
+        if !self.committed {
+            let _ = std::fs::remove_file(&self.tmp).or_else(|_| std::fs::remove_dir_all(&self.tmp));
+        }
+    }
+}
+
+/// Deletes the temporary siblings of `target` that killed writers left (`.<name>.*.tmp`). Call
+/// only while holding the lock of the folder they are in, so none of them is being written.
+pub fn remove_stale_temps(target: &Path) -> Result<()> {
+    let Some(dir) = target.parent().filter(|d| d.is_dir()) else { return Ok(()) };
+    let prefix = format!(".{}.", file_name(target));
+    for entry in std::fs::read_dir(dir).with_path(dir)?.filter_map(|e| e.ok()) {
+        let name = entry.file_name().to_string_lossy().to_string();
+        if name.starts_with(&prefix) && name.ends_with(".tmp") {
+            let path = entry.path();
+            let removed = if path.is_dir() { std::fs::remove_dir_all(&path) } else { std::fs::remove_file(&path) };
+            removed.with_path(&path)?;
+        }
+    }
+    Ok(())
+}
+
+/// The last component of `path`, as text (empty for `/`).
+fn file_name(path: &Path) -> String {
+    path.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default()
+}
+
+/// SHA-256 of a file's bytes, as lowercase hex.
+pub fn sha256_file(path: &Path) -> Result<String> {
+    use sha2::{Digest, Sha256};
+    let mut hasher = Sha256::new();
+    let mut file = std::fs::File::open(path).with_path(path)?;
+    std::io::copy(&mut file, &mut hasher).with_path(path)?;
+    Ok(hasher.finalize().iter().map(|b| format!("{b:02x}")).collect())
 }
 
 /// An exclusive hold on a folder that one process writes (a training run, a prepared corpus),
@@ -39,8 +105,7 @@ impl DirLock {
     /// Takes the lock for `dir` (creating its parent), or says which process holds it.
     pub fn acquire(dir: &Path) -> Result<DirLock> {
         use std::io::{Read, Seek, Write};
-        let name = dir.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
-        let lock_path = dir.with_file_name(format!(".{name}.lock"));
+        let lock_path = dir.with_file_name(format!(".{}.lock", file_name(dir)));
         if let Some(parent) = lock_path.parent().filter(|p| !p.as_os_str().is_empty()) {
             std::fs::create_dir_all(parent).with_path(parent)?;
         }
@@ -98,6 +163,32 @@ mod tests {
         let again = DirLock::acquire(&dir);
         assert!(again.is_ok(), "the lock was not released on drop");
         drop(again);
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn staging_is_deleted_unless_committed_and_stale_temps_are_swept() {
+        let root = std::env::temp_dir().join(format!("indolm-staging-{}", std::process::id()));
+        std::fs::create_dir_all(&root).unwrap();
+        let target = root.join("step-5");
+        let (a, b) = (Staging::new(&target), Staging::new(&target));
+        assert_ne!(a.path(), b.path(), "two stagings of one target share a name");
+        std::fs::create_dir_all(a.path().join("inner")).unwrap();
+        std::fs::write(b.path(), b"x").unwrap();
+        drop(a); // an error before the commit
+        assert!(!root.join(".step-5.tmp").exists() && std::fs::read_dir(&root).unwrap().count() == 1);
+        b.commit().unwrap();
+        assert_eq!(std::fs::read(&target).unwrap(), b"x");
+
+        // What SIGKILL leaves: swept by the next writer, which holds the folder's lock.
+        std::fs::write(root.join(".step-5.999-0.tmp"), b"half").unwrap();
+        std::fs::create_dir_all(root.join(".step-5.999-1.tmp/inner")).unwrap();
+        std::fs::write(root.join(".step-50.999-0.tmp"), b"another target's").unwrap();
+        remove_stale_temps(&target).unwrap();
+        let mut left: Vec<String> =
+            std::fs::read_dir(&root).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().to_string()).collect();
+        left.sort();
+        assert_eq!(left, [".step-50.999-0.tmp", "step-5"]);
         std::fs::remove_dir_all(&root).unwrap();
     }
 }

@@ -1,15 +1,67 @@
 //! What a run shows and records as it goes: TensorBoard scalars (read by TensorBoard itself)
 //! and progress — an indicatif bar with ETA on a terminal, plain log lines otherwise. Shared by
-//! pretraining, the checkpoint hooks and the fine-tuning tasks.
-use crate::error::{IoContext, Result};
+//! pretraining, the checkpoint hooks and the fine-tuning tasks. A TensorBoard file that cannot
+//! be written (a full disk) costs one warning and the rest of the curves, never the run.
+use crate::error::{Error, IoContext, Result};
 use indicatif::{ProgressBar, ProgressStyle};
-use std::io::IsTerminal;
-use std::path::Path;
-use tensorboard_rs::summary_writer::SummaryWriter;
+use protobuf::Message;
+use std::io::{BufWriter, IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use tensorboard_proto::event::Event;
+use tensorboard_rs::record_writer::RecordWriter;
+
+/// One TensorBoard event file (`events.out.tfevents.<time>.<host>.<pid>.<n>`): TFRecord
+/// records (tensorboard-rs's writer) of `Event` messages, written on the caller's thread so
+/// that every write error comes back as a value.
+struct EventFile {
+    path: PathBuf,
+    records: RecordWriter<BufWriter<std::fs::File>>,
+}
+
+impl EventFile {
+    /// Creates a new event file in `dir`, starting with the file-version event TensorBoard expects.
+    fn create(dir: &Path) -> Result<Self> {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+        let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_else(|_| "localhost".into());
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let name = format!("events.out.tfevents.{:010}.{}.{}.{n}", now.as_secs(), host.trim(), std::process::id());
+        let path = dir.join(name);
+        let file = std::fs::File::create(&path).with_path(&path)?;
+        let mut events = EventFile { records: RecordWriter::new(BufWriter::new(file)), path };
+        let mut version = Event::new();
+        version.set_file_version("brain.Event:2".into());
+        events.write(version)?;
+        events.flush()?;
+        Ok(events)
+    }
+
+    /// Appends `event`, stamped with the wall time.
+    fn write(&mut self, mut event: Event) -> Result<()> {
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+        event.set_wall_time(now.as_secs_f64());
+        let bytes = event.write_to_bytes().map_err(|e| Error::invalid(&self.path, e.to_string()))?;
+        self.records.write(&bytes).with_path(&self.path)
+    }
+
+    /// A scalar `value` under `tag` at `step`.
+    fn scalar(&mut self, tag: &str, value: f32, step: u64) -> Result<()> {
+        let mut event = Event::new();
+        event.set_step(step as i64);
+        event.set_summary(tensorboard_rs::summary::scalar(tag, value));
+        self.write(event)
+    }
+
+    /// Writes what is buffered to the file.
+    fn flush(&mut self) -> Result<()> {
+        self.records.flush().with_path(&self.path)
+    }
+}
 
 /// TensorBoard scalars and progress lines of one run.
 pub struct Logger {
-    tb: SummaryWriter,
+    /// `None` once a write has failed (after one warning).
+    tb: Option<EventFile>,
     bar: Option<ProgressBar>,
     /// What the bar counts ("step", "epoch"), for plain log lines.
     unit: &'static str,
@@ -36,12 +88,29 @@ impl Logger {
             bar.set_position(start_step);
             bar
         });
-        Ok(Logger { tb: SummaryWriter::new(tb_dir), bar, unit })
+        Ok(Logger { tb: Some(EventFile::create(tb_dir)?), bar, unit })
     }
 
     /// Records `value` under `tag` at `step` for TensorBoard.
     pub fn scalar(&mut self, tag: &str, value: f64, step: u64) {
-        self.tb.add_scalar(tag, value as f32, step as usize);
+        let written = self.tb.as_mut().map(|tb| tb.scalar(tag, value as f32, step));
+        self.stop_tensorboard_on_error(written);
+    }
+
+    /// After a failed TensorBoard write: one warning on stderr, and no more TensorBoard writes.
+    fn stop_tensorboard_on_error(&mut self, written: Option<Result<()>>) {
+        if let Some(Err(e)) = written {
+            let warning = format!("warning: TensorBoard events are no longer written ({e}); the run goes on, and its metrics still go to the log");
+            match &self.bar {
+                Some(bar) => bar.suspend(|| {
+                    let _ = writeln!(std::io::stderr(), "{warning}");
+                }),
+                None => {
+                    let _ = writeln!(std::io::stderr(), "{warning}");
+                }
+            }
+            self.tb = None;
+        }
     }
 
     /// A progress update: the bar's message on a terminal, a log line otherwise.
@@ -65,14 +134,38 @@ impl Logger {
 
     /// Writes buffered TensorBoard events to disk (at checkpoints).
     pub fn flush(&mut self) {
-        self.tb.flush();
+        let flushed = self.tb.as_mut().map(EventFile::flush);
+        self.stop_tensorboard_on_error(flushed);
     }
 
     /// Flushes the events and closes the progress bar.
     pub fn finish(&mut self) {
-        self.tb.flush();
+        self.flush();
         if let Some(bar) = &self.bar {
             bar.finish();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A full disk under the event file (`/dev/full` answers every write with ENOSPC): one
+    /// warning, TensorBoard off, and the caller carries on.
+    #[test]
+    fn a_failing_event_file_turns_tensorboard_off_instead_of_panicking() {
+        let dir = std::env::temp_dir().join(format!("indolm-logger-{}", std::process::id()));
+        let mut logger = Logger::with_unit(&dir, 0, 0, "step").unwrap();
+        let full = std::fs::OpenOptions::new().write(true).open("/dev/full").unwrap();
+        // A buffer of one byte, so the first record reaches the device.
+        logger.tb.as_mut().unwrap().records = RecordWriter::new(BufWriter::with_capacity(1, full));
+        logger.tb.as_mut().unwrap().path = PathBuf::from("/dev/full");
+        logger.scalar("train/loss", 1.0, 1);
+        assert!(logger.tb.is_none(), "a failed write left TensorBoard on");
+        logger.scalar("train/loss", 0.5, 2);
+        logger.flush();
+        logger.finish();
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

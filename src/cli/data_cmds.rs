@@ -153,9 +153,14 @@ fn train_tokenizer(
 }
 
 /// `download`: the chosen public files into `out`, resumable and checked.
-pub fn download(what: DownloadCommand, out: &Path, mirror: Option<String>) -> Result<()> {
+pub fn download(
+    what: DownloadCommand,
+    out: &Path,
+    mirror: Option<String>,
+    patience: indolm::data::download::Patience,
+) -> Result<()> {
     use indolm::data::download::Downloader;
-    let dl = Downloader::new(mirror);
+    let dl = Downloader::with_patience(mirror, patience);
     let files = match what {
         DownloadCommand::Cc100 { lang } => lang.iter().flat_map(|l| dl.cc100(l, out)).collect(),
         DownloadCommand::Wikipedia { lang, date } => {
@@ -184,7 +189,7 @@ pub fn download(what: DownloadCommand, out: &Path, mirror: Option<String>) -> Re
 fn prepare(recipe_path: &Path) -> Result<()> {
     let recipe = Recipe::load(recipe_path)?;
     let tokenizer = TextTokenizer::from_path(&recipe.resolve(&recipe.tokenizer.path))?;
-    prepare_corpus(&recipe, &tokenizer, |line| outln!("{line}"))?;
+    prepare_corpus(&recipe, &tokenizer, None, |line| outln!("{line}"))?;
     Ok(())
 }
 
@@ -192,7 +197,7 @@ fn prepare(recipe_path: &Path) -> Result<()> {
 fn stats(recipe_path: &Path, sequences: usize) -> Result<()> {
     let recipe = Recipe::load(recipe_path)?;
     let tokenizer = TextTokenizer::from_path(&recipe.resolve(&recipe.tokenizer.path))?;
-    let metas = prepare_corpus(&recipe, &tokenizer, |_| {})?;
+    let metas = prepare_corpus(&recipe, &tokenizer, None, |_| {})?;
     outln!("| source | lang | documents | tokens | [UNK] % | invalid UTF-8 lines |");
     outln!("|---|---|---:|---:|---:|---:|");
     for m in &metas {
@@ -206,7 +211,7 @@ fn stats(recipe_path: &Path, sequences: usize) -> Result<()> {
             m.read.invalid_utf8_lines
         );
     }
-    let mut mixture = open_mixture(&recipe, &tokenizer, |_| {})?;
+    let mut mixture = open_mixture(&recipe, &tokenizer, None, |_| {})?;
     let mut cursor = mixture.new_cursor();
     mixture.next_sequences(&mut cursor, sequences);
     outln!("\n| source | requested | realised over {sequences} sequences | epochs |");

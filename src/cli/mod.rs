@@ -75,10 +75,11 @@ pub enum Command {
     Train {
         /// The recipe (TOML).
         recipe: PathBuf,
-        /// Continue from `latest` or a checkpoint directory.
+        /// Continue from `latest`, from a checkpoint directory, or `auto`: from `latest` when the
+        /// run has a checkpoint, else start it (one command for a job's first launch and requeues).
         #[arg(long)]
         resume: Option<String>,
-        /// Resume even if the recipe changed in fields that matter.
+        /// Resume even if the recipe or the source files changed in ways that matter.
         #[arg(long)]
         force: bool,
         /// Start over, deleting this run's earlier checkpoints and logs.
@@ -104,6 +105,13 @@ pub enum Command {
         /// Fetch from this base URL instead of the public hosts (`<mirror>/<host>/<path>`).
         #[arg(long, global = true)]
         mirror: Option<String>,
+        /// Seconds to wait to connect, for an answer, and for each read, before giving up on
+        /// an attempt.
+        #[arg(long, global = true, default_value_t = 60)]
+        timeout: u64,
+        /// Attempts after a failed one (each resumes where the last stopped).
+        #[arg(long, global = true, default_value_t = 5)]
+        retries: u32,
     },
     /// Fine-tune a pretrained model on a task.
     #[command(subcommand)]
@@ -174,7 +182,11 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Recipe(command) => train_cmds::run_recipe(command),
         Command::Tokenizer(command) => data_cmds::run_tokenizer(command),
         Command::Corpus(command) => data_cmds::run_corpus(command),
-        Command::Download { what, out, mirror } => data_cmds::download(what, &out, mirror),
+        Command::Download { what, out, mirror, timeout, retries } => {
+            let patience =
+                indolm::data::download::Patience { timeout: std::time::Duration::from_secs(timeout), retries };
+            data_cmds::download(what, &out, mirror, patience)
+        }
         Command::Eval(command) => eval_cmds::run(command, &device),
         Command::Report(command) => report_cmds::run(command),
         Command::Finetune(command) => task_cmds::run_finetune(command, device()?),

@@ -29,7 +29,7 @@ pub fn convert(src: &Path, out: &Path, overwrite: bool, verb: &str) -> Result<()
 pub fn init(config_path: &Path, tokenizer: &Path, out: &Path, seed: u64, overwrite: bool) -> Result<()> {
     let config = BertConfig::from_file(config_path)?;
     let tokenizer = TextTokenizer::from_path(tokenizer)?;
-    check_vocab(&config, config_path, &tokenizer)?;
+    print_notes(&check_vocab(&config, config_path, &tokenizer)?.into_iter().collect::<Vec<_>>());
     tch::manual_seed(seed as i64);
     let vs = tch::nn::VarStore::new(Device::Cpu);
     let _model = BertForMaskedLM::new(&vs.root(), &config, false);
@@ -105,6 +105,16 @@ pub fn fill_mask(model: &Path, text: &str, top_k: i64, device: Device) -> Result
     let positions: Vec<i64> = ids.iter().enumerate().filter(|(_, &t)| t == mask_id).map(|(i, _)| i as i64).collect();
     if positions.is_empty() {
         return Err(Error::argument("--text", "the text has no [MASK] token"));
+    }
+    let limit = loaded.config.max_position_embeddings;
+    if ids.len() as i64 > limit {
+        return Err(Error::argument(
+            "--text",
+            format!(
+                "{} tokens with [CLS] and [SEP], but the model takes at most {limit} (max_position_embeddings): shorten the text around the [MASK]",
+                ids.len()
+            ),
+        ));
     }
     let input = Tensor::from_slice(&ids).view([1, -1]).to_device(device);
     let probs = tch::no_grad(|| {

@@ -2,11 +2,14 @@
 //! progress bar, resumable partial downloads (`<file>.part` and an HTTP Range request), and a
 //! size and SHA-256 check where the host publishes them. A `mirror` base URL replaces every
 //! host (`<mirror>/<host>/<path>`), for offline mirrors and for the tests' loopback server.
+//! Every request has connect and read timeouts, and a failed transfer is retried (resuming
+//! from what arrived) with growing pauses, so a stalled mirror never hangs a job.
 use crate::error::{Error, IoContext, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use sha2::{Digest, Sha256};
 use std::io::{IsTerminal, Read, Write};
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 /// One file to fetch: where from, where to, and what it must be.
 #[derive(Debug, Clone, PartialEq)]
@@ -42,21 +45,68 @@ pub const NUSAX_LANGUAGES: [&str; 12] = [
     "toba_batak",
 ];
 
+/// How long to wait for the network, and how often to try again.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Patience {
+    /// The longest wait to connect, for the response's headers, and for each read of the body.
+    pub timeout: Duration,
+    /// Further attempts after a failed one (a timeout, a refused or cut connection, HTTP 5xx).
+    pub retries: u32,
+}
+
+impl Default for Patience {
+    /// 60 s per wait, 5 retries (pauses of 1, 2, 4, 8 and 16 s between them).
+    fn default() -> Self {
+        Patience { timeout: Duration::from_secs(60), retries: 5 }
+    }
+}
+
 /// Fetches `FileSpec`s over HTTPS, or from a mirror, with a progress bar when stderr is a terminal.
 pub struct Downloader {
     agent: ureq::Agent,
     mirror: Option<String>,
     show_progress: bool,
+    patience: Patience,
+}
+
+/// A failed attempt, and whether another attempt may succeed (the network) or cannot (a missing
+/// file, a checksum, the local disk).
+struct Failure {
+    error: Error,
+    transient: bool,
+}
+
+impl From<Error> for Failure {
+    /// Local errors (files, checks) are not worth retrying.
+    fn from(error: Error) -> Self {
+        Failure { error, transient: false }
+    }
 }
 
 impl Downloader {
-    /// A downloader; `mirror` (a trailing `/` ignored) replaces every host when given.
+    /// A downloader with the default [`Patience`]; `mirror` (a trailing `/` ignored) replaces
+    /// every host when given.
     pub fn new(mirror: Option<String>) -> Self {
-        let agent: ureq::Agent = ureq::Agent::config_builder().http_status_as_error(false).build().into();
+        Self::with_patience(mirror, Patience::default())
+    }
+
+    /// A downloader that waits and retries as `patience` says.
+    pub fn with_patience(mirror: Option<String>, patience: Patience) -> Self {
+        let t = Some(patience.timeout);
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .timeout_resolve(t)
+            .timeout_connect(t)
+            .timeout_send_request(t)
+            .timeout_recv_response(t)
+            .timeout_per_read(t)
+            .build()
+            .into();
         Downloader {
             agent,
             mirror: mirror.map(|m| m.trim_end_matches('/').to_string()),
             show_progress: std::io::stderr().is_terminal(),
+            patience,
         }
     }
 
@@ -68,12 +118,47 @@ impl Downloader {
         }
     }
 
-    fn get(&self, url: &str, range_from: u64) -> Result<ureq::http::Response<ureq::Body>> {
+    /// One GET (from byte `range_from` when > 0); a network failure is transient.
+    fn get(&self, url: &str, range_from: u64) -> std::result::Result<ureq::http::Response<ureq::Body>, Failure> {
         let mut req = self.agent.get(url);
         if range_from > 0 {
             req = req.header("Range", format!("bytes={range_from}-"));
         }
-        req.call().map_err(|e| Error::download(format!("download {url}"), e.to_string()))
+        req.call().map_err(|e| Failure {
+            error: Error::download(format!("download {url}"), network_message(&e.to_string(), self.patience.timeout)),
+            transient: true,
+        })
+    }
+
+    /// Runs `attempt` until it succeeds, fails for good, or has been retried
+    /// `patience.retries` times, pausing 1, 2, 4 … 30 s between attempts.
+    fn retrying<T>(&self, mut attempt: impl FnMut() -> std::result::Result<T, Failure>) -> Result<T> {
+        let mut pause = Duration::from_secs(1);
+        for retry in 1.. {
+            match attempt() {
+                Ok(value) => return Ok(value),
+                Err(f) if f.transient && retry <= self.patience.retries => {
+                    let _ = writeln!(
+                        std::io::stderr(),
+                        "{}; retrying in {}s ({retry} of {})",
+                        f.error,
+                        pause.as_secs(),
+                        self.patience.retries
+                    );
+                    std::thread::sleep(pause);
+                    pause = (pause * 2).min(Duration::from_secs(30));
+                }
+                Err(f) if f.transient => {
+                    let tries = self.patience.retries + 1;
+                    return Err(Error::download(
+                        "download",
+                        format!("{} (gave up after {tries} attempt{})", f.error, if tries == 1 { "" } else { "s" }),
+                    ));
+                }
+                Err(f) => return Err(f.error),
+            }
+        }
+        unreachable!("the loop returns")
     }
 
     /// CC-100 for one language: `<out>/cc100/<lang>.txt.xz`.
@@ -90,18 +175,28 @@ impl Downloader {
     pub fn wikipedia(&self, date: &str, lang: &str, out: &Path) -> Result<Vec<FileSpec>> {
         let config = format!("{date}.{lang}");
         let url = self.resolve(&format!("{HF_WIKIPEDIA_API}/{config}"));
-        let resp = self.get(&url, 0)?;
-        if resp.status() != 200 {
-            return Err(Error::download(
-                format!("download wikipedia {config}"),
-                format!("listing {url} answered HTTP {}", resp.status()),
-            ));
-        }
-        let mut text = String::new();
-        resp.into_body()
-            .into_reader()
-            .read_to_string(&mut text)
-            .map_err(|e| Error::download(format!("download {url}"), e.to_string()))?;
+        let text = self.retrying(|| {
+            let resp = self.get(&url, 0)?;
+            let status = resp.status().as_u16();
+            if status != 200 {
+                return Err(Failure {
+                    error: Error::download(
+                        format!("download wikipedia {config}"),
+                        format!("listing {url} answered HTTP {status}"),
+                    ),
+                    transient: status >= 500,
+                });
+            }
+            let mut text = String::new();
+            resp.into_body().into_reader().read_to_string(&mut text).map_err(|e| Failure {
+                error: Error::download(
+                    format!("download {url}"),
+                    network_message(&e.to_string(), self.patience.timeout),
+                ),
+                transient: true,
+            })?;
+            Ok(text)
+        })?;
         let listing: serde_json::Value =
             serde_json::from_str(&text).map_err(|e| Error::download(format!("listing {url}"), e.to_string()))?;
         let files: Vec<FileSpec> = listing
@@ -153,7 +248,8 @@ impl Downloader {
         }]
     }
 
-    /// Fetches one file: skipped when complete, resumed from `.part`, verified, renamed.
+    /// Fetches one file: skipped when complete, resumed from `.part`, verified, renamed;
+    /// retried as [`Patience`] says. Returns the bytes this call transferred.
     pub fn fetch(&self, spec: &FileSpec) -> Result<u64> {
         if spec.dest.exists() && verify(spec, &spec.dest).is_ok() {
             return Ok(0);
@@ -161,6 +257,18 @@ impl Downloader {
         if let Some(dir) = spec.dest.parent() {
             std::fs::create_dir_all(dir).with_path(dir)?;
         }
+        let mut fetched = 0;
+        self.retrying(|| {
+            let (n, complete) = self.fetch_once(spec)?;
+            fetched += n;
+            complete.map(|_| fetched)
+        })
+    }
+
+    /// One attempt: the bytes it transferred, and whether the file is now complete (or why
+    /// not). Bytes that arrived before a failure stay in `.part` for the next attempt.
+    #[allow(clippy::type_complexity)]
+    fn fetch_once(&self, spec: &FileSpec) -> std::result::Result<(u64, std::result::Result<(), Failure>), Failure> {
         let part = PathBuf::from(format!("{}.part", spec.dest.display()));
         let have = std::fs::metadata(&part).map(|m| m.len()).unwrap_or(0);
         let url = self.resolve(&spec.url);
@@ -169,14 +277,20 @@ impl Downloader {
             206 => (true, content_length(&resp).map(|n| n + have)),
             200 => (false, content_length(&resp)),
             416 if spec.size == Some(have) => (true, Some(have)),
-            code => return Err(Error::download(format!("download {url}"), format!("HTTP {code}"))),
+            code => {
+                return Err(Failure {
+                    error: Error::download(format!("download {url}"), format!("HTTP {code}")),
+                    transient: code >= 500,
+                })
+            }
         };
         if let (Some(expected), Some(total)) = (spec.size, total) {
             if expected != total {
                 return Err(Error::download(
                     format!("download {url}"),
                     format!("the server offers {total} bytes, the listing says {expected}"),
-                ));
+                )
+                .into());
             }
         }
         let mut file = std::fs::OpenOptions::new()
@@ -191,13 +305,16 @@ impl Downloader {
         let mut reader = resp.into_body().into_reader();
         let mut buf = vec![0u8; 1 << 16];
         let mut written = start;
+        let mut cut = None;
         loop {
-            let n = reader.read(&mut buf).map_err(|e| {
-                Error::download(
-                    format!("download {url}"),
-                    format!("{e} after {written} bytes; run the command again to resume"),
-                )
-            })?;
+            let n = match reader.read(&mut buf) {
+                Ok(n) => n,
+                Err(e) => {
+                    let why = network_message(&e.to_string(), self.patience.timeout);
+                    cut = Some(format!("{why} after {written} bytes; run the command again to resume"));
+                    break;
+                }
+            };
             if n == 0 {
                 break;
             }
@@ -211,20 +328,23 @@ impl Downloader {
         if let Some(b) = bar {
             b.finish_and_clear();
         }
-        if let Some(total) = total {
+        let fetched = written - start;
+        if let (None, Some(total)) = (&cut, total) {
             if written != total {
-                return Err(Error::download(
-                    format!("download {url}"),
-                    format!("connection ended after {written} of {total} bytes; run the command again to resume"),
-                ));
+                cut =
+                    Some(format!("connection ended after {written} of {total} bytes; run the command again to resume"));
             }
+        }
+        if let Some(why) = cut {
+            let error = Error::download(format!("download {url}"), why);
+            return Ok((fetched, Err(Failure { error, transient: true })));
         }
         if let Err(e) = verify(spec, &part) {
             std::fs::remove_file(&part).with_path(&part)?;
-            return Err(e);
+            return Err(e.into());
         }
         std::fs::rename(&part, &spec.dest).with_path(&spec.dest)?;
-        Ok(written - start)
+        Ok((fetched, Ok(())))
     }
 
     fn bar(&self, dest: &Path, total: Option<u64>, start: u64) -> Option<ProgressBar> {
@@ -238,6 +358,15 @@ impl Downloader {
             bar.set_position(start);
             bar
         })
+    }
+}
+
+/// A network error's text, with the timeout named when it was one.
+fn network_message(error: &str, timeout: Duration) -> String {
+    if error.to_lowercase().contains("timeout") || error.to_lowercase().contains("timed out") {
+        format!("{error} (no answer within {}s; --timeout sets the wait)", timeout.as_secs())
+    } else {
+        error.to_string()
     }
 }
 

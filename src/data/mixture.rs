@@ -102,6 +102,12 @@ impl Mixture {
         self.sources.iter().map(|s| s.shard.meta.source.clone()).collect()
     }
 
+    /// Each source's name with the content key of the files its shard was made from
+    /// (`content_sha256`): what a resumed run must still be reading.
+    pub fn source_contents(&self) -> std::collections::BTreeMap<String, String> {
+        self.sources.iter().map(|s| (s.shard.meta.source.clone(), s.shard.meta.content_sha256.clone())).collect()
+    }
+
     /// Normalised weights (summing to 1), in the mixture's order.
     pub fn weights(&self) -> Vec<f64> {
         self.sources.iter().map(|s| s.weight).collect()

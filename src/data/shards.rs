@@ -6,7 +6,7 @@
 use super::sources::{ReadStats, SourceSpec};
 use super::tokenizer::TextTokenizer;
 use crate::error::{Error, IoContext, Result};
-use crate::files::{read_to_string, tmp_path, write_atomic, write_json};
+use crate::files::{read_to_string, remove_stale_temps, write_atomic, write_json, Staging};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::io::{Read, Write};
@@ -145,19 +145,29 @@ pub enum Prepared {
     UpToDate(ShardMeta),
     /// The source was tokenized into a new shard.
     Written(ShardMeta),
+    /// The source's files are not the `required_content`; nothing was read or written.
+    ContentDiffers {
+        /// The content key of the files as they are now.
+        found: String,
+    },
 }
 
 /// Tokenizes `source` into `dir` unless an up-to-date shard is there. Paragraphs are
-/// tokenized in parallel batches (the `tokenizers` crate uses every core).
+/// tokenized in parallel batches (the `tokenizers` crate uses every core). With
+/// `required_content` (a resumed run's), files of other content are reported, not prepared.
 pub fn prepare_source(
     source: &SourceSpec,
     base: &Path,
     dir: &Path,
     tokenizer: &TextTokenizer,
+    required_content: Option<&str>,
     progress: impl FnMut(u64),
 ) -> Result<Prepared> {
     let files = source.files(base)?;
     let content = content_sha256(&files)?;
+    if required_content.is_some_and(|required| required != content) {
+        return Ok(Prepared::ContentDiffers { found: content });
+    }
     let tok_hash = tokenizer_sha256(tokenizer)?;
     let bin = shard_path(dir, &source.name);
     let meta_path = bin.with_extension("json");
@@ -165,18 +175,23 @@ pub fn prepare_source(
         return Ok(Prepared::UpToDate(meta));
     }
     std::fs::create_dir_all(dir).with_path(dir)?;
+    // The metadata is the commit point of a shard: it goes first and comes back last, so a
+    // preparation killed at any point leaves no metadata and is redone, never taken as done.
+    if meta_path.exists() {
+        std::fs::remove_file(&meta_path).with_path(&meta_path)?;
+    }
+    remove_stale_temps(&bin)?; // a killed preparation's token file (the corpus lock is held)
     let width = IdWidth::for_vocab(tokenizer.vocab_size());
-    let tmp_bin = tmp_path(&bin);
-    let mut writer = ShardWriter::create(&tmp_bin, tokenizer, width, progress)?;
+    let staging = Staging::new(&bin); // deleted if reading or writing fails
+    let mut writer = ShardWriter::create(staging.path(), tokenizer, width, progress)?;
     let read = source.read_documents(base, |doc| writer.add(doc))?;
     let written = writer.finish()?;
     if written.tokens == 0 {
-        let _ = std::fs::remove_file(&tmp_bin);
         return Err(Error::data(format!("source `{}`", source.name), "no text found in its files"));
     }
     let idx: Vec<u8> = written.offsets.iter().flat_map(|o| o.to_le_bytes()).collect();
     write_atomic(&bin.with_extension("idx"), &idx)?;
-    std::fs::rename(&tmp_bin, &bin).with_path(&bin)?;
+    staging.commit()?;
     let meta = ShardMeta {
         format_version: FORMAT_VERSION,
         source: source.name.clone(),
@@ -189,19 +204,21 @@ pub fn prepare_source(
         unk_tokens: written.unk,
         read,
     };
-    // The metadata is written last: a shard without it is never taken as prepared.
     write_json(&meta_path, &meta)?;
     Ok(Prepared::Written(meta))
 }
 
-/// The metadata at `meta_path` if the shard it describes is current: this format version, the
-/// same source content and tokenizer, and the token file `bin` present.
+/// The metadata at `meta_path` if the shard it describes is current and whole: this format
+/// version, the same source content and tokenizer, and the token file `bin` and its index of
+/// the sizes the metadata gives (so a damaged shard is prepared again, not trained on).
 fn up_to_date(meta_path: &Path, bin: &Path, content: &str, tok_hash: &str) -> Option<ShardMeta> {
     let meta: ShardMeta = serde_json::from_str(&read_to_string(meta_path).ok()?).ok()?;
+    let size = |p: &Path| std::fs::metadata(p).ok().map(|m| m.len());
     let current = meta.format_version == FORMAT_VERSION
         && meta.content_sha256 == content
         && meta.tokenizer_sha256 == tok_hash
-        && bin.exists();
+        && size(bin) == Some(meta.tokens * meta.width.bytes() as u64)
+        && size(&bin.with_extension("idx")) == Some((meta.documents + 1) * 8);
     current.then_some(meta)
 }
 
@@ -333,7 +350,12 @@ pub fn open_shard(dir: &Path, source: &str, tokenizer: &TextTokenizer) -> Result
     if ids.len() as u64 != meta.tokens * meta.width.bytes() as u64 {
         return Err(Error::invalid(
             &bin,
-            format!("expected {} tokens of {} bytes, found {} bytes", meta.tokens, meta.width.bytes(), ids.len()),
+            format!(
+                "expected {} tokens of {} bytes, found {} bytes: the shard is damaged; preparing the corpus again (`indolm corpus prepare <recipe>`, or `train`) rebuilds it",
+                meta.tokens,
+                meta.width.bytes(),
+                ids.len()
+            ),
         ));
     }
     Ok(Shard { meta, ids, path: bin })

@@ -60,10 +60,25 @@ impl TextTokenizer {
     /// `tokenizer_config.json` says `"do_lower_case": false`).
     pub fn from_dir(dir: &Path) -> Result<Self> {
         let json = dir.join("tokenizer.json");
-        if json.exists() {
-            return Self::from_tokenizer_json(&json);
-        }
         let vocab = dir.join("vocab.txt");
+        if json.exists() {
+            let tokenizer = Self::from_tokenizer_json(&json)?;
+            // HF's slow tokenizer reads vocab.txt and its fast one tokenizer.json: when both are
+            // here they must be the same vocabulary (a cut-short copy of one is not).
+            if let Ok(text) = std::fs::read_to_string(&vocab) {
+                let lines = text.lines().count();
+                if lines != tokenizer.vocab_size() {
+                    return Err(Error::invalid(
+                        &vocab,
+                        format!(
+                            "{lines} tokens, but tokenizer.json beside it has {}: one of the two is damaged or from another model; copy the directory again",
+                            tokenizer.vocab_size()
+                        ),
+                    ));
+                }
+            }
+            return Ok(tokenizer);
+        }
         if vocab.exists() {
             return Self::from_vocab_txt(&vocab, read_do_lower_case(dir)?);
         }

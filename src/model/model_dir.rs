@@ -33,11 +33,11 @@ const IGNORED: &[&str] = &["bert.embeddings.position_ids", "cls.seq_relationship
 
 /// Loads a masked LM from `dir` onto `device`.
 pub fn load_masked_lm(dir: &Path, device: Device) -> Result<LoadedModel> {
-    let ModelFiles { config, tokenizer, weights_path, tensors } = read_model_files(dir)?;
+    let ModelFiles { config, tokenizer, weights_path, tensors, mut notes } = read_model_files(dir)?;
     let with_pooler = tensors.contains_key("bert.pooler.dense.weight");
     let vs = VarStore::new(device);
     let model = BertForMaskedLM::new(&vs.root(), &config, with_pooler);
-    let notes = copy_into(&vs, tensors, &weights_path, &[Component::MlmHead])?;
+    notes.extend(copy_into(&vs, tensors, &weights_path, &[Component::MlmHead])?);
     Ok(LoadedModel { vs, model, config, tokenizer, notes })
 }
 
@@ -52,6 +52,8 @@ pub struct ModelFiles {
     pub weights_path: PathBuf,
     /// Every tensor under its canonical name (`bert.` prefix, LayerNorm `weight`/`bias`).
     pub tensors: BTreeMap<String, Tensor>,
+    /// What reading found that the user should know (a vocabulary smaller than the embedding).
+    pub notes: Vec<LoadNote>,
 }
 
 /// Reads a model directory (indolm or HF) without building a network.
@@ -71,13 +73,36 @@ pub fn read_model_files(dir: &Path) -> Result<ModelFiles> {
     }
     let config = BertConfig::from_file(&config_path)?;
     let tokenizer = TextTokenizer::from_dir(dir)?;
-    check_vocab(&config, &config_path, &tokenizer)?;
+    let notes = check_vocab(&config, &config_path, &tokenizer)?.into_iter().collect();
+    verify_recorded_checksums(dir)?;
     let (weights_path, tensors) = weights::read_model_weights(dir)?;
-    Ok(ModelFiles { config, tokenizer, weights_path, tensors: canonical_names(tensors) })
+    Ok(ModelFiles { config, tokenizer, weights_path, tensors: canonical_names(tensors), notes })
 }
 
-/// The tokenizer must not produce ids outside the embedding table.
-pub fn check_vocab(config: &BertConfig, config_path: &Path, tokenizer: &TextTokenizer) -> Result<()> {
+/// An indolm checkpoint records the SHA-256 of its weights in `trainer_state.json`: a
+/// checkpoint whose `model.safetensors` no longer matches is refused, whatever command reads it.
+/// Other directories (HF, exports, fine-tuned models) carry no record and pass.
+fn verify_recorded_checksums(dir: &Path) -> Result<()> {
+    let state_path = dir.join("trainer_state.json");
+    let Ok(text) = std::fs::read_to_string(&state_path) else { return Ok(()) };
+    let state: serde_json::Value = serde_json::from_str(&text).map_err(|e| Error::json(&state_path, &e))?;
+    let file = "model.safetensors";
+    if let Some(expected) = state["checksums"][file].as_str() {
+        let found = crate::files::sha256_file(&dir.join(file))?;
+        if found != expected {
+            return Err(Error::invalid(
+                dir.join(file),
+                format!("checksum mismatch with {} (expected {expected}, found {found}): the file is corrupt; use another checkpoint or copy this one again", state_path.display()),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The tokenizer must not produce ids outside the embedding table. One with fewer tokens than
+/// the table is legal (HF pads embeddings) but unusual for BERT, and what a cut-short
+/// `vocab.txt` looks like: it gets a note.
+pub fn check_vocab(config: &BertConfig, config_path: &Path, tokenizer: &TextTokenizer) -> Result<Option<LoadNote>> {
     let n = tokenizer.vocab_size() as i64;
     if n > config.vocab_size {
         return Err(Error::field(
@@ -90,7 +115,11 @@ pub fn check_vocab(config: &BertConfig, config_path: &Path, tokenizer: &TextToke
             ),
         ));
     }
-    Ok(())
+    Ok((n < config.vocab_size).then(|| LoadNote::SmallVocabulary {
+        tokenizer: tokenizer.source.clone(),
+        tokens: n,
+        rows: config.vocab_size,
+    }))
 }
 
 /// Renames HF's older variants to the canonical names: LayerNorm `gamma`/`beta`, and a bare
@@ -213,15 +242,12 @@ pub fn save_model_dir(out: &Path, overwrite: bool, write: impl FnOnce(&Path) -> 
             ));
         }
     }
-    let staging: PathBuf = crate::files::tmp_path(out);
-    if staging.exists() {
-        std::fs::remove_dir_all(&staging).with_path(&staging)?;
-    }
-    write(&staging)?;
+    let staging = crate::files::Staging::new(out);
+    write(staging.path())?;
     if out.exists() {
         std::fs::remove_dir_all(out).with_path(out)?;
     }
-    std::fs::rename(&staging, out).with_path(out)
+    staging.commit()
 }
 
 #[cfg(test)]

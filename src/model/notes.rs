@@ -72,6 +72,16 @@ pub enum LoadNote {
         /// How many `ext_layer` tensors were left out.
         tensors: usize,
     },
+    /// The tokenizer has fewer tokens than the embedding has rows: legal (padded embeddings),
+    /// but also what a cut-short `vocab.txt` looks like.
+    SmallVocabulary {
+        /// The tokenizer file.
+        tokenizer: std::path::PathBuf,
+        /// Its tokens.
+        tokens: i64,
+        /// The embedding's rows (`vocab_size`).
+        rows: i64,
+    },
     /// The vocabulary lacks PreSumm's `[unused0..2]`: summaries are marked with `[CLS]`, `[SEP]`
     /// and `[MASK]` instead.
     SubstituteTargetMarkers,
@@ -117,6 +127,11 @@ impl fmt::Display for LoadNote {
             LoadNote::SentenceScorerUnused { tensors } => {
                 write!(f, "a BertExt: its encoder is used, its {tensors} ext_layer tensors (sentence scorer) are not")
             }
+            LoadNote::SmallVocabulary { tokenizer, tokens, rows } => write!(
+                f,
+                "{} has {tokens} tokens but the model's embedding has {rows} rows (vocab_size): rows {tokens}..{rows} are never used; if the file was cut short, copy it again",
+                tokenizer.display()
+            ),
             LoadNote::SubstituteTargetMarkers => f.write_str(
                 "the vocabulary has no [unused0]/[unused1]/[unused2]: summaries are marked with [CLS] (begin), [SEP] (end) and [MASK] (between sentences)",
             ),

@@ -2,7 +2,7 @@
 //! named tch tensors, and write named tensors atomically with `{"format": "pt"}` metadata; and
 //! [`Snapshot`], an in-memory copy of a model's weights (the best ones seen while fine-tuning).
 use crate::error::{Error, IoContext, Result};
-use crate::files::tmp_path;
+use crate::files::Staging;
 use safetensors::{Dtype, SafeTensors, View};
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
@@ -134,11 +134,12 @@ pub fn write_file(path: &Path, tensors: &[(String, Tensor)]) -> Result<()> {
     let raws: Vec<(String, RawTensor)> =
         tensors.iter().map(|(n, t)| Ok((n.clone(), raw(n, t)?))).collect::<Result<_>>()?;
     let metadata = HashMap::from([("format".to_string(), "pt".to_string())]);
-    let tmp = tmp_path(path);
-    safetensors::serialize_to_file(raws.iter().map(|(n, r)| (n.as_str(), r)), Some(metadata), &tmp)
-        .map_err(|e| Error::invalid(&tmp, format!("writing safetensors: {e}")))?;
-    std::fs::File::open(&tmp).and_then(|f| f.sync_all()).with_path(&tmp)?;
-    std::fs::rename(&tmp, path).with_path(path)
+    let staging = Staging::new(path);
+    let tmp = staging.path();
+    safetensors::serialize_to_file(raws.iter().map(|(n, r)| (n.as_str(), r)), Some(metadata), tmp)
+        .map_err(|e| Error::invalid(tmp, format!("writing safetensors: {e}")))?;
+    std::fs::File::open(tmp).and_then(|f| f.sync_all()).with_path(tmp)?;
+    staging.commit()
 }
 
 /// A copy of every variable of a `VarStore`, detached from the autograd graph, on the variables'

@@ -41,7 +41,8 @@ impl SequenceClassifier {
             labels.len() as i64,
             files.config.initializer_range,
         );
-        let notes = copy_into(&vs, files.tensors, &files.weights_path, &[Component::Pooler, Component::Classifier])?;
+        let mut notes = files.notes;
+        notes.extend(copy_into(&vs, files.tensors, &files.weights_path, &[Component::Pooler, Component::Classifier])?);
         let dropout = files.config.hidden_dropout_prob;
         Ok((
             SequenceClassifier {

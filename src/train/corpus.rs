@@ -3,20 +3,49 @@
 use crate::data::mixture::Mixture;
 use crate::data::shards::{open_shard, prepare_source, Prepared, ShardMeta};
 use crate::data::tokenizer::TextTokenizer;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::files::DirLock;
 use crate::recipe::Recipe;
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// What a resumed run started on: each source's content key, as its checkpoint recorded it.
+#[derive(Clone, Copy)]
+pub struct PinnedCorpus<'a> {
+    /// The checkpoint that recorded them.
+    pub checkpoint: &'a Path,
+    /// Source name to `content_sha256` (a source absent here is not pinned).
+    pub contents: &'a BTreeMap<String, String>,
+}
 
 /// Prepares every source of the recipe, holding the corpus's lock; `say` receives one line per
-/// source.
-pub fn prepare_corpus(recipe: &Recipe, tokenizer: &TextTokenizer, mut say: impl FnMut(&str)) -> Result<Vec<ShardMeta>> {
+/// source. With `pinned`, a source whose files changed is refused before anything is written.
+pub fn prepare_corpus(
+    recipe: &Recipe,
+    tokenizer: &TextTokenizer,
+    pinned: Option<PinnedCorpus>,
+    mut say: impl FnMut(&str),
+) -> Result<Vec<ShardMeta>> {
     let dir = recipe.corpus_dir();
     // Two preparers of one corpus would write the same temporary shard files.
     let _lock = DirLock::acquire(&dir)?;
     let mut metas = Vec::new();
     for source in &recipe.data.sources {
         let start = std::time::Instant::now();
-        let meta = match prepare_source(source, &recipe.base_dir, &dir, tokenizer, |_| {})? {
+        let required = pinned.and_then(|p| p.contents.get(&source.name)).map(String::as_str);
+        let meta = match prepare_source(source, &recipe.base_dir, &dir, tokenizer, required, |_| {})? {
+            Prepared::ContentDiffers { found } => {
+                let checkpoint = pinned.map_or(Path::new(""), |p| p.checkpoint);
+                return Err(Error::data(
+                    format!("source `{}`", source.name),
+                    format!(
+                        "its files changed since the run started (content {}, now {}; recorded in {}): restore them, or pass --force to continue on the new text (it is tokenized again and the held-out set changes)",
+                        &required.unwrap_or_default()[..12.min(required.unwrap_or_default().len())],
+                        &found[..12],
+                        checkpoint.join("trainer_state.json").display()
+                    ),
+                ));
+            }
             Prepared::UpToDate(meta) => {
                 say(&format!(
                     "corpus {}: source `{}` up to date ({} tokens)",
@@ -47,8 +76,13 @@ pub fn prepare_corpus(recipe: &Recipe, tokenizer: &TextTokenizer, mut say: impl 
 
 /// Prepares the corpus if needed and opens the mixture of its sources. Weights that do not sum
 /// to 1 are normalised, with a notice.
-pub fn open_mixture(recipe: &Recipe, tokenizer: &TextTokenizer, mut say: impl FnMut(&str)) -> Result<Mixture> {
-    prepare_corpus(recipe, tokenizer, &mut say)?;
+pub fn open_mixture(
+    recipe: &Recipe,
+    tokenizer: &TextTokenizer,
+    pinned: Option<PinnedCorpus>,
+    mut say: impl FnMut(&str),
+) -> Result<Mixture> {
+    prepare_corpus(recipe, tokenizer, pinned, &mut say)?;
     let total: f64 = recipe.data.sources.iter().map(|s| s.weight).sum();
     if (total - 1.0).abs() > 1e-9 {
         let shares: Vec<String> =

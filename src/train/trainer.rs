@@ -4,7 +4,7 @@
 //! [`Trainer::run`] is the loop, top to bottom: a step, its metrics, the held-out loss when due,
 //! a checkpoint with its hooks when due, and a clean stop on SIGINT, SIGTERM, SIGUSR1 or SIGHUP.
 use super::checkpoint::{CheckpointManager, TrainerState};
-use super::corpus::open_mixture;
+use super::corpus::{open_mixture, PinnedCorpus};
 use super::heldout::Heldout;
 use super::masking::Masker;
 use super::metrics::{Metrics, Update};
@@ -31,7 +31,8 @@ use tch::Device;
 pub struct TrainOptions {
     /// Where to train.
     pub device: Device,
-    /// `latest` or a checkpoint directory.
+    /// `latest`, `auto` (`latest` when the run has a checkpoint, else a new run) or a
+    /// checkpoint directory.
     pub resume: Option<String>,
     /// Resume even if the recipe differs in fields that matter.
     pub force: bool,
@@ -95,9 +96,19 @@ impl Trainer {
         let precision = resolve_precision(recipe.precision, opts.device, recipe_path)?;
         let checkpoints = CheckpointManager::new(recipe.run_dir(), &recipe.checkpoint);
         let run_lock = DirLock::acquire(checkpoints.run_dir())?;
-        checkpoints.prepare(opts.resume.is_some(), opts.overwrite, &recipe.tensorboard_dir())?;
+        let resume_point = checkpoints.find_resume_point(opts.resume.as_deref())?;
+        checkpoints.prepare(resume_point.is_some(), opts.overwrite, &recipe.tensorboard_dir())?;
+        if let Some(point) = &resume_point {
+            checkpoints.check_recipe(point, &recipe, opts.force)?;
+        }
 
-        let mixture = open_mixture(&recipe, &tokenizer, |line| outln!("{line}"))?;
+        // A resumed run reads the text it started on: changed source files are refused (before
+        // anything is re-tokenized) unless --force.
+        let pinned = resume_point
+            .as_ref()
+            .filter(|_| !opts.force)
+            .map(|p| PinnedCorpus { checkpoint: &p.dir, contents: &p.state.corpus });
+        let mixture = open_mixture(&recipe, &tokenizer, pinned, |line| outln!("{line}"))?;
         let masker = Masker::new(recipe.masking.clone(), &tokenizer, recipe.seed);
 
         tch::manual_seed(recipe.seed as i64);
@@ -105,9 +116,10 @@ impl Trainer {
         model.set_precision(precision);
         let o = &recipe.optimizer;
         let mut optimizer = AdamW::new(vs.variables().into_iter().collect(), o.betas, o.eps, o.weight_decay);
-        let state = match &opts.resume {
-            Some(which) => checkpoints.restore(which, &recipe, opts.force, &vs, &mut optimizer)?,
-            None => TrainerState::start(&recipe, mixture.new_cursor()),
+        let corpus = mixture.source_contents();
+        let state = match resume_point {
+            Some(point) => checkpoints.restore(point, &recipe, corpus, &vs, &mut optimizer)?,
+            None => TrainerState::start(&recipe, mixture.new_cursor(), corpus),
         };
 
         let stop_at = opts.stop_after.unwrap_or(o.max_steps).min(o.max_steps);
@@ -204,7 +216,10 @@ impl Trainer {
         if in_a_row >= self.recipe.optimizer.max_nonfinite_steps {
             return Err(Error::training(
                 format!("run {}", self.recipe.name),
-                format!("{in_a_row} consecutive non-finite losses at step {step}; stopped. The last good checkpoint is intact: lower optimizer.lr or check the data, then resume with --resume latest"),
+                match self.checkpoints.latest_step() {
+                    Some(good) => format!("{in_a_row} consecutive non-finite losses at step {step}; stopped. The last checkpoint (step {good}) is intact: lower optimizer.lr or check the data, then resume with --resume latest"),
+                    None => format!("{in_a_row} consecutive non-finite losses at step {step}; stopped before any checkpoint was written: lower optimizer.lr or check the data, then start again with --overwrite"),
+                },
             ));
         }
         Ok(())

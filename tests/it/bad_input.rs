@@ -179,3 +179,32 @@ fn a_closed_pipe_ends_the_command_quietly() {
         assert_eq!(out.status.code(), Some(0), "indolm {args:?}: {stderr}");
     }
 }
+
+/// A text longer than the model's positions is refused with the limit named, before torch sees it.
+#[test]
+fn fill_mask_names_the_length_limit() {
+    let text = format!("{} [MASK] nasi.", "saya makan ".repeat(400));
+    let err = indolm_fails(&["fill-mask", "--model", s(reference_model()), "--text", &text]);
+    assert!(
+        err.contains("--text") && err.contains("max_position_embeddings") && err.contains("takes at most"),
+        "{err}"
+    );
+}
+
+/// A cut-short `vocab.txt`: beside a `tokenizer.json` it must agree with it (HF's slow and fast
+/// tokenizers read one each); alone, and smaller than the embedding, it loads with a note.
+#[test]
+fn a_cut_short_vocab_txt_is_refused_or_noted() {
+    let dir = copy_dir(reference_model(), "short-vocab");
+    let vocab = std::fs::read_to_string(dir.join("vocab.txt")).unwrap();
+    let half: String = vocab.lines().take(600).map(|l| format!("{l}\n")).collect();
+    std::fs::write(dir.join("vocab.txt"), &half).unwrap();
+    let err = indolm_fails(&["info", "--model", s(&dir)]);
+    assert!(err.contains("vocab.txt: 600 tokens, but tokenizer.json beside it has 1000"), "{err}");
+    std::fs::remove_file(dir.join("tokenizer.json")).unwrap();
+    let (_, stderr) = indolm_ok(&["info", "--model", s(&dir)]);
+    assert!(
+        stderr.contains("has 600 tokens but the model's embedding has 1000 rows") && stderr.contains("cut short"),
+        "{stderr}"
+    );
+}

@@ -235,10 +235,10 @@ fn shards_decode_back_to_the_source_tokens_and_skip_when_up_to_date() {
     let tok = tokenizer_for_tests();
     let dir = scratch("shards");
     let spec = source("ud", &[&test_data().join("ud-indonesian/id_gsd-ud-dev.conllu")], None, "text");
-    let Prepared::Written(meta) = prepare_source(&spec, Path::new("."), &dir, &tok, |_| {}).unwrap() else {
+    let Prepared::Written(meta) = prepare_source(&spec, Path::new("."), &dir, &tok, None, |_| {}).unwrap() else {
         panic!("expected a fresh shard")
     };
-    assert!(matches!(prepare_source(&spec, Path::new("."), &dir, &tok, |_| {}).unwrap(), Prepared::UpToDate(_)));
+    assert!(matches!(prepare_source(&spec, Path::new("."), &dir, &tok, None, |_| {}).unwrap(), Prepared::UpToDate(_)));
     let shard = open_shard(&dir, "ud", &tok).unwrap();
     assert_eq!(shard.meta, meta);
     assert_eq!(meta.width, indolm::data::shards::IdWidth::U16);
@@ -279,7 +279,7 @@ fn mixture_of(dir: &Path, weights: [f64; 3], seed: u64) -> Mixture {
         .zip(weights)
         .map(|((name, path), w)| {
             let spec = source(name, &[path], None, "text");
-            prepare_source(&spec, Path::new("."), dir, &tok, |_| {}).unwrap();
+            prepare_source(&spec, Path::new("."), dir, &tok, None, |_| {}).unwrap();
             (open_shard(dir, name, &tok).unwrap(), w)
         })
         .collect();

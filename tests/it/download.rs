@@ -8,13 +8,19 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 /// Serves files under `root`; the first request for a path in `cut` sends half the body and
-/// closes. Records each request line with its Range header.
+/// closes, the first for a path in `stall` sends half and then goes silent with the connection
+/// open. Records each request line with its Range header.
 struct Server {
     base: String,
     log: Arc<Mutex<Vec<String>>>,
 }
 
 fn serve(root: PathBuf, cut: Vec<String>) -> Server {
+    serve_with_stalls(root, cut, Vec::new())
+}
+
+fn serve_with_stalls(root: PathBuf, cut: Vec<String>, stall: Vec<String>) -> Server {
+    let stall = Arc::new(Mutex::new(stall));
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     let log = Arc::new(Mutex::new(Vec::new()));
@@ -49,6 +55,17 @@ fn serve(root: PathBuf, cut: Vec<String>) -> Server {
             };
             let head = format!("HTTP/1.1 {status}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n", slice.len());
             let _ = stream.write_all(head.as_bytes());
+            let mut stall = stall.lock().unwrap();
+            if let Some(i) = stall.iter().position(|c| *c == path) {
+                stall.remove(i);
+                let _ = stream.write_all(&slice[..slice.len() / 2]);
+                let _ = stream.flush();
+                std::thread::spawn(move || {
+                    std::thread::sleep(std::time::Duration::from_secs(60));
+                    drop(stream);
+                });
+                continue;
+            }
             let mut cut = cut.lock().unwrap();
             if let Some(i) = cut.iter().position(|c| *c == path) {
                 cut.remove(i);
@@ -83,8 +100,10 @@ fn cc100_resumes_after_a_cut_connection() {
     let server = serve(root, vec!["/data.statmt.org/cc-100/su.txt.xz".into()]);
     let out = work.join("out");
     let args = ["download", "cc100", "--lang", "su", "--out", out.to_str().unwrap(), "--mirror", &server.base];
-    let err = indolm_fails(&args);
-    assert!(err.contains("run the command again to resume"), "{err}");
+    let mut no_retry = args.to_vec();
+    no_retry.extend(["--retries", "0"]);
+    let err = indolm_fails(&no_retry);
+    assert!(err.contains("run the command again to resume") && err.contains("gave up after 1 attempt"), "{err}");
     let part = out.join("cc100/su.txt.xz.part");
     let partial = std::fs::metadata(&part).unwrap().len();
     assert!(partial > 0 && (partial as usize) < bytes.len());
@@ -194,4 +213,66 @@ fn indommlu_csv_is_fetched() {
     let path = out.join("indommlu/indoMMLU.csv");
     assert_eq!(std::fs::read(&path).unwrap(), csv);
     assert_eq!(indolm::eval::indommlu::load(&path).unwrap().len(), 30);
+}
+
+/// A transfer that is cut, or that stalls mid-body, is resumed by the same command (a Range
+/// request for the rest after a pause), and the file arrives whole.
+#[test]
+fn a_cut_or_stalled_transfer_is_resumed_within_one_command() {
+    let work = scratch("dl-retry");
+    let root = work.join("mirror");
+    let body: Vec<u8> = (0..200_000u32).flat_map(|i| i.to_le_bytes()).collect();
+    put(&root, "raw.githubusercontent.com/fajri91/IndoMMLU/main/data/indoMMLU.csv", &body);
+    let path = "/raw.githubusercontent.com/fajri91/IndoMMLU/main/data/indoMMLU.csv".to_string();
+    for (cut, stall) in [(vec![path.clone()], vec![]), (vec![], vec![path.clone()])] {
+        let server = serve_with_stalls(root.clone(), cut, stall);
+        let out = work.join(format!("out-{}", server.base.rsplit(':').next().unwrap()));
+        let args = ["download", "indommlu", "--out", out.to_str().unwrap(), "--mirror", &server.base, "--timeout", "1"];
+        let (stdout, stderr) = indolm_ok(&args);
+        assert!(stderr.contains("retrying in 1s (1 of 5)"), "{stderr}");
+        assert!(stdout.contains("bytes fetched"), "{stdout}");
+        assert_eq!(std::fs::read(out.join("indommlu/indoMMLU.csv")).unwrap(), body);
+        let log = server.log.lock().unwrap().clone();
+        assert_eq!(log.len(), 2, "{log:?}");
+        assert!(log[1].contains("range=Some("), "the retry did not resume: {log:?}");
+    }
+}
+
+/// A mirror that accepts connections and never answers: each attempt ends at the timeout, the
+/// retries are announced, and the command gives up with a message naming the wait.
+#[test]
+fn a_server_that_never_answers_times_out_instead_of_hanging() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for stream in listener.incoming().take(10) {
+            held.push(stream); // accepted, never read or answered
+        }
+    });
+    let out = scratch("dl-stalled");
+    let started = std::time::Instant::now();
+    let result = indolm(&[
+        "download",
+        "indommlu",
+        "--out",
+        out.to_str().unwrap(),
+        "--mirror",
+        &base,
+        "--timeout",
+        "1",
+        "--retries",
+        "1",
+    ]);
+    let elapsed = started.elapsed();
+    let stderr = String::from_utf8_lossy(&result.stderr);
+    assert_eq!(result.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("retrying in 1s (1 of 1)")
+            && stderr.contains("no answer within 1s")
+            && stderr.contains("gave up after 2 attempts"),
+        "{stderr}"
+    );
+    assert!(elapsed < std::time::Duration::from_secs(20), "took {elapsed:?}");
+    println!("a silent server was given up on after {:.1}s (2 attempts, 1 s timeout)", elapsed.as_secs_f64());
 }

@@ -15,6 +15,7 @@ mod common;
 mod corpora;
 mod cuda;
 mod download;
+mod faults;
 mod hf_parity;
 mod indommlu;
 mod rouge;

@@ -11,7 +11,14 @@ use std::time::{Duration, Instant};
 use tch::{Device, Kind};
 
 /// A recipe whose every path is absolute, inside `dir`; `model` and `extra` are TOML lines.
-fn write_recipe(dir: &Path, name: &str, model: &str, optimizer: &str, checkpoint_every: u64, extra: &str) -> PathBuf {
+pub(crate) fn write_recipe(
+    dir: &Path,
+    name: &str,
+    model: &str,
+    optimizer: &str,
+    checkpoint_every: u64,
+    extra: &str,
+) -> PathBuf {
     let shared = test_data();
     let ud = shared.join("ud-indonesian/*.conllu");
     let nusax = shared.join("nusax/sentiment/indonesian/train.csv");
@@ -71,10 +78,11 @@ every = 5
     path
 }
 
-const SMALL_MODEL: &str = "preset = \"tiny\"\nhidden_size = 64\nnum_attention_heads = 2\nintermediate_size = 128";
-const SHORT_RUN: &str = "lr = 1e-3\nbatch_size = 16\nwarmup_steps = 10\nmax_steps = 60";
+pub(crate) const SMALL_MODEL: &str =
+    "preset = \"tiny\"\nhidden_size = 64\nnum_attention_heads = 2\nintermediate_size = 128";
+pub(crate) const SHORT_RUN: &str = "lr = 1e-3\nbatch_size = 16\nwarmup_steps = 10\nmax_steps = 60";
 
-fn spawn_train(recipe: &Path, extra: &[&str]) -> Child {
+pub(crate) fn spawn_train(recipe: &Path, extra: &[&str]) -> Child {
     Command::new(env!("CARGO_BIN_EXE_indolm"))
         .args(["--threads", "2", "train", recipe.to_str().unwrap()])
         .args(extra)
@@ -86,7 +94,7 @@ fn spawn_train(recipe: &Path, extra: &[&str]) -> Child {
 
 /// A training process that is killed when dropped, so a failed assertion never leaves a long run
 /// behind.
-struct KillOnDrop(Child);
+pub(crate) struct KillOnDrop(pub(crate) Child);
 
 impl Drop for KillOnDrop {
     fn drop(&mut self) {
@@ -96,7 +104,7 @@ impl Drop for KillOnDrop {
 }
 
 /// Waits (at most two minutes) until the run's `latest` names `step`.
-fn wait_for_checkpoint(run: &Path, step: &str) {
+pub(crate) fn wait_for_checkpoint(run: &Path, step: &str) {
     let start = Instant::now();
     while latest(run).as_deref() != Some(step) {
         assert!(start.elapsed() < Duration::from_secs(120), "no checkpoint {step} in time");
@@ -104,7 +112,7 @@ fn wait_for_checkpoint(run: &Path, step: &str) {
     }
 }
 
-fn latest(run: &Path) -> Option<String> {
+pub(crate) fn latest(run: &Path) -> Option<String> {
     std::fs::read_to_string(run.join("latest")).ok().map(|s| s.trim().to_string())
 }
 
@@ -374,7 +382,9 @@ fn nonfinite_losses_stop_the_run_cleanly() {
     let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert_eq!(out.status.code(), Some(1), "{stdout}\n{stderr}");
     assert!(
-        stderr.contains("3 consecutive non-finite losses") && stderr.contains("last good checkpoint is intact"),
+        stderr.contains("3 consecutive non-finite losses")
+            && stderr.contains("The last checkpoint (step ")
+            && stderr.contains(") is intact"),
         "{stderr}"
     );
     assert!(
@@ -385,6 +395,18 @@ fn nonfinite_losses_stop_the_run_cleanly() {
     let last = latest(&run).unwrap();
     indolm::train::checkpoint::load_state(&run.join(&last)).unwrap();
     load_masked_lm(&run.join(&last), Device::Cpu).unwrap();
+
+    // Stopped before the first checkpoint: the message must not promise one.
+    let recipe = write_recipe(
+        &dir,
+        "nan-early",
+        SMALL_MODEL,
+        "lr = 1e30\nbatch_size = 8\nwarmup_steps = 0\nmax_steps = 50\nmax_nonfinite_steps = 3\ngrad_clip = 0.0",
+        100,
+        "",
+    );
+    let err = indolm_fails(&["train", recipe.to_str().unwrap()]);
+    assert!(err.contains("stopped before any checkpoint was written") && err.contains("--overwrite"), "{err}");
 }
 
 /// A run, corpus or source name is joined to folders that `--overwrite` empties, so a name that

@@ -290,7 +290,7 @@ impl BertAbs {
     /// encoder's.
     pub fn load(dir: &Path, abs: AbsConfig, device: Device) -> Result<(Self, Vec<LoadNote>)> {
         let mut files = read_model_files(dir)?;
-        let mut notes = Vec::new();
+        let mut notes = std::mem::take(&mut files.notes);
         let ext_layers: Vec<String> = files.tensors.keys().filter(|n| n.starts_with("ext_layer.")).cloned().collect();
         if !ext_layers.is_empty() {
             for name in &ext_layers {

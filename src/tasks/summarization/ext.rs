@@ -126,7 +126,8 @@ impl BertExt {
             .collect();
         let final_norm = LayerNorm::new(&e / "layer_norm", h, NORM_EPS);
         let scorer = Linear::new(&e / "wo", h, 1, 0.02);
-        let notes = copy_into(&vs, files.tensors, &files.weights_path, &[Component::SentenceScorer])?;
+        let mut notes = files.notes;
+        notes.extend(copy_into(&vs, files.tensors, &files.weights_path, &[Component::SentenceScorer])?);
         Ok((
             BertExt { vs, bert, layers, final_norm, scorer, config: files.config, ext, tokenizer: files.tokenizer },
             notes,
