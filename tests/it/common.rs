@@ -92,6 +92,23 @@ pub fn indolm_ok(args: &[&str]) -> (String, String) {
     (stdout, stderr)
 }
 
+/// Runs indolm with its stdout closed before it writes (`indolm … | head -0`), and expects it to
+/// end quietly: exit 0, no panic.
+pub fn indolm_into_closed_pipe(args: &[&str]) {
+    use std::process::Stdio;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_indolm"))
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run indolm");
+    drop(child.stdout.take()); // the reader is gone before the command has loaded anything
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("panicked"), "indolm {args:?} panicked on a closed pipe:\n{stderr}");
+    assert_eq!(out.status.code(), Some(0), "indolm {args:?}: {stderr}");
+}
+
 /// Copies every file of `src` into a new scratch directory.
 pub fn copy_dir(src: &Path, name: &str) -> PathBuf {
     let dst = scratch(name);

@@ -274,17 +274,7 @@ fn a_closed_pipe_neither_stops_training_nor_panics() {
         &["fill-mask", "--model", s(reference_model()), "--text", "saya [MASK] nasi"],
     ];
     for args in commands {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_indolm"))
-            .args(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        drop(child.stdout.take());
-        let out = child.wait_with_output().unwrap();
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(!stderr.contains("panicked"), "indolm {args:?} panicked on a closed pipe:\n{stderr}");
-        assert_eq!(out.status.code(), Some(0), "indolm {args:?}: {stderr}");
+        indolm_into_closed_pipe(args);
     }
     assert_eq!(latest(&dir.join("checkpoints/p")).as_deref(), Some("step-20"), "training stopped early");
 }
