@@ -33,7 +33,10 @@ fn row(system: &str, articles: &[Article], pick: impl Fn(&Article) -> Vec<usize>
     let pairs: Vec<(String, String)> = articles
         .iter()
         .map(|a| {
-            let chosen: Vec<Vec<String>> = pick(a).into_iter().map(|i| a.article[i].clone()).collect();
+            // In document order: an Oracle label lists its sentences in selection order.
+            let mut picked = pick(a);
+            picked.sort_unstable();
+            let chosen: Vec<Vec<String>> = picked.into_iter().map(|i| a.article[i].clone()).collect();
             (join(&chosen), join(&a.summary))
         })
         .collect();
