@@ -5,7 +5,9 @@
 //! - an rpath to it, so the binary runs without the user exporting `LD_LIBRARY_PATH`;
 //! - `libtorch_cuda.so` forced into the NEEDED list (`--no-as-needed`), because nothing
 //!   references it directly and the linker would drop it, leaving CUDA silently
-//!   unavailable on GPU nodes.
+//!   unavailable on GPU nodes;
+//! - the c10d shim (`src/dist/c10d_shim.cpp`), compiled against the wheel's headers with the
+//!   flags torch-sys uses (C++17, the C++11 ABI) and the vendored gloo headers.
 use std::path::PathBuf;
 use std::process::Command;
 
@@ -43,8 +45,32 @@ fn main() {
         return;
     };
     println!("cargo:rustc-link-arg=-Wl,-rpath,{}", lib.display());
+    compile_c10d_shim(&lib);
     if lib.join("libtorch_cuda.so").exists() {
         println!("cargo:rustc-link-arg=-Wl,--no-as-needed,-ltorch_cuda,--as-needed");
         println!("cargo:rustc-link-search=native={}", lib.display());
     }
+}
+
+/// Compiles `src/dist/c10d_shim.cpp` into a static library linked before libtorch.
+fn compile_c10d_shim(lib: &std::path::Path) {
+    println!("cargo:rerun-if-changed=src/dist/c10d_shim.cpp");
+    println!("cargo:rerun-if-changed=third_party/gloo");
+    let include = lib.parent().expect("torch/lib has a parent").join("include");
+    cc::Build::new()
+        .cpp(true)
+        .file("src/dist/c10d_shim.cpp")
+        .std("c++17")
+        .define("_GLIBCXX_USE_CXX11_ABI", "1")
+        .define("USE_C10D_GLOO", None)
+        .include("third_party/gloo")
+        .include(&include)
+        .include(include.join("torch/csrc/api/include"))
+        .flag_if_supported("-Wno-unused-parameter")
+        .flag_if_supported("-Wno-deprecated-declarations")
+        .warnings(false)
+        .compile("indolm_c10d");
+    println!("cargo:rustc-link-search=native={}", lib.display());
+    println!("cargo:rustc-link-lib=dylib=torch_cpu");
+    println!("cargo:rustc-link-lib=dylib=c10");
 }

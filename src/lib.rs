@@ -28,6 +28,7 @@ macro_rules! out {
 
 pub mod data;
 pub mod device;
+pub mod dist;
 pub mod error;
 pub mod eval;
 pub mod files;

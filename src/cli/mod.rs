@@ -3,6 +3,7 @@
 //! (`indolm eval …`, `indolm corpus …`) and assembles library parts into a command; this is the
 //! only place that may import every layer of the library.
 mod data_cmds;
+mod dist_cmds;
 mod eval_cmds;
 mod model_cmds;
 mod report_cmds;
@@ -145,6 +146,17 @@ pub enum Command {
         #[arg(long, num_args = 1..=2, required = true)]
         text: Vec<String>,
     },
+    /// Check a data-parallel launch before a long job: run it under torchrun or srun like
+    /// training; every rank joins the c10d process group (Gloo), checks all-reduce, broadcast
+    /// and barrier, and rank 0 reports the all-reduce bandwidth.
+    DistCheck {
+        /// Megabytes all-reduced per timed round.
+        #[arg(long, default_value_t = 16)]
+        megabytes: usize,
+        /// Seconds every rank may take to join, and each collective to finish.
+        #[arg(long, default_value_t = 300)]
+        timeout: u64,
+    },
     /// Predict the tokens at the [MASK] positions of a text.
     FillMask {
         #[arg(long)]
@@ -192,5 +204,8 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Finetune(command) => task_cmds::run_finetune(command, device()?),
         Command::Predict(command) => task_cmds::run_predict(command, device()?),
         Command::Summarize { model, file } => task_cmds::summarize(&model, &file, device()?),
+        Command::DistCheck { megabytes, timeout } => {
+            dist_cmds::check(megabytes, std::time::Duration::from_secs(timeout))
+        }
     }
 }

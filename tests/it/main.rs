@@ -14,6 +14,7 @@ mod bias_eval;
 mod common;
 mod corpora;
 mod cuda;
+mod dist;
 mod download;
 mod faults;
 mod hf_parity;

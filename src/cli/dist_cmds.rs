@@ -1,0 +1,75 @@
+//! `indolm dist-check`: joins the c10d process group of a torchrun or srun launch and checks
+//! its collectives (sum, max, broadcast, barrier) and the all-reduce bandwidth, so a cluster's
+//! network is known to work before a week-long job starts on it.
+use indolm::dist::{Launch, ProcessGroup, ReduceOp};
+use indolm::error::{Error, Result};
+use indolm::outln;
+use std::time::{Duration, Instant};
+use tch::{Kind, Tensor};
+
+/// Every rank: join, check each collective's value, time `megabytes` all-reduces.
+pub fn check(megabytes: usize, timeout: Duration) -> Result<()> {
+    let launch = Launch::from_env()?.ok_or_else(|| {
+        Error::argument(
+            "dist-check",
+            "not launched by torchrun or srun (neither WORLD_SIZE nor SLURM_NTASKS is set): run it as `torchrun --nproc-per-node N --no-python indolm dist-check`",
+        )
+    })?;
+    let started = Instant::now();
+    let mut group = ProcessGroup::gloo(&launch, timeout)?;
+    let joined = started.elapsed();
+    let (rank, world) = (launch.rank, launch.world_size);
+
+    let mut value = Tensor::from_slice(&[(rank + 1) as f64]);
+    group.all_reduce(&mut value, ReduceOp::Sum)?;
+    expect("all-reduce sum", value.double_value(&[0]), (world * (world + 1) / 2) as f64)?;
+    let mut value = Tensor::from_slice(&[rank as f64]);
+    group.all_reduce(&mut value, ReduceOp::Max)?;
+    expect("all-reduce max", value.double_value(&[0]), (world - 1) as f64)?;
+    let mut value = Tensor::from_slice(&[if rank == 0 { 7.0 } else { -1.0 }]);
+    group.broadcast(&mut value, 0)?;
+    expect("broadcast from rank 0", value.double_value(&[0]), 7.0)?;
+    group.barrier()?;
+
+    let elements = (megabytes.max(1) << 20) / 4;
+    let mut buffer = Tensor::ones([elements as i64], (Kind::Float, tch::Device::Cpu));
+    group.all_reduce(&mut buffer, ReduceOp::Sum)?; // warm-up: connections and buffers
+    let mut seconds = Vec::new();
+    for _ in 0..5 {
+        let _ = buffer.fill_(1.0);
+        let t = Instant::now();
+        group.all_reduce(&mut buffer, ReduceOp::Sum)?;
+        seconds.push(t.elapsed().as_secs_f64());
+    }
+    let (low, high) = (buffer.min().double_value(&[]), buffer.max().double_value(&[]));
+    expect("timed all-reduce (every element)", low.min(high), world as f64)?;
+    expect("timed all-reduce (every element)", low.max(high), world as f64)?;
+    seconds.sort_by(f64::total_cmp);
+    let median = seconds[seconds.len() / 2];
+    let bytes = (elements * 4) as f64;
+    let algorithm_bandwidth = bytes / median / 1e9;
+    // NCCL's convention: a ring all-reduce moves 2 (n - 1) / n of the buffer over each link.
+    let bus_bandwidth = algorithm_bandwidth * 2.0 * (world as f64 - 1.0) / world as f64;
+
+    outln!(
+        "rank {rank} of {world} (local rank {}, {}): joined in {:.2}s; sum, max, broadcast and barrier correct",
+        launch.local_rank,
+        launch.launcher,
+        joined.as_secs_f64()
+    );
+    if rank == 0 {
+        outln!(
+            "all-reduce of {megabytes} MB over {world} Gloo ranks: median {:.1} ms of 5, algorithm bandwidth {algorithm_bandwidth:.3} GB/s, bus bandwidth {bus_bandwidth:.3} GB/s",
+            median * 1e3
+        );
+    }
+    group.barrier()
+}
+
+/// An error unless a collective gave the value every rank can compute.
+fn expect(what: &str, found: f64, expected: f64) -> Result<()> {
+    if found == expected {
+        return Ok(());
+    }
+    Err(Error::system("dist-check", format!("{what}: expected {expected}, found {found}")))
+}

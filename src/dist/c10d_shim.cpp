@@ -1,0 +1,149 @@
+// indolm's C ABI over libtorch's c10d (the engine of PyTorch's DistributedDataParallel): a
+// TCPStore rendezvous under a PrefixStore, and a ProcessGroupGloo with in-place all-reduce,
+// broadcast and barrier. tch has no binding for c10d; this file is compiled by build.rs
+// against the torch wheel's headers. Every C++ exception is caught here and returned as a
+// message (a c10::Error crossing `extern "C"` would abort the process).
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+#include <c10/util/Logging.h>
+
+#include <chrono>
+#include <cstring>
+#include <string>
+
+namespace {
+
+struct ProcessGroupHandle {
+  c10::intrusive_ptr<c10d::Store> store;
+  c10::intrusive_ptr<c10d::Backend> backend;
+};
+
+// A copy of `message` for the Rust side, which frees it with indolm_c10d_free_message.
+char* copy_message(const std::string& message) {
+  char* out = static_cast<char*>(std::malloc(message.size() + 1));
+  if (out != nullptr) {
+    std::memcpy(out, message.c_str(), message.size() + 1);
+  }
+  return out;
+}
+
+// Runs `body`, turning any exception into *error and a return of false. c10::Error's what()
+// carries a C++ backtrace after its first line; only the message is kept.
+template <typename Body>
+bool guarded(char** error, Body body) {
+  try {
+    body();
+    return true;
+  } catch (const c10::Error& e) {
+    *error = copy_message(e.msg());
+  } catch (const std::exception& e) {
+    *error = copy_message(e.what());
+  } catch (...) {
+    *error = copy_message("unknown C++ exception in c10d");
+  }
+  return false;
+}
+
+c10d::ReduceOp reduce_op(int op) {
+  switch (op) {
+    case 1:
+      return c10d::ReduceOp::MAX;
+    case 2:
+      return c10d::ReduceOp::MIN;
+    default:
+      return c10d::ReduceOp::SUM;
+  }
+}
+
+}  // namespace
+
+extern "C" {
+
+// c10d logs every retry of a rendezvous, with a C++ backtrace, on stderr; indolm reports the
+// failure itself as one line. So c10's log shows only fatal messages, unless the user asks for
+// more with TORCH_CPP_LOG_LEVEL (read by c10::initLogging, as PyTorch does).
+void indolm_c10d_configure_logging() {
+  if (std::getenv("TORCH_CPP_LOG_LEVEL") != nullptr) {
+    c10::initLogging();
+  } else {
+    FLAGS_caffe2_log_level = 3;
+  }
+}
+
+// Joins the group: connects to (or, when `store_server`, serves) the TCPStore at
+// `store_host:store_port`, then builds a Gloo process group of `world_size` ranks whose
+// transport binds to the network interface `interface` when given (GLOO_SOCKET_IFNAME), else
+// to the address `local_host` resolves to when given, else to what this host's name resolves
+// to. `timeout_ms` bounds the rendezvous and every collective.
+void* indolm_c10d_gloo_new(
+    const char* store_host,
+    int store_port,
+    int store_server,
+    const char* interface,
+    const char* local_host,
+    int rank,
+    int world_size,
+    int64_t timeout_ms,
+    char** error) {
+  ProcessGroupHandle* handle = nullptr;
+  guarded(error, [&] {
+    auto timeout = std::chrono::milliseconds(timeout_ms);
+    c10d::TCPStoreOptions options;
+    options.port = static_cast<uint16_t>(store_port);
+    options.isServer = store_server != 0;
+    options.numWorkers = world_size;
+    options.waitWorkers = true;
+    options.timeout = timeout;
+    auto tcp = c10::make_intrusive<c10d::TCPStore>(std::string(store_host), options);
+    auto store = c10::make_intrusive<c10d::PrefixStore>("indolm/gloo", tcp);
+    auto gloo_options = c10d::ProcessGroupGloo::Options::create();
+    gloo_options->timeout = timeout;
+    if (std::strlen(interface) > 0) {
+      gloo_options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(std::string(interface)));
+    } else if (std::strlen(local_host) > 0) {
+      gloo_options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(std::string(local_host)));
+    } else {
+      gloo_options->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
+    }
+    auto backend = c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, world_size, gloo_options);
+    handle = new ProcessGroupHandle{store, backend};
+  });
+  return handle;
+}
+
+void indolm_c10d_free(void* group) {
+  delete static_cast<ProcessGroupHandle*>(group);
+}
+
+void indolm_c10d_free_message(char* message) {
+  std::free(message);
+}
+
+// In-place all-reduce of one tensor (an at::Tensor*, what tch's Tensor::as_ptr gives):
+// op 0 sum, 1 max, 2 min.
+int indolm_c10d_all_reduce(void* group, void* tensor, int op, char** error) {
+  return guarded(error, [&] {
+    std::vector<at::Tensor> tensors{*static_cast<at::Tensor*>(tensor)};
+    c10d::AllreduceOptions options;
+    options.reduceOp = reduce_op(op);
+    static_cast<ProcessGroupHandle*>(group)->backend->allreduce(tensors, options)->wait();
+  });
+}
+
+// In-place broadcast of one tensor from `root`.
+int indolm_c10d_broadcast(void* group, void* tensor, int root, char** error) {
+  return guarded(error, [&] {
+    std::vector<at::Tensor> tensors{*static_cast<at::Tensor*>(tensor)};
+    c10d::BroadcastOptions options;
+    options.rootRank = root;
+    static_cast<ProcessGroupHandle*>(group)->backend->broadcast(tensors, options)->wait();
+  });
+}
+
+int indolm_c10d_barrier(void* group, char** error) {
+  return guarded(error, [&] { static_cast<ProcessGroupHandle*>(group)->backend->barrier()->wait(); });
+}
+
+}  // extern "C"
