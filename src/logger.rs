@@ -65,6 +65,8 @@ pub struct Logger {
     bar: Option<ProgressBar>,
     /// What the bar counts ("step", "epoch"), for plain log lines.
     unit: &'static str,
+    /// Shows and records nothing (the ranks other than 0 of a data-parallel run).
+    quiet: bool,
 }
 
 impl Logger {
@@ -88,7 +90,12 @@ impl Logger {
             bar.set_position(start_step);
             bar
         });
-        Ok(Logger { tb: Some(EventFile::create(tb_dir)?), bar, unit })
+        Ok(Logger { tb: Some(EventFile::create(tb_dir)?), bar, unit, quiet: false })
+    }
+
+    /// A logger that shows and records nothing: every data-parallel rank but 0 has one.
+    pub fn quiet() -> Self {
+        Logger { tb: None, bar: None, unit: "step", quiet: true }
     }
 
     /// Records `value` under `tag` at `step` for TensorBoard.
@@ -115,6 +122,9 @@ impl Logger {
 
     /// A progress update: the bar's message on a terminal, a log line otherwise.
     pub fn progress(&self, step: u64, line: &str) {
+        if self.quiet {
+            return;
+        }
         match &self.bar {
             Some(bar) => {
                 bar.set_position(step);
@@ -126,6 +136,9 @@ impl Logger {
 
     /// A line that must stay visible (checkpoints, evaluations, warnings).
     pub fn println(&self, line: &str) {
+        if self.quiet {
+            return;
+        }
         match &self.bar {
             Some(bar) => bar.println(line),
             None => outln!("{line}"),

@@ -89,6 +89,10 @@ pub enum Command {
         /// Checkpoint and stop after this step (the run can be resumed later).
         #[arg(long)]
         stop_after: Option<u64>,
+        /// Under torchrun or srun: seconds every rank may take to join, and each collective
+        /// (including the wait while rank 0 checkpoints and evaluates) before the job stops.
+        #[arg(long, default_value_t = 1800)]
+        dist_timeout: u64,
     },
     /// Evaluate masked LMs: pseudo-log-likelihoods and bias win rates.
     #[command(subcommand)]
@@ -188,9 +192,11 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Info { model } => model_cmds::info(&model),
         Command::Tokenize { tokenizer, text } => model_cmds::tokenize(&tokenizer, &text),
         Command::FillMask { model, text, top_k } => model_cmds::fill_mask(&model, &text, top_k, device()?),
-        Command::Train { recipe, resume, force, overwrite, stop_after } => {
-            train_cmds::train(&recipe, &TrainOptions { device: device()?, resume, force, overwrite, stop_after })
-        }
+        Command::Train { recipe, resume, force, overwrite, stop_after, dist_timeout } => train_cmds::train(
+            &recipe,
+            &TrainOptions { device: device()?, resume, force, overwrite, stop_after },
+            std::time::Duration::from_secs(dist_timeout),
+        ),
         Command::Recipe(command) => train_cmds::run_recipe(command),
         Command::Tokenizer(command) => data_cmds::run_tokenizer(command),
         Command::Corpus(command) => data_cmds::run_corpus(command),

@@ -20,10 +20,26 @@ pub enum RecipeCommand {
 }
 
 /// `indolm train`: pretrains the recipe and sums the run up.
-pub fn train(recipe_path: &Path, opts: &TrainOptions) -> Result<()> {
+pub fn train(recipe_path: &Path, opts: &TrainOptions, dist_timeout: std::time::Duration) -> Result<()> {
     let recipe = Recipe::load(recipe_path)?;
     let hooks = checkpoint_hooks(&recipe, opts.device)?;
-    let summary = Trainer::new(recipe_path, recipe, opts, hooks)?.run()?;
+    let group = match indolm::dist::Launch::from_env()? {
+        Some(launch) if opts.device.is_cuda() => {
+            return Err(indolm::error::Error::argument(
+                "--device",
+                format!(
+                    "launched as rank {} of {} on CUDA: data-parallel training on GPUs needs NCCL, which indolm does not build yet; use --device cpu (Gloo), or run one process",
+                    launch.rank, launch.world_size
+                ),
+            ));
+        }
+        Some(launch) => Some(indolm::dist::ProcessGroup::gloo(&launch, dist_timeout)?),
+        None => None,
+    };
+    let summary = Trainer::new(recipe_path, recipe, opts, hooks, group)?.run()?;
+    if summary.rank != 0 {
+        return Ok(());
+    }
     outln!("finished at step {} in {}", summary.final_step, summary.run_dir.display());
     if let (Some(first), Some(last)) = (summary.first_heldout_loss, summary.last_heldout_loss) {
         outln!("held-out MLM loss {first:.4} -> {last:.4}");

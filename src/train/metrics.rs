@@ -23,7 +23,8 @@ pub struct Update {
 pub struct Metrics {
     /// TensorBoard and progress; the hooks write through it too.
     pub logger: Logger,
-    train_log: TrainLog,
+    /// `None` on the quiet ranks of a data-parallel run.
+    train_log: Option<TrainLog>,
     every: u64,
     tokens_per_step: f64,
     flops_per_token: f64,
@@ -37,17 +38,27 @@ pub struct Metrics {
 impl Metrics {
     /// Opens the run's TensorBoard folder and `train_log.jsonl` (cut back to `start_step`).
     pub fn open(recipe: &Recipe, config: &BertConfig, run_dir: &Path, start_step: u64) -> Result<Self> {
+        let logger = Logger::new(&recipe.tensorboard_dir(), recipe.optimizer.max_steps, start_step)?;
+        Ok(Self::with_outputs(recipe, config, logger, Some(TrainLog::open(run_dir, start_step)?)))
+    }
+
+    /// Metrics that show and write nothing, for the data-parallel ranks other than 0.
+    pub fn quiet(recipe: &Recipe, config: &BertConfig) -> Self {
+        Self::with_outputs(recipe, config, Logger::quiet(), None)
+    }
+
+    fn with_outputs(recipe: &Recipe, config: &BertConfig, logger: Logger, train_log: Option<TrainLog>) -> Self {
         let o = &recipe.optimizer;
-        Ok(Metrics {
-            logger: Logger::new(&recipe.tensorboard_dir(), o.max_steps, start_step)?,
-            train_log: TrainLog::open(run_dir, start_step)?,
+        Metrics {
+            logger,
+            train_log,
             every: recipe.logging.every,
             tokens_per_step: (o.batch_size * o.grad_accumulation * recipe.data.seq_len) as f64,
             flops_per_token: config.training_flops_per_token(recipe.data.seq_len, recipe.masking.probability),
             peak_tflops: recipe.logging.peak_tflops,
             window: (Instant::now(), 0),
             heldout: (None, None),
-        })
+        }
     }
 
     /// Tokens one optimizer update trains on.
@@ -80,7 +91,10 @@ impl Metrics {
             line.push_str(&format!(" MFU {:.1}%", 100.0 * tflops / peak));
         }
         log.progress(step, &line);
-        self.train_log.append(step, loss, lr, grad_norm)
+        match &mut self.train_log {
+            Some(train_log) => train_log.append(step, loss, lr, grad_norm),
+            None => Ok(()),
+        }
     }
 
     /// Logs a held-out MLM loss (and its perplexity) at `step`.

@@ -3,6 +3,7 @@
 //! `hooks`) and never `eval` or `tasks`: evaluations reach the trainer as checkpoint hooks.
 pub mod checkpoint;
 pub mod corpus;
+pub mod data_parallel;
 pub mod heldout;
 pub mod masking;
 pub mod metrics;

@@ -3,14 +3,18 @@
 //! checkpoint hooks it is given. [`Trainer::new`] assembles them (resuming when asked);
 //! [`Trainer::run`] is the loop, top to bottom: a step, its metrics, the held-out loss when due,
 //! a checkpoint with its hooks when due, and a clean stop on SIGINT, SIGTERM, SIGUSR1 or SIGHUP.
+//! Given a process group, it trains data parallel ([`DataParallel`]): rank 0 prepares the
+//! corpus, writes checkpoints, logs and runs the hooks while the others wait at a barrier.
 use super::checkpoint::{CheckpointManager, TrainerState};
 use super::corpus::{open_mixture, PinnedCorpus};
+use super::data_parallel::DataParallel;
 use super::heldout::Heldout;
 use super::masking::Masker;
 use super::metrics::{Metrics, Update};
 use crate::data::mixture::Mixture;
 use crate::data::tokenizer::TextTokenizer;
 use crate::device::{default_precision, describe};
+use crate::dist::ProcessGroup;
 use crate::error::{Error, Result};
 use crate::files::DirLock;
 use crate::hooks::CheckpointHook;
@@ -25,7 +29,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 use tch::nn::VarStore;
-use tch::Device;
+use tch::{Device, Kind, Tensor};
 
 /// How `indolm train` was asked to run a recipe.
 pub struct TrainOptions {
@@ -55,6 +59,8 @@ pub struct TrainSummary {
     pub last_heldout_loss: Option<f64>,
     /// Updates skipped for a non-finite loss over the whole run.
     pub nonfinite_skipped: u64,
+    /// This process's rank (0 for a single process): only rank 0 reports.
+    pub rank: usize,
 }
 
 /// A pretraining run, ready to take steps.
@@ -78,26 +84,38 @@ pub struct Trainer {
     stop_at: u64,
     stop_requested: Arc<AtomicBool>,
     consecutive_nonfinite: u64,
-    /// Held while the trainer lives: a second trainer (or `--overwrite`) on this run is refused.
-    _run_lock: DirLock,
+    /// The data-parallel group, when launched by torchrun or srun.
+    parallel: Option<DataParallel>,
+    /// The variables in name order: the order of the gradient bucket.
+    params: Vec<Tensor>,
+    /// What the ranks agreed at the last reduction: some rank was asked to stop.
+    agreed_stop: bool,
+    /// Held by rank 0 while the trainer lives: a second trainer (or `--overwrite`) on this run
+    /// is refused.
+    _run_lock: Option<DirLock>,
 }
 
 impl Trainer {
     /// Loads the recipe's tokenizer, prepares its corpus and run directory, builds the model and
     /// optimizer (restoring a checkpoint with `--resume`), and opens the logs. `hooks` run at
-    /// every checkpoint.
+    /// every checkpoint. With a process group, this process is one rank of a data-parallel run.
     pub fn new(
         recipe_path: &Path,
         recipe: Recipe,
         opts: &TrainOptions,
         hooks: Vec<Box<dyn CheckpointHook>>,
+        group: Option<ProcessGroup>,
     ) -> Result<Self> {
+        let mut parallel = group.map(|g| DataParallel::new(g, recipe.optimizer.batch_size, recipe_path)).transpose()?;
+        let leader = parallel.as_ref().is_none_or(|p| p.rank() == 0);
         let tokenizer = TextTokenizer::from_path(&recipe.resolve(&recipe.tokenizer.path))?;
         let precision = resolve_precision(recipe.precision, opts.device, recipe_path)?;
         let checkpoints = CheckpointManager::new(recipe.run_dir(), &recipe.checkpoint);
-        let run_lock = DirLock::acquire(checkpoints.run_dir())?;
+        let run_lock = if leader { Some(DirLock::acquire(checkpoints.run_dir())?) } else { None };
         let resume_point = checkpoints.find_resume_point(opts.resume.as_deref())?;
-        checkpoints.prepare(resume_point.is_some(), opts.overwrite, &recipe.tensorboard_dir())?;
+        if leader {
+            checkpoints.prepare(resume_point.is_some(), opts.overwrite, &recipe.tensorboard_dir())?;
+        }
         if let Some(point) = &resume_point {
             checkpoints.check_recipe(point, &recipe, opts.force)?;
         }
@@ -108,7 +126,24 @@ impl Trainer {
             .as_ref()
             .filter(|_| !opts.force)
             .map(|p| PinnedCorpus { checkpoint: &p.dir, contents: &p.state.corpus });
-        let mixture = open_mixture(&recipe, &tokenizer, pinned, |line| outln!("{line}"))?;
+        let say = |line: &str| {
+            if leader {
+                outln!("{line}")
+            }
+        };
+        // Rank 0 prepares the corpus; the others open it once it is ready.
+        let mixture = match parallel.as_mut() {
+            Some(p) if leader => {
+                let mixture = open_mixture(&recipe, &tokenizer, pinned, say);
+                p.barrier()?;
+                mixture?
+            }
+            Some(p) => {
+                p.barrier()?;
+                open_mixture(&recipe, &tokenizer, pinned, say)?
+            }
+            None => open_mixture(&recipe, &tokenizer, pinned, say)?,
+        };
         let masker = Masker::new(recipe.masking.clone(), &tokenizer, recipe.seed);
 
         tch::manual_seed(recipe.seed as i64);
@@ -122,9 +157,20 @@ impl Trainer {
             None => TrainerState::start(&recipe, mixture.new_cursor(), corpus),
         };
 
+        let params: Vec<Tensor> =
+            vs.variables().into_iter().collect::<std::collections::BTreeMap<_, _>>().into_values().collect();
+        if let Some(p) = parallel.as_mut() {
+            p.check_equal_weights(&params)?;
+        }
+
         let stop_at = opts.stop_after.unwrap_or(o.max_steps).min(o.max_steps);
-        let metrics = Metrics::open(&recipe, &config, checkpoints.run_dir(), state.step)?;
-        let heldout = recipe.eval.mlm.as_ref().map(|m| Heldout::new(&mixture, m));
+        let metrics = if leader {
+            Metrics::open(&recipe, &config, checkpoints.run_dir(), state.step)?
+        } else {
+            Metrics::quiet(&recipe, &config)
+        };
+        let heldout = recipe.eval.mlm.as_ref().filter(|_| leader).map(|m| Heldout::new(&mixture, m));
+        let hooks = if leader { hooks } else { Vec::new() };
         Ok(Trainer {
             device: opts.device,
             precision,
@@ -143,6 +189,9 @@ impl Trainer {
             stop_at,
             stop_requested: stop_on_signals()?,
             consecutive_nonfinite: 0,
+            parallel,
+            params,
+            agreed_stop: false,
             _run_lock: run_lock,
             recipe,
         })
@@ -159,7 +208,11 @@ impl Trainer {
             let step = self.state.step;
             self.metrics.record_update(step, self.stop_at, &update)?;
             let at_checkpoint = self.checkpoints.due(step) || step == self.stop_at;
-            let stopping = self.stop_requested.load(Ordering::SeqCst);
+            // Data-parallel ranks stop on what they agreed at the step's reduction, together.
+            let stopping = match self.parallel {
+                Some(_) => self.agreed_stop,
+                None => self.stop_requested.load(Ordering::SeqCst),
+            };
             if at_checkpoint || stopping || self.heldout.as_ref().is_some_and(|h| h.due(step)) {
                 self.evaluate_heldout();
             }
@@ -179,18 +232,33 @@ impl Trainer {
     /// `max_nonfinite_steps` in a row the run stops with an error).
     fn step(&mut self) -> Result<Option<Update>> {
         let o = &self.recipe.optimizer;
-        // Every random choice of this step derives from the seed and the step number.
-        seed_torch(self.recipe.seed, per_step(salt::PRETRAIN_TORCH, self.state.step));
+        // Every random choice of this step derives from the seed and the step number (and the
+        // rank: each rank draws its own dropout masks).
+        let rank = self.parallel.as_ref().map_or(0, |p| p.rank() as u64);
+        seed_torch(self.recipe.seed, per_step(salt::PRETRAIN_TORCH, self.state.step) ^ (rank << 48));
         self.optimizer.zero_grad();
         let mut loss = 0.0;
         for _ in 0..o.grad_accumulation {
             let sequences = self.mixture.next_sequences(&mut self.state.cursor, o.batch_size);
             let batch = self.masker.mask(&sequences, self.state.micro_batches);
             self.state.micro_batches += 1;
-            let (input_ids, labels) = batch.tensors(self.device);
-            let out = self.model.mlm_loss(&input_ids, None, None, &labels, true);
-            (&out.loss / o.grad_accumulation as f64).backward();
-            loss += out.loss.double_value(&[]) / o.grad_accumulation as f64;
+            let micro_loss = match &self.parallel {
+                None => {
+                    let (input_ids, labels) = batch.tensors(self.device);
+                    self.model.mlm_loss(&input_ids, None, None, &labels, true).loss
+                }
+                Some(p) => {
+                    let (rows, share) = p.my_rows(&batch);
+                    self.share_of_loss(&rows, share)
+                }
+            };
+            (&micro_loss / o.grad_accumulation as f64).backward();
+            loss += micro_loss.double_value(&[]) / o.grad_accumulation as f64;
+        }
+        if let Some(p) = self.parallel.as_mut() {
+            let reduced = p.reduce(&self.params, loss, self.stop_requested.load(Ordering::SeqCst))?;
+            loss = reduced.loss;
+            self.agreed_stop = reduced.stop;
         }
         let lr = linear_schedule(o.lr, o.warmup_steps, o.max_steps, self.state.step);
         let grad_clip = o.grad_clip;
@@ -204,6 +272,19 @@ impl Trainer {
         self.optimizer.step(lr);
         self.state.last_loss = Some(loss);
         Ok(Some(Update { loss, lr, grad_norm }))
+    }
+
+    /// This rank's part of a micro-batch's loss: its rows' mean loss times their `share` of
+    /// the micro-batch's masked tokens. Rows with no masked token give a zero loss that still
+    /// reaches every weight of the masked LM, so that every rank's gradients exist.
+    fn share_of_loss(&self, rows: &super::masking::MaskedBatch, share: f64) -> Tensor {
+        let (input_ids, labels) = rows.tensors(self.device);
+        if share > 0.0 {
+            return self.model.mlm_loss(&input_ids, None, None, &labels, true).loss * share;
+        }
+        let hidden = self.model.bert.forward(&input_ids, None, None, true);
+        let first = Tensor::from_slice(&[0i64]).to_device(self.device);
+        self.model.logits_at(&hidden, &first).sum(Kind::Float) * 0.0
     }
 
     fn skip_nonfinite(&mut self, loss: f64) -> Result<()> {
@@ -234,8 +315,12 @@ impl Trainer {
         }
     }
 
-    /// Writes a checkpoint, runs every hook on it (timed), prunes old weights, flushes the logs.
+    /// Writes a checkpoint, runs every hook on it (timed), prunes old weights, flushes the logs:
+    /// rank 0 does, while the other ranks wait for it.
     fn checkpoint(&mut self) -> Result<()> {
+        if let Some(p) = self.parallel.as_mut().filter(|p| p.rank() != 0) {
+            return p.barrier();
+        }
         let step = self.state.step;
         let dir = self.checkpoints.save(&self.state, &self.config, &self.vs, &self.optimizer, &self.tokenizer)?;
         let logger = &mut self.metrics.logger;
@@ -247,7 +332,10 @@ impl Trainer {
         }
         self.checkpoints.prune()?;
         logger.flush();
-        Ok(())
+        match self.parallel.as_mut() {
+            Some(p) => p.barrier(),
+            None => Ok(()),
+        }
     }
 
     /// The run's first log line: model, device, size, precision, tokens per step, steps.
@@ -262,7 +350,10 @@ impl Trainer {
             c.num_attention_heads,
             c.intermediate_size,
             c.vocab_size,
-            describe(self.device),
+            match &self.parallel {
+                Some(p) => format!("{} in each of {} data-parallel processes", describe(self.device), p.world_size()),
+                None => describe(self.device),
+            },
             self.precision,
             self.metrics.tokens_per_step(),
             self.state.step,
@@ -273,9 +364,12 @@ impl Trainer {
     /// Closes the logs, reports how much of each source was seen, and sums the run up.
     fn finish(mut self) -> TrainSummary {
         self.metrics.logger.finish();
+        let rank = self.parallel.as_ref().map_or(0, |p| p.rank());
         let epochs = self.mixture.epochs(&self.state.cursor);
         for ((name, epochs), weight) in self.mixture.names().iter().zip(epochs).zip(self.mixture.weights()) {
-            outln!("source {name}: weight {weight:.3}, {epochs:.2} epochs seen");
+            if rank == 0 {
+                outln!("source {name}: weight {weight:.3}, {epochs:.2} epochs seen");
+            }
         }
         TrainSummary {
             run_dir: self.checkpoints.run_dir().to_path_buf(),
@@ -283,6 +377,7 @@ impl Trainer {
             first_heldout_loss: self.metrics.heldout.0,
             last_heldout_loss: self.metrics.heldout.1,
             nonfinite_skipped: self.state.nonfinite_skipped,
+            rank,
         }
     }
 }

@@ -123,3 +123,174 @@ fn bad_launches_end_in_one_line_errors_within_the_timeout() {
     expect_error(launch("2", free_port().to_string()), &["environment RANK", "rank 2 does not fit a world of 2"]);
     expect_error(vec![], &["not launched by torchrun or srun"]);
 }
+
+/// A recipe of the tiny model without dropout (so that ranks and a single process compute the
+/// same thing), its global batch of 16 sequences split among the ranks.
+fn no_dropout_recipe(dir: &std::path::Path, name: &str, steps: u64) -> std::path::PathBuf {
+    let model = format!("{}\nhidden_dropout_prob = 0.0\nattention_probs_dropout_prob = 0.0", crate::train::SMALL_MODEL);
+    let run = format!("lr = 1e-3\nbatch_size = 16\nwarmup_steps = 5\nmax_steps = {steps}");
+    crate::train::write_recipe(dir, name, &model, &run, 10, "")
+}
+
+/// The losses of a run's `train_log.jsonl`.
+fn logged_losses(run: &std::path::Path) -> Vec<f64> {
+    std::fs::read_to_string(run.join("train_log.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["loss"].as_f64().unwrap())
+        .collect()
+}
+
+/// `indolm train` as rank `rank` of `world` torchrun-style ranks on loopback, one thread each.
+fn rank_command(recipe: &std::path::Path, rank: usize, world: usize, port: &str, timeout: u64) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_indolm"));
+    command
+        .args(["--threads", "1", "--device", "cpu", "train", recipe.to_str().unwrap()])
+        .args(["--dist-timeout", &timeout.to_string()])
+        .env("RANK", rank.to_string())
+        .env("LOCAL_RANK", rank.to_string())
+        .env("WORLD_SIZE", world.to_string())
+        .env("MASTER_ADDR", "127.0.0.1")
+        .env("MASTER_PORT", port)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    command
+}
+
+/// Two torchrun-style ranks of `indolm train` on loopback; returns their outputs.
+fn train_two_ranks(recipe: &std::path::Path, extra: &[&str]) -> Vec<Output> {
+    let port = free_port().to_string();
+    let children: Vec<_> =
+        (0..2).map(|rank| rank_command(recipe, rank, 2, &port, 60).args(extra).spawn().unwrap()).collect();
+    children.into_iter().map(|c| c.wait_with_output().unwrap()).collect()
+}
+
+/// Two Gloo ranks on the same global batch train as one process does: the same losses to 4
+/// significant digits and final weights within float summation tolerance; only rank 0 writes.
+#[test]
+fn two_ranks_train_like_one_process() {
+    let dir = crate::common::scratch("ddp-equal");
+    let one = no_dropout_recipe(&dir, "one", 20);
+    let two = no_dropout_recipe(&dir, "two", 20);
+    crate::common::indolm_ok(&["--threads", "1", "--device", "cpu", "train", one.to_str().unwrap()]);
+    for (rank, out) in train_two_ranks(&two, &[]).iter().enumerate() {
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "rank {rank}: {stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+        assert_eq!(stdout.contains("finished at step 20"), rank == 0, "rank {rank}: {stdout}");
+    }
+    let (run_one, run_two) = (dir.join("checkpoints/one"), dir.join("checkpoints/two"));
+    let (a, b) = (logged_losses(&run_one), logged_losses(&run_two));
+    assert_eq!(a.len(), 4);
+    for (x, y) in a.iter().zip(&b) {
+        assert_eq!(format!("{x:.4e}"), format!("{y:.4e}"), "losses {a:?} vs {b:?}");
+    }
+    let weights =
+        |run: &std::path::Path| indolm::model::weights::read_file(&run.join("step-20/model.safetensors")).unwrap();
+    let (wa, wb) = (weights(&run_one), weights(&run_two));
+    let mut max_diff = 0.0f64;
+    for (name, t) in &wa {
+        max_diff = max_diff.max((t - &wb[name]).abs().max().double_value(&[]));
+    }
+    println!("losses {a:?}; largest weight difference after 20 steps: {max_diff:.2e}");
+    assert!(max_diff < 1e-4, "weights differ by {max_diff}");
+
+    // Two-rank runs are deterministic: a second one is bit-identical to the first.
+    let again = no_dropout_recipe(&dir, "again", 20);
+    assert!(train_two_ranks(&again, &[]).iter().all(|o| o.status.success()));
+    for file in ["model.safetensors", "optimizer.safetensors"] {
+        let bytes = |run: &str| std::fs::read(dir.join(format!("checkpoints/{run}/step-20/{file}"))).unwrap();
+        assert!(bytes("two") == bytes("again"), "{file} differs between two identical two-rank runs");
+    }
+}
+
+/// A rank killed outright: the other stops with one error line within the timeout instead of
+/// hanging, the last checkpoint stays valid, and two ranks resume from it; a global batch that
+/// does not divide among the ranks is refused with the numbers.
+#[test]
+fn a_killed_rank_stops_the_other_and_an_indivisible_batch_is_refused() {
+    let dir = crate::common::scratch("ddp-kill");
+    let recipe = no_dropout_recipe(&dir, "k", 100_000);
+    let run = dir.join("checkpoints/k");
+    let port = free_port().to_string();
+    let spawn = |rank: usize| rank_command(&recipe, rank, 2, &port, 10).stdout(Stdio::null()).spawn().unwrap();
+    let (rank0, mut rank1) = (spawn(0), spawn(1));
+    let started = Instant::now();
+    while crate::train::latest(&run).as_deref() != Some("step-10") {
+        assert!(started.elapsed() < Duration::from_secs(120), "no checkpoint in time");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    rank1.kill().unwrap();
+    rank1.wait().unwrap();
+    let killed_at = Instant::now();
+    let out = rank0.wait_with_output().unwrap();
+    let waited = killed_at.elapsed();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.starts_with("error: ") && stderr.contains("rank 0 of 2") && stderr.lines().count() == 1, "{stderr}");
+    assert!(waited < Duration::from_secs(30), "rank 0 took {waited:?} to notice");
+    println!("rank 1 killed: rank 0 stopped after {:.1}s with: {}", waited.as_secs_f64(), stderr.trim());
+    let last = crate::train::latest(&run).unwrap();
+    indolm::train::checkpoint::load_state(&run.join(&last)).unwrap();
+
+    let recipe = no_dropout_recipe(&dir, "k", 30);
+    let outputs = train_two_ranks(&recipe, &["--resume", "latest", "--force"]);
+    assert!(outputs.iter().all(|o| o.status.success()), "{}", String::from_utf8_lossy(&outputs[0].stderr));
+    assert!(String::from_utf8_lossy(&outputs[0].stdout).contains("finished at step 30"));
+
+    // 16 sequences among 3 ranks.
+    let recipe = no_dropout_recipe(&dir, "three", 10);
+    let port = free_port().to_string();
+    let children: Vec<_> =
+        (0..3).map(|rank| rank_command(&recipe, rank, 3, &port, 30).stdout(Stdio::null()).spawn().unwrap()).collect();
+    for child in children {
+        let out = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{stderr}");
+        assert!(
+            stderr.contains("optimizer.batch_size") && stderr.contains("16 sequences do not divide among 3"),
+            "{stderr}"
+        );
+    }
+}
+
+/// SIGTERM to one rank only: both ranks agree on the step, rank 0 writes one checkpoint there,
+/// both exit 0; the checkpoint (written by two ranks) resumes in one process to the end.
+#[test]
+fn a_signal_to_one_rank_stops_both_at_one_checkpoint_and_one_process_resumes_it() {
+    let dir = crate::common::scratch("ddp-stop");
+    let recipe = no_dropout_recipe(&dir, "s", 100_000);
+    let run = dir.join("checkpoints/s");
+    let port = free_port().to_string();
+    let mut ranks: Vec<_> =
+        (0..2).map(|rank| rank_command(&recipe, rank, 2, &port, 60).stdout(Stdio::null()).spawn().unwrap()).collect();
+    let started = Instant::now();
+    while crate::train::latest(&run).as_deref() != Some("step-10") {
+        assert!(started.elapsed() < Duration::from_secs(120), "no checkpoint in time");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    Command::new("kill").args(["-TERM", &ranks[1].id().to_string()]).status().unwrap();
+    for (rank, child) in ranks.iter_mut().enumerate() {
+        let status = child.wait().unwrap();
+        assert!(status.success(), "rank {rank} ended with {status}");
+    }
+    let last = crate::train::latest(&run).unwrap();
+    let step: u64 = last.trim_start_matches("step-").parse().unwrap();
+    assert!(step > 10, "no checkpoint at the stop step: latest is {last}");
+    indolm::train::checkpoint::load_state(&run.join(&last)).unwrap();
+    println!("SIGTERM to rank 1: both ranks stopped at step {step}, one checkpoint, exit 0");
+
+    // One process, the same global batch, continues the two-rank run.
+    let recipe = no_dropout_recipe(&dir, "s", step + 5);
+    let (stdout, _) = crate::common::indolm_ok(&[
+        "--threads",
+        "1",
+        "--device",
+        "cpu",
+        "train",
+        recipe.to_str().unwrap(),
+        "--resume",
+        "latest",
+        "--force",
+    ]);
+    assert!(stdout.contains(&format!("finished at step {}", step + 5)), "{stdout}");
+}

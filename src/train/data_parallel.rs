@@ -1,0 +1,131 @@
+//! Data parallelism for the trainer, on a c10d process group: every rank draws and masks the
+//! same global micro-batch (the one sample sequence a single process would train on) and
+//! trains on its own rows of it; the gradients, the loss and the stop flag travel in one flat
+//! bucket, summed across ranks once per optimizer update. Each rank's loss is its masked
+//! tokens' summed loss over the whole micro-batch's masked tokens, so the summed gradients are
+//! the single process's (to float summation order), whatever the number of ranks.
+use super::masking::MaskedBatch;
+use crate::dist::{ProcessGroup, ReduceOp};
+use crate::error::{Error, Result};
+use crate::model::IGNORE_INDEX;
+use tch::{Kind, Tensor};
+
+/// This process's share of a data-parallel run.
+pub struct DataParallel {
+    group: ProcessGroup,
+}
+
+/// What the ranks agreed on after an update's reduction.
+pub struct Reduced {
+    /// The update's loss over the global batch.
+    pub loss: f64,
+    /// Whether any rank was asked to stop.
+    pub stop: bool,
+}
+
+impl DataParallel {
+    /// Data parallelism over `group`; `batch_size` (the global micro-batch) must divide.
+    pub fn new(group: ProcessGroup, batch_size: usize, recipe: &std::path::Path) -> Result<Self> {
+        let world = group.world_size();
+        if !batch_size.is_multiple_of(world) {
+            return Err(Error::field(
+                recipe,
+                "optimizer.batch_size",
+                format!("{batch_size} sequences do not divide among {world} processes; use a multiple of {world}"),
+            ));
+        }
+        Ok(DataParallel { group })
+    }
+
+    /// This process's rank.
+    pub fn rank(&self) -> usize {
+        self.group.rank()
+    }
+
+    /// The number of processes.
+    pub fn world_size(&self) -> usize {
+        self.group.world_size()
+    }
+
+    /// This rank's rows of a global micro-batch, and the share of the micro-batch's masked
+    /// tokens they hold (the factor that turns their mean loss into their part of the global one).
+    pub fn my_rows(&self, batch: &MaskedBatch) -> (MaskedBatch, f64) {
+        let per = batch.rows / self.world_size();
+        let span = self.rank() * per * batch.cols..(self.rank() + 1) * per * batch.cols;
+        let masked = |labels: &[i64]| labels.iter().filter(|&&l| l != IGNORE_INDEX).count();
+        let share = masked(&batch.labels[span.clone()]) as f64 / masked(&batch.labels).max(1) as f64;
+        let rows = MaskedBatch {
+            input_ids: batch.input_ids[span.clone()].to_vec(),
+            labels: batch.labels[span].to_vec(),
+            rows: per,
+            cols: batch.cols,
+        };
+        (rows, share)
+    }
+
+    /// Sums every parameter's gradient, `loss` and the stop flag across ranks, in one flat
+    /// bucket in the parameters' fixed order; the gradients are written back in place. A
+    /// parameter without a gradient (one the masked LM never uses, such as a pooler) has none
+    /// on any rank and stays without.
+    pub fn reduce(&mut self, params: &[Tensor], loss: f64, stop: bool) -> Result<Reduced> {
+        let grads: Vec<Tensor> = params
+            .iter()
+            .map(|p| {
+                let g = p.grad();
+                if g.defined() {
+                    g.reshape([-1]).to_kind(Kind::Float)
+                } else {
+                    Tensor::zeros([p.numel() as i64], (Kind::Float, p.device()))
+                }
+            })
+            .collect();
+        let device = params.first().map_or(tch::Device::Cpu, |p| p.device());
+        let extra = Tensor::from_slice(&[loss as f32, stop as i32 as f32]).to_device(device);
+        let mut bucket = Tensor::cat(&[Tensor::cat(&grads, 0), extra], 0);
+        self.group.all_reduce(&mut bucket, ReduceOp::Sum).map_err(|e| {
+            Error::training(
+                e.to_string(),
+                "another rank has stopped or cannot be reached; the last checkpoint is intact: resume with --resume latest",
+            )
+        })?;
+        let mut offset = 0;
+        tch::no_grad(|| {
+            for p in params {
+                let n = p.numel() as i64;
+                let mut g = p.grad();
+                if g.defined() {
+                    g.copy_(&bucket.narrow(0, offset, n).view_as(p).to_kind(p.kind()));
+                }
+                offset += n;
+            }
+        });
+        let tail = bucket.narrow(0, offset, 2).to_device(tch::Device::Cpu);
+        Ok(Reduced { loss: tail.double_value(&[0]), stop: tail.double_value(&[1]) > 0.0 })
+    }
+
+    /// Stops the job unless every rank holds the same weights (compared by checksums).
+    pub fn check_equal_weights(&mut self, params: &[Tensor]) -> Result<()> {
+        let (mut sum, mut squares) = (0.0, 0.0);
+        for p in params {
+            let p = p.detach().to_kind(Kind::Double);
+            sum += p.sum(Kind::Double).double_value(&[]);
+            squares += (&p * &p).sum(Kind::Double).double_value(&[]);
+        }
+        let mut high = Tensor::from_slice(&[sum, squares]);
+        let mut low = high.copy();
+        self.group.all_reduce(&mut high, ReduceOp::Max)?;
+        self.group.all_reduce(&mut low, ReduceOp::Min)?;
+        if Vec::<f64>::try_from(&high).ok() != Vec::<f64>::try_from(&low).ok() {
+            return Err(Error::training(
+                format!("rank {}", self.rank()),
+                "the ranks start from different weights (checksums differ): the same recipe and seed on every rank are needed",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Returns once every rank has called it.
+    pub fn barrier(&mut self) -> Result<()> {
+        self.group.barrier()
+    }
+}
