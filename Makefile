@@ -66,6 +66,10 @@ bench-bias: setup
 bench-train: setup
 	$(PYTHON) tests/bench/bench_train.py
 
+.PHONY: bench-ddp
+bench-ddp: setup
+	$(PYTHON) tests/bench/bench_ddp.py
+
 .PHONY: bench-data
 bench-data: setup
 	$(PYTHON) tests/bench/bench_data.py

@@ -13,6 +13,8 @@ use tch::{Kind, Tensor};
 /// This process's share of a data-parallel run.
 pub struct DataParallel {
     group: ProcessGroup,
+    /// Seconds spent in the gradient reductions so far.
+    pub reduce_seconds: f64,
 }
 
 /// What the ranks agreed on after an update's reduction.
@@ -34,7 +36,7 @@ impl DataParallel {
                 format!("{batch_size} sequences do not divide among {world} processes; use a multiple of {world}"),
             ));
         }
-        Ok(DataParallel { group })
+        Ok(DataParallel { group, reduce_seconds: 0.0 })
     }
 
     /// This process's rank.
@@ -82,12 +84,14 @@ impl DataParallel {
         let device = params.first().map_or(tch::Device::Cpu, |p| p.device());
         let extra = Tensor::from_slice(&[loss as f32, stop as i32 as f32]).to_device(device);
         let mut bucket = Tensor::cat(&[Tensor::cat(&grads, 0), extra], 0);
+        let started = std::time::Instant::now();
         self.group.all_reduce(&mut bucket, ReduceOp::Sum).map_err(|e| {
             Error::training(
                 e.to_string(),
                 "another rank has stopped or cannot be reached; the last checkpoint is intact: resume with --resume latest",
             )
         })?;
+        self.reduce_seconds += started.elapsed().as_secs_f64();
         let mut offset = 0;
         tch::no_grad(|| {
             for p in params {

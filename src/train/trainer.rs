@@ -90,6 +90,8 @@ pub struct Trainer {
     params: Vec<Tensor>,
     /// What the ranks agreed at the last reduction: some rank was asked to stop.
     agreed_stop: bool,
+    /// Seconds spent in optimizer updates (for the share the reductions took).
+    step_seconds: f64,
     /// Held by rank 0 while the trainer lives: a second trainer (or `--overwrite`) on this run
     /// is refused.
     _run_lock: Option<DirLock>,
@@ -192,6 +194,7 @@ impl Trainer {
             parallel,
             params,
             agreed_stop: false,
+            step_seconds: 0.0,
             _run_lock: run_lock,
             recipe,
         })
@@ -204,7 +207,10 @@ impl Trainer {
             self.evaluate_heldout(); // the untrained model's loss: where every curve starts
         }
         while self.state.step < self.stop_at {
-            let Some(update) = self.step()? else { continue }; // a non-finite loss: update skipped
+            let started = Instant::now();
+            let update = self.step()?;
+            self.step_seconds += started.elapsed().as_secs_f64();
+            let Some(update) = update else { continue }; // a non-finite loss: update skipped
             let step = self.state.step;
             self.metrics.record_update(step, self.stop_at, &update)?;
             let at_checkpoint = self.checkpoints.due(step) || step == self.stop_at;
@@ -365,6 +371,15 @@ impl Trainer {
     fn finish(mut self) -> TrainSummary {
         self.metrics.logger.finish();
         let rank = self.parallel.as_ref().map_or(0, |p| p.rank());
+        if let Some(p) = self.parallel.as_ref().filter(|p| p.rank() == 0) {
+            outln!(
+                "data parallel over {} ranks: the gradient all-reduce took {:.1}% of the time in updates ({:.2}s of {:.2}s)",
+                p.world_size(),
+                100.0 * p.reduce_seconds / self.step_seconds.max(1e-9),
+                p.reduce_seconds,
+                self.step_seconds
+            );
+        }
         let epochs = self.mixture.epochs(&self.state.cursor);
         for ((name, epochs), weight) in self.mixture.names().iter().zip(epochs).zip(self.mixture.weights()) {
             if rank == 0 {

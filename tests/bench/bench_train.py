@@ -16,6 +16,7 @@ import torch
 from transformers import BertConfig, BertForMaskedLM
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BINARY = os.path.join(ROOT, "target", "release", "indolm")
 THREADS = int(os.environ.get("BENCH_THREADS", "2"))
 STEPS = int(os.environ.get("BENCH_STEPS", "30"))
 L, H, A, FF, V, SEQ, BATCH = 4, 256, 4, 1024, 31923, 128, 32
@@ -39,7 +40,8 @@ def useful_flops_per_token():
     return 3 * (L * per_layer + head)
 
 
-def indolm_tokens_per_s(work):
+def write_bench_recipe(work):
+    """The benchmark's recipe and its tokenizer under `work`; returns the recipe's path."""
     config = BertConfig(vocab_size=V, hidden_size=H, num_hidden_layers=L, num_attention_heads=A, intermediate_size=FF, max_position_embeddings=512)
     config.to_json_file(os.path.join(work, "config.json"))
     data = os.path.join(ROOT, "tests", "data")
@@ -74,8 +76,13 @@ every = 5
     path = os.path.join(work, "bench.toml")
     with open(path, "w") as f:
         f.write(recipe)
-    binary = os.path.join(ROOT, "target", "release", "indolm")
-    subprocess.run([binary, "tokenizer", "train", "--recipe", path, "--vocab-size", "16000"], check=True, capture_output=True)
+    subprocess.run([BINARY, "tokenizer", "train", "--recipe", path, "--vocab-size", "16000"], check=True, capture_output=True)
+    return path
+
+
+def indolm_tokens_per_s(work):
+    path = write_bench_recipe(work)
+    binary = BINARY
     out = subprocess.run([binary, "--device", "cpu", "--threads", str(THREADS), "train", path, "--stop-after", str(STEPS)], check=True, capture_output=True, text=True).stdout
     rates = [float(m) for m in re.findall(r"([0-9.]+) tok/s", out)]
     return statistics.median(rates[1:])  # the first window includes start-up
