@@ -83,6 +83,12 @@ pub fn open_mixture(
     mut say: impl FnMut(&str),
 ) -> Result<Mixture> {
     prepare_corpus(recipe, tokenizer, pinned, &mut say)?;
+    open_prepared_mixture(recipe, tokenizer, say)
+}
+
+/// Opens the mixture of a corpus that is already prepared (by another rank of a data-parallel
+/// run), without reading the source files again.
+pub fn open_prepared_mixture(recipe: &Recipe, tokenizer: &TextTokenizer, mut say: impl FnMut(&str)) -> Result<Mixture> {
     let total: f64 = recipe.data.sources.iter().map(|s| s.weight).sum();
     if (total - 1.0).abs() > 1e-9 {
         let shares: Vec<String> =

@@ -6,7 +6,7 @@
 //! Given a process group, it trains data parallel ([`DataParallel`]): rank 0 prepares the
 //! corpus, writes checkpoints, logs and runs the hooks while the others wait at a barrier.
 use super::checkpoint::{CheckpointManager, TrainerState};
-use super::corpus::{open_mixture, PinnedCorpus};
+use super::corpus::{open_mixture, open_prepared_mixture, PinnedCorpus};
 use super::data_parallel::DataParallel;
 use super::heldout::Heldout;
 use super::masking::Masker;
@@ -142,7 +142,7 @@ impl Trainer {
             }
             Some(p) => {
                 p.barrier()?;
-                open_mixture(&recipe, &tokenizer, pinned, say)?
+                open_prepared_mixture(&recipe, &tokenizer, say)?
             }
             None => open_mixture(&recipe, &tokenizer, pinned, say)?,
         };

@@ -293,6 +293,13 @@ fn a_signal_to_one_rank_stops_both_at_one_checkpoint_and_one_process_resumes_it(
         "--force",
     ]);
     assert!(stdout.contains(&format!("finished at step {}", step + 5)), "{stdout}");
+
+    // Requeued as two ranks with `--resume auto`: it continues from the latest checkpoint.
+    let recipe = no_dropout_recipe(&dir, "s", step + 10);
+    let outputs = train_two_ranks(&recipe, &["--resume", "auto", "--force"]);
+    assert!(outputs.iter().all(|o| o.status.success()), "{}", String::from_utf8_lossy(&outputs[0].stderr));
+    let stdout = String::from_utf8_lossy(&outputs[0].stdout);
+    assert!(stdout.contains("resumed from") && stdout.contains(&format!("finished at step {}", step + 10)), "{stdout}");
 }
 
 /// With dropout on, each rank draws its own masks, so the runs differ, but not in what they
