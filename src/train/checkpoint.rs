@@ -71,12 +71,19 @@ pub struct CheckpointManager {
     run_dir: PathBuf,
     every: u64,
     keep_last: usize,
+    /// Says nothing (the data-parallel ranks other than 0, which only read checkpoints).
+    quiet: bool,
 }
 
 impl CheckpointManager {
     /// The manager of `run_dir` with the recipe's `[checkpoint]` settings.
     pub fn new(run_dir: PathBuf, settings: &CheckpointSection) -> Self {
-        CheckpointManager { run_dir, every: settings.every, keep_last: settings.keep_last }
+        CheckpointManager { run_dir, every: settings.every, keep_last: settings.keep_last, quiet: false }
+    }
+
+    /// The same manager, silent: for the data-parallel ranks other than 0.
+    pub fn quiet(self) -> Self {
+        CheckpointManager { quiet: true, ..self }
     }
 
     /// The run directory (`<output_dir>/<name>`).
@@ -184,7 +191,9 @@ impl CheckpointManager {
         let dir = match which {
             None => return Ok(None),
             Some("auto") if !self.has_checkpoints()? => {
-                outln!("--resume auto: {} has no checkpoint yet, starting the run", self.run_dir.display());
+                if !self.quiet {
+                    outln!("--resume auto: {} has no checkpoint yet, starting the run", self.run_dir.display());
+                }
                 return Ok(None);
             }
             Some("auto" | "latest") => self.latest_dir()?,
@@ -267,7 +276,9 @@ impl CheckpointManager {
         optimizer.load_state(weights::read_file(&opt_path)?, state.step - state.nonfinite_skipped, &opt_path)?;
         state.recipe_fingerprint = recipe.fingerprint();
         state.corpus = corpus;
-        outln!("resumed from {} at step {}", dir.display(), state.step);
+        if !self.quiet {
+            outln!("resumed from {} at step {}", dir.display(), state.step);
+        }
         Ok(state)
     }
 

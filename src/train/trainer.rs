@@ -113,6 +113,7 @@ impl Trainer {
         let tokenizer = TextTokenizer::from_path(&recipe.resolve(&recipe.tokenizer.path))?;
         let precision = resolve_precision(recipe.precision, opts.device, recipe_path)?;
         let checkpoints = CheckpointManager::new(recipe.run_dir(), &recipe.checkpoint);
+        let checkpoints = if leader { checkpoints } else { checkpoints.quiet() };
         let run_lock = if leader { Some(DirLock::acquire(checkpoints.run_dir())?) } else { None };
         let resume_point = checkpoints.find_resume_point(opts.resume.as_deref())?;
         if leader {

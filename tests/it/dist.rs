@@ -298,6 +298,8 @@ fn a_signal_to_one_rank_stops_both_at_one_checkpoint_and_one_process_resumes_it(
     let recipe = no_dropout_recipe(&dir, "s", step + 10);
     let outputs = train_two_ranks(&recipe, &["--resume", "auto", "--force"]);
     assert!(outputs.iter().all(|o| o.status.success()), "{}", String::from_utf8_lossy(&outputs[0].stderr));
+    // Only rank 0 speaks.
+    assert!(outputs[1].stdout.is_empty(), "rank 1 printed: {}", String::from_utf8_lossy(&outputs[1].stdout));
     let stdout = String::from_utf8_lossy(&outputs[0].stdout);
     assert!(stdout.contains("resumed from") && stdout.contains(&format!("finished at step {}", step + 10)), "{stdout}");
 }
