@@ -6,7 +6,6 @@
 //! from what arrived) with growing pauses, so a stalled mirror never hangs a job.
 use crate::error::{Error, IoContext, Result};
 use indicatif::{ProgressBar, ProgressStyle};
-use sha2::{Digest, Sha256};
 use std::io::{IsTerminal, Read, Write};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -383,10 +382,7 @@ pub fn verify(spec: &FileSpec, path: &Path) -> Result<()> {
         }
     }
     if let Some(expected) = &spec.sha256 {
-        let mut hasher = Sha256::new();
-        let mut f = std::fs::File::open(path).with_path(path)?;
-        std::io::copy(&mut f, &mut hasher).with_path(path)?;
-        let found: String = hasher.finalize().iter().map(|b| format!("{b:02x}")).collect();
+        let found = crate::files::sha256_file(path)?;
         if &found != expected {
             return Err(Error::invalid(
                 path,

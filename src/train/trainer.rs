@@ -241,7 +241,7 @@ impl Trainer {
         let o = &self.recipe.optimizer;
         // Every random choice of this step derives from the seed and the step number (and the
         // rank: each rank draws its own dropout masks).
-        let rank = self.parallel.as_ref().map_or(0, |p| p.rank() as u64);
+        let rank = self.rank() as u64;
         seed_torch(self.recipe.seed, per_step(salt::PRETRAIN_TORCH, self.state.step) ^ (rank << 48));
         self.optimizer.zero_grad();
         let mut loss = 0.0;
@@ -279,6 +279,11 @@ impl Trainer {
         self.optimizer.step(lr);
         self.state.last_loss = Some(loss);
         Ok(Some(Update { loss, lr, grad_norm }))
+    }
+
+    /// This process's rank in a data-parallel run (0 for a single process).
+    fn rank(&self) -> usize {
+        self.parallel.as_ref().map_or(0, |p| p.rank())
     }
 
     /// This rank's part of a micro-batch's loss: its rows' mean loss times their `share` of
@@ -325,8 +330,8 @@ impl Trainer {
     /// Writes a checkpoint, runs every hook on it (timed), prunes old weights, flushes the logs:
     /// rank 0 does, while the other ranks wait for it.
     fn checkpoint(&mut self) -> Result<()> {
-        if let Some(p) = self.parallel.as_mut().filter(|p| p.rank() != 0) {
-            return p.barrier();
+        if self.rank() != 0 {
+            return self.parallel.as_mut().expect("a rank other than 0 is data parallel").barrier();
         }
         let step = self.state.step;
         let dir = self.checkpoints.save(&self.state, &self.config, &self.vs, &self.optimizer, &self.tokenizer)?;
@@ -371,7 +376,7 @@ impl Trainer {
     /// Closes the logs, reports how much of each source was seen, and sums the run up.
     fn finish(mut self) -> TrainSummary {
         self.metrics.logger.finish();
-        let rank = self.parallel.as_ref().map_or(0, |p| p.rank());
+        let rank = self.rank();
         if let Some(p) = self.parallel.as_ref().filter(|p| p.rank() == 0) {
             outln!(
                 "data parallel over {} ranks: the gradient all-reduce took {:.1}% of the time in updates ({:.2}s of {:.2}s)",
