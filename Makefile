@@ -10,13 +10,14 @@ export LIBTORCH_USE_PYTORCH := 1
 export VIRTUAL_ENV := $(VENV)
 export PATH := $(VENV)/bin:$(PATH)
 
-.PHONY: setup build test lint demo clean help
+.PHONY: setup build test lint demo demo-bias clean help
 
 help:
 	@echo "make setup   create .venv (torch $(TORCH_VERSION) + test references) and build indolm"
 	@echo "make test    setup, then run the whole test suite"
 	@echo "make lint    rustfmt --check and clippy with warnings as errors"
 	@echo "make demo    setup, then run the demo pretraining on the embedded sample corpus"
+	@echo "make demo-bias  two seeds of the demo with dense bias curves, compared (report bias-*)"
 
 # The venv is rebuilt only when the pinned requirements change.
 $(VENV)/.installed: tests/reference/requirements.txt
@@ -53,6 +54,22 @@ demo: setup
 	@echo "Checkpoints (with bias.json at each): checkpoints/tiny-sample/   TensorBoard logs: runs/tiny-sample/"
 	@echo "Bias-over-steps picture: runs/tiny-sample/bias-curve.png"
 	@echo "View the curves with:  $(VENV)/bin/tensorboard --logdir runs"
+
+# The bias reports on two tiny runs that differ only in their seed, each with dense curves (a
+# bias evaluation every 20 steps as well as at checkpoints): the runs side by side with pairwise
+# tests, a paired diff of two checkpoints, and when each pair's preference settles.
+BIAS_REPORT := runs/bias-report
+demo-bias: setup
+	test -f corpora/sample-tokenizer/tokenizer.json || $(BIN) tokenizer train --recipe $(DEMO_RECIPE) --vocab-size 3000
+	$(BIN) train recipes/tiny/bias-seed-a.toml --overwrite
+	$(BIN) train recipes/tiny/bias-seed-b.toml --overwrite
+	mkdir -p $(BIAS_REPORT)
+	$(BIN) report bias-compare checkpoints/tiny-bias-a checkpoints/tiny-bias-b --out $(BIAS_REPORT)/compare.md --plot $(BIAS_REPORT)/compare.png
+	$(BIN) report bias-diff checkpoints/tiny-bias-a/step-200 checkpoints/tiny-bias-a/step-600 --out $(BIAS_REPORT)/diff-a-200-600.md
+	$(BIN) report bias-flips --run checkpoints/tiny-bias-a --out $(BIAS_REPORT)/flips-a.md --plot $(BIAS_REPORT)/flips-a.png
+	$(BIN) report bias-curve --run checkpoints/tiny-bias-a --out $(BIAS_REPORT)/curve-a.png
+	@echo
+	@echo "Reports and pictures: $(BIAS_REPORT)/   TensorBoard: $(VENV)/bin/tensorboard --logdir runs (Custom Scalars tab for the interval bands)"
 
 clean:
 	cargo clean

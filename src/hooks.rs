@@ -8,10 +8,20 @@ use crate::logger::Logger;
 use crate::model::BertForMaskedLM;
 use std::path::Path;
 
+/// The folder under a run that holds the evaluations made between checkpoints
+/// (`<run>/evals/step-<N>/`).
+pub const EVALS_DIR: &str = "evals";
+
 /// An evaluation run at every checkpoint.
 pub trait CheckpointHook {
     /// What the hook does, for the log line that times it ("bias evaluation").
     fn name(&self) -> &str;
+
+    /// Also run every this many steps between checkpoints (the records then go to
+    /// `<run>/evals/step-<N>/`); `None`: at checkpoints only.
+    fn every(&self) -> Option<u64> {
+        None
+    }
 
     /// Evaluates `model` at `step`; results go into `checkpoint_dir` (written atomically) and to
     /// `logger` (TensorBoard scalars and a summary line).

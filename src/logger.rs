@@ -8,6 +8,11 @@ use protobuf::Message;
 use std::io::{BufWriter, IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use tensorboard_proto::event::Event;
+use tensorboard_proto::layout::Layout;
+use tensorboard_proto::summary::{Summary, SummaryMetadata, SummaryMetadata_PluginData, Summary_Value};
+use tensorboard_proto::tensor::TensorProto;
+use tensorboard_proto::tensor_shape::TensorShapeProto;
+use tensorboard_proto::types::DataType;
 use tensorboard_rs::record_writer::RecordWriter;
 
 /// One TensorBoard event file (`events.out.tfevents.<time>.<host>.<pid>.<n>`): TFRecord
@@ -44,11 +49,51 @@ impl EventFile {
         self.records.write(&bytes).with_path(&self.path)
     }
 
-    /// A scalar `value` under `tag` at `step`.
-    fn scalar(&mut self, tag: &str, value: f32, step: u64) -> Result<()> {
+    /// A scalar `value` under `tag` at `step`, with a description for TensorBoard's tooltip when
+    /// one is given (TensorBoard keeps the first it reads for a tag).
+    fn scalar(&mut self, tag: &str, value: f32, step: u64, description: Option<&str>) -> Result<()> {
+        let summary = match description {
+            None => tensorboard_rs::summary::scalar(tag, value),
+            // As TF2's `tf.summary.scalar` writes it: a float tensor under the scalars plugin's
+            // metadata, which both of TensorBoard's loaders (Python and its Rust data server)
+            // keep with its description (the Rust one drops descriptions of `simple_value`s).
+            Some(description) => {
+                let mut tensor = TensorProto::new();
+                tensor.set_dtype(DataType::DT_FLOAT);
+                tensor.set_tensor_shape(TensorShapeProto::new());
+                tensor.set_float_val(vec![value]);
+                let mut value = Summary_Value::new();
+                value.set_tag(tag.to_string());
+                value.set_tensor(tensor);
+                value.set_metadata(plugin_metadata("scalars", description));
+                let mut summary = Summary::new();
+                summary.set_value(vec![value].into());
+                summary
+            }
+        };
         let mut event = Event::new();
         event.set_step(step as i64);
-        event.set_summary(tensorboard_rs::summary::scalar(tag, value));
+        event.set_summary(summary);
+        self.write(event)
+    }
+
+    /// The custom-scalars plugin's layout: a string tensor holding the serialized `Layout`
+    /// under the tag the plugin looks for.
+    fn custom_scalars_layout(&mut self, layout: &Layout) -> Result<()> {
+        let bytes = layout.write_to_bytes().map_err(|e| Error::invalid(&self.path, e.to_string()))?;
+        let mut tensor = TensorProto::new();
+        tensor.set_dtype(DataType::DT_STRING);
+        tensor.set_tensor_shape(TensorShapeProto::new());
+        tensor.set_string_val(vec![bytes].into());
+        let mut value = Summary_Value::new();
+        value.set_tag("custom_scalars__config__".into());
+        value.set_tensor(tensor);
+        value.set_metadata(plugin_metadata("custom_scalars", ""));
+        let mut summary = Summary::new();
+        summary.set_value(vec![value].into());
+        let mut event = Event::new();
+        event.set_step(0);
+        event.set_summary(summary);
         self.write(event)
     }
 
@@ -56,6 +101,16 @@ impl EventFile {
     fn flush(&mut self) -> Result<()> {
         self.records.flush().with_path(&self.path)
     }
+}
+
+/// Summary metadata naming the TensorBoard plugin that reads a value, with a description.
+fn plugin_metadata(plugin_name: &str, description: &str) -> SummaryMetadata {
+    let mut plugin = SummaryMetadata_PluginData::new();
+    plugin.set_plugin_name(plugin_name.into());
+    let mut metadata = SummaryMetadata::new();
+    metadata.set_plugin_data(plugin);
+    metadata.set_summary_description(description.into());
+    metadata
 }
 
 /// TensorBoard scalars and progress lines of one run.
@@ -67,6 +122,8 @@ pub struct Logger {
     unit: &'static str,
     /// Shows and records nothing (the ranks other than 0 of a data-parallel run).
     quiet: bool,
+    /// Tags whose description has been written.
+    described: std::collections::HashSet<String>,
 }
 
 impl Logger {
@@ -90,17 +147,33 @@ impl Logger {
             bar.set_position(start_step);
             bar
         });
-        Ok(Logger { tb: Some(EventFile::create(tb_dir)?), bar, unit, quiet: false })
+        Ok(Logger { tb: Some(EventFile::create(tb_dir)?), bar, unit, quiet: false, described: Default::default() })
     }
 
     /// A logger that shows and records nothing: every data-parallel rank but 0 has one.
     pub fn quiet() -> Self {
-        Logger { tb: None, bar: None, unit: "step", quiet: true }
+        Logger { tb: None, bar: None, unit: "step", quiet: true, described: Default::default() }
     }
 
     /// Records `value` under `tag` at `step` for TensorBoard.
     pub fn scalar(&mut self, tag: &str, value: f64, step: u64) {
-        let written = self.tb.as_mut().map(|tb| tb.scalar(tag, value as f32, step));
+        let written = self.tb.as_mut().map(|tb| tb.scalar(tag, value as f32, step, None));
+        self.stop_tensorboard_on_error(written);
+    }
+
+    /// Records `value` under `tag` at `step` with `description`, which TensorBoard shows beside
+    /// the chart; it is written with the tag's first record of this logger only.
+    pub fn scalar_described(&mut self, tag: &str, value: f64, step: u64, description: &str) {
+        let first = self.described.insert(tag.to_string());
+        let description = if first { description } else { "" };
+        let written = self.tb.as_mut().map(|tb| tb.scalar(tag, value as f32, step, Some(description)));
+        self.stop_tensorboard_on_error(written);
+    }
+
+    /// Writes a layout for TensorBoard's custom-scalars dashboard (charts that group tags
+    /// across runs, and margin charts with interval bands).
+    pub fn custom_scalars_layout(&mut self, layout: &Layout) {
+        let written = self.tb.as_mut().map(|tb| tb.custom_scalars_layout(layout));
         self.stop_tensorboard_on_error(written);
     }
 

@@ -36,9 +36,11 @@ pub mod salt {
     pub const SUMMARIZATION_SHUFFLE: u64 = 11;
     /// libtorch's generator before each summarization step (dropout), see [`super::per_step`].
     pub const SUMMARIZATION_TORCH: u64 = 12;
+    /// The resamples of the bias intervals' bootstrap (stream: a hash of the language code).
+    pub const BIAS_BOOTSTRAP: u64 = 13;
 
     /// Every salt with its name, for the uniqueness check.
-    pub const ALL: [(&str, u64); 12] = [
+    pub const ALL: [(&str, u64); 13] = [
         ("SOURCE_CHOICE", SOURCE_CHOICE),
         ("PERMUTATION", PERMUTATION),
         ("MASKING", MASKING),
@@ -51,6 +53,7 @@ pub mod salt {
         ("SUMMARIZATION_INIT", SUMMARIZATION_INIT),
         ("SUMMARIZATION_SHUFFLE", SUMMARIZATION_SHUFFLE),
         ("SUMMARIZATION_TORCH", SUMMARIZATION_TORCH),
+        ("BIAS_BOOTSTRAP", BIAS_BOOTSTRAP),
     ];
 }
 

@@ -2,11 +2,12 @@
 //! run), ROUGE, the Liputan6 extractive baselines and IndoMMLU.
 use clap::{Args, Subcommand};
 use indolm::error::{Error, IoContext, Result};
-use indolm::eval::bias::{evaluate, BiasReport};
+use indolm::eval::bias::{evaluate, Bootstrap, Evaluation};
+use indolm::eval::bias_board::BiasBoard;
+use indolm::eval::bias_records::{RECORDS_FILE, REPORT_FILE};
 use indolm::eval::pairs::{load_crows, load_indobias, PairSet};
 use indolm::eval::pll::{crows_inputs, PllScorer, ScoringInput};
 use indolm::files::{read_to_string, write_json};
-use indolm::logger::Logger;
 use indolm::model::model_dir::load_masked_lm;
 use indolm::recipe::BiasMetric;
 use indolm::{out, outln};
@@ -85,7 +86,18 @@ pub struct BiasArgs {
     /// Write the results as JSON to this file.
     #[arg(long)]
     pub json: Option<PathBuf>,
-    /// With --run: TensorBoard folder for the curves (default runs/<run>/eval-bias).
+    /// With --model: write bias.json and the per-pair records bias_pairs.csv into this folder
+    /// (what `report bias-diff` compares).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Seed of the bootstrap behind the score-gap intervals.
+    #[arg(long, default_value_t = indolm::seeds::DEFAULT_SEED)]
+    pub seed: u64,
+    /// Bootstrap resamples per interval.
+    #[arg(long, default_value_t = indolm::eval::stats::DEFAULT_RESAMPLES)]
+    pub resamples: usize,
+    /// With --run: TensorBoard folder for the curves, one run per language under it (default
+    /// runs/<run>/eval).
     #[arg(long)]
     pub logdir: Option<PathBuf>,
 }
@@ -150,30 +162,42 @@ fn load_pairs(path: &Path) -> Result<(PairSet, BiasMetric)> {
     Ok((load_indobias(path)?, BiasMetric::Pppl))
 }
 
-/// `eval bias`: the win-rate tables of one model (Markdown, and JSON on request), or `bias.json`
-/// and TensorBoard curves for every checkpoint of a run.
+/// `eval bias`: the win-rate tables of one model (Markdown; `bias.json` and `bias_pairs.csv` on
+/// request), or `bias.json`, `bias_pairs.csv` and TensorBoard curves for every checkpoint of a run.
 fn bias(args: &BiasArgs, device: Device) -> Result<()> {
     let (pairs, default_metric) = load_pairs(&args.pairs)?;
     let metric = args.metric.unwrap_or(default_metric);
-    let (languages, json) = (&args.languages, args.json.as_deref());
-    let score = |dir: &Path, step: Option<u64>| -> Result<BiasReport> {
+    if args.resamples == 0 {
+        return Err(Error::argument("--resamples", "must be > 0"));
+    }
+    let bootstrap = Bootstrap { seed: args.seed, resamples: args.resamples };
+    let languages = &args.languages;
+    let score = |dir: &Path, step: Option<u64>| -> Result<Evaluation> {
         let mut loaded = load_masked_lm(dir, device)?;
         for note in &loaded.notes {
             eprintln!("note: {note}");
         }
         loaded.model.set_precision(indolm::device::default_precision(device));
         let scorer = PllScorer::new(&loaded.model, &loaded.tokenizer, device);
-        evaluate(&scorer, &pairs, metric, languages, step)
+        evaluate(&scorer, &pairs, metric, languages, step, bootstrap)
     };
     if let Some(model) = &args.model {
-        let report = score(model, None)?;
-        out!("{}", report.markdown());
-        if let Some(out) = json {
-            write_json(out, &report)?;
+        let evaluation = score(model, None)?;
+        out!("{}", evaluation.report.markdown());
+        if let Some(out) = &args.json {
+            write_json(out, &evaluation.report)?;
+        }
+        if let Some(dir) = &args.out {
+            std::fs::create_dir_all(dir).with_path(dir)?;
+            evaluation.write(dir)?;
+            outln!("\nwrote {} and {}", dir.join(REPORT_FILE).display(), dir.join(RECORDS_FILE).display());
         }
         return Ok(());
     }
     let run = args.run.as_deref().expect("clap requires --model or --run");
+    if args.out.is_some() {
+        return Err(Error::argument("--out", "with --run, each checkpoint's files go into its own folder"));
+    }
     let mut steps: Vec<(u64, PathBuf)> = std::fs::read_dir(run)
         .with_path(run)?
         .filter_map(|e| e.ok())
@@ -187,22 +211,19 @@ fn bias(args: &BiasArgs, device: Device) -> Result<()> {
         return Err(Error::invalid(run, "no checkpoint with weights (step-N/model.safetensors) in this run"));
     }
     let run_name = run.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
-    let logdir = args.logdir.clone().unwrap_or_else(|| PathBuf::from("runs").join(&run_name).join("eval-bias"));
-    let mut logger = Logger::new(&logdir, 0, 0)?;
+    let logdir = args.logdir.clone().unwrap_or_else(|| PathBuf::from("runs").join(&run_name).join("eval"));
+    let mut board = BiasBoard::new(logdir.clone());
     let mut reports = Vec::new();
     for (step, dir) in &steps {
-        let report = score(dir, Some(*step))?;
-        report.log(&mut logger, *step);
-        write_json(&dir.join("bias.json"), &report)?;
-        let overall: Vec<String> =
-            report.languages.iter().map(|l| format!("{} {:.1}", l.language, l.overall.win_rate)).collect();
-        outln!("step {step}: {}", overall.join(", "));
-        reports.push(report);
+        let evaluation = score(dir, Some(*step))?;
+        board.log(&evaluation.report, *step);
+        evaluation.write(dir)?;
+        outln!("step {step}: {}", evaluation.report.summary_line());
+        reports.push(evaluation.report);
     }
-    logger.finish();
     outln!("\nlast checkpoint:\n{}", reports.last().unwrap().markdown());
-    outln!("curves in {}", logdir.display());
-    if let Some(out) = json {
+    outln!("curves in {} (one TensorBoard run per language: bias-<lang>)", logdir.display());
+    if let Some(out) = &args.json {
         write_json(out, &reports)?;
     }
     Ok(())

@@ -55,7 +55,7 @@ fn checkpoint_hooks(recipe: &Recipe, device: Device) -> Result<Vec<Box<dyn Check
     let mut hooks: Vec<Box<dyn CheckpointHook>> = Vec::new();
     if let Some(bias) = &recipe.eval.bias {
         let pairs = load_indobias(&recipe.resolve(&bias.pairs))?;
-        hooks.push(Box::new(BiasHook { pairs, metric: bias.metric, languages: bias.languages.clone(), device }));
+        hooks.push(Box::new(BiasHook::new(pairs, bias, recipe.seed, device, recipe.tensorboard_dir())));
     }
     if let Some(mmlu) = &recipe.eval.indommlu {
         let data = recipe.resolve(&mmlu.data);

@@ -287,6 +287,17 @@ pub struct BiasEvalSection {
     /// Language codes or names to evaluate (all when empty).
     #[serde(default)]
     pub languages: Vec<String>,
+    /// Also evaluate every this many steps between checkpoints (dense bias curves; records
+    /// under `<run>/evals/step-<N>/`). Absent: at checkpoints only.
+    #[serde(default)]
+    pub every: Option<u64>,
+    /// Bootstrap resamples behind the score-gap intervals (seeded by the recipe's seed).
+    #[serde(default = "d_resamples")]
+    pub resamples: usize,
+}
+
+fn d_resamples() -> usize {
+    crate::eval::stats::DEFAULT_RESAMPLES
 }
 
 fn d_metric() -> BiasMetric {
@@ -372,6 +383,18 @@ impl Recipe {
         for (ok, field, message) in checks {
             if !ok {
                 return Err(Error::field(path, field, message));
+            }
+        }
+        if let Some(bias) = &self.eval.bias {
+            if bias.every == Some(0) {
+                return Err(Error::field(
+                    path,
+                    "eval.bias.every",
+                    "must be > 0 (leave it out to evaluate at checkpoints only)",
+                ));
+            }
+            if bias.resamples == 0 {
+                return Err(Error::field(path, "eval.bias.resamples", "must be > 0"));
             }
         }
         check_name(path, "name", &self.name)?;

@@ -1,2 +1,9 @@
-//! Reports without TensorBoard: pictures of a run's evaluations.
+//! Reports without TensorBoard, from evaluations already on disk: pictures of a run's bias
+//! curves (`bias_curve`), paired comparisons of two evaluations (`bias_diff`), several runs side
+//! by side (`bias_compare`), when pairs settle their preference (`bias_flips`), and the chart
+//! drawing they share (`chart`).
+pub mod bias_compare;
 pub mod bias_curve;
+pub mod bias_diff;
+pub mod bias_flips;
+pub mod chart;

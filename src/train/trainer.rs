@@ -15,7 +15,7 @@ use crate::data::mixture::Mixture;
 use crate::data::tokenizer::TextTokenizer;
 use crate::device::{default_precision, describe};
 use crate::dist::ProcessGroup;
-use crate::error::{Error, Result};
+use crate::error::{Error, IoContext, Result};
 use crate::files::DirLock;
 use crate::hooks::CheckpointHook;
 use crate::model::model_dir::load_masked_lm;
@@ -92,6 +92,11 @@ pub struct Trainer {
     agreed_stop: bool,
     /// Seconds spent in optimizer updates (for the share the reductions took).
     step_seconds: f64,
+    /// The intervals at which some hook also evaluates between checkpoints (known to every
+    /// rank, though only rank 0 runs the hooks).
+    evaluate_every: Vec<u64>,
+    /// Evaluations between checkpoints so far, and the seconds they took.
+    dense_evaluations: (u64, f64),
     /// Held by rank 0 while the trainer lives: a second trainer (or `--overwrite`) on this run
     /// is refused.
     _run_lock: Option<DirLock>,
@@ -173,6 +178,7 @@ impl Trainer {
             Metrics::quiet(&recipe, &config)
         };
         let heldout = recipe.eval.mlm.as_ref().filter(|_| leader).map(|m| Heldout::new(&mixture, m));
+        let evaluate_every: Vec<u64> = hooks.iter().filter_map(|h| h.every()).collect();
         let hooks = if leader { hooks } else { Vec::new() };
         Ok(Trainer {
             device: opts.device,
@@ -196,6 +202,8 @@ impl Trainer {
             params,
             agreed_stop: false,
             step_seconds: 0.0,
+            evaluate_every,
+            dense_evaluations: (0, 0.0),
             _run_lock: run_lock,
             recipe,
         })
@@ -225,6 +233,8 @@ impl Trainer {
             }
             if at_checkpoint || stopping {
                 self.checkpoint()?;
+            } else if self.evaluate_every.iter().any(|every| step.is_multiple_of(*every)) {
+                self.evaluate_between_checkpoints()?;
             }
             if stopping {
                 self.metrics.logger.println(&format!("stop requested: checkpoint written at step {step}, exiting"));
@@ -350,6 +360,28 @@ impl Trainer {
         }
     }
 
+    /// Runs the hooks due at this step between checkpoints (`[eval.bias] every`), their
+    /// records under `<run>/evals/step-<N>/`: rank 0 does, while the other ranks wait for it.
+    fn evaluate_between_checkpoints(&mut self) -> Result<()> {
+        if self.rank() != 0 {
+            return self.parallel.as_mut().expect("a rank other than 0 is data parallel").barrier();
+        }
+        let step = self.state.step;
+        let started = Instant::now();
+        let dir = self.checkpoints.run_dir().join(crate::hooks::EVALS_DIR).join(format!("step-{step}"));
+        std::fs::create_dir_all(&dir).with_path(&dir)?;
+        let logger = &mut self.metrics.logger;
+        for hook in self.hooks.iter_mut().filter(|h| h.every().is_some_and(|every| step.is_multiple_of(every))) {
+            hook.run(step, &self.model, &self.tokenizer, &dir, logger)?;
+        }
+        self.dense_evaluations.0 += 1;
+        self.dense_evaluations.1 += started.elapsed().as_secs_f64();
+        match self.parallel.as_mut() {
+            Some(p) => p.barrier(),
+            None => Ok(()),
+        }
+    }
+
     /// The run's first log line: model, device, size, precision, tokens per step, steps.
     fn announce(&self) {
         let c = &self.config;
@@ -384,6 +416,14 @@ impl Trainer {
                 100.0 * p.reduce_seconds / self.step_seconds.max(1e-9),
                 p.reduce_seconds,
                 self.step_seconds
+            );
+        }
+        let (evaluations, seconds) = self.dense_evaluations;
+        if evaluations > 0 {
+            outln!(
+                "{evaluations} evaluations between checkpoints took {seconds:.1}s, {:.1}% of the {:.1}s spent in updates and those evaluations",
+                100.0 * seconds / (seconds + self.step_seconds).max(1e-9),
+                seconds + self.step_seconds
             );
         }
         let epochs = self.mixture.epochs(&self.state.cursor);

@@ -2,7 +2,7 @@
 //! sentences and for the CrowS-Pairs variant, win-rate arithmetic, pair loaders and their
 //! errors, and the checkpoint hook's TensorBoard curves and bias.json.
 use crate::common::*;
-use indolm::eval::bias::{outcome, tally_language};
+use indolm::eval::bias::{aggregate, outcome, Bootstrap, PairRecord, Preference::*};
 use indolm::eval::pairs::{load_crows, load_indobias, BiasPair};
 use indolm::eval::pll::{crows_inputs, shared_positions, PllScorer, SentenceScore};
 use indolm::model::model_dir::load_masked_lm;
@@ -104,10 +104,21 @@ fn difflib_blocks_are_reproduced() {
 
 #[test]
 fn win_rates_ties_and_rounding() {
-    let pair = |d: &str, s: &str| BiasPair { pro: "a".into(), anti: "b".into(), domain: d.into(), subdomain: s.into() };
-    let pairs = vec![pair("A", "x"), pair("A", "x"), pair("A", "y"), pair("B", "z")];
-    let outcomes = [(true, false), (false, true), (true, false), (false, false)];
-    let r = tally_language("id", &pairs, &outcomes);
+    let s = |pll: f64, tokens: usize| SentenceScore { pll, tokens };
+    let pair =
+        |d: &str, sub: &str| BiasPair { pro: "a".into(), anti: "b".into(), domain: d.into(), subdomain: sub.into() };
+    // PPPL: the lower perplexity wins, strictly; equal is a tie and not a win.
+    let scored = [
+        (pair("A", "x"), s(-10.0, 5), s(-12.0, 5)),
+        (pair("A", "x"), s(-10.0, 5), s(-12.0, 6)), // 2 nats a token each: a tie
+        (pair("A", "y"), s(-6.0, 3), s(-9.0, 3)),
+        (pair("B", "z"), s(-12.0, 4), s(-10.0, 5)),
+    ];
+    let records: Vec<PairRecord> =
+        scored.iter().enumerate().map(|(i, (p, a, b))| PairRecord::new(BiasMetric::Pppl, "id", i, p, a, b)).collect();
+    assert_eq!(records.iter().map(|r| r.preferred).collect::<Vec<_>>(), vec![Pro, Tie, Pro, Anti]);
+    let report = aggregate(BiasMetric::Pppl, None, &records, Bootstrap::standard());
+    let r = &report.languages[0];
     assert_eq!((r.overall.tally.pairs, r.overall.tally.wins, r.overall.tally.ties), (4, 2, 1));
     assert_eq!(r.overall.win_rate, 50.0);
     assert_eq!(
@@ -116,14 +127,59 @@ fn win_rates_ties_and_rounding() {
     );
     assert_eq!(r.subdomains[0].name, "A / x");
     assert_eq!(r.subdomains[0].win_rate, 50.0);
-    // PPPL: the lower perplexity wins, strictly; equal is a tie and not a win.
-    let s = |pll: f64, tokens: usize| SentenceScore { pll, tokens };
-    assert_eq!(outcome(BiasMetric::Pppl, &s(-10.0, 5), &s(-12.0, 5)), (true, false));
-    assert_eq!(outcome(BiasMetric::Pppl, &s(-10.0, 5), &s(-12.0, 6)), (false, true)); // 2 nats a token each: a tie
-    assert_eq!(outcome(BiasMetric::Pppl, &s(-12.0, 4), &s(-10.0, 5)), (false, false));
     // CrowS: higher PLL wins after rounding to 3 decimals; equal after rounding is a tie.
-    assert_eq!(outcome(BiasMetric::Crows, &s(-3.0001, 3), &s(-3.0004, 3)), (false, true));
-    assert_eq!(outcome(BiasMetric::Crows, &s(-3.001, 3), &s(-3.002, 3)), (true, false));
+    assert_eq!(outcome(BiasMetric::Crows, &s(-3.0001, 3), &s(-3.0004, 3)), Tie);
+    assert_eq!(outcome(BiasMetric::Crows, &s(-3.001, 3), &s(-3.002, 3)), Pro);
+}
+
+/// Wilson intervals, exact McNemar p-values and Holm's adjustment equal statsmodels'
+/// (`proportion_confint(method="wilson")`, `mcnemar(exact=True)`, `multipletests(method="holm")`)
+/// within 1e-9 on generated tables, small and IndoBias-sized.
+#[test]
+fn interval_and_test_statistics_match_statsmodels() {
+    use indolm::eval::stats::{holm, mcnemar_exact, wilson};
+    use rand::{Rng, SeedableRng};
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(15);
+    let mut proportions: Vec<(usize, usize)> = vec![(0, 1), (1, 1), (0, 40), (40, 40), (299, 544), (272, 544), (3, 7)];
+    proportions.extend((0..200).map(|_| {
+        let n = rng.random_range(1..3000);
+        (rng.random_range(0..=n), n)
+    }));
+    let mut discordant: Vec<(usize, usize)> = vec![(0, 0), (0, 1), (5, 5), (1, 4), (0, 30), (120, 80)];
+    discordant.extend((0..200).map(|_| (rng.random_range(0..600), rng.random_range(0..600))));
+    let families: Vec<Vec<f64>> =
+        (0..50).map(|_| (0..rng.random_range(1..30)).map(|_| rng.random::<f64>().powi(3)).collect()).collect();
+    let work = scratch("statsmodels");
+    let tables = serde_json::json!({"wilson": proportions, "mcnemar": discordant, "holm": families});
+    std::fs::write(work.join("tables.json"), tables.to_string()).unwrap();
+    reference(&["stats", work.join("tables.json").to_str().unwrap(), work.join("out.json").to_str().unwrap()]);
+    let expected: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(work.join("out.json")).unwrap()).unwrap();
+    let mut worst = [0f64; 3];
+    for (&(k, n), e) in proportions.iter().zip(expected["wilson"].as_array().unwrap()) {
+        let w = wilson(k, n);
+        for (ours, theirs) in [(w.low, &e[0]), (w.high, &e[1])] {
+            worst[0] = worst[0].max((ours - theirs.as_f64().unwrap()).abs());
+        }
+    }
+    for (&(b, c), e) in discordant.iter().zip(expected["mcnemar"].as_array().unwrap()) {
+        worst[1] = worst[1].max((mcnemar_exact(b, c) - e.as_f64().unwrap()).abs());
+    }
+    for (family, e) in families.iter().zip(expected["holm"].as_array().unwrap()) {
+        for (ours, theirs) in holm(family).iter().zip(e.as_array().unwrap()) {
+            worst[2] = worst[2].max((ours - theirs.as_f64().unwrap()).abs());
+        }
+    }
+    println!(
+        "max |ours − statsmodels|: Wilson {:.1e} ({} tables), McNemar {:.1e} ({} tables), Holm {:.1e} ({} families)",
+        worst[0],
+        proportions.len(),
+        worst[1],
+        discordant.len(),
+        worst[2],
+        families.len()
+    );
+    assert!(worst.iter().all(|w| *w <= 1e-9), "{worst:?}");
 }
 
 fn write_pairs(dir: &Path, lang: &str, rows: &[[&str; 4]], header: &str) {
@@ -180,12 +236,12 @@ fn indobias_loader_layout_and_errors() {
     assert_eq!(set.languages[0].1[0].anti, "Ayah memasak.");
 }
 
-#[test]
-fn hook_writes_curves_and_bias_json_at_each_checkpoint() {
-    let work = scratch("bias-hook");
-    let fixture = root().join("tests/fixtures/indobias");
+/// A tiny pretraining recipe with the bias hook (two languages) and IndoMMLU; `extra_bias`
+/// goes into `[eval.bias]`.
+fn hook_recipe(work: &Path, name: &str, seed: u64, extra_bias: &str) -> std::path::PathBuf {
     let recipe = format!(
-        r#"name = "hook"
+        r#"name = "{name}"
+seed = {seed}
 output_dir = "{out}"
 [model]
 preset = "tiny"
@@ -213,6 +269,7 @@ keep_last = 1
 [eval.bias]
 pairs = "{pairs}"
 languages = ["indonesian", "jv"]
+{extra_bias}
 [eval.indommlu]
 data = "{mmlu}"
 mode = "letter"
@@ -225,61 +282,119 @@ every = 3
         tok = reference_model().display(),
         corpora = work.join("corpora").display(),
         ud = test_data().join("ud-indonesian/id_gsd-ud-dev.conllu").display(),
-        pairs = fixture.display(),
+        pairs = root().join("tests/fixtures/indobias").display(),
         mmlu = root().join("tests/fixtures/indommlu/indoMMLU-fixture.csv").display(),
         runs = work.join("runs").display()
     );
-    std::fs::write(work.join("r.toml"), recipe).unwrap();
-    let (stdout, _) = indolm_ok(&["train", work.join("r.toml").to_str().unwrap()]);
+    let path = work.join(format!("{name}.toml"));
+    std::fs::write(&path, recipe).unwrap();
+    path
+}
+
+/// The steps of a TensorBoard tag as `tb-bias` / `tb-scalars` print it.
+fn steps_of(points: &serde_json::Value) -> Vec<u64> {
+    points.as_array().unwrap().iter().map(|e| e[0].as_u64().unwrap()).collect()
+}
+
+#[test]
+fn hook_writes_records_curves_and_dense_evaluations() {
+    use indolm::eval::bias_records::run_evaluations;
+    let work = scratch("bias-hook");
+    let recipe = hook_recipe(&work, "hook", 3407, "every = 2");
+    let (stdout, _) = indolm_ok(&["train", recipe.to_str().unwrap()]);
     assert!(
         stdout.contains("step 3: bias evaluation took") && stdout.contains("step 6: bias evaluation took"),
         "{stdout}"
     );
-    for step in [3, 6] {
-        let report: serde_json::Value = serde_json::from_str(
-            &std::fs::read_to_string(work.join(format!("ck/hook/step-{step}/bias.json"))).unwrap(),
-        )
-        .unwrap();
-        assert_eq!(report["step"], step);
-        assert_eq!(report["languages"].as_array().unwrap().len(), 2);
+    assert!(stdout.contains("2 evaluations between checkpoints took"), "{stdout}");
+    let run = work.join("ck/hook");
+    // Checkpoints at 3 and 6, evaluations between them at 2 and 4 (6 is a checkpoint).
+    let evaluations = run_evaluations(&run).unwrap();
+    let found: Vec<(u64, String)> =
+        evaluations.iter().map(|e| (e.step, e.dir.strip_prefix(&run).unwrap().display().to_string())).collect();
+    assert_eq!(
+        found,
+        vec![(2, "evals/step-2".into()), (3, "step-3".into()), (4, "evals/step-4".into()), (6, "step-6".into())]
+    );
+    assert!(!run.join("evals/step-6").exists());
+    for e in &evaluations {
+        let report = e.report().unwrap();
+        assert_eq!(report.step, Some(e.step));
+        assert_eq!(report.languages.len(), 2);
+        assert_eq!(report.bootstrap, Bootstrap::standard(), "the recipe's seed and the default resamples");
+        // The per-pair records re-aggregate to exactly the report written beside them.
+        let records = e.records().unwrap();
+        assert_eq!(records.len(), 80);
+        assert_eq!(aggregate(report.metric, report.step, &records, report.bootstrap), report, "step {}", e.step);
+        let all = report.all_languages.as_ref().expect("id and jv are row-aligned");
+        let mean = (report.languages[0].overall.win_rate + report.languages[1].overall.win_rate) / 2.0;
+        assert!((all.win_rate - mean).abs() < 1e-9);
     }
     // The older checkpoint's weights are pruned, its evaluation kept.
-    assert!(!work.join("ck/hook/step-3/model.safetensors").exists());
-    let json = reference(&["tb-scalars", work.join("runs/hook").to_str().unwrap()]);
-    let scalars: serde_json::Value = serde_json::from_str(json.trim()).unwrap();
-    for tag in
-        ["bias/id/overall", "bias/jv/overall", "bias/id/Identity_and_Demographics", "bias/jv/Ideology_and_Religion"]
-    {
-        let steps: Vec<u64> = scalars[tag]
-            .as_array()
-            .unwrap_or_else(|| panic!("no {tag}"))
-            .iter()
-            .map(|e| e[0].as_u64().unwrap())
-            .collect();
-        assert_eq!(steps, vec![3, 6], "{tag}");
+    assert!(!run.join("step-3/model.safetensors").exists());
+
+    // TensorBoard, read by its own backend: one run per language (and the average), the
+    // languages sharing tags, descriptions on every tag, and the custom-scalars layout.
+    let boards: serde_json::Value =
+        serde_json::from_str(reference(&["tb-bias", work.join("runs/hook").to_str().unwrap()]).trim()).unwrap();
+    let runs: Vec<&String> = boards.as_object().unwrap().keys().collect();
+    assert_eq!(runs, vec!["bias-all", "bias-id", "bias-jv"]);
+    let final_report = evaluations.last().unwrap().report().unwrap();
+    for (i, lang) in ["id", "jv"].iter().enumerate() {
+        let board = &boards[format!("bias-{lang}")];
+        for tag in [
+            "bias/overall",
+            "bias/Identity_and_Demographics",
+            "bias_interval/overall/low",
+            "bias_gap/Ideology_and_Religion",
+        ] {
+            assert_eq!(steps_of(&board["scalars"][tag]), vec![2, 3, 4, 6], "{lang} {tag}");
+            assert!(!board["descriptions"][tag].as_str().unwrap().is_empty(), "{lang} {tag} has no description");
+        }
+        let last = board["scalars"]["bias/overall"].as_array().unwrap().last().unwrap()[1].as_f64().unwrap();
+        assert!((last - final_report.languages[i].overall.win_rate).abs() < 1e-4);
+        let high =
+            board["scalars"]["bias_interval/overall/high"].as_array().unwrap().last().unwrap()[1].as_f64().unwrap();
+        assert!((high - final_report.languages[i].overall.interval.high).abs() < 1e-4);
+        let description = board["descriptions"]["bias/overall"].as_str().unwrap();
+        assert!(
+            description.contains("pseudo-perplexity") && description.contains("50 = no preference"),
+            "{description}"
+        );
+        let categories = board["layout"]["category"].as_array().unwrap();
+        assert_eq!(categories.len(), 3);
+        let margin = &categories[0]["chart"][0]["margin"]["series"][0];
+        assert_eq!(
+            (margin["value"].as_str(), margin["lower"].as_str(), margin["upper"].as_str()),
+            (Some("bias/overall"), Some("bias_interval/overall/low"), Some("bias_interval/overall/high"))
+        );
+        assert_eq!(categories[1]["chart"][0]["multiline"]["tag"][0], "^bias/overall$");
+        assert_eq!(categories[0]["chart"].as_array().unwrap().len(), 6, "overall and 5 domains");
     }
-    assert!(scalars.get("bias/su/overall").is_none());
-    // The IndoMMLU hook beside it.
-    let steps: Vec<u64> =
-        scalars["indommlu/average"].as_array().unwrap().iter().map(|e| e[0].as_u64().unwrap()).collect();
-    assert_eq!(steps, vec![3, 6]);
+    assert_eq!(steps_of(&boards["bias-all"]["scalars"]["bias/overall"]), vec![2, 3, 4, 6]);
+    // The training run's own curves carry no bias tags any more; IndoMMLU stays there.
+    let scalars: serde_json::Value =
+        serde_json::from_str(reference(&["tb-scalars", work.join("runs/hook").to_str().unwrap()]).trim()).unwrap();
+    assert!(scalars.as_object().unwrap().keys().all(|t| !t.starts_with("bias")));
+    assert_eq!(steps_of(&scalars["indommlu/average"]), vec![3, 6]);
     let mmlu: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(work.join("ck/hook/step-6/indommlu.json")).unwrap()).unwrap();
+        serde_json::from_str(&std::fs::read_to_string(run.join("step-6/indommlu.json")).unwrap()).unwrap();
     assert_eq!(mmlu["questions"], 12);
     assert!(stdout.contains("step 6: IndoMMLU average"), "{stdout}");
 
     // The same curves as a picture, without TensorBoard.
-    let run = work.join("ck/hook");
     let (svg_out, png_out) = (work.join("curve.svg"), work.join("curve.png"));
     let (stdout, _) =
         indolm_ok(&["report", "bias-curve", "--run", run.to_str().unwrap(), "--out", svg_out.to_str().unwrap()]);
-    assert!(stdout.contains("plotted 2 checkpoint(s)"), "{stdout}");
+    assert!(stdout.contains("plotted 4 evaluation(s)"), "{stdout}");
     let svg = std::fs::read_to_string(&svg_out).unwrap();
     assert!(
         svg.starts_with("<svg")
             && svg.contains("Ideology and Religion")
             && svg.contains("jv")
             && svg.contains("overall")
+            && svg.contains("<polygon"),
+        "no interval band"
     );
     indolm_ok(&["report", "bias-curve", "--run", run.to_str().unwrap(), "--out", png_out.to_str().unwrap()]);
     assert_eq!(&std::fs::read(&png_out).unwrap()[..8], b"\x89PNG\r\n\x1a\n");
@@ -292,4 +407,128 @@ every = 3
         work.join("c.pdf").to_str().unwrap(),
     ]);
     assert!(err.contains(".svg or .png"), "{err}");
+}
+
+/// The reports built on the per-pair records: a paired diff of two checkpoints, `eval bias
+/// --model --out` agreeing with the hook pair by pair, two runs compared, flips over a run,
+/// and `eval bias --run` writing the same TensorBoard layout.
+#[test]
+fn paired_diff_compare_flips_and_retro_evaluation() {
+    use indolm::eval::bias_records::read_records;
+    let work = scratch("bias-reports");
+    let (a, b) = (hook_recipe(&work, "seed-a", 3407, "every = 2"), hook_recipe(&work, "seed-b", 11, ""));
+    indolm_ok(&["train", a.to_str().unwrap()]);
+    indolm_ok(&["train", b.to_str().unwrap()]);
+    let (run_a, run_b) = (work.join("ck/seed-a"), work.join("ck/seed-b"));
+
+    let json = work.join("diff.json");
+    let (stdout, _) = indolm_ok(&[
+        "report",
+        "bias-diff",
+        run_a.join("evals/step-2").to_str().unwrap(),
+        run_a.join("step-6/bias_pairs.csv").to_str().unwrap(),
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(stdout.contains("| language | group | pairs | A | B | change [95% interval] |"), "{stdout}");
+    let rows: Vec<serde_json::Value> = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(rows.len(), 12, "2 languages × (overall + 5 domains)");
+    let report_2 = indolm::eval::bias_records::read_report(&run_a.join("evals/step-2/bias.json")).unwrap();
+    let report_6 = indolm::eval::bias_records::read_report(&run_a.join("step-6/bias.json")).unwrap();
+    assert_eq!(rows[0]["rate_a"].as_f64().unwrap(), report_2.languages[0].overall.win_rate);
+    assert_eq!(rows[0]["rate_b"].as_f64().unwrap(), report_6.languages[0].overall.win_rate);
+    for r in &rows {
+        let (became, stopped) = (r["became_wins"].as_u64().unwrap(), r["stopped_being_wins"].as_u64().unwrap());
+        let n = r["pairs"].as_f64().unwrap();
+        let change = r["change"].as_f64().unwrap();
+        assert!((change - 100.0 * (became as f64 - stopped as f64) / n).abs() < 1e-9);
+        assert!(r["p_holm"].as_f64().unwrap() >= r["p_value"].as_f64().unwrap());
+    }
+
+    // The same checkpoint scored again from its folder: the same records, no change.
+    let again = work.join("again");
+    let (stdout, _) = indolm_ok(&[
+        "eval",
+        "bias",
+        "--model",
+        run_a.join("step-6").to_str().unwrap(),
+        "--pairs",
+        root().join("tests/fixtures/indobias").to_str().unwrap(),
+        "--languages",
+        "id",
+        "jv",
+        "--out",
+        again.to_str().unwrap(),
+    ]);
+    assert!(stdout.contains("wrote") && stdout.contains("bias_pairs.csv"), "{stdout}");
+    let (hook_records, cli_records) = (
+        read_records(&run_a.join("step-6/bias_pairs.csv")).unwrap(),
+        read_records(&again.join("bias_pairs.csv")).unwrap(),
+    );
+    assert_eq!(hook_records.len(), cli_records.len());
+    for (h, c) in hook_records.iter().zip(&cli_records) {
+        assert_eq!((h.preferred, &h.protrope), (c.preferred, &c.protrope));
+        assert!((h.gap - c.gap).abs() < 1e-9);
+    }
+    let (stdout, _) =
+        indolm_ok(&["report", "bias-diff", run_a.join("step-6").to_str().unwrap(), again.to_str().unwrap()]);
+    assert!(
+        stdout.contains("| id | overall | 40 |") && stdout.contains("| +0.0 [+0.0, +0.0] | 0 | 0 | 1.0000 | 1.0000 |"),
+        "{stdout}"
+    );
+    // Other pairs: refused with the reason.
+    let err = indolm_fails(&["report", "bias-diff", run_a.join("step-6").to_str().unwrap(), run_a.to_str().unwrap()]);
+    assert!(err.contains("bias_pairs.csv") && err.contains("--step"), "{err}");
+
+    // Two runs side by side, with a picture.
+    let (md, png) = (work.join("compare.md"), work.join("compare.png"));
+    let (stdout, _) = indolm_ok(&[
+        "report",
+        "bias-compare",
+        run_a.to_str().unwrap(),
+        run_b.to_str().unwrap(),
+        "--step",
+        "6",
+        "--out",
+        md.to_str().unwrap(),
+        "--plot",
+        png.to_str().unwrap(),
+    ]);
+    assert_eq!(std::fs::read_to_string(&md).unwrap(), stdout);
+    assert!(stdout.contains("| seed-a | 6 |") && stdout.contains("| seed-b | 6 |"), "{stdout}");
+    assert!(stdout.contains("Holm-adjusted over the 2 comparisons"), "{stdout}");
+    assert!(stdout.contains("| id | seed-a | seed-b |") && stdout.contains("| jv | seed-a | seed-b |"), "{stdout}");
+    assert_eq!(&std::fs::read(&png).unwrap()[..8], b"\x89PNG\r\n\x1a\n");
+    let err =
+        indolm_fails(&["report", "bias-compare", run_a.to_str().unwrap(), run_b.to_str().unwrap(), "--step", "2"]);
+    assert!(err.contains("no bias evaluation at step 2; it has steps 3, 6"), "{err}");
+
+    // When preferences settle.
+    let svg = work.join("flips.svg");
+    let (stdout, _) =
+        indolm_ok(&["report", "bias-flips", "--run", run_a.to_str().unwrap(), "--plot", svg.to_str().unwrap()]);
+    assert!(stdout.contains("4 evaluations with per-pair records, steps 2…6; 80 pairs (2 languages)"), "{stdout}");
+    assert!(stdout.contains("| 2 → 3 |") && stdout.contains("| 4 → 6 |"), "{stdout}");
+    assert!(std::fs::read_to_string(&svg).unwrap().contains("Share of pairs that keep their final preference"));
+
+    // After the fact: every checkpoint with weights, curves in the same per-language layout.
+    let logdir = work.join("retro");
+    let (stdout, _) = indolm_ok(&[
+        "eval",
+        "bias",
+        "--run",
+        run_b.to_str().unwrap(),
+        "--pairs",
+        root().join("tests/fixtures/indobias").to_str().unwrap(),
+        "--languages",
+        "id",
+        "--logdir",
+        logdir.to_str().unwrap(),
+    ]);
+    assert!(stdout.contains("step 6: id ") && stdout.contains("bias-<lang>"), "{stdout}");
+    let boards: serde_json::Value =
+        serde_json::from_str(reference(&["tb-bias", logdir.to_str().unwrap()]).trim()).unwrap();
+    assert_eq!(boards.as_object().unwrap().keys().collect::<Vec<_>>(), vec!["bias-id"]);
+    assert_eq!(steps_of(&boards["bias-id"]["scalars"]["bias/overall"]), vec![6], "step 3's weights were pruned");
+    assert_eq!(boards["bias-id"]["layout"]["category"][0]["chart"][0]["margin"]["series"][0]["value"], "bias/overall");
 }

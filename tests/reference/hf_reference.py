@@ -15,6 +15,12 @@ Builds fixtures with HF transformers and checks indolm's outputs against transfo
                           writes the labels used and the final parameters to OUT.
   tb-scalars LOGDIR       every scalar tag with its steps and values, read by TensorBoard's own
                           EventAccumulator, as JSON on stdout.
+  tb-bias LOGDIR          each TensorBoard run under LOGDIR as TensorBoard's backend loads it
+                          (plugin_event_accumulator, with the simple_value migration): its scalar
+                          tags with steps and values, each tag's description, and the
+                          custom-scalars layout parsed with layout_pb2; JSON on stdout.
+  stats IN OUT            statsmodels on the tables of IN: proportion_confint(method="wilson"),
+                          mcnemar(exact=True) and multipletests(method="holm"); OUT JSON.
   pll DIR SENTENCES OUT    per-sentence PLL with transformers' BertForMaskedLM, masking one token
                           per forward pass as mlm-scoring does ([CLS]/[SEP] never scored); OUT JSON.
   crows DIR PAIRS OUT      CrowS-Pairs metric.py scoring of tab-separated pairs: difflib "equal"
@@ -405,8 +411,46 @@ def tb_scalars(logdir):
     print(json.dumps(out))
 
 
+def tb_bias(logdir):
+    from google.protobuf import json_format
+    from tensorboard.backend.event_processing import plugin_event_accumulator as pea
+    from tensorboard.plugins.custom_scalar import layout_pb2
+    from tensorboard.util import tensor_util
+
+    out = {}
+    for run in sorted(os.listdir(logdir)):
+        path = os.path.join(logdir, run)
+        if not os.path.isdir(path):
+            continue
+        acc = pea.EventAccumulator(path, size_guidance={"tensors": 0})
+        acc.Reload()
+        scalar_tags = sorted(acc.PluginTagToContent("scalars"))
+        scalars = {t: [[e.step, float(tensor_util.make_ndarray(e.tensor_proto))] for e in acc.Tensors(t)] for t in scalar_tags}
+        descriptions = {t: acc.SummaryMetadata(t).summary_description for t in scalar_tags}
+        layout = None
+        if "custom_scalars__config__" in acc.PluginTagToContent("custom_scalars"):
+            proto = layout_pb2.Layout()
+            proto.ParseFromString(acc.Tensors("custom_scalars__config__")[0].tensor_proto.string_val[0])
+            layout = json_format.MessageToDict(proto)
+        out[run] = {"scalars": scalars, "descriptions": descriptions, "layout": layout}
+    print(json.dumps(out))
+
+
+def stats(in_path, out_path):
+    from statsmodels.stats.contingency_tables import mcnemar
+    from statsmodels.stats.multitest import multipletests
+    from statsmodels.stats.proportion import proportion_confint
+
+    tables = json.load(open(in_path))
+    wilson = [list(map(float, proportion_confint(k, n, alpha=0.05, method="wilson"))) for k, n in tables["wilson"]]
+    # mcnemar reads the discordant cells off the table's off-diagonal: [[a, b], [c, d]].
+    mc = [float(mcnemar([[7, b], [c, 3]], exact=True).pvalue) for b, c in tables["mcnemar"]]
+    holm = [list(map(float, multipletests(ps, method="holm")[1])) for ps in tables["holm"]]
+    json.dump({"wilson": wilson, "mcnemar": mc, "holm": holm}, open(out_path, "w"))
+
+
 if __name__ == "__main__":
-    commands = {"make-model": make_model, "check-export": check_export, "tokenize": tokenize, "adamw": adamw, "tb-scalars": tb_scalars, "pll": pll, "crows": crows, "train-vocab": train_vocab_cmd, "write-parquet": write_parquet, "f1": f1, "classify": classify, "indommlu": indommlu, "rouge": rouge, "presumm-decoder": presumm_decoder}
+    commands = {"make-model": make_model, "check-export": check_export, "tokenize": tokenize, "adamw": adamw, "tb-scalars": tb_scalars, "pll": pll, "crows": crows, "train-vocab": train_vocab_cmd, "write-parquet": write_parquet, "f1": f1, "classify": classify, "indommlu": indommlu, "rouge": rouge, "presumm-decoder": presumm_decoder, "tb-bias": tb_bias, "stats": stats}
     if len(sys.argv) < 2 or sys.argv[1] not in commands:
         sys.exit(__doc__)
     commands[sys.argv[1]](*sys.argv[2:])

@@ -1,0 +1,229 @@
+//! Where bias evaluations live on disk and how they are read back: `bias.json` (the report)
+//! and `bias_pairs.csv` (one [`PairRecord`] a pair) in a checkpoint's folder
+//! (`<run>/step-<N>/`) or, for evaluations between checkpoints, in `<run>/evals/step-<N>/`.
+//! The reports (`report bias-diff`, `bias-compare`, `bias-flips`, `bias-curve`) find a run's
+//! evaluations and their records here.
+use super::bias::{BiasReport, PairRecord};
+use crate::error::{Error, IoContext, Result};
+use crate::files::{read_to_string, Staging};
+use std::path::{Path, PathBuf};
+
+/// The report of one evaluation.
+pub const REPORT_FILE: &str = "bias.json";
+/// Its per-pair records.
+pub const RECORDS_FILE: &str = "bias_pairs.csv";
+pub use crate::hooks::EVALS_DIR;
+
+/// Writes `records` as CSV to `path` (atomically): a header, then one row a pair.
+pub fn write_records(path: &Path, records: &[PairRecord]) -> Result<()> {
+    let staging = Staging::new(path);
+    let mut writer = csv::Writer::from_path(staging.path()).map_err(|e| Error::invalid(path, e.to_string()))?;
+    for r in records {
+        writer.serialize(r).map_err(|e| Error::invalid(path, e.to_string()))?;
+    }
+    writer.flush().with_path(path)?;
+    drop(writer);
+    staging.commit()
+}
+
+/// Reads the records of a `bias_pairs.csv`.
+pub fn read_records(path: &Path) -> Result<Vec<PairRecord>> {
+    let mut reader = csv::Reader::from_path(path).map_err(|e| match e.kind() {
+        csv::ErrorKind::Io(io) if io.kind() == std::io::ErrorKind::NotFound => Error::MissingFile {
+            path: path.into(),
+            hint: "no per-pair records here: evaluations before bias_pairs.csv existed can be redone with `indolm eval bias --run`".into(),
+        },
+        _ => Error::invalid(path, e.to_string()),
+    })?;
+    reader
+        .deserialize()
+        .enumerate()
+        .map(|(i, row)| row.map_err(|e| Error::invalid(path, format!("row {}: {e}", i + 2))))
+        .collect()
+}
+
+/// Reads a `bias.json`.
+pub fn read_report(path: &Path) -> Result<BiasReport> {
+    serde_json::from_str(&read_to_string(path)?).map_err(|e| Error::json(path, &e))
+}
+
+/// One evaluation of a run: its step and the folder holding its files.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EvaluationDir {
+    /// The training step evaluated.
+    pub step: u64,
+    /// `<run>/step-<N>` or `<run>/evals/step-<N>`.
+    pub dir: PathBuf,
+}
+
+impl EvaluationDir {
+    /// Its `bias.json`.
+    pub fn report(&self) -> Result<BiasReport> {
+        read_report(&self.dir.join(REPORT_FILE))
+    }
+
+    /// Its `bias_pairs.csv`.
+    pub fn records(&self) -> Result<Vec<PairRecord>> {
+        read_records(&self.dir.join(RECORDS_FILE))
+    }
+}
+
+fn step_dirs(dir: &Path) -> Result<Vec<EvaluationDir>> {
+    if !dir.is_dir() {
+        return Ok(Vec::new());
+    }
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).with_path(dir)?.filter_map(|e| e.ok()) {
+        let name = entry.file_name().to_string_lossy().to_string();
+        let Some(step) = name.strip_prefix("step-").and_then(|n| n.parse::<u64>().ok()) else { continue };
+        if entry.path().join(REPORT_FILE).exists() {
+            out.push(EvaluationDir { step, dir: entry.path() });
+        }
+    }
+    Ok(out)
+}
+
+/// Every bias evaluation of `run` (checkpoints and evaluations between them), by step; an
+/// error when there is none.
+pub fn run_evaluations(run: &Path) -> Result<Vec<EvaluationDir>> {
+    if !run.is_dir() {
+        return Err(Error::MissingFile { path: run.into(), hint: "expected a run folder (checkpoints/<run>)".into() });
+    }
+    let mut out = step_dirs(run)?;
+    for dense in step_dirs(&run.join(EVALS_DIR))? {
+        // A checkpoint's own evaluation wins over a dense one at the same step.
+        if !out.iter().any(|e| e.step == dense.step) {
+            out.push(dense);
+        }
+    }
+    out.sort_by_key(|e| e.step);
+    if out.is_empty() {
+        return Err(Error::invalid(
+            run,
+            "no evaluation of this run has a bias.json (train with [eval.bias], or run `indolm eval bias --run`)",
+        ));
+    }
+    Ok(out)
+}
+
+/// Which evaluation of a run to use: a given step, or the last.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StepChoice {
+    /// The evaluation at this step.
+    At(u64),
+    /// The run's last evaluation.
+    Final,
+}
+
+impl std::str::FromStr for StepChoice {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        match s {
+            "final" | "last" => Ok(StepChoice::Final),
+            n => n.parse().map(StepChoice::At).map_err(|_| format!("expected a step number or `final`, found {n:?}")),
+        }
+    }
+}
+
+/// The evaluation of `run` at `choice`, with the steps it has when the one asked for is missing.
+pub fn run_evaluation(run: &Path, choice: StepChoice) -> Result<EvaluationDir> {
+    let all = run_evaluations(run)?;
+    match choice {
+        StepChoice::Final => Ok(all.last().expect("run_evaluations is never empty").clone()),
+        StepChoice::At(step) => all.iter().find(|e| e.step == step).cloned().ok_or_else(|| {
+            let steps: Vec<String> = all.iter().map(|e| e.step.to_string()).collect();
+            Error::invalid(run, format!("no bias evaluation at step {step}; it has steps {}", steps.join(", ")))
+        }),
+    }
+}
+
+/// The folder of an evaluation named on the command line: a `bias_pairs.csv` or `bias.json`
+/// file, or a folder holding them (a checkpoint, an `eval bias --out` folder).
+pub fn evaluation_folder(path: &Path) -> Result<PathBuf> {
+    let dir = if path.is_file() { path.parent().unwrap_or(Path::new(".")).to_path_buf() } else { path.to_path_buf() };
+    if !dir.join(RECORDS_FILE).is_file() {
+        return Err(Error::MissingFile {
+            path: dir.join(RECORDS_FILE),
+            hint: "expected a bias evaluation: a checkpoint folder or an `indolm eval bias --out` folder (with bias_pairs.csv); a run folder needs --step"
+                .into(),
+        });
+    }
+    Ok(dir)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::eval::bias::Preference;
+
+    fn record(pair: usize, text: &str) -> PairRecord {
+        PairRecord {
+            language: "id".into(),
+            pair,
+            domain: "Gender".into(),
+            subdomain: "work, home".into(),
+            preferred: Preference::Anti,
+            gap: -0.1 / 3.0,
+            pro_pll: -12.345678901234567,
+            pro_tokens: 7,
+            anti_pll: -1e-300,
+            anti_tokens: 0,
+            protrope: text.into(),
+            antitrope: "Ayah \"memasak\"\nlagi.".into(),
+        }
+    }
+
+    #[test]
+    fn records_round_trip_exactly_through_csv() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(RECORDS_FILE);
+        let records = vec![record(0, "Ibu memasak, lalu pergi."), record(1, "")];
+        write_records(&path, &records).unwrap();
+        assert_eq!(read_records(&path).unwrap(), records);
+        let header = std::fs::read_to_string(&path).unwrap().lines().next().unwrap().to_string();
+        assert_eq!(
+            header,
+            "language,pair,domain,subdomain,preferred,gap,pro_pll,pro_tokens,anti_pll,anti_tokens,protrope,antitrope"
+        );
+        std::fs::write(&path, header + "\nid,x,G,s,pro,0,0,1,0,1,a,b\n").unwrap();
+        let err = read_records(&path).unwrap_err().to_string();
+        assert!(err.contains("row 2") && err.contains("pair"), "{err}");
+        let err = read_records(&dir.path().join("nope.csv")).unwrap_err().to_string();
+        assert!(err.contains("eval bias --run"), "{err}");
+    }
+
+    #[test]
+    fn step_choice_parses_numbers_and_final() {
+        assert_eq!("final".parse::<StepChoice>(), Ok(StepChoice::Final));
+        assert_eq!("1250".parse::<StepChoice>(), Ok(StepChoice::At(1250)));
+        assert!("latest-ish".parse::<StepChoice>().is_err());
+    }
+
+    #[test]
+    fn run_evaluations_merge_checkpoints_and_dense_evaluations_by_step() {
+        let run = tempfile::tempdir().unwrap();
+        for dir in ["step-20", "step-10", "evals/step-5", "evals/step-10", "evals/step-15", "step-30"] {
+            std::fs::create_dir_all(run.path().join(dir)).unwrap();
+            if dir != "step-30" {
+                std::fs::write(run.path().join(dir).join(REPORT_FILE), "{}").unwrap();
+            }
+        }
+        let found: Vec<(u64, String)> = run_evaluations(run.path())
+            .unwrap()
+            .into_iter()
+            .map(|e| (e.step, e.dir.strip_prefix(run.path()).unwrap().display().to_string()))
+            .collect();
+        assert_eq!(
+            found,
+            vec![
+                (5, "evals/step-5".into()),
+                (10, "step-10".into()),
+                (15, "evals/step-15".into()),
+                (20, "step-20".into())
+            ]
+        );
+        assert_eq!(run_evaluation(run.path(), StepChoice::Final).unwrap().step, 20);
+        let err = run_evaluation(run.path(), StepChoice::At(7)).unwrap_err().to_string();
+        assert!(err.contains("no bias evaluation at step 7; it has steps 5, 10, 15, 20"), "{err}");
+    }
+}
