@@ -354,7 +354,7 @@ fn shipped_recipes_parse() {
                         path.display()
                     );
                     assert_eq!((recipe.checkpoint.every, o.weight_decay), (25_000, 0.01));
-                    assert!(recipe.eval.bias.is_some());
+                    assert_eq!(recipe.eval.bias.as_ref().and_then(|b| b.every), Some(1250), "dense bias curves");
                     let total: f64 = recipe.data.sources.iter().map(|s| s.weight).sum();
                     assert!((total - 1.0).abs() < 1e-9, "{}: weights sum to {total}", path.display());
                 }
@@ -362,7 +362,7 @@ fn shipped_recipes_parse() {
             }
         }
     }
-    assert_eq!(n, 9);
+    assert_eq!(n, 11);
 }
 
 /// Non-finite losses: each bad step is skipped and counted; after `max_nonfinite_steps` in a row
