@@ -261,7 +261,8 @@ pub fn bias_compare(request: &CompareRequest) -> Result<String> {
     let mut runs = Vec::new();
     for (run, name) in request.runs.iter().zip(&names) {
         let evaluation = run_evaluation(run, request.step)?;
-        let records = evaluation.records().ok();
+        let has_records = evaluation.dir.join(crate::eval::bias_records::RECORDS_FILE).exists();
+        let records = if has_records { Some(evaluation.records()?) } else { None };
         runs.push(RunAtStep { name: name.clone(), step: evaluation.step, report: evaluation.report()?, records });
     }
     let mut out = format!("# Bias of {} runs compared\n\n", runs.len());
