@@ -144,7 +144,7 @@ pub fn evaluation_folder(path: &Path) -> Result<PathBuf> {
     if !dir.join(RECORDS_FILE).is_file() {
         return Err(Error::MissingFile {
             path: dir.join(RECORDS_FILE),
-            hint: "expected a bias evaluation: a checkpoint folder or an `indolm eval bias --out` folder (with bias_pairs.csv); a run folder needs --step"
+            hint: "expected one bias evaluation: a checkpoint folder (checkpoints/<run>/step-N or evals/step-N) or an `indolm eval bias --out` folder, with its bias_pairs.csv"
                 .into(),
         });
     }

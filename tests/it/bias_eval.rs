@@ -478,7 +478,7 @@ fn paired_diff_compare_flips_and_retro_evaluation() {
     );
     // Other pairs: refused with the reason.
     let err = indolm_fails(&["report", "bias-diff", run_a.join("step-6").to_str().unwrap(), run_a.to_str().unwrap()]);
-    assert!(err.contains("bias_pairs.csv") && err.contains("--step"), "{err}");
+    assert!(err.contains("bias_pairs.csv") && err.contains("step-N"), "{err}");
 
     // Two runs side by side, with a picture.
     let (md, png) = (work.join("compare.md"), work.join("compare.png"));
