@@ -90,3 +90,7 @@ bench-ddp: setup
 .PHONY: bench-data
 bench-data: setup
 	$(PYTHON) tests/bench/bench_data.py
+
+.PHONY: bench-generate
+bench-generate: setup
+	$(PYTHON) tests/bench/bench_generate.py

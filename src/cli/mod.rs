@@ -124,14 +124,9 @@ pub enum Command {
     /// Use a fine-tuned model.
     #[command(subcommand)]
     Predict(task_cmds::PredictCommand),
-    /// Summarize an article with a fine-tuned summarizer (BertExt: extractive; BertAbs or BertExtAbs: generated).
-    Summarize {
-        #[arg(long)]
-        model: PathBuf,
-        /// The article as plain text.
-        #[arg(long)]
-        file: PathBuf,
-    },
+    /// Summarize articles with a fine-tuned summarizer (BertExt: extractive; BertAbs or
+    /// BertExtAbs: generated, many articles at once by batched beam search).
+    Summarize(task_cmds::SummarizeArgs),
     /// Validate recipes.
     #[command(subcommand)]
     Recipe(train_cmds::RecipeCommand),
@@ -209,7 +204,7 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Report(command) => report_cmds::run(command),
         Command::Finetune(command) => task_cmds::run_finetune(command, device()?),
         Command::Predict(command) => task_cmds::run_predict(command, device()?),
-        Command::Summarize { model, file } => task_cmds::summarize(&model, &file, device()?),
+        Command::Summarize(args) => task_cmds::summarize(&args, device()?),
         Command::DistCheck { megabytes, timeout } => {
             dist_cmds::check(megabytes, std::time::Duration::from_secs(timeout))
         }

@@ -118,16 +118,75 @@ fn finetune_summarize(recipe_path: &Path, init: Option<&Path>, device: Device) -
     Ok(())
 }
 
-/// `indolm summarize`: the summary of the plain-text article in `file`, one sentence a line.
-pub fn summarize(model_dir: &Path, file: &Path, device: Device) -> Result<()> {
+/// `indolm summarize`: what to summarize and how.
+#[derive(clap::Args, Debug)]
+pub struct SummarizeArgs {
+    /// A model directory from `finetune summarize`.
+    #[arg(long)]
+    pub model: PathBuf,
+    /// Plain text: one article (or, with --per-line, one article a line).
+    #[arg(long, required_unless_present = "liputan6", conflicts_with = "liputan6")]
+    pub file: Option<PathBuf>,
+    /// Every non-empty line of --file is an article.
+    #[arg(long, requires = "file")]
+    pub per_line: bool,
+    /// A Liputan6 split folder (one JSON file per article): its articles, in file-name order.
+    #[arg(long)]
+    pub liputan6: Option<PathBuf>,
+    /// Articles decoded together (default: the model's `decode_batch`, 16).
+    #[arg(long)]
+    pub batch_size: Option<usize>,
+    /// Also write the summaries here, one a line.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+}
+
+/// `indolm summarize`: one article's summary one sentence a line; several articles' summaries
+/// one a line (sentences joined), in input order.
+pub fn summarize(args: &SummarizeArgs, device: Device) -> Result<()> {
+    use indolm::tasks::summarization::data::{join, load_split};
     use indolm::tasks::summarization::inference::{sentences_of, Summarizer};
-    let model = Summarizer::load_trained(model_dir, device)?;
-    let article = sentences_of(&read_to_string(file)?);
-    if article.is_empty() {
-        return Err(Error::invalid(file, "empty article"));
+    let model = Summarizer::load_trained(&args.model, device)?;
+    let articles: Vec<Vec<Vec<String>>> = match (&args.file, &args.liputan6) {
+        (Some(file), _) if args.per_line => {
+            read_to_string(file)?.lines().filter(|l| !l.trim().is_empty()).map(sentences_of).collect()
+        }
+        (Some(file), _) => vec![sentences_of(&read_to_string(file)?)],
+        (None, Some(folder)) => {
+            let parent = folder.parent().unwrap_or(Path::new("."));
+            let split = folder.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
+            load_split(parent, &split)?.into_iter().map(|a| a.article).collect()
+        }
+        (None, None) => unreachable!("clap requires --file or --liputan6"),
+    };
+    let source = args.file.as_deref().or(args.liputan6.as_deref()).expect("one of them");
+    if articles.is_empty() || articles.iter().all(|a| a.is_empty()) {
+        return Err(Error::invalid(source, "no article text"));
     }
-    for sentence in &model.summarize(&[article.as_slice()])?[0] {
-        outln!("{}", sentence.join(" "));
+    if let Some(i) = articles.iter().position(|a| a.is_empty()) {
+        return Err(Error::invalid(source, format!("article {} is empty", i + 1)));
+    }
+    let refs: Vec<&[Vec<String>]> = articles.iter().map(Vec::as_slice).collect();
+    let started = std::time::Instant::now();
+    let summaries = model.summarize(&refs, args.batch_size.unwrap_or_else(|| model.default_batch_size()))?;
+    let lines: Vec<String> = summaries.iter().map(|s| join(s)).collect();
+    if summaries.len() == 1 && !args.per_line && args.liputan6.is_none() {
+        for sentence in &summaries[0] {
+            outln!("{}", sentence.join(" "));
+        }
+    } else {
+        for line in &lines {
+            outln!("{line}");
+        }
+        eprintln!(
+            "summarized {} articles in {:.1}s ({:.2} articles/s)",
+            lines.len(),
+            started.elapsed().as_secs_f64(),
+            lines.len() as f64 / started.elapsed().as_secs_f64().max(1e-9)
+        );
+    }
+    if let Some(out) = &args.out {
+        indolm::files::write_atomic(out, (lines.join("\n") + "\n").as_bytes())?;
     }
     Ok(())
 }

@@ -103,7 +103,7 @@ fn decoder_and_loss_match_torch_and_presumm() {
     let forced = tch::no_grad(|| model.target_log_probs(&two, &pair, false));
     let rows: Vec<Vec<i64>> = (0..2).map(|r| Vec::<i64>::try_from(pair.get(r)).unwrap()).collect();
     let steps = rows.iter().map(|r| r.iter().position(|&t| t == model.markers.eos).unwrap()).min().unwrap();
-    let mut state = DecodeState::new(&model, &articles[0]).unwrap();
+    let mut state = DecodeState::new(&model, &refs[..1]).unwrap();
     let mut worst: f64 = 0.0;
     // Each step's input: hypothesis 0's and hypothesis 1's i-th target token.
     for (i, (&a, &b)) in rows[0].iter().zip(&rows[1]).take(steps).enumerate() {
@@ -249,6 +249,8 @@ fn bertabs_learns_to_write_the_lead_and_bertextabs_starts_from_bertext() {
     println!("summary of train/0000: {summary}");
     assert!(!summary.trim().is_empty());
 
+    batched_decoding_equals_one_article_at_a_time(&work.join("ck/abs/best"), &data);
+
     // BertExtAbs: refused from a plain BERT, started from a trained BertExt with its encoder.
     let extabs_recipe = work.join("extabs.toml");
     recipe(&extabs_recipe, &work, "extabs", "extabs", &init, &optimizer(200), abs);
@@ -311,4 +313,49 @@ fn bertabs_learns_to_write_the_lead_and_bertextabs_starts_from_bertext() {
     );
     let err = indolm_fails(&["finetune", "summarize", bad.to_str().unwrap()]);
     assert!(err.contains("lr_dec"), "{err}");
+}
+
+/// Batched beam search gives every article the summary it gets alone: the sample corpus' test
+/// split (9 sentences, about 140 words) with the training articles (3 short sentences), so of
+/// very different lengths and finishing at different steps, in one batch, in batches of 3, and
+/// through `summarize`.
+fn batched_decoding_equals_one_article_at_a_time(model_dir: &Path, data: &Path) {
+    use indolm::tasks::summarization::data::load_split;
+    use indolm::tasks::summarization::inference::Summarizer;
+    let Summarizer::Abs(model) = Summarizer::load_trained(model_dir, Device::Cpu).unwrap() else { panic!("a BertAbs") };
+    let sample = load_split(&root().join("corpora/liputan6-sample"), "test").unwrap();
+    let train = load_split(data, "train").unwrap();
+    let articles: Vec<&[Vec<String>]> = sample.iter().chain(&train).map(|a| a.article.as_slice()).collect();
+    let words: Vec<usize> = articles.iter().map(|a| a.iter().map(Vec::len).sum()).collect();
+    assert!(words.iter().max().unwrap() >= &(3 * words.iter().min().unwrap()), "{words:?}");
+    let beam = model.beam_config();
+    let alone: Vec<Vec<Vec<String>>> = articles.iter().map(|a| model.generate(a, &beam).unwrap()).collect();
+    let together = model.generate_batch(&articles, &beam).unwrap();
+    for (i, (a, b)) in alone.iter().zip(&together).enumerate() {
+        assert_eq!(a, b, "article {i}: batched decoding differs from decoding it alone");
+    }
+    for chunk in articles.chunks(3).zip(alone.chunks(3)) {
+        assert_eq!(&model.generate_batch(chunk.0, &beam).unwrap(), chunk.1);
+    }
+    let lengths: Vec<usize> = alone.iter().map(|s| s.iter().map(Vec::len).sum()).collect();
+    println!("{} articles: summaries of {:?} words, identical batched and alone", articles.len(), lengths);
+    // The command line, one summary a line, in the folder's order, whatever the batch size.
+    let folder = root().join("corpora/liputan6-sample/test");
+    let by = |batch: &str| {
+        indolm_ok(&[
+            "summarize",
+            "--model",
+            model_dir.to_str().unwrap(),
+            "--liputan6",
+            folder.to_str().unwrap(),
+            "--batch-size",
+            batch,
+        ])
+        .0
+    };
+    let (one, four) = (by("1"), by("4"));
+    assert_eq!(one, four);
+    let expected: Vec<String> =
+        alone[..sample.len()].iter().map(|s| indolm::tasks::summarization::data::join(s)).collect();
+    assert_eq!(one.lines().collect::<Vec<_>>(), expected.iter().map(String::as_str).collect::<Vec<_>>());
 }

@@ -4,13 +4,14 @@
 //! states, feed-forward; embeddings scaled by √hidden plus sinusoidal positions). The decoder's
 //! word embeddings start as a copy of BERT's and the generator's output projection is tied to
 //! them. Training minimises PreSumm's label-smoothed KL divergence (smoothing mass spread over
-//! V − 2 entries, padding zeroed) per target token; generation is `beam::beam_search` over
-//! `DecodeState`, which caches each layer's self-attention keys and values as PreSumm does.
+//! V − 2 entries, padding zeroed) per target token; generation is `beam::beam_search_batch`
+//! over `DecodeState`, which decodes a batch of articles and caches each layer's
+//! self-attention keys and values as PreSumm does.
 //! BertExtAbs is this model with its encoder loaded from a fine-tuned BertExt.
 //!
 //! Targets are `bos s1 split s2 … eos` with PreSumm's markers `[unused0]`, `[unused2]`,
 //! `[unused1]`; a vocabulary without them uses `[CLS]`, `[MASK]` and `[SEP]` (with a note).
-use super::beam::{beam_search, words, BeamConfig};
+use super::beam::{beam_search_batch, words, BeamConfig};
 use super::input::{encode_articles, ArticleBatch};
 use super::transformer::{positional, FeedForward, MultiHeadAttention, NORM_EPS};
 use crate::data::tokenizer::TextTokenizer;
@@ -51,6 +52,8 @@ pub struct AbsConfig {
     pub min_sentences: usize,
     /// Drop beam candidates that repeat a word trigram (on).
     pub block_trigrams: bool,
+    /// Articles decoded together by one batched beam search (16).
+    pub decode_batch: usize,
 }
 
 impl Default for AbsConfig {
@@ -69,6 +72,7 @@ impl Default for AbsConfig {
             max_length: 150,
             min_sentences: 2,
             block_trigrams: true,
+            decode_batch: 16,
         }
     }
 }
@@ -103,10 +107,34 @@ impl DecoderLayer {
     }
 }
 
+/// Which article each hypothesis of a decoding step reads, laid out for the context attention:
+/// the hypotheses of each article searching are gathered into one row of queries
+/// [articles, width] (padded by repeating a row), so that the encoder states are attended per
+/// article instead of being copied once per hypothesis.
+struct ContextLayout {
+    /// Per layer, the keys and values of the searching articles' encoder states.
+    memory: Vec<(Tensor, Tensor)>,
+    /// [articles, 1, 1, source]: true at the articles' real (unpadded) tokens.
+    mask: Tensor,
+    /// [articles · width]: the hypothesis in each query slot.
+    slots: Tensor,
+    /// [hypotheses]: the query slot of each hypothesis.
+    slot_of: Tensor,
+    /// Query slots per article.
+    width: i64,
+}
+
 impl DecoderLayer {
     /// One decoding step for new tokens [hypotheses, 1, hidden]: their self-attention keys and
-    /// values are appended to `cache` (the earlier tokens'), so only the new position is computed.
-    fn step(&self, x: &Tensor, cache: &mut Option<(Tensor, Tensor)>, memory: &(Tensor, Tensor)) -> Tensor {
+    /// values are appended to `cache` (the earlier tokens'), so only the new position is
+    /// computed; the context attention reads each hypothesis's own article (`layout`).
+    fn step(
+        &self,
+        x: &Tensor,
+        cache: &mut Option<(Tensor, Tensor)>,
+        memory: &(Tensor, Tensor),
+        layout: &ContextLayout,
+    ) -> Tensor {
         let normed = self.norm_1.forward(x);
         let (k, v) = self.self_attn.keys_values(&normed);
         let kv = match cache.take() {
@@ -115,7 +143,15 @@ impl DecoderLayer {
         };
         let query = self.self_attn.attend(&normed, &kv, None, false, false) + x;
         *cache = Some(kv);
-        let context = self.context_attn.attend(&self.norm_2.forward(&query), memory, None, false, false);
+        let hidden = query.size()[2];
+        let articles = layout.mask.size()[0];
+        let grouped = self.norm_2.forward(&query).squeeze_dim(1).index_select(0, &layout.slots).view([
+            articles,
+            layout.width,
+            hidden,
+        ]);
+        let context = self.context_attn.attend(&grouped, memory, Some(&layout.mask), false, false);
+        let context = context.view([articles * layout.width, hidden]).index_select(0, &layout.slot_of).unsqueeze(1);
         self.feed_forward.forward(&(context + query), false)
     }
 }
@@ -162,64 +198,151 @@ impl Decoder {
         tokens: &Tensor,
         position: i64,
         caches: &mut [Option<(Tensor, Tensor)>],
-        memory: &[(Tensor, Tensor)],
+        layout: &ContextLayout,
     ) -> Tensor {
         let embedded =
             Tensor::embedding(&self.embeddings, tokens, self.pad, false, false) * (self.hidden as f64).sqrt();
         let mut x = (embedded + positional(position, 1, self.hidden, tokens.device())).unsqueeze(1);
-        for ((layer, cache), kv) in self.layers.iter().zip(caches.iter_mut()).zip(memory) {
-            x = layer.step(&x, cache, kv);
+        for ((layer, cache), kv) in self.layers.iter().zip(caches.iter_mut()).zip(&layout.memory) {
+            x = layer.step(&x, cache, kv, layout);
         }
         self.norm.forward(&x).squeeze_dim(1)
     }
 }
 
-/// Incremental decoding of one article: the encoder states' keys and values computed once,
-/// and for every layer the self-attention keys and values of the tokens so far, so that a step
-/// runs the decoder on one new token per hypothesis (PreSumm's layer cache).
+/// Incremental decoding of a batch of articles: the encoder states' keys and values computed
+/// once, and for every layer the self-attention keys and values of each hypothesis's tokens so
+/// far, so that a step runs the decoder on one new token per hypothesis (PreSumm's layer
+/// cache). Hypotheses come article after article; an article whose search is over simply has
+/// none, and the encoder states of the articles still searching are selected when that set
+/// changes.
 pub struct DecodeState<'a> {
     model: &'a BertAbs,
+    /// Per layer, keys and values of every article's encoder states [articles, heads, source, d].
     memory: Vec<(Tensor, Tensor)>,
+    /// [articles, 1, 1, source]: true at real tokens.
+    mask: Tensor,
     caches: Vec<Option<(Tensor, Tensor)>>,
     length: i64,
+    /// The article of each hypothesis of the previous step (before the first: the articles).
+    article_of: Vec<i64>,
+    /// The articles searching at the previous step, with their memory and mask selected.
+    searching: Option<SearchingArticles>,
+}
+
+/// The articles still searching at a step, with their encoder states' keys and values (per
+/// layer) and source mask selected from the whole batch's.
+struct SearchingArticles {
+    articles: Vec<i64>,
+    memory: Vec<(Tensor, Tensor)>,
+    mask: Tensor,
 }
 
 impl<'a> DecodeState<'a> {
-    /// Encodes `article` and computes every layer's context keys and values; no token decoded yet.
-    pub fn new(model: &'a BertAbs, article: &[Vec<String>]) -> Result<Self> {
-        let batch = model.encode(&[article])?;
+    /// Encodes `articles` (padded to the longest) and computes every layer's context keys and
+    /// values; no token decoded yet.
+    pub fn new(model: &'a BertAbs, articles: &[&[Vec<String>]]) -> Result<Self> {
+        let batch = model.encode(articles)?;
         let states =
             tch::no_grad(|| model.bert.forward(&batch.input_ids, Some(&batch.segments), Some(&batch.attention), false));
         let memory = tch::no_grad(|| model.decoder.memory(&states));
-        Ok(DecodeState { model, caches: model.decoder.layers.iter().map(|_| None).collect(), memory, length: 0 })
+        let (n, source) = batch.attention.size2().expect("[articles, tokens]");
+        let mask = batch.attention.to_kind(Kind::Bool).view([n, 1, 1, source]);
+        Ok(DecodeState {
+            model,
+            caches: model.decoder.layers.iter().map(|_| None).collect(),
+            memory,
+            mask,
+            length: 0,
+            article_of: (0..n).collect(),
+            searching: None,
+        })
     }
 
     /// Next-token log-probabilities [hypotheses, vocab] after each hypothesis appends its
-    /// token; hypothesis `i` continues row `parents[i]` of the previous step.
+    /// token; hypothesis `i` continues row `parents[i]` of the previous step (in the first step,
+    /// article `parents[i]`). Each article's hypotheses must be contiguous.
     pub fn step(&mut self, parents: &[i64], tokens: &[i64]) -> Tensor {
         tch::no_grad(|| {
             let device = self.model.vs.device();
-            let n = tokens.len() as i64;
-            let parents = Tensor::from_slice(parents).to_device(device);
+            let parent_rows = Tensor::from_slice(parents).to_device(device);
             for cache in self.caches.iter_mut() {
                 if let Some((k, v)) = cache.take() {
-                    *cache = Some((k.index_select(0, &parents), v.index_select(0, &parents)));
+                    *cache = Some((k.index_select(0, &parent_rows), v.index_select(0, &parent_rows)));
                 }
             }
-            let memory: Vec<(Tensor, Tensor)> = self
-                .memory
-                .iter()
-                .map(|(k, v)| (k.expand([n, -1, -1, -1], false), v.expand([n, -1, -1, -1], false)))
-                .collect();
+            self.article_of = parents.iter().map(|&p| self.article_of[p as usize]).collect();
+            let layout = self.layout(device);
             let hidden = self.model.decoder.step(
                 &Tensor::from_slice(tokens).to_device(device),
                 self.length,
                 &mut self.caches,
-                &memory,
+                &layout,
             );
+            self.searching = Some(SearchingArticles {
+                articles: self.articles_searching(),
+                memory: layout.memory,
+                mask: layout.mask,
+            });
             self.length += 1;
             self.model.log_probs(&hidden)
         })
+    }
+
+    /// The articles of the current hypotheses, in order, each once.
+    fn articles_searching(&self) -> Vec<i64> {
+        let mut out: Vec<i64> = Vec::new();
+        for &a in &self.article_of {
+            if out.last() != Some(&a) {
+                out.push(a);
+            }
+        }
+        out
+    }
+
+    /// The context-attention layout of the current hypotheses.
+    fn layout(&mut self, device: Device) -> ContextLayout {
+        let articles = self.articles_searching();
+        let (memory, mask) = match self.searching.take() {
+            Some(previous) if previous.articles == articles => (previous.memory, previous.mask),
+            _ if articles.len() as i64 == self.mask.size()[0] => (
+                self.memory.iter().map(|(k, v)| (k.shallow_clone(), v.shallow_clone())).collect(),
+                self.mask.shallow_clone(),
+            ),
+            _ => {
+                let index = Tensor::from_slice(&articles).to_device(device);
+                let memory =
+                    self.memory.iter().map(|(k, v)| (k.index_select(0, &index), v.index_select(0, &index))).collect();
+                (memory, self.mask.index_select(0, &index))
+            }
+        };
+        // Each article's hypotheses into one row of `width` query slots.
+        let mut groups: Vec<Vec<i64>> = Vec::new();
+        for (row, &a) in self.article_of.iter().enumerate() {
+            match groups.last_mut() {
+                Some(g) if self.article_of[g[0] as usize] == a => g.push(row as i64),
+                _ => groups.push(vec![row as i64]),
+            }
+        }
+        let width = groups.iter().map(Vec::len).max().unwrap_or(1);
+        let mut slots = Vec::with_capacity(groups.len() * width);
+        let mut slot_of = vec![0i64; self.article_of.len()];
+        for (g, rows) in groups.iter().enumerate() {
+            for k in 0..width {
+                let row = rows[k.min(rows.len() - 1)];
+                if k < rows.len() {
+                    slot_of[row as usize] = (g * width + k) as i64;
+                }
+                slots.push(row);
+            }
+        }
+        ContextLayout {
+            memory,
+            mask,
+            slots: Tensor::from_slice(&slots).to_device(device),
+            slot_of: Tensor::from_slice(&slot_of).to_device(device),
+            width: width as i64,
+        }
     }
 }
 
@@ -437,20 +560,30 @@ impl BertAbs {
 
     /// Generates a summary of `article`: sentences of words.
     pub fn generate(&self, article: &[Vec<String>], beam: &BeamConfig) -> Result<Vec<Vec<String>>> {
-        let mut state = DecodeState::new(self, article)?;
+        Ok(self.generate_batch(&[article], beam)?.pop().expect("one article"))
+    }
+
+    /// Generates the summaries of `articles` with one beam search over all of them (the
+    /// decoder runs once a step for every live hypothesis of every article); each summary is the
+    /// one the article would get alone.
+    pub fn generate_batch(&self, articles: &[&[Vec<String>]], beam: &BeamConfig) -> Result<Vec<Vec<Vec<String>>>> {
+        if articles.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut state = DecodeState::new(self, articles)?;
         // Only ids the tokenizer has can be written (the embedding table may be larger).
         let vocab = self.pieces.len().min(self.config.vocab_size as usize);
-        let next = |seqs: &[Vec<i64>], parents: &[usize]| -> Vec<Vec<f64>> {
+        let next = |seqs: &[Vec<i64>], parents: &[usize]| -> Tensor {
             let parents: Vec<i64> = parents.iter().map(|&p| p as i64).collect();
             let last: Vec<i64> = seqs.iter().map(|s| *s.last().expect("starts with bos")).collect();
-            let log_probs = state.step(&parents, &last).narrow(1, 0, vocab as i64);
-            let values: Vec<f64> = Vec::try_from(log_probs.to_kind(Kind::Double).to_device(Device::Cpu).reshape([-1]))
-                .expect("log-probabilities");
-            values.chunks(vocab).map(<[f64]>::to_vec).collect()
+            state.step(&parents, &last).narrow(1, 0, vocab as i64)
         };
         let piece = |t: i64| self.pieces.get(t as usize).cloned().unwrap_or_default();
-        let tokens = beam_search(beam, next, piece).into_iter().next().map(|h| h.tokens).unwrap_or_default();
-        Ok(self.sentences_of(&tokens))
+        let found = beam_search_batch(beam, articles.len(), next, piece);
+        Ok(found
+            .into_iter()
+            .map(|hypotheses| self.sentences_of(&hypotheses.into_iter().next().map(|h| h.tokens).unwrap_or_default()))
+            .collect())
     }
 
     /// Generated tokens as sentences of words (split at the sentence marker, markers and

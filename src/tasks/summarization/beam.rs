@@ -6,9 +6,11 @@
 //! Each step keeps the best `beam` candidates; those that end go to the finished list, and the
 //! search stops when the best candidate of a step ends (PreSumm's end condition) or at
 //! `max_length` tokens. The model enters as a function from the live hypotheses to their
-//! next-token log-probabilities.
+//! next-token log-probabilities. [`beam_search_batch`] searches many articles at once (one
+//! model call per step for all their live hypotheses), each exactly as it would be alone.
 use std::cmp::Ordering;
 use std::collections::HashSet;
+use tch::{Device, Kind, Tensor};
 
 /// Beam-search settings.
 #[derive(Debug, Clone, PartialEq)]
@@ -142,91 +144,274 @@ fn best_first(a: &Candidate, b: &Candidate) -> Ordering {
     b.score.total_cmp(&a.score).then(a.beam.cmp(&b.beam)).then(a.token.cmp(&b.token))
 }
 
+/// The search over one article: its live hypotheses, its finished ones, and whether it is over.
+struct Search {
+    live: Vec<Live>,
+    finished: Vec<Hypothesis>,
+    done: bool,
+}
+
+/// One step's next-token log-probabilities of the live hypotheses [hypotheses, vocab] (the
+/// model's kind), with eos impossible (−∞) where a hypothesis may not end yet, and each row's
+/// cumulative log-probability and count of possible candidates. A candidate's log-probability
+/// and score are computed in f64 from the row's value, `(cumulative + log p) / penalty`; within
+/// a row that order is the order of log p, so rows are ranked in the model's kind.
+struct StepScores {
+    rows: Tensor,
+    cumulative: Vec<f64>,
+    penalty: f64,
+    finite: Vec<i64>,
+}
+
+impl StepScores {
+    fn new<'l>(rows: Tensor, live: impl Iterator<Item = &'l Live>, step: usize, config: &BeamConfig) -> Self {
+        let (cumulative, may_end): (Vec<f64>, Vec<bool>) = live.map(|h| (h.log_prob, h.may_end)).unzip();
+        if config.eos < rows.size()[1] {
+            let forbidden = Tensor::from_slice(&may_end).to_device(rows.device()).logical_not();
+            let _ = rows.narrow(1, config.eos, 1).squeeze_dim(1).masked_fill_(&forbidden, f64::NEG_INFINITY);
+        }
+        let finite =
+            Vec::<i64>::try_from(rows.isfinite().sum_dim_intlist(1, false, Kind::Int64).to_device(Device::Cpu))
+                .expect("counts");
+        StepScores { rows, cumulative, penalty: length_penalty(step + 1, config.alpha), finite }
+    }
+
+    /// The candidates at flat positions `index` of the rows (their `beam` counted from row
+    /// `first`), with their f64 log-probabilities and scores.
+    fn candidates(&self, index: &Tensor, first: i64) -> Vec<Candidate> {
+        let vocab = self.rows.size()[1];
+        let values = Vec::<f64>::try_from(
+            self.rows.reshape([-1]).index_select(0, index).to_kind(Kind::Double).to_device(Device::Cpu),
+        )
+        .expect("f64 values");
+        let index = Vec::<i64>::try_from(index.to_device(Device::Cpu)).expect("indices");
+        index
+            .iter()
+            .zip(&values)
+            .map(|(&i, &log_p)| {
+                let log_prob = self.cumulative[(i / vocab) as usize] + log_p;
+                Candidate {
+                    score: log_prob / self.penalty,
+                    log_prob,
+                    beam: (i / vocab - first) as usize,
+                    token: i % vocab,
+                }
+            })
+            .collect()
+    }
+}
+
+impl Search {
+    /// Whether `c` would repeat a word trigram of its hypothesis (never for eos).
+    fn blocked(&self, c: &Candidate, config: &BeamConfig, piece: &impl Fn(i64) -> String) -> bool {
+        if !config.block_trigrams || c.token == config.eos {
+            return false;
+        }
+        let mut w = self.live[c.beam].words.clone();
+        push_piece(&mut w, &piece(c.token));
+        repeats_trigram(&w)
+    }
+
+    /// The best `beam` unblocked candidates of `pool`, in order.
+    fn select(&self, mut pool: Vec<Candidate>, config: &BeamConfig, piece: &impl Fn(i64) -> String) -> Vec<Candidate> {
+        pool.sort_by(best_first);
+        let mut kept = Vec::new();
+        for c in pool {
+            if kept.len() == config.beam {
+                break;
+            }
+            if !self.blocked(&c, config, piece) {
+                kept.push(c);
+            }
+        }
+        kept
+    }
+
+    /// Whether `pool` (each row's candidates scoring at least some k-th best of the row) must
+    /// hold the article's best unblocked ones: every row either gave all its possible candidates
+    /// or `beam` unblocked ones, which beat everything it left out.
+    fn pool_suffices(
+        &self,
+        pool: &[Candidate],
+        finite: &[i64],
+        config: &BeamConfig,
+        piece: &impl Fn(i64) -> String,
+    ) -> bool {
+        (0..self.live.len()).all(|row| {
+            let of_row: Vec<&Candidate> = pool.iter().filter(|c| c.beam == row).collect();
+            of_row.len() as i64 == finite[row]
+                || of_row.iter().filter(|c| !self.blocked(c, config, piece)).count() >= config.beam
+        })
+    }
+
+    /// The best `beam` unblocked candidates of this article's rows (from row `first`), taking
+    /// every candidate that scores at least the k-th best of them all (ties included, so the
+    /// order is a full sort's) and widening k until blocking leaves enough.
+    fn select_widening(
+        &self,
+        scores: &StepScores,
+        first: i64,
+        config: &BeamConfig,
+        piece: &impl Fn(i64) -> String,
+    ) -> Vec<Candidate> {
+        let n = self.live.len() as i64;
+        let vocab = scores.rows.size()[1];
+        let cumulative = Tensor::from_slice(&scores.cumulative[first as usize..(first + n) as usize])
+            .to_device(scores.rows.device());
+        let mine = ((scores.rows.narrow(0, first, n).to_kind(Kind::Double) + cumulative.unsqueeze(1)) / scores.penalty)
+            .reshape([-1]);
+        let finite: i64 = scores.finite[first as usize..(first + n) as usize].iter().sum();
+        let mut k = (config.beam as i64 * 4).max(8);
+        loop {
+            let k_now = k.min(finite);
+            let kept = if k_now == 0 {
+                Vec::new()
+            } else {
+                let threshold = mine.topk(k_now, 0, true, true).0.double_value(&[k_now - 1]);
+                let chosen = mine.ge(threshold).logical_and(&mine.isfinite()).nonzero().reshape([-1]) + first * vocab;
+                self.select(scores.candidates(&chosen, first), config, piece)
+            };
+            if kept.len() >= config.beam || k_now >= finite {
+                return kept;
+            }
+            k *= 4;
+        }
+    }
+
+    /// Takes the step's `kept` candidates: those that end are finished, the others live on;
+    /// the search is over when the best one ends, nothing lives, or at the maximum length.
+    fn apply(&mut self, kept: Vec<Candidate>, step: usize, config: &BeamConfig, piece: &impl Fn(i64) -> String) {
+        let top_ends = kept.first().is_some_and(|c| c.token == config.eos);
+        let last_step = step + 1 == config.max_length;
+        let mut next = Vec::new();
+        for c in kept {
+            let parent = &self.live[c.beam].tokens;
+            if c.token == config.eos {
+                self.finished.push(Hypothesis { tokens: parent[1..].to_vec(), log_prob: c.log_prob, score: c.score });
+            } else {
+                let mut tokens = parent.clone();
+                tokens.push(c.token);
+                if last_step {
+                    // Cut off at the maximum length: finished as they are.
+                    self.finished.push(Hypothesis {
+                        tokens: tokens[1..].to_vec(),
+                        log_prob: c.log_prob,
+                        score: c.score,
+                    });
+                } else if !top_ends {
+                    next.push(Live::new(tokens, c.beam, c.log_prob, config, piece));
+                }
+            }
+        }
+        self.live = next;
+        self.done = top_ends || self.live.is_empty() || last_step;
+    }
+}
+
+/// One step of every article searching: scores for all their rows at once, each row's
+/// candidates down to its k-th best gathered in one pass, and each article's selection made
+/// from them (or, when blocking ate too many, from a widening search of its own rows).
+fn advance_all(
+    searches: &mut [Search],
+    searching: &[usize],
+    spans: &[(usize, usize)],
+    rows: Tensor,
+    step: usize,
+    config: &BeamConfig,
+    piece: &impl Fn(i64) -> String,
+) {
+    let vocab = rows.size()[1];
+    let scores = StepScores::new(rows, searching.iter().flat_map(|&a| searches[a].live.iter()), step, config);
+    let k = ((config.beam * 2).max(4) as i64).min(vocab);
+    let kth = scores.rows.topk(k, 1, true, true).0.select(1, k - 1).unsqueeze(1);
+    let chosen = scores.rows.ge_tensor(&kth).logical_and(&scores.rows.isfinite()).nonzero();
+    let flat = chosen.select(1, 0) * vocab + chosen.select(1, 1);
+    let pool = scores.candidates(&flat, 0);
+    let mut pools: Vec<Vec<Candidate>> = vec![Vec::new(); searching.len()];
+    let mut article_of_row = Vec::new();
+    for (i, &(_, n)) in spans.iter().enumerate() {
+        article_of_row.extend(std::iter::repeat_n(i, n));
+    }
+    for c in pool {
+        let i = article_of_row[c.beam];
+        pools[i].push(Candidate { beam: c.beam - spans[i].0, ..c });
+    }
+    for ((&a, &(from, n)), pool) in searching.iter().zip(spans).zip(pools) {
+        let search = &searches[a];
+        let kept = if search.pool_suffices(&pool, &scores.finite[from..from + n], config, piece) {
+            search.select(pool, config, piece)
+        } else {
+            search.select_widening(&scores, from as i64, config, piece)
+        };
+        searches[a].apply(kept, step, config, piece);
+    }
+}
+
 /// Decodes with `next_log_probs(hypotheses, parents) -> one row of vocabulary log-probabilities
 /// per hypothesis` (each hypothesis starts with `bos`; all have the same length; `parents[i]` is
 /// the row of the previous call's hypotheses that hypothesis `i` extends, for a model that
 /// caches per-hypothesis state); `piece` names a token, for trigram blocking and word counts.
-/// Returns the finished hypotheses, best first.
+/// Returns the finished hypotheses, best first. One article of [`beam_search_batch`].
 pub fn beam_search(
     config: &BeamConfig,
     mut next_log_probs: impl FnMut(&[Vec<i64>], &[usize]) -> Vec<Vec<f64>>,
     piece: impl Fn(i64) -> String,
 ) -> Vec<Hypothesis> {
-    let mut live = vec![Live::new(vec![config.bos], 0, 0.0, config, &piece)];
-    let mut finished: Vec<Hypothesis> = Vec::new();
+    let next = |seqs: &[Vec<i64>], parents: &[usize]| -> Tensor {
+        let rows = next_log_probs(seqs, parents);
+        let vocab = rows.first().map_or(0, Vec::len) as i64;
+        Tensor::from_slice(&rows.concat()).view([rows.len() as i64, vocab])
+    };
+    beam_search_batch(config, 1, next, piece).pop().expect("one article")
+}
+
+/// Beam search over `articles` articles at once, each with its own beam, stopping rule and
+/// finished list; an article whose search is over leaves the batch. `next_log_probs(hypotheses,
+/// parents)` gets the live hypotheses of every article still searching, article after article,
+/// and returns their next-token log-probabilities [hypotheses, vocab] (any float kind, any
+/// device); `parents[i]` is the row of the previous call that hypothesis `i` extends, and in the
+/// first call (one `bos` row per article) the article's index. Each article's result is what
+/// [`beam_search`] finds for it alone: best first.
+pub fn beam_search_batch(
+    config: &BeamConfig,
+    articles: usize,
+    mut next_log_probs: impl FnMut(&[Vec<i64>], &[usize]) -> Tensor,
+    piece: impl Fn(i64) -> String,
+) -> Vec<Vec<Hypothesis>> {
+    let start = || Search {
+        live: vec![Live::new(vec![config.bos], 0, 0.0, config, &piece)],
+        finished: Vec::new(),
+        done: false,
+    };
+    let mut searches: Vec<Search> = (0..articles).map(|_| start()).collect();
+    // Where each article's rows began in the previous call (its index before the first).
+    let mut offsets: Vec<usize> = (0..articles).collect();
     for step in 0..config.max_length {
-        let seqs: Vec<Vec<i64>> = live.iter().map(|h| h.tokens.clone()).collect();
-        let parents: Vec<usize> = live.iter().map(|h| h.parent).collect();
-        let rows = next_log_probs(&seqs, &parents);
-        let lp = length_penalty(step + 1, config.alpha);
-        let mut pool: Vec<Candidate> = Vec::new();
-        for (b, (hyp, row)) in live.iter().zip(&rows).enumerate() {
-            for (token, &log_p) in row.iter().enumerate() {
-                let token = token as i64;
-                if token == config.eos && !hyp.may_end {
-                    continue;
-                }
-                let log_prob = hyp.log_prob + log_p;
-                pool.push(Candidate { score: log_prob / lp, log_prob, beam: b, token });
-            }
-        }
-        let blocked = |c: &Candidate| {
-            if !config.block_trigrams || c.token == config.eos {
-                return false;
-            }
-            let mut w = live[c.beam].words.clone();
-            push_piece(&mut w, &piece(c.token));
-            repeats_trigram(&w)
-        };
-        // The best `beam` unblocked candidates, sorting only as much of the pool as needed.
-        let mut kept: Vec<Candidate> = Vec::new();
-        let (mut start, mut window) = (0, (config.beam * 4).max(8));
-        while kept.len() < config.beam && start < pool.len() {
-            let end = (start + window).min(pool.len());
-            if end < pool.len() {
-                pool[start..].select_nth_unstable_by(end - start - 1, best_first);
-            }
-            pool[start..end].sort_by(best_first);
-            for c in &pool[start..end] {
-                if kept.len() < config.beam && !c.score.is_infinite() && !blocked(c) {
-                    kept.push(*c);
-                }
-            }
-            start = end;
-            window *= 4;
-        }
-        let top_ends = kept.first().is_some_and(|c| c.token == config.eos);
-        let last_step = step + 1 == config.max_length;
-        let mut next = Vec::new();
-        for c in kept {
-            let parent = &live[c.beam].tokens;
-            if c.token == config.eos {
-                finished.push(Hypothesis { tokens: parent[1..].to_vec(), log_prob: c.log_prob, score: c.score });
-            } else {
-                let mut tokens = parent.clone();
-                tokens.push(c.token);
-                if last_step || top_ends {
-                    // Cut off at the maximum length, or the search ends here: these count as
-                    // finished only when they are the last word of the search.
-                    if last_step {
-                        finished.push(Hypothesis {
-                            tokens: tokens[1..].to_vec(),
-                            log_prob: c.log_prob,
-                            score: c.score,
-                        });
-                    }
-                } else {
-                    next.push(Live::new(tokens, c.beam, c.log_prob, config, &piece));
-                }
-            }
-        }
-        live = next;
-        if top_ends || live.is_empty() {
+        let searching: Vec<usize> = (0..articles).filter(|&a| !searches[a].done).collect();
+        if searching.is_empty() {
             break;
         }
+        let (mut seqs, mut parents, mut spans) = (Vec::new(), Vec::new(), Vec::new());
+        for &a in &searching {
+            spans.push((seqs.len(), searches[a].live.len()));
+            for h in &searches[a].live {
+                seqs.push(h.tokens.clone());
+                parents.push(offsets[a] + h.parent);
+            }
+        }
+        let rows = next_log_probs(&seqs, &parents);
+        advance_all(&mut searches, &searching, &spans, rows, step, config, &piece);
+        for (&a, &(from, _)) in searching.iter().zip(&spans) {
+            offsets[a] = from;
+        }
     }
-    finished.sort_by(|a, b| b.score.total_cmp(&a.score));
-    finished
+    searches
+        .into_iter()
+        .map(|mut s| {
+            s.finished.sort_by(|a, b| b.score.total_cmp(&a.score));
+            s.finished
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -402,5 +587,55 @@ mod tests {
         assert!(close(blocked[0].log_prob, -5.5));
         let (free, _) = run(&config(1, 0, 20, 0.0, false), &model);
         assert_eq!(free[0].tokens, vec![A, B, C, A, B, C]);
+    }
+
+    #[test]
+    fn a_batch_searches_each_article_as_alone_and_finished_ones_leave() {
+        // Article 0 ends after one token; article 1 takes three.
+        let short = table(&[(&[BOS], &[(A, -0.1), (EOS, -3.0)]), (&[BOS, A], &[(EOS, -0.1), (B, -2.0)])]);
+        let long = table(&[
+            (&[BOS], &[(B, -0.2), (C, -0.3)]),
+            (&[BOS, B], &[(C, -0.1), (EOS, -4.0)]),
+            (&[BOS, C], &[(A, -0.1)]),
+            (&[BOS, B, C], &[(EOS, -0.1)]),
+            (&[BOS, C, A], &[(EOS, -2.0)]),
+        ]);
+        let cfg = config(2, 0, 10, 0.0, false);
+        let (alone_short, _) = run(&cfg, &short);
+        let (alone_long, _) = run(&cfg, &long);
+        let models = [&short, &long];
+        let mut calls: Calls = Vec::new();
+        // Each call's rows come article after article; the owner of a row follows its parent.
+        let mut owner_of_rows: Vec<usize> = vec![0, 1];
+        let found = beam_search_batch(
+            &cfg,
+            2,
+            |seqs: &[Vec<i64>], parents: &[usize]| {
+                calls.push((seqs.to_vec(), parents.to_vec()));
+                owner_of_rows = parents.iter().map(|&p| owner_of_rows[p]).collect();
+                let rows: Vec<f64> = seqs
+                    .iter()
+                    .zip(&owner_of_rows)
+                    .flat_map(|(s, &a)| models[a].get(s).cloned().unwrap_or_else(|| vec![f64::NEG_INFINITY; VOCAB]))
+                    .collect();
+                Tensor::from_slice(&rows).view([seqs.len() as i64, VOCAB as i64]).to_kind(Kind::Float)
+            },
+            piece,
+        );
+        // The rows came as f32: the same hypotheses, scores within f32 rounding.
+        for (batched, alone) in found.iter().zip([&alone_short, &alone_long]) {
+            assert_eq!(
+                batched.iter().map(|h| &h.tokens).collect::<Vec<_>>(),
+                alone.iter().map(|h| &h.tokens).collect::<Vec<_>>()
+            );
+            assert!(batched.iter().zip(alone.iter()).all(|(b, a)| (b.score - a.score).abs() < 1e-6));
+        }
+        // First call: one bos row per article, parents the articles; then article 0 has two
+        // rows ("a", and "eos" finished so not live: one row) and article 1 two; then only 1.
+        let parents: Vec<Vec<usize>> = calls.iter().map(|c| c.1.clone()).collect();
+        assert_eq!(parents[0], vec![0, 1]);
+        assert_eq!(calls[1].0, vec![vec![BOS, A], vec![BOS, B], vec![BOS, C]]);
+        assert_eq!(parents[1], vec![0, 1, 1]);
+        assert!(calls[2..].iter().all(|c| c.0.iter().all(|s| s[1] != A)), "article 0 left the batch: {calls:?}");
     }
 }

@@ -30,12 +30,23 @@ impl Summarizer {
         }
     }
 
-    /// The summary of every article, as sentences of words.
-    pub fn summarize(&self, articles: &[&[Vec<String>]]) -> Result<Vec<Vec<Vec<String>>>> {
-        let mut out = Vec::new();
+    /// The summary of every article, as sentences of words. BertAbs decodes `batch_size`
+    /// articles at a time (of similar lengths: the articles are sorted by length first); a
+    /// progress bar on a terminal counts the articles.
+    pub fn summarize(&self, articles: &[&[Vec<String>]], batch_size: usize) -> Result<Vec<Vec<Vec<String>>>> {
+        let batch_size = batch_size.max(1);
+        let bar = indicatif::ProgressBar::new(articles.len() as u64).with_style(
+            indicatif::ProgressStyle::default_bar()
+                .template("{bar:30} {pos}/{len} articles [{elapsed_precise} < {eta_precise}]")
+                .expect("valid template"),
+        );
+        if !std::io::IsTerminal::is_terminal(&std::io::stderr()) || articles.len() < 2 {
+            bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());
+        }
+        let mut out: Vec<Vec<Vec<String>>> = vec![Vec::new(); articles.len()];
         match self {
             Summarizer::Ext(m) => {
-                for chunk in articles.chunks(8) {
+                for (c, chunk) in articles.chunks(8).enumerate() {
                     let batch = m.encode(chunk)?;
                     let scores =
                         tch::no_grad(|| m.scores(&batch, false)).to_device(Device::Cpu).to_kind(tch::Kind::Double);
@@ -43,18 +54,35 @@ impl Summarizer {
                         let n = batch.sentences[r];
                         let row: Vec<f64> = (0..n).map(|k| scores.double_value(&[r as i64, k as i64])).collect();
                         let chosen = select(&article[..n], &row, m.ext.min_sentences, m.ext.min_words);
-                        out.push(chosen.into_iter().map(|i| article[i].clone()).collect());
+                        out[c * 8 + r] = chosen.into_iter().map(|i| article[i].clone()).collect();
                     }
+                    bar.inc(chunk.len() as u64);
                 }
             }
             Summarizer::Abs(m) => {
                 let beam = m.beam_config();
-                for article in articles {
-                    out.push(m.generate(article, &beam)?);
+                // Similar lengths share a batch, so little of it is padding.
+                let mut order: Vec<usize> = (0..articles.len()).collect();
+                order.sort_by_key(|&i| std::cmp::Reverse(articles[i].iter().map(Vec::len).sum::<usize>()));
+                for chunk in order.chunks(batch_size) {
+                    let batch: Vec<&[Vec<String>]> = chunk.iter().map(|&i| articles[i]).collect();
+                    for (&i, summary) in chunk.iter().zip(m.generate_batch(&batch, &beam)?) {
+                        out[i] = summary;
+                    }
+                    bar.inc(chunk.len() as u64);
                 }
             }
         }
+        bar.finish_and_clear();
         Ok(out)
+    }
+
+    /// Articles decoded together by default: BertAbs's `decode_batch`, 8 for BertExt.
+    pub fn default_batch_size(&self) -> usize {
+        match self {
+            Summarizer::Ext(_) => 8,
+            Summarizer::Abs(m) => m.abs.decode_batch,
+        }
     }
 
     /// Loads a model written by `finetune summarize` (BertExt or BertAbs, from `config.json`).
@@ -104,7 +132,7 @@ impl Summarizer {
 /// Mean ROUGE-1/2/L of `model`'s summaries of `articles`, and the summaries (one line each).
 pub fn evaluate(model: &Summarizer, system: &str, articles: &[Article]) -> Result<(Row, Vec<String>)> {
     let texts: Vec<&[Vec<String>]> = articles.iter().map(|a| a.article.as_slice()).collect();
-    let predicted: Vec<String> = model.summarize(&texts)?.iter().map(|s| join(s)).collect();
+    let predicted: Vec<String> = model.summarize(&texts, model.default_batch_size())?.iter().map(|s| join(s)).collect();
     let pairs: Vec<(String, String)> =
         predicted.iter().zip(articles).map(|(p, a)| (p.clone(), join(&a.summary))).collect();
     let (rouge1, rouge2, rouge_l) = mean_f1(&pairs);

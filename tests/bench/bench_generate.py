@@ -1,0 +1,124 @@
+"""`make bench-generate`: articles/s of BertAbs's beam search (beam 5, trigram blocking, length
+penalty, minimum length) over the same 64 articles built from the sample corpus, batched
+(`indolm summarize --batch-size 16`) and one article at a time (`--batch-size 1`), with the same
+model: a 6-layer decoder over a small BERT with IndoBERT's vocabulary size (31,923). One run;
+prints both figures and the ratio (goal >= 5x on 2 CPU cores), and checks that both give the
+same summaries."""
+import json
+import os
+import random
+import re
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BINARY = os.path.join(ROOT, "target", "release", "indolm")
+THREADS = os.environ.get("BENCH_THREADS", "2")
+ARTICLES = int(os.environ.get("BENCH_ARTICLES", "64"))
+BATCH = os.environ.get("BENCH_BATCH", "16")
+V = 31923
+
+
+def sample_sentences():
+    """The sample corpus' sentences, lowercased and split into words."""
+    with open(os.path.join(ROOT, "corpora", "sample", "indonesian.txt"), encoding="utf-8") as f:
+        text = " ".join(line.strip() for line in f if line.strip())
+    return [s.lower().split() for s in re.split(r"(?<=[.!?])\s+", text) if len(s.split()) >= 4]
+
+
+def write_split(root, split, articles):
+    os.makedirs(os.path.join(root, split), exist_ok=True)
+    for i, article in enumerate(articles):
+        item = {"id": f"{split}-{i}", "url": "", "clean_article": article, "clean_summary": article[:2]}
+        with open(os.path.join(root, split, f"{i:04d}.json"), "w", encoding="utf-8") as f:
+            json.dump(item, f)
+
+
+def model_dir(work):
+    """A random BERT (hidden 256, 2 layers) with a 31,923-piece vocabulary: a WordPiece trained
+    on UD Indonesian, PreSumm's [unused0..2] markers, and filler pieces up to the size."""
+    sys.path.insert(0, os.path.join(ROOT, "tests", "reference"))
+    import torch
+    from hf_reference import train_vocab
+    from transformers import BertConfig, BertForMaskedLM, BertTokenizerFast
+
+    init = os.path.join(work, "init")
+    os.makedirs(init)
+    train_vocab(init, 8000)
+    with open(os.path.join(init, "vocab.txt"), encoding="utf-8") as f:
+        pieces = [p for p in f.read().split("\n") if p]
+    pieces += [f"[unused{k}]" for k in range(V - len(pieces))]
+    with open(os.path.join(init, "vocab.txt"), "w", encoding="utf-8") as f:
+        f.write("\n".join(pieces) + "\n")
+    BertTokenizerFast(vocab={p: i for i, p in enumerate(pieces)}, do_lower_case=True).save_pretrained(init)
+    torch.manual_seed(0)
+    config = BertConfig(vocab_size=V, hidden_size=256, num_hidden_layers=2, num_attention_heads=4, intermediate_size=1024)
+    BertForMaskedLM(config).save_pretrained(init)
+    return init
+
+
+def summarize(model, folder, batch):
+    out = subprocess.run([BINARY, "--device", "cpu", "--threads", THREADS, "summarize", "--model", model,
+                          "--liputan6", folder, "--batch-size", batch], check=True, capture_output=True, text=True)
+    rate = float(re.search(r"\(([0-9.]+) articles/s\)", out.stderr).group(1))
+    return rate, out.stdout
+
+
+def main():
+    work = tempfile.mkdtemp(prefix="bench-generate-")
+    rng = random.Random(3407)
+    sentences = sample_sentences()
+    articles = []
+    for _ in range(ARTICLES):
+        start, n = rng.randrange(len(sentences) - 20), rng.randint(4, 16)
+        articles.append(sentences[start:start + n])
+    data = os.path.join(work, "liputan6")
+    write_split(data, "train", articles)
+    write_split(data, "dev", articles[:2])
+    write_split(data, "test", articles[:2])
+    init = model_dir(work)
+    # A few updates, so the decoder prefers some words to others (a random one is uniform).
+    recipe = os.path.join(work, "abs.toml")
+    with open(recipe, "w", encoding="utf-8") as f:
+        f.write(f"""name = "bench"
+output_dir = "{work}/ck"
+tensorboard = "{work}/runs"
+task = "abs"
+init = "{init}"
+[data]
+root = "{data}"
+[optimizer]
+lr = 0.002
+warmup_steps = 10
+lr_dec = 0.1
+warmup_dec = 10
+max_steps = 20
+batch_size = 8
+eval_every = 20
+eval_articles = 2
+[abs]
+layers = 6
+heads = 8
+ff = 1024
+beam = 5
+min_length = 15
+max_length = 60
+min_sentences = 1
+""")
+    subprocess.run([BINARY, "--device", "cpu", "--threads", THREADS, "finetune", "summarize", recipe], check=True, capture_output=True)
+    model = os.path.join(work, "ck", "bench", "best")
+    folder = os.path.join(data, "train")
+    batched, batched_out = summarize(model, folder, BATCH)
+    alone, alone_out = summarize(model, folder, "1")
+    assert batched_out == alone_out, "batched and one-at-a-time decoding gave different summaries"
+    words = [len(line.split()) for line in alone_out.splitlines()]
+    print(f"{ARTICLES} articles of {min(len(a) for a in articles)}-{max(len(a) for a in articles)} sentences, "
+          f"summaries of {min(words)}-{max(words)} words (identical both ways); beam 5, vocabulary {V}, 6-layer decoder, {THREADS} threads")
+    print(f"indolm batched (--batch-size {BATCH}): {batched:.2f} articles/s")
+    print(f"one article at a time (--batch-size 1): {alone:.2f} articles/s")
+    print(f"ratio: {batched / alone:.2f}x (goal >= 5x)")
+
+
+if __name__ == "__main__":
+    main()
