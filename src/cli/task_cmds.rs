@@ -87,7 +87,7 @@ fn predict_sentiment(model_dir: &Path, texts: &[String], file: Option<&Path>, de
         None => texts.to_vec(),
     };
     let refs: Vec<&str> = lines.iter().map(String::as_str).collect();
-    let probs = model.predict(&refs, 512.min(model.config.max_position_embeddings as usize), 32)?;
+    let probs = model.predict(&refs, 512.min(model.config.max_position_embeddings as usize))?;
     for (text, p) in lines.iter().zip(probs) {
         let best = argmax(&p);
         let all: Vec<String> = labels.iter().zip(&p).map(|(l, v)| format!("{l} {v:.3}")).collect();

@@ -72,23 +72,16 @@ impl<'a> PllScorer<'a> {
 
     /// Scores every input; rows (input, position) are batched by length.
     pub fn score(&self, inputs: &[ScoringInput]) -> Vec<SentenceScore> {
-        let mut rows: Vec<(usize, usize)> =
+        let rows: Vec<(usize, usize)> =
             inputs.iter().enumerate().flat_map(|(i, inp)| inp.positions.iter().map(move |&p| (i, p))).collect();
-        rows.sort_by_key(|&(i, p)| (inputs[i].ids.len(), i, p));
+        let lengths: Vec<usize> = rows.iter().map(|&(i, _)| inputs[i].ids.len()).collect();
         let mut pll = vec![0.0f64; inputs.len()];
-        let mut start = 0;
-        while start < rows.len() {
-            // Rows are sorted by length, so the last row of a batch is its longest.
-            let mut end = start + 1;
-            while end < rows.len() && (end + 1 - start) * inputs[rows[end].0].ids.len() <= self.token_budget {
-                end += 1;
-            }
-            let batch = &rows[start..end];
-            let log_probs = self.score_rows(inputs, batch);
+        for items in crate::data::batching::by_length(&lengths, self.token_budget) {
+            let batch: Vec<(usize, usize)> = items.iter().map(|&r| rows[r]).collect();
+            let log_probs = self.score_rows(inputs, &batch);
             for (&(i, _), lp) in batch.iter().zip(log_probs) {
                 pll[i] += lp;
             }
-            start = end;
         }
         inputs.iter().zip(pll).map(|(inp, pll)| SentenceScore { pll, tokens: inp.positions.len() }).collect()
     }

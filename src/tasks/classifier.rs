@@ -93,19 +93,26 @@ impl SequenceClassifier {
         )
     }
 
-    /// Label probabilities for texts, in batches.
-    pub fn predict(&self, texts: &[&str], max_len: usize, batch_size: usize) -> Result<Vec<Vec<f64>>> {
+    /// Label probabilities for texts, in input order: batched by length under the device's
+    /// token budget (see [`crate::data::batching`]), each text's result what it gets alone up to
+    /// float rounding (padding is masked).
+    pub fn predict(&self, texts: &[&str], max_len: usize) -> Result<Vec<Vec<f64>>> {
         let device = self.vs.device();
-        let mut out = Vec::with_capacity(texts.len());
-        for chunk in texts.chunks(batch_size.max(1)) {
-            let batch = self.tokenizer.batch(chunk, None, max_len)?;
+        let lengths: Vec<usize> = texts
+            .iter()
+            .map(|t| Ok(self.tokenizer.encode_plain(t)?.len().min(max_len.saturating_sub(2)) + 2))
+            .collect::<Result<_>>()?;
+        let mut out = vec![Vec::new(); texts.len()];
+        for batch_items in crate::data::batching::by_length(&lengths, crate::data::batching::token_budget(device)) {
+            let chunk: Vec<&str> = batch_items.iter().map(|&i| texts[i]).collect();
+            let batch = self.tokenizer.batch(&chunk, None, max_len)?;
             let probs = tch::no_grad(|| {
                 self.logits(&batch.input_ids.to_device(device), &batch.attention_mask.to_device(device), false)
                     .softmax(-1, Kind::Double)
             });
             let probs = probs.to_device(Device::Cpu);
-            for r in 0..chunk.len() as i64 {
-                out.push(Vec::<f64>::try_from(probs.get(r)).expect("a row of probabilities"));
+            for (r, &i) in batch_items.iter().enumerate() {
+                out[i] = Vec::<f64>::try_from(probs.get(r as i64)).expect("a row of probabilities");
             }
         }
         Ok(out)

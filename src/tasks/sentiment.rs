@@ -234,7 +234,7 @@ pub struct Scores {
 /// returns.
 pub fn score(model: &SequenceClassifier, data: &[Example], max_len: usize) -> Result<(Scores, Vec<usize>)> {
     let texts: Vec<&str> = data.iter().map(|e| e.text.as_str()).collect();
-    let probs = model.predict(&texts, max_len, 64)?;
+    let probs = model.predict(&texts, max_len)?;
     let pred: Vec<usize> = probs.iter().map(|p| argmax(p)).collect();
     let gold: Vec<usize> = data.iter().map(|e| e.label).collect();
     Ok((

@@ -117,3 +117,42 @@ fn bertext_learns_a_recoverable_signal() {
     let err = indolm_fails(&["summarize", "--model", init.to_str().unwrap(), "--file", article.to_str().unwrap()]);
     assert!(err.contains("indolm_ext") || err.contains("not a trained BertExt"), "{err}");
 }
+
+/// BertExt scores articles batched by length under a token budget: every article's sentence
+/// scores and selection are what it gets alone.
+#[test]
+fn batched_extractive_scoring_equals_one_article_at_a_time() {
+    use indolm::tasks::summarization::data::load_split;
+    use indolm::tasks::summarization::ext::{BertExt, ExtConfig};
+    use indolm::tasks::summarization::inference::Summarizer;
+    let (model, _) = BertExt::load(
+        reference_model(),
+        ExtConfig { layers: 1, heads: 2, ff: 64, ..ExtConfig::default() },
+        Device::Cpu,
+    )
+    .unwrap();
+    let mut articles: Vec<Vec<Vec<String>>> = Vec::new();
+    for split in ["train", "dev", "test"] {
+        articles
+            .extend(load_split(&root().join("corpora/liputan6-sample"), split).unwrap().into_iter().map(|a| a.article));
+    }
+    // Shorter articles too: the first two or three sentences of some.
+    articles.extend(articles.clone().into_iter().take(10).enumerate().map(|(i, a)| a[..2 + i % 2].to_vec()));
+    let refs: Vec<&[Vec<String>]> = articles.iter().map(Vec::as_slice).collect();
+    let mut worst: f64 = 0.0;
+    for article in &refs {
+        let alone = tch::no_grad(|| model.scores(&model.encode(&[article]).unwrap(), false));
+        let with_others = {
+            let batch = model.encode(&[article, refs[0], refs[refs.len() - 1]]).unwrap();
+            tch::no_grad(|| model.scores(&batch, false)).get(0)
+        };
+        let n = alone.size()[1];
+        worst = worst.max(f64::try_from((alone.get(0) - with_others.narrow(0, 0, n)).abs().max()).unwrap());
+    }
+    println!("{} articles: max |batched − alone| sentence score {worst:.1e}", refs.len());
+    assert!(worst < 1e-5, "{worst}");
+    let summarizer = Summarizer::Ext(model);
+    let together = summarizer.summarize(&refs, 8).unwrap();
+    let alone: Vec<Vec<Vec<String>>> = refs.iter().map(|a| summarizer.summarize(&[a], 1).unwrap().remove(0)).collect();
+    assert_eq!(together, alone);
+}

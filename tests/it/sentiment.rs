@@ -150,7 +150,7 @@ fn the_same_seed_gives_the_same_f1() {
         let tuned =
             finetune(random_init(), &train[..200], &valid, &o, o.lr, o.batch_size, 64, seed, Device::Cpu, logger, "d")
                 .unwrap();
-        (tuned.best_valid, tuned.model.predict(&texts, 64, 8).unwrap())
+        (tuned.best_valid, tuned.model.predict(&texts, 64).unwrap())
     };
     let (a, b, c) = (run(7, &mut logger), run(7, &mut logger), run(8, &mut logger));
     println!(
@@ -250,4 +250,33 @@ fn shipped_finetune_recipes_parse() {
     );
     indolm::tasks::sentiment::SentimentRecipe::load(&root().join("recipes/finetune/nusax-sentiment-tiny.toml"))
         .unwrap();
+}
+
+/// Predictions are batched by length under a token budget; each text's probabilities are what
+/// it gets alone (padding masked), in the input's order.
+#[test]
+fn batched_predictions_equal_one_text_at_a_time() {
+    use indolm::tasks::classifier::SequenceClassifier;
+    let labels: Vec<String> = ["negative", "neutral", "positive"].iter().map(|s| s.to_string()).collect();
+    let (model, _) = SequenceClassifier::load(random_init(), &labels, Device::Cpu).unwrap();
+    let texts: Vec<String> =
+        load_split(&nusax(), "indonesian", "test").unwrap().into_iter().take(60).map(|e| e.text).collect();
+    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+    let lengths: Vec<usize> = refs.iter().map(|t| model.tokenizer.encode_plain(t).unwrap().len()).collect();
+    assert!(lengths.iter().max().unwrap() > &(3 * lengths.iter().min().unwrap()), "{lengths:?}");
+    let together = model.predict(&refs, 128).unwrap();
+    let mut worst: f64 = 0.0;
+    for (text, batched) in refs.iter().zip(&together) {
+        let alone = &model.predict(&[text], 128).unwrap()[0];
+        for (a, b) in alone.iter().zip(batched) {
+            worst = worst.max((a - b).abs());
+        }
+    }
+    println!(
+        "{} texts of {}-{} tokens: max |batched − alone| probability {worst:.1e}",
+        refs.len(),
+        lengths.iter().min().unwrap(),
+        lengths.iter().max().unwrap()
+    );
+    assert!(worst < 1e-5, "{worst}");
 }

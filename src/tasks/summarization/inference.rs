@@ -5,6 +5,7 @@
 use super::abs::{AbsConfig, BertAbs};
 use super::data::{join, Article};
 use super::ext::{select, BertExt, ExtConfig};
+use super::input::encoded_lengths;
 use super::Row;
 use crate::error::{Error, Result};
 use crate::eval::rouge::mean_f1;
@@ -31,8 +32,9 @@ impl Summarizer {
     }
 
     /// The summary of every article, as sentences of words. BertAbs decodes `batch_size`
-    /// articles at a time (of similar lengths: the articles are sorted by length first); a
-    /// progress bar on a terminal counts the articles.
+    /// articles at a time (of similar lengths: the articles are sorted by length first); BertExt
+    /// scores articles batched by length under the device's token budget. A progress bar on a
+    /// terminal counts the articles.
     pub fn summarize(&self, articles: &[&[Vec<String>]], batch_size: usize) -> Result<Vec<Vec<Vec<String>>>> {
         let batch_size = batch_size.max(1);
         let bar = indicatif::ProgressBar::new(articles.len() as u64).with_style(
@@ -46,17 +48,21 @@ impl Summarizer {
         let mut out: Vec<Vec<Vec<String>>> = vec![Vec::new(); articles.len()];
         match self {
             Summarizer::Ext(m) => {
-                for (c, chunk) in articles.chunks(8).enumerate() {
-                    let batch = m.encode(chunk)?;
+                // Batched by length under the device's token budget.
+                let lengths = encoded_lengths(&m.tokenizer, m.bert.embeddings.max_positions(), articles)?;
+                let budget = crate::data::batching::token_budget(m.vs.device());
+                for items in crate::data::batching::by_length(&lengths, budget) {
+                    let chunk: Vec<&[Vec<String>]> = items.iter().map(|&i| articles[i]).collect();
+                    let batch = m.encode(&chunk)?;
                     let scores =
                         tch::no_grad(|| m.scores(&batch, false)).to_device(Device::Cpu).to_kind(tch::Kind::Double);
-                    for (r, article) in chunk.iter().enumerate() {
+                    for (r, &i) in items.iter().enumerate() {
                         let n = batch.sentences[r];
                         let row: Vec<f64> = (0..n).map(|k| scores.double_value(&[r as i64, k as i64])).collect();
-                        let chosen = select(&article[..n], &row, m.ext.min_sentences, m.ext.min_words);
-                        out[c * 8 + r] = chosen.into_iter().map(|i| article[i].clone()).collect();
+                        let chosen = select(&articles[i][..n], &row, m.ext.min_sentences, m.ext.min_words);
+                        out[i] = chosen.into_iter().map(|k| articles[i][k].clone()).collect();
                     }
-                    bar.inc(chunk.len() as u64);
+                    bar.inc(items.len() as u64);
                 }
             }
             Summarizer::Abs(m) => {
@@ -77,7 +83,7 @@ impl Summarizer {
         Ok(out)
     }
 
-    /// Articles decoded together by default: BertAbs's `decode_batch`, 8 for BertExt.
+    /// Articles decoded together by default: BertAbs's `decode_batch` (BertExt batches by tokens).
     pub fn default_batch_size(&self) -> usize {
         match self {
             Summarizer::Ext(_) => 8,

@@ -22,6 +22,33 @@ pub struct ArticleBatch {
     pub sentences: Vec<usize>,
 }
 
+/// One article's ids, segment ids and `[CLS]` positions, cut at `max_len` positions.
+fn encode_one(t: &TextTokenizer, max_len: usize, article: &[Vec<String>]) -> Result<(Vec<i64>, Vec<i64>, Vec<usize>)> {
+    let (mut ids, mut segs, mut positions) = (Vec::new(), Vec::new(), Vec::new());
+    for (i, sentence) in article.iter().enumerate() {
+        let pieces: Vec<i64> = t.encode_plain(&sentence.join(" "))?.into_iter().map(i64::from).collect();
+        let room = max_len.saturating_sub(ids.len() + 2);
+        if room == 0 {
+            break;
+        }
+        let fits = pieces.len() <= room;
+        positions.push(ids.len());
+        ids.push(t.special.cls);
+        ids.extend(&pieces[..room.min(pieces.len())]);
+        ids.push(t.special.sep);
+        segs.resize(ids.len(), (i % 2) as i64);
+        if !fits {
+            break;
+        }
+    }
+    Ok((ids, segs, positions))
+}
+
+/// The encoded length (tokens) of each article, for batching by length.
+pub fn encoded_lengths(tokenizer: &TextTokenizer, max_len: usize, articles: &[&[Vec<String>]]) -> Result<Vec<usize>> {
+    articles.iter().map(|a| Ok(encode_one(tokenizer, max_len, a)?.0.len())).collect()
+}
+
 /// Encodes `articles` (sentences of words) for an encoder of `max_len` positions.
 pub fn encode_articles(
     tokenizer: &TextTokenizer,
@@ -33,23 +60,7 @@ pub fn encode_articles(
     let mut rows = Vec::new();
     let mut cls = Vec::new();
     for article in articles {
-        let (mut ids, mut segs, mut positions) = (Vec::new(), Vec::new(), Vec::new());
-        for (i, sentence) in article.iter().enumerate() {
-            let pieces: Vec<i64> = t.encode_plain(&sentence.join(" "))?.into_iter().map(i64::from).collect();
-            let room = max_len.saturating_sub(ids.len() + 2);
-            if room == 0 {
-                break;
-            }
-            let fits = pieces.len() <= room;
-            positions.push(ids.len());
-            ids.push(t.special.cls);
-            ids.extend(&pieces[..room.min(pieces.len())]);
-            ids.push(t.special.sep);
-            segs.resize(ids.len(), (i % 2) as i64);
-            if !fits {
-                break;
-            }
-        }
+        let (ids, segs, positions) = encode_one(t, max_len, article)?;
         rows.push((ids, segs));
         cls.push(positions);
     }
