@@ -146,7 +146,8 @@ pub struct SummarizeArgs {
 pub fn summarize(args: &SummarizeArgs, device: Device) -> Result<()> {
     use indolm::tasks::summarization::data::{join, load_split};
     use indolm::tasks::summarization::inference::{sentences_of, Summarizer};
-    let model = Summarizer::load_trained(&args.model, device)?;
+    let mut model = Summarizer::load_trained(&args.model, device)?;
+    model.set_precision(indolm::device::default_precision(device));
     let articles: Vec<Vec<Vec<String>>> = match (&args.file, &args.liputan6) {
         (Some(file), _) if args.per_line => {
             read_to_string(file)?.lines().filter(|l| !l.trim().is_empty()).map(sentences_of).collect()

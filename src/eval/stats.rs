@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 pub const Z95: f64 = 1.959_963_984_540_054;
 
 /// Resamples drawn by every bias bootstrap unless told otherwise.
-pub const DEFAULT_RESAMPLES: usize = 2000;
+pub const DEFAULT_RESAMPLES: usize = crate::recipe::pretrain::DEFAULT_BOOTSTRAP_RESAMPLES;
 
 /// A two-sided 95% interval `[low, high]`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]

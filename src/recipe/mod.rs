@@ -3,13 +3,13 @@
 //! defaults) and the pretraining recipe's schema, including the settings of the evaluations
 //! it runs at checkpoints. Fine-tuning recipes keep their schemas beside their tasks.
 //!
-//! It imports only `error`, `files`, `seeds`, `model` (the configuration a preset resolves to)
-//! and `data` (source specifications), so `train`, `eval`, `tasks` and the command line can
-//! all read it.
+//! It imports only `error`, `files`, `seeds`, `model` (the configuration a preset resolves to),
+//! `data` (source specifications) and `device` (the precision a recipe's setting gives), so
+//! `train`, `eval`, `tasks` and the command line can all read it.
 pub mod pretrain;
 mod reader;
 
-pub use pretrain::{BiasMetric, IndommluMode, Recipe};
+pub use pretrain::{resolve_precision, BiasMetric, IndommluMode, PrecisionSetting, Recipe};
 pub use reader::{check_name, parse_toml};
 
 /// The seed of a recipe that names none.

@@ -5,11 +5,13 @@
 //! checkpoint records so that a resume with a changed recipe is refused key by key.
 use super::{check_name, parse_toml};
 use crate::data::sources::SourceSpec;
+use crate::device::default_precision;
 use crate::error::{Error, Result};
-use crate::model::BertConfig;
+use crate::model::{BertConfig, Precision};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use tch::Device;
 
 /// A pretraining recipe: what to train, on what, how, and what to evaluate at checkpoints.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -204,6 +206,21 @@ pub enum PrecisionSetting {
     Fp32,
 }
 
+/// The compute precision a recipe's `precision` asks for on `device` (pretraining and the
+/// fine-tuning recipes): bf16 on CPU is refused.
+pub fn resolve_precision(setting: PrecisionSetting, device: Device, recipe_path: &Path) -> Result<Precision> {
+    match (setting, device) {
+        (PrecisionSetting::Fp32, _) => Ok(Precision::Fp32),
+        (PrecisionSetting::Bf16, d) if d.is_cuda() => Ok(Precision::Bf16),
+        (PrecisionSetting::Bf16, _) => Err(Error::field(
+            recipe_path,
+            "precision",
+            "bf16 needs a CUDA device; use \"auto\" (bf16 on CUDA, fp32 on CPU) or \"fp32\"",
+        )),
+        (PrecisionSetting::Auto, d) => Ok(default_precision(d)),
+    }
+}
+
 /// `[checkpoint]`.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -296,8 +313,11 @@ pub struct BiasEvalSection {
     pub resamples: usize,
 }
 
+/// Bootstrap resamples of the bias intervals unless a recipe or `--resamples` says otherwise.
+pub const DEFAULT_BOOTSTRAP_RESAMPLES: usize = 2000;
+
 fn d_resamples() -> usize {
-    crate::eval::stats::DEFAULT_RESAMPLES
+    DEFAULT_BOOTSTRAP_RESAMPLES
 }
 
 fn d_metric() -> BiasMetric {

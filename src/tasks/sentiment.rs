@@ -10,7 +10,9 @@ use crate::eval::metrics::{accuracy, confusion_matrix, macro_f1};
 use crate::files::{write_atomic, write_json};
 use crate::logger::Logger;
 use crate::model::weights::Snapshot;
+use crate::model::Precision;
 use crate::optim::{constant_or_linear, AdamW};
+use crate::recipe::{resolve_precision, PrecisionSetting};
 use crate::seeds::{per_step, salt, seed_torch, stream_rng};
 use rand::seq::SliceRandom;
 use serde::{Deserialize, Serialize};
@@ -63,6 +65,12 @@ pub struct SentimentRecipe {
     /// Where the TensorBoard logs go (in a folder named after the run).
     #[serde(default = "crate::recipe::default_tensorboard")]
     pub tensorboard: PathBuf,
+    /// `auto` (bf16 on CUDA, fp32 on CPU), `bf16` (CUDA only) or `fp32`, as in pretraining.
+    #[serde(default)]
+    pub precision: PrecisionSetting,
+    /// The file it was read from (for errors).
+    #[serde(skip)]
+    pub path: PathBuf,
 }
 
 /// The `[data]` table of a sentiment recipe.
@@ -142,9 +150,15 @@ pub struct Grid {
 }
 
 impl SentimentRecipe {
+    /// The precision of its matrix products on `device` (bf16 on CPU is refused).
+    pub fn compute_precision(&self, device: Device) -> Result<Precision> {
+        resolve_precision(self.precision, device, &self.path)
+    }
+
     /// Reads a recipe and checks that lr, batch_size and max_epochs are positive.
     pub fn load(path: &Path) -> Result<Self> {
-        let recipe: SentimentRecipe = crate::recipe::parse_toml(path)?;
+        let mut recipe: SentimentRecipe = crate::recipe::parse_toml(path)?;
+        recipe.path = path.to_path_buf();
         crate::recipe::check_name(path, "name", &recipe.name)?;
         let o = &recipe.optimizer;
         if o.lr <= 0.0 || o.batch_size == 0 || o.max_epochs == 0 {
@@ -266,7 +280,7 @@ pub struct Finetuned {
 
 /// Fine-tunes `init` on `train`, selecting the epoch with the best validation macro-F1 and
 /// stopping after `patience` epochs without improvement. Deterministic given `seed`.
-// Eleven plain arguments: the grid search and the tests vary lr, batch size, data and seed
+// Twelve plain arguments: the grid search and the tests vary lr, batch size, data and seed
 // independently, and a struct holding them would be built only to be taken apart here.
 #[allow(clippy::too_many_arguments)]
 pub fn finetune(
@@ -279,11 +293,12 @@ pub fn finetune(
     max_len: usize,
     seed: u64,
     device: Device,
+    precision: Precision,
     logger: &mut Logger,
     tag: &str,
 ) -> Result<Finetuned> {
     seed_torch(seed, salt::SENTIMENT_TORCH);
-    let model = load_classifier(init, device, logger)?;
+    let model = load_classifier(init, device, precision, logger)?;
     let mut optimizer = AdamW::new(model.vs.variables().into_iter().collect(), o.betas, o.eps, o.weight_decay);
     let steps_per_epoch = train.len().div_ceil(batch_size) as u64;
     let run =
@@ -308,14 +323,14 @@ pub fn finetune(
 }
 
 /// The model `finetune` starts from: `init` with a new three-label head (drawn from libtorch's
-/// generator), in the device's default precision; the loading notes go to the log.
-fn load_classifier(init: &Path, device: Device, logger: &Logger) -> Result<SequenceClassifier> {
+/// generator), in `precision`; the loading notes go to the log.
+fn load_classifier(init: &Path, device: Device, precision: Precision, logger: &Logger) -> Result<SequenceClassifier> {
     let labels: Vec<String> = LABELS.iter().map(|s| s.to_string()).collect();
     let (mut model, notes) = SequenceClassifier::load(init, &labels, device)?;
     for note in notes {
         logger.println(&format!("note: {note}"));
     }
-    model.set_precision(crate::device::default_precision(device));
+    model.set_precision(precision);
     Ok(model)
 }
 
@@ -443,7 +458,9 @@ pub fn finetune_selected(
     let mut best: Option<Finetuned> = None;
     for (lr, bs) in grid {
         let tag = if recipe.grid.is_some() { format!("{tag}/lr{lr:e}-bs{bs}") } else { tag.to_string() };
-        let run = finetune(init, train, valid, o, lr, bs, recipe.data.max_len, recipe.seed, device, logger, &tag)?;
+        let precision = recipe.compute_precision(device)?;
+        let run =
+            finetune(init, train, valid, o, lr, bs, recipe.data.max_len, recipe.seed, device, precision, logger, &tag)?;
         if best.as_ref().is_none_or(|b| run.best_valid.macro_f1 > b.best_valid.macro_f1) {
             best = Some(run);
         }
@@ -491,6 +508,7 @@ fn concat(root: &Path, langs: &[String], split: &str) -> Result<Vec<Example>> {
 
 /// Runs the recipe's setting; models and results under `<output_dir>/<name>/`.
 pub fn run(recipe: &SentimentRecipe, init: &Path, device: Device) -> Result<SentimentResults> {
+    recipe.compute_precision(device)?;
     let root = &recipe.data.root;
     let langs = recipe.languages();
     // Check every language folder and file before training anything.

@@ -13,7 +13,7 @@ use super::masking::Masker;
 use super::metrics::{Metrics, Update};
 use crate::data::mixture::Mixture;
 use crate::data::tokenizer::TextTokenizer;
-use crate::device::{default_precision, describe};
+use crate::device::describe;
 use crate::dist::ProcessGroup;
 use crate::error::{Error, IoContext, Result};
 use crate::files::DirLock;
@@ -21,7 +21,6 @@ use crate::hooks::CheckpointHook;
 use crate::model::model_dir::load_masked_lm;
 use crate::model::{BertConfig, BertForMaskedLM, Precision};
 use crate::optim::{linear_schedule, AdamW};
-use crate::recipe::pretrain::PrecisionSetting;
 use crate::recipe::Recipe;
 use crate::seeds::{per_step, salt, seed_torch};
 use std::path::{Path, PathBuf};
@@ -116,7 +115,7 @@ impl Trainer {
         let mut parallel = group.map(|g| DataParallel::new(g, recipe.optimizer.batch_size, recipe_path)).transpose()?;
         let leader = parallel.as_ref().is_none_or(|p| p.rank() == 0);
         let tokenizer = TextTokenizer::from_path(&recipe.resolve(&recipe.tokenizer.path))?;
-        let precision = resolve_precision(recipe.precision, opts.device, recipe_path)?;
+        let precision = crate::recipe::resolve_precision(recipe.precision, opts.device, recipe_path)?;
         let checkpoints = CheckpointManager::new(recipe.run_dir(), &recipe.checkpoint);
         let checkpoints = if leader { checkpoints } else { checkpoints.quiet() };
         let run_lock = if leader { Some(DirLock::acquire(checkpoints.run_dir())?) } else { None };
@@ -440,20 +439,6 @@ impl Trainer {
             nonfinite_skipped: self.state.nonfinite_skipped,
             rank,
         }
-    }
-}
-
-/// The compute precision the recipe asks for on `device`.
-fn resolve_precision(setting: PrecisionSetting, device: Device, recipe_path: &Path) -> Result<Precision> {
-    match (setting, device) {
-        (PrecisionSetting::Fp32, _) => Ok(Precision::Fp32),
-        (PrecisionSetting::Bf16, d) if d.is_cuda() => Ok(Precision::Bf16),
-        (PrecisionSetting::Bf16, _) => Err(Error::field(
-            recipe_path,
-            "precision",
-            "bf16 needs a CUDA device; use \"auto\" (bf16 on CUDA, fp32 on CPU) or \"fp32\"",
-        )),
-        (PrecisionSetting::Auto, d) => Ok(default_precision(d)),
     }
 }
 

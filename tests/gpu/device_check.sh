@@ -7,6 +7,8 @@
 #   3. The demo's tiny pretraining on CUDA with the bias evaluation at each checkpoint, then
 #      BertExt and BertAbs on the sample summaries (the CUDA paths of the hooks and heads).
 #   4. Pseudo-log-likelihoods on CUDA (bf16) against CPU (fp32) for the same model and text.
+#   5. BertAbs batched decoding against one article at a time (articles/s, identical output),
+#      and the time of one bias evaluation of a BERT-base model (the dense-curve cost).
 # Every output goes to $OUT (default /tmp/indolm-gpu); the summary is printed at the end.
 set -euo pipefail
 OUT=${OUT:-/tmp/indolm-gpu}
@@ -48,6 +50,18 @@ a, b = ([json.loads(l) for l in open(f"{out}/pll-{d}.json") if l.strip()] for d 
 diffs = [abs(p["pll"] - q["pll"]) / max(1e-9, abs(q["pll"])) for p, q in zip(a, b)]
 print(f"PLL on {len(diffs)} sentences: CUDA bf16 vs CPU fp32, median relative difference {sorted(diffs)[len(diffs)//2]:.2e}, max {max(diffs):.2e}")
 PY
+
+step "5. batched BertAbs decoding (bf16) and the bias evaluation of a BERT-base model"
+A=checkpoints/liputan6-bertabs-tiny/best
+for b in 1 8; do
+  $BIN --device $DEVICE summarize --model $A --liputan6 corpora/liputan6-sample/test --batch-size $b > "$OUT/decode-$b.txt" 2> "$OUT/decode-$b.log"
+  echo "batch $b: $(tail -1 "$OUT/decode-$b.log")"
+done
+cmp -s "$OUT/decode-1.txt" "$OUT/decode-8.txt" && echo "batched and one-at-a-time summaries identical" || echo "batched and one-at-a-time summaries DIFFER"
+# 40 fixture pairs a language; the real IndoBias has 544 (x13.6 the masked rows).
+started=$(date +%s.%N)
+$BIN --device $DEVICE eval bias --model checkpoints/gpu-indobert-base-throughput/step-60 --pairs tests/fixtures/indobias > "$OUT/bias-base.md" 2>&1
+echo "BERT-base bias evaluation of the fixture pairs (4 x 40 pairs): $(echo "$(date +%s.%N) - $started" | bc) s" | tee -a "$OUT/bias-base.md"
 
 step "summary"
 grep -E "tok/s" "$OUT/throughput.log" | tail -3

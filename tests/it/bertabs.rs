@@ -5,9 +5,14 @@
 //! article (ROUGE before and after); BertExtAbs starting from a trained BertExt; bad recipes.
 use crate::common::*;
 use indolm::model::weights::write_file;
+use indolm::model::Precision;
 use indolm::tasks::summarization::abs::{label_smoothed_loss, AbsConfig, BertAbs, DecodeState};
 use std::path::Path;
-use tch::{Device, Tensor};
+use tch::{Device, Kind, Tensor};
+
+fn ours_loss(loss: &Tensor) -> f64 {
+    loss.double_value(&[])
+}
 
 fn ud_sentences(max_words: usize) -> Vec<String> {
     let ud: String = ["id_csui-ud-train.conllu", "id_gsd-ud-dev.conllu", "id_gsd-ud-test.conllu"]
@@ -94,6 +99,19 @@ fn decoder_and_loss_match_torch_and_presumm() {
     assert!(!notes.iter().any(|n| n.to_string().contains("initialised")), "{notes:?}");
     let again = tch::no_grad(|| reloaded.target_log_probs(&batch, &targets, false));
     assert!(again.allclose(&log_probs, 0.0, 1e-6, false));
+
+    // bf16 matrix products (CUDA's precision, run here on CPU to check every cast): fp32
+    // log-probabilities close to fp32's, and decoding runs with bf16 caches.
+    let (mut half, _) = BertAbs::load(&saved, model.abs.clone(), Device::Cpu).unwrap();
+    half.set_precision(Precision::Bf16);
+    let low = tch::no_grad(|| half.target_log_probs(&batch, &targets, false));
+    assert_eq!(low.kind(), Kind::Float);
+    let rel = ((&low - &log_probs).abs().mean(Kind::Float) / log_probs.abs().mean(Kind::Float)).double_value(&[]);
+    let (half_loss, _) = tch::no_grad(|| half.loss(&batch, &targets, false));
+    let loss_rel = ((half_loss.double_value(&[]) - ours_loss(&loss)) / ours_loss(&loss)).abs();
+    println!("bf16 against fp32: log-probabilities mean relative difference {rel:.2e}, loss {loss_rel:.2e}");
+    assert!(rel < 2e-2 && loss_rel < 2e-2, "{rel} {loss_rel}");
+    assert!(!half.generate(refs[0], &half.beam_config()).unwrap().is_empty());
 
     // Incremental decoding (each layer's self-attention cache, hypotheses reordered between
     // steps) gives the teacher-forced log-probabilities: two hypotheses of the first article
@@ -313,6 +331,12 @@ fn bertabs_learns_to_write_the_lead_and_bertextabs_starts_from_bertext() {
     );
     let err = indolm_fails(&["finetune", "summarize", bad.to_str().unwrap()]);
     assert!(err.contains("lr_dec"), "{err}");
+
+    // bf16 on CPU is refused with pretraining's message, before anything is trained.
+    let text = std::fs::read_to_string(&abs_recipe).unwrap();
+    std::fs::write(&bad, format!("precision = \"bf16\"\n{text}")).unwrap();
+    let err = indolm_fails(&["--device", "cpu", "finetune", "summarize", bad.to_str().unwrap()]);
+    assert!(err.contains("precision") && err.contains("bf16 needs a CUDA device; use \"auto\""), "{err}");
 }
 
 /// Batched beam search gives every article the summary it gets alone: the sample corpus' test

@@ -1,6 +1,6 @@
 //! CUDA paths, run only where a CUDA device is present (elsewhere each test prints that it was
 //! skipped): the masked LM in bf16 on CUDA against fp32 on CPU, a training step on CUDA, and
-//! BertAbs's log-probabilities on CUDA against CPU, then decoding on CUDA.
+//! BertAbs's log-probabilities on CUDA (fp32 and bf16) against CPU, then decoding on CUDA.
 use crate::common::*;
 use indolm::model::model_dir::load_masked_lm;
 use indolm::model::Precision;
@@ -71,4 +71,15 @@ fn bertabs_on_cuda_matches_cpu_and_decodes() {
     let generated = gpu_model.generate(&article, &gpu_model.beam_config()).unwrap();
     // An untrained decoder writes noise: what matters is that beam search runs on CUDA.
     println!("generated on CUDA (untrained decoder): {generated:?}");
+
+    // bf16 on CUDA (fine-tuning's `precision = "auto"` there): close to CPU fp32, and batched
+    // decoding in bf16 gives each article a summary.
+    let (mut half, _) = BertAbs::load(&saved, gpu_model.abs.clone(), gpu).unwrap();
+    half.set_precision(Precision::Bf16);
+    let want = log_probs(&cpu_model);
+    let rel = ((log_probs(&half) - &want).abs().mean(Kind::Float) / want.abs().mean(Kind::Float)).double_value(&[]);
+    println!("BertAbs log-probabilities, CUDA bf16 against CPU fp32: mean relative difference {rel:.2e}");
+    assert!(rel < 3e-2, "{rel}");
+    let batch = half.generate_batch(&[article.as_slice(), &article[..1]], &half.beam_config()).unwrap();
+    assert_eq!(batch.len(), 2);
 }

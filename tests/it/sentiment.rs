@@ -5,7 +5,7 @@ use indolm::data::tokenizer_train::{train_wordpiece, TrainOptions};
 use indolm::eval::metrics::macro_f1;
 use indolm::logger::Logger;
 use indolm::model::model_dir::{save_model_dir, save_model_files};
-use indolm::model::{BertConfig, BertForMaskedLM};
+use indolm::model::{BertConfig, BertForMaskedLM, Precision};
 use indolm::tasks::sentiment::{finetune, load_split, FinetuneOptimizer};
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -147,9 +147,21 @@ fn the_same_seed_gives_the_same_f1() {
     let mut logger = Logger::new(&dir.join("runs"), 2, 0).unwrap();
     let texts: Vec<&str> = valid.iter().take(20).map(|e| e.text.as_str()).collect();
     let run = |seed: u64, logger: &mut Logger| {
-        let tuned =
-            finetune(random_init(), &train[..200], &valid, &o, o.lr, o.batch_size, 64, seed, Device::Cpu, logger, "d")
-                .unwrap();
+        let tuned = finetune(
+            random_init(),
+            &train[..200],
+            &valid,
+            &o,
+            o.lr,
+            o.batch_size,
+            64,
+            seed,
+            Device::Cpu,
+            Precision::Fp32,
+            logger,
+            "d",
+        )
+        .unwrap();
         (tuned.best_valid, tuned.model.predict(&texts, 64).unwrap())
     };
     let (a, b, c) = (run(7, &mut logger), run(7, &mut logger), run(8, &mut logger));
@@ -279,4 +291,23 @@ fn batched_predictions_equal_one_text_at_a_time() {
         lengths.iter().max().unwrap()
     );
     assert!(worst < 1e-5, "{worst}");
+
+    // bf16 matrix products (CUDA's precision, run here on CPU to check the casts).
+    let (mut half, _) = SequenceClassifier::load(random_init(), &labels, Device::Cpu).unwrap();
+    half.set_precision(Precision::Bf16);
+    let low = half.predict(&refs, 128).unwrap();
+    let diff = low.iter().flatten().zip(together.iter().flatten()).map(|(a, b)| (a - b).abs()).fold(0.0, f64::max);
+    println!("bf16 against fp32: max probability difference {diff:.1e}");
+    assert!(diff < 2e-2, "{diff}");
+}
+
+/// `precision = "bf16"` in a fine-tuning recipe on CPU is refused as in pretraining.
+#[test]
+fn bf16_fine_tuning_on_cpu_is_refused() {
+    let dir = scratch("sentiment-bf16");
+    let recipe = write_recipe(&dir, "half", 1, "");
+    let text = std::fs::read_to_string(&recipe).unwrap();
+    std::fs::write(&recipe, format!("precision = \"bf16\"\n{text}")).unwrap();
+    let err = indolm_fails(&["--device", "cpu", "finetune", "sentiment", recipe.to_str().unwrap()]);
+    assert!(err.contains("precision") && err.contains("bf16 needs a CUDA device; use \"auto\""), "{err}");
 }

@@ -16,7 +16,7 @@ use super::input::{encode_articles, ArticleBatch};
 use super::transformer::{positional, FeedForward, MultiHeadAttention, NORM_EPS};
 use crate::data::tokenizer::TextTokenizer;
 use crate::error::{Error, Result};
-use crate::model::layers::{dropout, LayerNorm};
+use crate::model::layers::{dropout, LayerNorm, Precision};
 use crate::model::model_dir::{copy_into, read_model_files, save_model_files_as};
 use crate::model::{BertConfig, BertModel, Component, LoadNote};
 use std::path::Path;
@@ -506,7 +506,22 @@ impl BertAbs {
     }
 
     fn log_probs(&self, hidden: &Tensor) -> Tensor {
-        hidden.linear(&self.decoder.embeddings, Some(&self.generator_bias)).log_softmax(-1, Kind::Float)
+        let kind = self.bert.precision.compute_kind();
+        hidden
+            .to_kind(kind)
+            .linear(&self.decoder.embeddings.to_kind(kind), Some(&self.generator_bias.to_kind(kind)))
+            .log_softmax(-1, Kind::Float)
+    }
+
+    /// Sets the dtype of every matrix product: the encoder's, the decoder's and the generator's
+    /// (LayerNorms, softmaxes and the loss stay fp32).
+    pub fn set_precision(&mut self, precision: Precision) {
+        self.bert.precision = precision;
+        for layer in self.decoder.layers.iter_mut() {
+            layer.self_attn.precision = precision;
+            layer.context_attn.precision = precision;
+            layer.feed_forward.precision = precision;
+        }
     }
 
     /// Decoder hidden states [batch, len − 1, hidden] predicting each next target token

@@ -112,6 +112,16 @@ pub struct BertExt {
 }
 
 impl BertExt {
+    /// Sets the dtype of every matrix product: the encoder's and the inter-sentence layers'
+    /// (the sentence scorer stays fp32).
+    pub fn set_precision(&mut self, precision: Precision) {
+        self.bert.precision = precision;
+        for layer in self.layers.iter_mut() {
+            layer.self_attn.precision = precision;
+            layer.feed_forward.precision = precision;
+        }
+    }
+
     /// Builds BertExt on a model directory: a BertExt directory, or a BERT one whose missing
     /// sentence scorer starts random (with a note).
     pub fn load(dir: &Path, ext: ExtConfig, device: Device) -> Result<(Self, Vec<LoadNote>)> {

@@ -31,6 +31,14 @@ impl Summarizer {
         }
     }
 
+    /// Sets the dtype of the model's matrix products (bf16 only on CUDA).
+    pub fn set_precision(&mut self, precision: crate::model::Precision) {
+        match self {
+            Summarizer::Ext(m) => m.set_precision(precision),
+            Summarizer::Abs(m) => m.set_precision(precision),
+        }
+    }
+
     /// The summary of every article, as sentences of words. BertAbs decodes `batch_size`
     /// articles at a time (of similar lengths: the articles are sorted by length first); BertExt
     /// scores articles batched by length under the device's token budget. A progress bar on a

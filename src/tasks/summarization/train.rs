@@ -16,8 +16,9 @@ use crate::files::{read_to_string, write_atomic, write_json};
 use crate::logger::Logger;
 use crate::model::model_dir::save_model_dir;
 use crate::model::weights::Snapshot;
-use crate::model::LoadNote;
+use crate::model::{LoadNote, Precision};
 use crate::optim::{noam, AdamW};
+use crate::recipe::{resolve_precision, PrecisionSetting};
 use crate::seeds::{per_step, salt, seed_torch, stream_rng};
 use rand::seq::SliceRandom;
 use serde::{Deserialize, Serialize};
@@ -68,6 +69,13 @@ pub struct SummarizeRecipe {
     /// BertAbs's settings (tasks `abs` and `extabs`).
     #[serde(default)]
     pub abs: AbsConfig,
+    /// `auto` (bf16 on CUDA, fp32 on CPU), `bf16` (CUDA only) or `fp32`, as in pretraining:
+    /// the matrix products of the encoder, the PreSumm layers and the generator.
+    #[serde(default)]
+    pub precision: PrecisionSetting,
+    /// The file it was read from (for errors).
+    #[serde(skip)]
+    pub path: PathBuf,
 }
 
 /// The `[data]` table of a summarization recipe.
@@ -129,7 +137,8 @@ impl SummarizeRecipe {
     /// Reads a recipe and checks what serde cannot: positive optimizer settings, and for
     /// abs/extabs the decoder's schedule and BertAbs's sizes.
     pub fn load(path: &Path) -> Result<Self> {
-        let recipe: SummarizeRecipe = crate::recipe::parse_toml(path)?;
+        let mut recipe: SummarizeRecipe = crate::recipe::parse_toml(path)?;
+        recipe.path = path.to_path_buf();
         crate::recipe::check_name(path, "name", &recipe.name)?;
         let o = &recipe.optimizer;
         if o.lr <= 0.0 || o.max_steps == 0 || o.batch_size == 0 || o.eval_every == 0 || o.warmup_steps == 0 {
@@ -179,10 +188,11 @@ pub struct SummarizeResults {
 /// `<output_dir>/<name>/` it writes the model (`best/`), each test split's summaries and
 /// references one a line (`<split>.candidate`, `<split>.gold`), `results.json` and `results.md`.
 pub fn run(recipe: &SummarizeRecipe, init: &Path, device: Device) -> Result<SummarizeResults> {
+    let precision = resolve_precision(recipe.precision, device, &recipe.path)?;
     let out_dir = recipe.output_dir.join(&recipe.name);
     let _run_lock = crate::files::DirLock::acquire(&out_dir)?;
     let splits = Splits::load(recipe)?;
-    let mut trainer = Trainer::start(recipe, init, device)?;
+    let mut trainer = Trainer::start(recipe, init, device, precision)?;
     let dev_before = trainer.evaluate_dev_before(&splits.dev)?;
     let mut best = Best::new(dev_before.clone(), &trainer.model);
     let o = &recipe.optimizer;
@@ -290,9 +300,10 @@ struct Trainer<'r> {
 impl<'r> Trainer<'r> {
     /// Reseeds libtorch (the new layers are drawn from it), builds the model from `init`, opens
     /// the log with the loading notes, and makes the optimizers.
-    fn start(recipe: &'r SummarizeRecipe, init: &Path, device: Device) -> Result<Self> {
+    fn start(recipe: &'r SummarizeRecipe, init: &Path, device: Device, precision: Precision) -> Result<Self> {
         seed_torch(recipe.seed, salt::SUMMARIZATION_INIT);
-        let (model, notes) = start_model(recipe, init, device)?;
+        let (mut model, notes) = start_model(recipe, init, device)?;
+        model.set_precision(precision);
         let logger = Logger::new(&recipe.tensorboard.join(&recipe.name), recipe.optimizer.max_steps, 0)?;
         for n in notes {
             logger.println(&format!("note: {n}"));

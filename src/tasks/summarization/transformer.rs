@@ -2,7 +2,8 @@
 //! decoder, with PreSumm's parameter names: multi-head attention (`linear_query`,
 //! `linear_keys`, `linear_values`, `final_linear`), the position-wise feed-forward (its own
 //! pre-LayerNorm `layer_norm`, `w_1`, tanh-GELU, `w_2`, residual) and the sinusoidal positions.
-//! LayerNorms use PreSumm's eps 1e-6 and everything runs in fp32.
+//! LayerNorms use PreSumm's eps 1e-6 and run in fp32; the matrix products run in the blocks'
+//! `precision` (fp32, or bf16 with fp32 master weights on CUDA).
 use crate::model::layers::{dropout, LayerNorm, Linear, Precision};
 use tch::nn::Path;
 use tch::{Device, Kind, Tensor};
@@ -19,6 +20,8 @@ pub struct MultiHeadAttention {
     out: Linear,
     heads: i64,
     dropout: f64,
+    /// The dtype of its matrix products.
+    pub precision: Precision,
 }
 
 impl MultiHeadAttention {
@@ -32,6 +35,7 @@ impl MultiHeadAttention {
             out: Linear::new(&p / "final_linear", hidden, hidden, INIT_STD),
             heads,
             dropout,
+            precision: Precision::Fp32,
         }
     }
 
@@ -43,7 +47,7 @@ impl MultiHeadAttention {
 
     /// Keys and values of `memory`, computed once when many queries attend to it (decoding).
     pub fn keys_values(&self, memory: &Tensor) -> (Tensor, Tensor) {
-        (self.split(self.key.forward(memory, Precision::Fp32)), self.split(self.value.forward(memory, Precision::Fp32)))
+        (self.split(self.key.forward(memory, self.precision)), self.split(self.value.forward(memory, self.precision)))
     }
 
     /// Attention of `queries` [batch, len, hidden] over keys/values from `keys_values`;
@@ -58,10 +62,10 @@ impl MultiHeadAttention {
         train: bool,
     ) -> Tensor {
         let (b, n, h) = queries.size3().expect("[batch, len, hidden]");
-        let q = self.split(self.query.forward(queries, Precision::Fp32));
+        let q = self.split(self.query.forward(queries, self.precision));
         let drop = if train { self.dropout } else { 0.0 };
         let ctx = Tensor::scaled_dot_product_attention(&q, &kv.0, &kv.1, mask, drop, causal, None, false);
-        self.out.forward(&ctx.transpose(1, 2).contiguous().view([b, n, h]), Precision::Fp32)
+        self.out.forward(&ctx.transpose(1, 2).contiguous().view([b, n, h]), self.precision).to_kind(Kind::Float)
     }
 
     /// Attention of `queries` [batch, len, hidden] over `memory` [batch, keys, hidden] (see
@@ -84,6 +88,8 @@ pub struct FeedForward {
     w1: Linear,
     w2: Linear,
     dropout: f64,
+    /// The dtype of its matrix products.
+    pub precision: Precision,
 }
 
 impl FeedForward {
@@ -94,13 +100,14 @@ impl FeedForward {
             w1: Linear::new(&p / "w_1", hidden, ff, INIT_STD),
             w2: Linear::new(&p / "w_2", ff, hidden, INIT_STD),
             dropout,
+            precision: Precision::Fp32,
         }
     }
 
     /// The block on `x` [..., hidden], residual included; dropout when `train`.
     pub fn forward(&self, x: &Tensor, train: bool) -> Tensor {
-        let inter = dropout(&self.w1.forward(&self.norm.forward(x), Precision::Fp32).gelu("tanh"), self.dropout, train);
-        dropout(&self.w2.forward(&inter, Precision::Fp32), self.dropout, train) + x
+        let inter = dropout(&self.w1.forward(&self.norm.forward(x), self.precision).gelu("tanh"), self.dropout, train);
+        dropout(&self.w2.forward(&inter, self.precision).to_kind(Kind::Float), self.dropout, train) + x
     }
 }
 
