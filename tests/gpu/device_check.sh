@@ -61,7 +61,7 @@ cmp -s "$OUT/decode-1.txt" "$OUT/decode-8.txt" && echo "batched and one-at-a-tim
 # 40 fixture pairs a language; the real IndoBias has 544 (x13.6 the masked rows).
 started=$(date +%s.%N)
 $BIN --device $DEVICE eval bias --model checkpoints/gpu-indobert-base-throughput/step-60 --pairs tests/fixtures/indobias > "$OUT/bias-base.md" 2>&1
-echo "BERT-base bias evaluation of the fixture pairs (4 x 40 pairs): $(echo "$(date +%s.%N) - $started" | bc) s" | tee -a "$OUT/bias-base.md"
+echo "BERT-base bias evaluation of the fixture pairs (4 x 40 pairs): $($PYTHON -c "print(round($(date +%s.%N) - $started, 2))") s" | tee -a "$OUT/bias-base.md"
 
 step "summary"
 grep -E "tok/s" "$OUT/throughput.log" | tail -3
