@@ -2,7 +2,8 @@
 //! (`data`), the extractive baselines Lead-N and Oracle (`oracle`) and their ROUGE table (here),
 //! the encoder input (`input`), PreSumm's transformer blocks (`transformer`), BertExt (`ext`),
 //! BertAbs/BertExtAbs (`abs`) with beam search (`beam`), using a trained model and scoring its
-//! summaries (`inference`), and their training (`train`).
+//! summaries (`inference`), a split read and oracle-labelled once and cached (`prepared`), and
+//! their training (`train`).
 pub mod abs;
 pub mod beam;
 pub mod data;
@@ -10,6 +11,7 @@ pub mod ext;
 pub mod inference;
 pub mod input;
 pub mod oracle;
+pub mod prepared;
 pub mod train;
 pub mod transformer;
 

@@ -9,7 +9,7 @@ use super::abs::{AbsConfig, BertAbs};
 use super::data::{join, load_split, Article};
 use super::ext::{label_tensor, BertExt, ExtConfig};
 use super::inference::{evaluate, Summarizer};
-use super::oracle::oracle_liputan6;
+use super::prepared::prepare_split;
 use super::{baselines, markdown, Row};
 use crate::error::{Error, Result};
 use crate::files::{read_to_string, write_atomic, write_json};
@@ -235,16 +235,14 @@ struct Splits {
 impl Splits {
     fn load(recipe: &SummarizeRecipe) -> Result<Self> {
         let d = &recipe.data;
-        let train = load_split(&d.root, &d.train_split)?;
+        // Read on every core, labelled once, and cached beside the data for the next run.
+        let prepared = prepare_split(&d.root, &d.train_split, &|n| eprintln!("{n}"))?;
+        let (train, oracles) = (prepared.articles, prepared.oracles);
         let mut dev = load_split(&d.root, &d.dev_split)?;
         let scored = recipe.optimizer.eval_articles.unwrap_or(usize::MAX).min(dev.len()).max(1);
         dev.truncate(scored);
         let tests: Vec<(String, Vec<Article>)> =
             d.test_splits.iter().map(|s| Ok((s.clone(), load_split(&d.root, s)?))).collect::<Result<_>>()?;
-        let oracles: Vec<Vec<usize>> = match recipe.task {
-            Task::Ext => train.iter().map(oracle_of).collect(),
-            Task::Abs | Task::Extabs => vec![Vec::new(); train.len()],
-        };
         Ok(Splits { train, oracles, dev, tests })
     }
 
@@ -254,10 +252,6 @@ impl Splits {
         let oracles = picked.iter().map(|&i| self.oracles[i].clone()).collect();
         (articles, oracles)
     }
-}
-
-fn oracle_of(a: &Article) -> Vec<usize> {
-    a.extractive.clone().unwrap_or_else(|| oracle_liputan6(&a.article, &a.summary))
 }
 
 /// Which training articles each step takes: consecutive slices of a shuffled order, shuffled
