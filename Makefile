@@ -91,6 +91,10 @@ bench-ddp: setup
 bench-data: setup
 	$(PYTHON) tests/bench/bench_data.py
 
+.PHONY: bench-finetune
+bench-finetune: setup
+	$(PYTHON) tests/bench/bench_finetune.py
+
 .PHONY: bench-liputan6-data
 bench-liputan6-data: setup
 	$(PYTHON) tests/bench/bench_liputan6_data.py

@@ -306,17 +306,24 @@ pub fn finetune(
     let mut stopping = EarlyStopping { patience: o.patience, best: None };
     let mut step = 0u64;
     let mut epochs = 0;
+    let (mut trained, mut train_seconds) = (0usize, 0.0);
     for epoch in 0..o.max_epochs {
         epochs = epoch + 1;
         let order = run.order(epoch);
         let started = Instant::now();
         let train_loss = run.train_epoch(&model, &mut optimizer, &order, &mut step)? / steps_per_epoch as f64;
+        train_seconds += started.elapsed().as_secs_f64();
+        trained += order.len();
         let (valid_scores, _) = score(&model, valid, max_len)?;
         log_epoch(logger, tag, epoch, train_loss, &valid_scores, started);
         if stopping.stop_after(epoch, valid_scores, &model) {
             break;
         }
     }
+    logger.println(&format!(
+        "{tag}: trained on {trained} examples in {train_seconds:.1}s of optimizer steps ({:.1} examples/s)",
+        trained as f64 / train_seconds.max(1e-9)
+    ));
     let best = stopping.best.expect("at least one epoch ran");
     best.weights.restore(&model.vs);
     Ok(Finetuned { model, best_valid: best.scores, best_epoch: best.epoch, epochs, lr, batch_size })

@@ -197,16 +197,24 @@ pub fn run(recipe: &SummarizeRecipe, init: &Path, device: Device) -> Result<Summ
     let mut best = Best::new(dev_before.clone(), &trainer.model);
     let o = &recipe.optimizer;
     let mut order = ArticleOrder::new(splits.train.len(), o.batch_size, recipe.seed);
+    let (mut trained, mut train_seconds) = (0usize, 0.0);
     for step in 1..=o.max_steps {
         let picked = order.batch(step);
         seed_torch(recipe.seed, per_step(salt::SUMMARIZATION_TORCH, step));
         let (articles, oracles) = splits.training_batch(&picked);
+        let started = std::time::Instant::now();
         let loss = trainer.train_step(step, &articles, &oracles)?;
+        train_seconds += started.elapsed().as_secs_f64();
+        trained += articles.len();
         if step % o.eval_every == 0 || step == o.max_steps {
             let row = trainer.evaluate_dev(step, &loss, &splits.dev)?;
             best.offer(step, row, &trainer.model);
         }
     }
+    trainer.logger.println(&format!(
+        "trained on {trained} articles in {train_seconds:.1}s of optimizer steps ({:.2} articles/s)",
+        trained as f64 / train_seconds.max(1e-9)
+    ));
     best.weights.restore(trainer.model.vs());
     save_model_dir(&out_dir.join("best"), true, |dir| trainer.model.save(dir))?;
     let tested = evaluate_tests(&trainer.model, trainer.system, best.step, &splits.tests, &out_dir)?;

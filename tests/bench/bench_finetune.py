@@ -1,0 +1,268 @@
+"""`make bench-finetune`: fine-tuning throughput against transformers on the same machine, same
+architecture, same data and batch, in one run (goal >= 1.5x):
+  - sentiment: training examples/s of `indolm finetune sentiment` on NusaX Indonesian (500
+    texts, batch 32, max_len 128, 2 epochs) against transformers' BertForSequenceClassification
+    in a plain PyTorch loop (tokenization inside the timed loop for both, as indolm tokenizes
+    each batch);
+  - BertExt: training articles/s of `indolm finetune summarize` (task ext, batch 8) on 64
+    articles built from the sample corpus against transformers' BertModel with PreSumm's
+    two-layer inter-sentence transformer and sentence scorer written in torch below (the same
+    sizes: 8 heads, feed-forward 2048, sinusoidal positions, pre-LayerNorm), BCE on the Oracle
+    labels.
+The BERT is random, L4 H256 A4 FF1024 with IndoBERT's vocabulary size (31,923). indolm's figure is
+the rate over its optimizer steps as it reports it; the reference's is timed the same way."""
+import json
+import math
+import os
+import random
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+import torch
+from torch import nn
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BINARY = os.path.join(ROOT, "target", "release", "indolm")
+THREADS = int(os.environ.get("BENCH_THREADS", "2"))
+sys.path.insert(0, os.path.join(ROOT, "tests", "reference"))
+
+
+def make_init(work):
+    from hf_reference import train_vocab
+    from transformers import AutoTokenizer, BertConfig, BertForMaskedLM
+
+    init = os.path.join(work, "init")
+    os.makedirs(init)
+    train_vocab(init, 8000)
+    torch.manual_seed(0)
+    config = BertConfig(vocab_size=31923, hidden_size=256, num_hidden_layers=4, num_attention_heads=4, intermediate_size=1024)
+    BertForMaskedLM(config).save_pretrained(init)
+    AutoTokenizer.from_pretrained(init).save_pretrained(init)
+    return init
+
+
+def indolm(args):
+    out = subprocess.run([BINARY, "--device", "cpu", "--threads", str(THREADS)] + args, check=True, capture_output=True, text=True).stdout
+    return float(re.findall(r"\(([0-9.]+) (?:examples|articles)/s\)", out)[-1])
+
+
+# ---- sentiment ----------------------------------------------------------------------------
+
+def nusax_indonesian():
+    import csv
+    with open(os.path.join(ROOT, "tests", "data", "nusax", "sentiment", "indonesian", "train.csv"), encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    labels = {"negative": 0, "neutral": 1, "positive": 2}
+    return [r["text"] for r in rows], [labels[r["label"]] for r in rows]
+
+
+def sentiment_indolm(work, init):
+    recipe = os.path.join(work, "sentiment.toml")
+    with open(recipe, "w", encoding="utf-8") as f:
+        f.write(f"""name = "bench-sentiment"
+output_dir = "{work}/ck"
+tensorboard = "{work}/runs"
+init = "{init}"
+[data]
+root = "{ROOT}/tests/data/nusax/sentiment"
+languages = ["indonesian"]
+setting = "monolingual"
+max_len = 128
+[optimizer]
+lr = 1e-4
+batch_size = 32
+max_epochs = 2
+patience = 5
+""")
+    return indolm(["finetune", "sentiment", recipe])
+
+
+def sentiment_reference(init, texts, labels):
+    from transformers import AutoTokenizer, BertForSequenceClassification
+
+    tok = AutoTokenizer.from_pretrained(init)
+    model = BertForSequenceClassification.from_pretrained(init, num_labels=3).train()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.01)
+    rng = random.Random(0)
+    seconds, seen = 0.0, 0
+    for _ in range(2):
+        order = list(range(len(texts)))
+        rng.shuffle(order)
+        for i in range(0, len(order), 32):
+            chunk = order[i:i + 32]
+            start = time.perf_counter()
+            enc = tok([texts[j] for j in chunk], padding=True, truncation=True, max_length=128, return_tensors="pt")
+            loss = model(**enc, labels=torch.tensor([labels[j] for j in chunk])).loss
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+            opt.zero_grad()
+            seconds += time.perf_counter() - start
+            seen += len(chunk)
+    return seen / seconds
+
+
+# ---- BertExt ------------------------------------------------------------------------------
+
+def sample_articles(n):
+    with open(os.path.join(ROOT, "corpora", "sample", "indonesian.txt"), encoding="utf-8") as f:
+        text = " ".join(l.strip() for l in f if l.strip())
+    sentences = [s.lower().split() for s in re.split(r"(?<=[.!?])\s+", text) if len(s.split()) >= 4]
+    rng = random.Random(3407)
+    out = []
+    for _ in range(n):
+        k = rng.randint(8, 20)
+        start = rng.randrange(len(sentences) - k)
+        out.append(sentences[start:start + k])
+    return out
+
+
+def write_split(root, split, articles):
+    os.makedirs(os.path.join(root, split), exist_ok=True)
+    for i, a in enumerate(articles):
+        with open(os.path.join(root, split, f"{i:04d}.json"), "w", encoding="utf-8") as f:
+            json.dump({"id": i, "url": "", "clean_article": a, "clean_summary": [a[0], a[-1]]}, f)
+
+
+def ext_indolm(work, init, articles):
+    data = os.path.join(work, "liputan6")
+    write_split(data, "train", articles)
+    write_split(data, "dev", articles[:2])
+    write_split(data, "test", articles[:2])
+    recipe = os.path.join(work, "ext.toml")
+    with open(recipe, "w", encoding="utf-8") as f:
+        f.write(f"""name = "bench-ext"
+output_dir = "{work}/ck"
+tensorboard = "{work}/runs"
+task = "ext"
+init = "{init}"
+[data]
+root = "{data}"
+[optimizer]
+lr = 0.002
+warmup_steps = 10
+max_steps = 24
+batch_size = 8
+eval_every = 24
+eval_articles = 2
+""")
+    return indolm(["finetune", "summarize", recipe])
+
+
+class FeedForward(nn.Module):
+    def __init__(self, d, ff, p):
+        super().__init__()
+        self.norm, self.w1, self.w2, self.drop = nn.LayerNorm(d, eps=1e-6), nn.Linear(d, ff), nn.Linear(ff, d), nn.Dropout(p)
+
+    def forward(self, x):
+        return self.drop(self.w2(self.drop(nn.functional.gelu(self.w1(self.norm(x)), approximate="tanh")))) + x
+
+
+class InterLayer(nn.Module):
+    def __init__(self, d, heads, ff, p):
+        super().__init__()
+        self.norm, self.attn = nn.LayerNorm(d, eps=1e-6), nn.MultiheadAttention(d, heads, dropout=p, batch_first=True)
+        self.ff, self.drop = FeedForward(d, ff, p), nn.Dropout(p)
+
+    def forward(self, i, x, mask):
+        h = x if i == 0 else self.norm(x)
+        ctx, _ = self.attn(h, h, h, key_padding_mask=~mask, need_weights=False)
+        return self.ff(self.drop(ctx) + x)
+
+
+class ExtReference(nn.Module):
+    """transformers' BertModel, then PreSumm's ExtTransformerEncoder and scorer."""
+
+    def __init__(self, init):
+        super().__init__()
+        from transformers import BertModel
+
+        self.bert = BertModel.from_pretrained(init, add_pooling_layer=False)
+        d = self.bert.config.hidden_size
+        self.layers = nn.ModuleList([InterLayer(d, 8, 2048, 0.1) for _ in range(2)])
+        self.norm, self.scorer, self.d = nn.LayerNorm(d, eps=1e-6), nn.Linear(d, 1), d
+
+    def positions(self, n):
+        pos = torch.arange(n).unsqueeze(1).float()
+        div = torch.exp(torch.arange(0, self.d, 2).float() * -(math.log(10000.0) / self.d))
+        return torch.stack([torch.sin(pos * div), torch.cos(pos * div)], 2).view(n, -1)[:, :self.d]
+
+    def forward(self, ids, segs, att, cls, smask):
+        top = self.bert(input_ids=ids, token_type_ids=segs, attention_mask=att).last_hidden_state
+        x = top[torch.arange(top.size(0)).unsqueeze(1), cls] * smask.unsqueeze(-1).float()
+        x = x + self.positions(x.size(1)).unsqueeze(0)
+        for i, layer in enumerate(self.layers):
+            x = layer(i, x, smask)
+        return torch.sigmoid(self.scorer(self.norm(x)).squeeze(-1)) * smask.float()
+
+
+def encode(tok, articles):
+    rows, cls = [], []
+    for a in articles:
+        ids, segs, pos = [], [], []
+        for i, s in enumerate(a):
+            pieces = tok.convert_tokens_to_ids(tok.tokenize(" ".join(s)))
+            room = 512 - len(ids) - 2
+            if room <= 0:
+                break
+            pos.append(len(ids))
+            ids += [tok.cls_token_id] + pieces[:room] + [tok.sep_token_id]
+            segs += [i % 2] * (len(pieces[:room]) + 2)
+            if len(pieces) > room:
+                break
+        rows.append((ids, segs))
+        cls.append(pos)
+    w, s = max(len(r[0]) for r in rows), max(len(c) for c in cls)
+    ids = torch.tensor([r[0] + [0] * (w - len(r[0])) for r in rows])
+    segs = torch.tensor([r[1] + [0] * (w - len(r[1])) for r in rows])
+    att = (ids != 0).long()
+    cls_t = torch.tensor([c + [0] * (s - len(c)) for c in cls])
+    smask = torch.tensor([[k < len(c) for k in range(s)] for c in cls])
+    return ids, segs, att, cls_t, smask
+
+
+def ext_reference(init, articles):
+    from liputan6_oracle import label
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(init)
+    model = ExtReference(init).train()
+    opt = torch.optim.Adam(model.parameters(), lr=2e-3, betas=(0.9, 0.999))
+    oracles = [label(a, [a[0], a[-1]]) for a in articles]
+    seconds, seen = 0.0, 0
+    for step in range(24):
+        batch = [(step * 8 + k) % len(articles) for k in range(8)]
+        start = time.perf_counter()
+        ids, segs, att, cls, smask = encode(tok, [articles[i] for i in batch])
+        gold = torch.zeros(smask.shape)
+        for r, i in enumerate(batch):
+            for j in oracles[i]:
+                if j < gold.size(1):
+                    gold[r, j] = 1.0
+        scores = model(ids, segs, att, cls, smask)
+        loss = (nn.functional.binary_cross_entropy(scores, gold, reduction="none") * smask.float()).sum()
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        seconds += time.perf_counter() - start
+        seen += len(batch)
+    return seen / seconds
+
+
+def main():
+    torch.set_num_threads(THREADS)
+    work = tempfile.mkdtemp(prefix="bench-finetune-")
+    init = make_init(work)
+    texts, labels = nusax_indonesian()
+    ours_s, ref_s = sentiment_indolm(work, init), sentiment_reference(init, texts, labels)
+    articles = sample_articles(64)
+    ours_e, ref_e = ext_indolm(work, init, articles), ext_reference(init, articles)
+    print(f"sentiment ({len(texts)} NusaX texts x 2 epochs, batch 32): indolm {ours_s:.1f} vs transformers {ref_s:.1f} examples/s, {ours_s / ref_s:.2f}x (goal >= 1.5x)")
+    print(f"BertExt (64 articles of 8-20 sentences, 24 steps of 8): indolm {ours_e:.2f} vs transformers + torch {ref_e:.2f} articles/s, {ours_e / ref_e:.2f}x (goal >= 1.5x)")
+
+
+if __name__ == "__main__":
+    main()
