@@ -11,7 +11,6 @@ architecture, same data and batch, in one run (goal >= 1.5x):
     labels.
 The BERT is random, L4 H256 A4 FF1024 with IndoBERT's vocabulary size (31,923). indolm's figure is
 the rate over its optimizer steps as it reports it; the reference's is timed the same way."""
-import json
 import math
 import os
 import random
@@ -23,6 +22,8 @@ import time
 
 import torch
 from torch import nn
+
+import liputan6_fake as fake
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BINARY = os.path.join(ROOT, "target", "release", "indolm")
@@ -107,31 +108,10 @@ def sentiment_reference(init, texts, labels):
 
 # ---- BertExt ------------------------------------------------------------------------------
 
-def sample_articles(n):
-    with open(os.path.join(ROOT, "corpora", "sample", "indonesian.txt"), encoding="utf-8") as f:
-        text = " ".join(l.strip() for l in f if l.strip())
-    sentences = [s.lower().split() for s in re.split(r"(?<=[.!?])\s+", text) if len(s.split()) >= 4]
-    rng = random.Random(3407)
-    out = []
-    for _ in range(n):
-        k = rng.randint(8, 20)
-        start = rng.randrange(len(sentences) - k)
-        out.append(sentences[start:start + k])
-    return out
-
-
-def write_split(root, split, articles):
-    os.makedirs(os.path.join(root, split), exist_ok=True)
-    for i, a in enumerate(articles):
-        with open(os.path.join(root, split, f"{i:04d}.json"), "w", encoding="utf-8") as f:
-            json.dump({"id": i, "url": "", "clean_article": a, "clean_summary": [a[0], a[-1]]}, f)
-
-
 def ext_indolm(work, init, articles):
     data = os.path.join(work, "liputan6")
-    write_split(data, "train", articles)
-    write_split(data, "dev", articles[:2])
-    write_split(data, "test", articles[:2])
+    for split, items in [("train", articles), ("dev", articles[:2]), ("test", articles[:2])]:
+        fake.write_split(data, split, items, lambda _, a: [a[0], a[-1]])
     recipe = os.path.join(work, "ext.toml")
     with open(recipe, "w", encoding="utf-8") as f:
         f.write(f"""name = "bench-ext"
@@ -258,7 +238,7 @@ def main():
     init = make_init(work)
     texts, labels = nusax_indonesian()
     ours_s, ref_s = sentiment_indolm(work, init), sentiment_reference(init, texts, labels)
-    articles = sample_articles(64)
+    articles = fake.articles(fake.sample_sentences(), 64, 8, 20, random.Random(3407))
     ours_e, ref_e = ext_indolm(work, init, articles), ext_reference(init, articles)
     print(f"sentiment ({len(texts)} NusaX texts x 2 epochs, batch 32): indolm {ours_s:.1f} vs transformers {ref_s:.1f} examples/s, {ours_s / ref_s:.2f}x (goal >= 1.5x)")
     print(f"BertExt (64 articles of 8-20 sentences, 24 steps of 8): indolm {ours_e:.2f} vs transformers + torch {ref_e:.2f} articles/s, {ours_e / ref_e:.2f}x (goal >= 1.5x)")

@@ -4,7 +4,6 @@ penalty, minimum length) over the same 64 articles built from the sample corpus,
 model: a 6-layer decoder over a small BERT with IndoBERT's vocabulary size (31,923). One run;
 prints both figures and the ratio (goal >= 5x on 2 CPU cores), and checks that both give the
 same summaries."""
-import json
 import os
 import random
 import re
@@ -12,27 +11,14 @@ import subprocess
 import sys
 import tempfile
 
+import liputan6_fake as fake
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BINARY = os.path.join(ROOT, "target", "release", "indolm")
 THREADS = os.environ.get("BENCH_THREADS", "2")
 ARTICLES = int(os.environ.get("BENCH_ARTICLES", "64"))
 BATCH = os.environ.get("BENCH_BATCH", "16")
 V = 31923
-
-
-def sample_sentences():
-    """The sample corpus' sentences, lowercased and split into words."""
-    with open(os.path.join(ROOT, "corpora", "sample", "indonesian.txt"), encoding="utf-8") as f:
-        text = " ".join(line.strip() for line in f if line.strip())
-    return [s.lower().split() for s in re.split(r"(?<=[.!?])\s+", text) if len(s.split()) >= 4]
-
-
-def write_split(root, split, articles):
-    os.makedirs(os.path.join(root, split), exist_ok=True)
-    for i, article in enumerate(articles):
-        item = {"id": f"{split}-{i}", "url": "", "clean_article": article, "clean_summary": article[:2]}
-        with open(os.path.join(root, split, f"{i:04d}.json"), "w", encoding="utf-8") as f:
-            json.dump(item, f)
 
 
 def model_dir(work):
@@ -67,16 +53,10 @@ def summarize(model, folder, batch):
 
 def main():
     work = tempfile.mkdtemp(prefix="bench-generate-")
-    rng = random.Random(3407)
-    sentences = sample_sentences()
-    articles = []
-    for _ in range(ARTICLES):
-        start, n = rng.randrange(len(sentences) - 20), rng.randint(4, 16)
-        articles.append(sentences[start:start + n])
+    articles = fake.articles(fake.sample_sentences(), ARTICLES, 4, 16, random.Random(3407))
     data = os.path.join(work, "liputan6")
-    write_split(data, "train", articles)
-    write_split(data, "dev", articles[:2])
-    write_split(data, "test", articles[:2])
+    for split, items in [("train", articles), ("dev", articles[:2]), ("test", articles[:2])]:
+        fake.write_split(data, split, items, lambda _, a: a[:2])
     init = model_dir(work)
     # A few updates, so the decoder prefers some words to others (a random one is uniform).
     recipe = os.path.join(work, "abs.toml")

@@ -18,6 +18,8 @@ import sys
 import tempfile
 import time
 
+import liputan6_fake as fake
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BINARY = os.path.join(ROOT, "target", "release", "indolm")
 ARTICLES = int(os.environ.get("BENCH_ARTICLES", "193883"))
@@ -25,21 +27,9 @@ REF_ARTICLES = int(os.environ.get("REF_ARTICLES", "5000"))
 
 
 def generate(root):
-    with open(os.path.join(ROOT, "corpora", "sample", "indonesian.txt"), encoding="utf-8") as f:
-        text = " ".join(l.strip() for l in f if l.strip())
-    sentences = [s.lower().replace(".", " .").replace(",", " ,").split()
-                 for s in re.split(r"(?<=[.!?])\s+", text) if len(s.split()) >= 4]
     rng = random.Random(3407)
-    split = os.path.join(root, "train")
-    os.makedirs(split)
-    for i in range(ARTICLES):
-        k = rng.randint(8, 30)
-        start = rng.randrange(len(sentences) - k)
-        article = sentences[start:start + k]
-        item = {"id": i, "url": "", "clean_article": article, "clean_summary": [article[0], article[rng.randrange(1, k)]]}
-        with open(os.path.join(split, f"{i:06d}.json"), "w", encoding="utf-8") as f:
-            json.dump(item, f)
-    return split
+    items = fake.articles(fake.sample_sentences(split_punct=True), ARTICLES, 8, 30, rng)
+    return fake.write_split(root, "train", items, lambda _, a: [a[0], a[rng.randrange(1, len(a))]])
 
 
 def indolm(root):
