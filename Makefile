@@ -51,7 +51,8 @@ demo: setup
 	$(BIN) fill-mask --model checkpoints/tiny-sample/step-600 --text "Petani menanam [MASK] di sawah."
 	$(BIN) report bias-curve --run checkpoints/tiny-sample --out runs/tiny-sample/bias-curve.png
 	@echo
-	@echo "Checkpoints (with bias.json at each): checkpoints/tiny-sample/   TensorBoard logs: runs/tiny-sample/"
+	@echo "Checkpoints (bias.json and bias_pairs.csv at each): checkpoints/tiny-sample/"
+	@echo "TensorBoard logs: runs/tiny-sample/ (bias curves: one run per language, bias-<lang>/; interval bands in the Custom Scalars tab)"
 	@echo "Bias-over-steps picture: runs/tiny-sample/bias-curve.png"
 	@echo "View the curves with:  $(VENV)/bin/tensorboard --logdir runs"
 
