@@ -153,14 +153,13 @@ struct Search {
 
 /// One step's next-token log-probabilities of the live hypotheses [hypotheses, vocab] (the
 /// model's kind), with eos impossible (−∞) where a hypothesis may not end yet, and each row's
-/// cumulative log-probability and count of possible candidates. A candidate's log-probability
+/// cumulative log-probability. A candidate's log-probability
 /// and score are computed in f64 from the row's value, `(cumulative + log p) / penalty`; within
 /// a row that order is the order of log p, so rows are ranked in the model's kind.
 struct StepScores {
     rows: Tensor,
     cumulative: Vec<f64>,
     penalty: f64,
-    finite: Vec<i64>,
 }
 
 impl StepScores {
@@ -170,10 +169,12 @@ impl StepScores {
             let forbidden = Tensor::from_slice(&may_end).to_device(rows.device()).logical_not();
             let _ = rows.narrow(1, config.eos, 1).squeeze_dim(1).masked_fill_(&forbidden, f64::NEG_INFINITY);
         }
-        let finite =
-            Vec::<i64>::try_from(rows.isfinite().sum_dim_intlist(1, false, Kind::Int64).to_device(Device::Cpu))
-                .expect("counts");
-        StepScores { rows, cumulative, penalty: length_penalty(step + 1, config.alpha), finite }
+        StepScores { rows, cumulative, penalty: length_penalty(step + 1, config.alpha) }
+    }
+
+    /// Possible (finite) candidates in rows `first .. first + n`.
+    fn finite_in(&self, first: i64, n: i64) -> i64 {
+        self.rows.narrow(0, first, n).isfinite().sum(Kind::Int64).int64_value(&[])
     }
 
     /// The candidates at flat positions `index` of the rows (their `beam` counted from row
@@ -227,20 +228,20 @@ impl Search {
         kept
     }
 
-    /// Whether `pool` (each row's candidates scoring at least some k-th best of the row) must
-    /// hold the article's best unblocked ones: every row either gave all its possible candidates
-    /// or `beam` unblocked ones, which beat everything it left out.
+    /// Whether `pool` (each row's candidates scoring at least the row's k-th best) must hold
+    /// the article's best unblocked ones: every row either gave all its possible candidates
+    /// (`exhausted`: fewer than k were possible) or `beam` unblocked ones, which beat everything
+    /// it left out.
     fn pool_suffices(
         &self,
         pool: &[Candidate],
-        finite: &[i64],
+        exhausted: &[bool],
         config: &BeamConfig,
         piece: &impl Fn(i64) -> String,
     ) -> bool {
         (0..self.live.len()).all(|row| {
-            let of_row: Vec<&Candidate> = pool.iter().filter(|c| c.beam == row).collect();
-            of_row.len() as i64 == finite[row]
-                || of_row.iter().filter(|c| !self.blocked(c, config, piece)).count() >= config.beam
+            exhausted[row]
+                || pool.iter().filter(|c| c.beam == row && !self.blocked(c, config, piece)).count() >= config.beam
         })
     }
 
@@ -260,7 +261,7 @@ impl Search {
             .to_device(scores.rows.device());
         let mine = ((scores.rows.narrow(0, first, n).to_kind(Kind::Double) + cumulative.unsqueeze(1)) / scores.penalty)
             .reshape([-1]);
-        let finite: i64 = scores.finite[first as usize..(first + n) as usize].iter().sum();
+        let finite = scores.finite_in(first, n);
         let mut k = (config.beam as i64 * 4).max(8);
         loop {
             let k_now = k.min(finite);
@@ -323,8 +324,12 @@ fn advance_all(
     let vocab = rows.size()[1];
     let scores = StepScores::new(rows, searching.iter().flat_map(|&a| searches[a].live.iter()), step, config);
     let k = ((config.beam * 2).max(4) as i64).min(vocab);
-    let kth = scores.rows.topk(k, 1, true, true).0.select(1, k - 1).unsqueeze(1);
-    let chosen = scores.rows.ge_tensor(&kth).logical_and(&scores.rows.isfinite()).nonzero();
+    let kth = scores.rows.topk(k, 1, true, true).0.select(1, k - 1);
+    // A row with fewer than k possible candidates has −∞ as its k-th: all of them are taken.
+    let exhausted = Vec::<bool>::try_from(kth.isinf().to_device(Device::Cpu)).expect("flags");
+    // At least the lowest finite value, so −∞ (impossible) candidates are never taken.
+    let threshold = kth.clamp_min(-(f32::MAX as f64)).unsqueeze(1);
+    let chosen = scores.rows.ge_tensor(&threshold).nonzero();
     let flat = chosen.select(1, 0) * vocab + chosen.select(1, 1);
     let pool = scores.candidates(&flat, 0);
     let mut pools: Vec<Vec<Candidate>> = vec![Vec::new(); searching.len()];
@@ -338,7 +343,7 @@ fn advance_all(
     }
     for ((&a, &(from, n)), pool) in searching.iter().zip(spans).zip(pools) {
         let search = &searches[a];
-        let kept = if search.pool_suffices(&pool, &scores.finite[from..from + n], config, piece) {
+        let kept = if search.pool_suffices(&pool, &exhausted[from..from + n], config, piece) {
             search.select(pool, config, piece)
         } else {
             search.select_widening(&scores, from as i64, config, piece)
