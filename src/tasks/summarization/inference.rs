@@ -5,7 +5,7 @@
 use super::abs::{AbsConfig, BertAbs};
 use super::data::{join, Article};
 use super::ext::{select, BertExt, ExtConfig};
-use super::input::encoded_lengths;
+use super::input::{batch_of, encode_article, EncodedArticle};
 use super::Row;
 use crate::error::{Error, Result};
 use crate::eval::rouge::mean_f1;
@@ -56,12 +56,15 @@ impl Summarizer {
         let mut out: Vec<Vec<Vec<String>>> = vec![Vec::new(); articles.len()];
         match self {
             Summarizer::Ext(m) => {
-                // Batched by length under the device's token budget.
-                let lengths = encoded_lengths(&m.tokenizer, m.bert.embeddings.max_positions(), articles)?;
+                // Tokenized once, then batched by length under the device's token budget.
+                let max_len = m.bert.embeddings.max_positions();
+                let encoded: Vec<EncodedArticle> =
+                    articles.iter().map(|a| encode_article(&m.tokenizer, max_len, a)).collect::<Result<_>>()?;
+                let lengths: Vec<usize> = encoded.iter().map(EncodedArticle::len).collect();
                 let budget = crate::data::batching::token_budget(m.vs.device());
                 for items in crate::data::batching::by_length(&lengths, budget) {
-                    let chunk: Vec<&[Vec<String>]> = items.iter().map(|&i| articles[i]).collect();
-                    let batch = m.encode(&chunk)?;
+                    let chunk: Vec<&EncodedArticle> = items.iter().map(|&i| &encoded[i]).collect();
+                    let batch = batch_of(m.tokenizer.special.pad, &chunk, m.vs.device());
                     let scores =
                         tch::no_grad(|| m.scores(&batch, false)).to_device(Device::Cpu).to_kind(tch::Kind::Double);
                     for (r, &i) in items.iter().enumerate() {

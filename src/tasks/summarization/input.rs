@@ -22,9 +22,28 @@ pub struct ArticleBatch {
     pub sentences: Vec<usize>,
 }
 
-/// One article's ids, segment ids and `[CLS]` positions, cut at `max_len` positions.
-fn encode_one(t: &TextTokenizer, max_len: usize, article: &[Vec<String>]) -> Result<(Vec<i64>, Vec<i64>, Vec<usize>)> {
-    let (mut ids, mut segs, mut positions) = (Vec::new(), Vec::new(), Vec::new());
+/// One article encoded: ids, segment ids and each sentence's `[CLS]` position.
+pub struct EncodedArticle {
+    ids: Vec<i64>,
+    segments: Vec<i64>,
+    cls: Vec<usize>,
+}
+
+impl EncodedArticle {
+    /// Its length in tokens.
+    pub fn len(&self) -> usize {
+        self.ids.len()
+    }
+
+    /// Whether no sentence fitted.
+    pub fn is_empty(&self) -> bool {
+        self.ids.is_empty()
+    }
+}
+
+/// Encodes one article (sentences of words) for an encoder of `max_len` positions.
+pub fn encode_article(t: &TextTokenizer, max_len: usize, article: &[Vec<String>]) -> Result<EncodedArticle> {
+    let (mut ids, mut segments, mut cls) = (Vec::new(), Vec::new(), Vec::new());
     for (i, sentence) in article.iter().enumerate() {
         let pieces: Vec<i64> = t.encode_plain(&sentence.join(" "))?.into_iter().map(i64::from).collect();
         let room = max_len.saturating_sub(ids.len() + 2);
@@ -32,21 +51,16 @@ fn encode_one(t: &TextTokenizer, max_len: usize, article: &[Vec<String>]) -> Res
             break;
         }
         let fits = pieces.len() <= room;
-        positions.push(ids.len());
+        cls.push(ids.len());
         ids.push(t.special.cls);
         ids.extend(&pieces[..room.min(pieces.len())]);
         ids.push(t.special.sep);
-        segs.resize(ids.len(), (i % 2) as i64);
+        segments.resize(ids.len(), (i % 2) as i64);
         if !fits {
             break;
         }
     }
-    Ok((ids, segs, positions))
-}
-
-/// The encoded length (tokens) of each article, for batching by length.
-pub fn encoded_lengths(tokenizer: &TextTokenizer, max_len: usize, articles: &[&[Vec<String>]]) -> Result<Vec<usize>> {
-    articles.iter().map(|a| Ok(encode_one(tokenizer, max_len, a)?.0.len())).collect()
+    Ok(EncodedArticle { ids, segments, cls })
 }
 
 /// Encodes `articles` (sentences of words) for an encoder of `max_len` positions.
@@ -56,21 +70,22 @@ pub fn encode_articles(
     articles: &[&[Vec<String>]],
     device: Device,
 ) -> Result<ArticleBatch> {
-    let t = tokenizer;
-    let mut rows = Vec::new();
-    let mut cls = Vec::new();
-    for article in articles {
-        let (ids, segs, positions) = encode_one(t, max_len, article)?;
-        rows.push((ids, segs));
-        cls.push(positions);
-    }
+    let encoded: Vec<EncodedArticle> =
+        articles.iter().map(|a| encode_article(tokenizer, max_len, a)).collect::<Result<_>>()?;
+    Ok(batch_of(tokenizer.special.pad, &encoded.iter().collect::<Vec<_>>(), device))
+}
+
+/// The padded model inputs of articles already encoded (`pad`: the `[PAD]` id).
+pub fn batch_of(pad_id: i64, encoded: &[&EncodedArticle], device: Device) -> ArticleBatch {
+    let rows: Vec<(&Vec<i64>, &Vec<i64>)> = encoded.iter().map(|e| (&e.ids, &e.segments)).collect();
+    let cls: Vec<&Vec<usize>> = encoded.iter().map(|e| &e.cls).collect();
     let width = rows.iter().map(|r| r.0.len()).max().unwrap_or(1).max(1);
-    let n_sent = cls.iter().map(Vec::len).max().unwrap_or(1).max(1);
+    let n_sent = cls.iter().map(|c| c.len()).max().unwrap_or(1).max(1);
     let (mut ids, mut segs, mut att, mut flat, mut smask) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for (r, ((row_ids, row_segs), positions)) in rows.iter().zip(&cls).enumerate() {
         let pad = width - row_ids.len();
-        ids.extend(row_ids.iter().copied().chain(std::iter::repeat_n(t.special.pad, pad)));
+        ids.extend(row_ids.iter().copied().chain(std::iter::repeat_n(pad_id, pad)));
         segs.extend(row_segs.iter().copied().chain(std::iter::repeat_n(0, pad)));
         att.extend(std::iter::repeat_n(1i64, row_ids.len()).chain(std::iter::repeat_n(0, pad)));
         for k in 0..n_sent {
@@ -79,14 +94,14 @@ pub fn encode_articles(
         }
     }
     let (b, w) = (rows.len() as i64, width as i64);
-    Ok(ArticleBatch {
+    ArticleBatch {
         input_ids: Tensor::from_slice(&ids).view([b, w]).to_device(device),
         segments: Tensor::from_slice(&segs).view([b, w]).to_device(device),
         attention: Tensor::from_slice(&att).view([b, w]).to_device(device),
         cls_positions: Tensor::from_slice(&flat).view([b, n_sent as i64]).to_device(device),
         sentence_mask: Tensor::from_slice(&smask).view([b, n_sent as i64]).to_device(device),
-        sentences: cls.iter().map(Vec::len).collect(),
-    })
+        sentences: cls.iter().map(|c| c.len()).collect(),
+    }
 }
 
 #[cfg(test)]
