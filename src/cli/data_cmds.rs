@@ -45,7 +45,8 @@ pub enum CorpusCommand {
         sequences: usize,
     },
     /// Read and oracle-label Liputan6 splits once (on every core) and cache them beside the data,
-    /// as `finetune summarize` does on its first run; prints articles/s.
+    /// as `finetune summarize` does on its first run; with --model, also tokenize them for that
+    /// model and cache the token ids. Prints articles/s.
     Liputan6 {
         /// The Liputan6 folder holding the split folders.
         #[arg(long)]
@@ -53,6 +54,10 @@ pub enum CorpusCommand {
         /// Split folders to prepare.
         #[arg(long, num_args = 1.., default_value = "train")]
         split: Vec<String>,
+        /// A model directory (the one `finetune summarize` starts from): tokenize for its
+        /// tokenizer and positions too.
+        #[arg(long)]
+        model: Option<PathBuf>,
     },
 }
 
@@ -271,13 +276,23 @@ pub fn run_corpus(command: CorpusCommand) -> Result<()> {
     match command {
         CorpusCommand::Prepare { recipe } => prepare(&recipe),
         CorpusCommand::Stats { recipe, sequences } => stats(&recipe, sequences),
-        CorpusCommand::Liputan6 { data, split } => liputan6(&data, &split),
+        CorpusCommand::Liputan6 { data, split, model } => liputan6(&data, &split, model.as_deref()),
     }
 }
 
-/// `corpus liputan6`: each split read and labelled (or found in its cache), with the rate.
-fn liputan6(data: &Path, splits: &[String]) -> Result<()> {
+/// `corpus liputan6`: each split read and labelled (or found in its cache), then tokenized for
+/// `model` (or found in its cache), with the rates.
+fn liputan6(data: &Path, splits: &[String], model: Option<&Path>) -> Result<()> {
+    use indolm::tasks::summarization::encoded::encode_split;
     use indolm::tasks::summarization::prepared::prepare_split;
+    let encoder = match model {
+        Some(dir) => {
+            let tokenizer = indolm::data::tokenizer::TextTokenizer::from_dir(dir)?;
+            let config = indolm::model::BertConfig::from_file(&dir.join("config.json"))?;
+            Some((tokenizer, config.max_position_embeddings as usize))
+        }
+        None => None,
+    };
     for split in splits {
         let prepared = prepare_split(data, split, &|n| eprintln!("{n}"))?;
         let n = prepared.articles.len();
@@ -291,6 +306,19 @@ fn liputan6(data: &Path, splits: &[String]) -> Result<()> {
             prepared.seconds,
             n as f64 / prepared.seconds.max(1e-9)
         );
+        if let Some((tokenizer, max_positions)) = &encoder {
+            let encoded = encode_split(data, split, &prepared, tokenizer, *max_positions, &|n| eprintln!("{n}"))?;
+            if encoded.from_cache {
+                outln!("{split}: {} tokens mapped from the cache in {:.2}s", encoded.tokens(), encoded.seconds);
+            } else {
+                outln!(
+                    "{split}: {} tokens tokenized on every core, then cached, in {:.2}s ({:.0} articles/s)",
+                    encoded.tokens(),
+                    encoded.seconds,
+                    n as f64 / encoded.seconds.max(1e-9)
+                );
+            }
+        }
     }
     Ok(())
 }

@@ -224,17 +224,10 @@ impl TextTokenizer {
         }
         let mut rows: Vec<(Vec<i64>, Vec<i64>)> = Vec::with_capacity(firsts.len());
         for (i, a) in firsts.iter().enumerate() {
-            let mut ids_a: Vec<i64> = self.encode_plain(a)?.into_iter().map(i64::from).collect();
             let row = match seconds {
-                None => {
-                    ids_a.truncate(max_len - 2);
-                    let mut ids = vec![self.special.cls];
-                    ids.extend(ids_a);
-                    ids.push(self.special.sep);
-                    let types = vec![0; ids.len()];
-                    (ids, types)
-                }
+                None => self.single_row(a, max_len)?,
                 Some(bs) => {
+                    let mut ids_a: Vec<i64> = self.encode_plain(a)?.into_iter().map(i64::from).collect();
                     let mut ids_b: Vec<i64> = self.encode_plain(bs[i])?.into_iter().map(i64::from).collect();
                     while ids_a.len() + ids_b.len() > max_len.saturating_sub(3) {
                         if ids_a.len() >= ids_b.len() {
@@ -256,6 +249,18 @@ impl TextTokenizer {
             rows.push(row);
         }
         Ok(pad_rows(rows, self.special.pad))
+    }
+
+    /// One text's row of a batch, before padding: `[CLS] text [SEP]` cut to `max_len` tokens
+    /// (at least 3), and its token types (all 0).
+    pub fn single_row(&self, text: &str, max_len: usize) -> Result<(Vec<i64>, Vec<i64>)> {
+        let pieces = self.encode_plain(text)?;
+        let mut ids = Vec::with_capacity(pieces.len().min(max_len.saturating_sub(2)) + 2);
+        ids.push(self.special.cls);
+        ids.extend(pieces.into_iter().take(max_len.saturating_sub(2)).map(i64::from));
+        ids.push(self.special.sep);
+        let types = vec![0; ids.len()];
+        Ok((ids, types))
     }
 
     /// Writes `tokenizer.json`, `vocab.txt`, `tokenizer_config.json` and

@@ -2,8 +2,8 @@
 //! pooled `[CLS]` vector, dropout, and a linear layer to the labels. Loads any BERT model
 //! directory (a missing pooler or classifier starts random, with a note) and saves what
 //! transformers' `BertForSequenceClassification` and `AutoTokenizer` load, `id2label` included.
-use crate::data::tokenizer::TextTokenizer;
-use crate::error::Result;
+use crate::data::tokenizer::{pad_rows, TextTokenizer};
+use crate::error::{Error, Result};
 use crate::model::layers::{Linear, Precision};
 use crate::model::model_dir::{copy_into, read_model_files, save_model_files_as};
 use crate::model::{BertConfig, BertModel, Component, LoadNote};
@@ -98,14 +98,17 @@ impl SequenceClassifier {
     /// float rounding (padding is masked).
     pub fn predict(&self, texts: &[&str], max_len: usize) -> Result<Vec<Vec<f64>>> {
         let device = self.vs.device();
-        let lengths: Vec<usize> = texts
-            .iter()
-            .map(|t| Ok(self.tokenizer.encode_plain(t)?.len().min(max_len.saturating_sub(2)) + 2))
-            .collect::<Result<_>>()?;
+        if max_len < 3 {
+            return Err(Error::data("prediction", format!("max_len must be at least 3, found {max_len}")));
+        }
+        // Tokenized once; the lengths sort the batches.
+        let rows: Vec<(Vec<i64>, Vec<i64>)> =
+            texts.iter().map(|t| self.tokenizer.single_row(t, max_len)).collect::<Result<_>>()?;
+        let lengths: Vec<usize> = rows.iter().map(|r| r.0.len()).collect();
         let mut out = vec![Vec::new(); texts.len()];
         for batch_items in crate::data::batching::by_length(&lengths, crate::data::batching::token_budget(device)) {
-            let chunk: Vec<&str> = batch_items.iter().map(|&i| texts[i]).collect();
-            let batch = self.tokenizer.batch(&chunk, None, max_len)?;
+            let chunk: Vec<(Vec<i64>, Vec<i64>)> = batch_items.iter().map(|&i| rows[i].clone()).collect();
+            let batch = pad_rows(chunk, self.tokenizer.special.pad);
             let probs = tch::no_grad(|| {
                 self.logits(&batch.input_ids.to_device(device), &batch.attention_mask.to_device(device), false)
                     .softmax(-1, Kind::Double)

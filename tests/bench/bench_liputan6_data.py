@@ -3,11 +3,14 @@ released layout with as many articles as the canonical training split (193,883; 
 each, 8-30 sentences drawn from the sample corpus, a two-sentence summary; not committed, under
 /tmp), then measures in one run:
   - indolm: reading every file and building its Oracle labels on all cores, then caching the
-    split beside the data (`indolm corpus liputan6`, what `finetune summarize` does on its first
-    run), and reading it again from the cache (every later run);
+    split beside the data, and tokenizing every article and summary for a model (an uncased
+    WordPiece of 8,000 pieces trained on UD Indonesian, positions 512) on all cores, then
+    caching the token ids (`indolm corpus liputan6 --model`, what `finetune summarize` does on
+    its first run); and reading both again from their caches (every later run);
   - the reference: the release's way, `json.load` of each file and the Oracle script's greedy
-    search (tests/reference/liputan6_oracle.py) in Python, on the first REF_ARTICLES files (it
-    is slow), as articles/s.
+    search (tests/reference/liputan6_oracle.py) in Python, then PreSumm's tokenization of each
+    sentence with transformers' (fast) BertTokenizer, on the first REF_ARTICLES files (it is
+    slow), as articles/s.
 Prints articles/s of each and the ratios."""
 import json
 import os
@@ -32,40 +35,63 @@ def generate(root):
     return fake.write_split(root, "train", items, lambda _, a: [a[0], a[rng.randrange(1, len(a))]])
 
 
-def indolm(root):
-    out = subprocess.run([BINARY, "corpus", "liputan6", "--data", root], check=True, capture_output=True, text=True).stdout
-    return float(re.search(r"\(([0-9.]+) articles/s\)", out).group(1)), out.strip()
+def make_model(work):
+    """A model folder with what tokenizing needs: tokenizer files and config.json."""
+    from hf_reference import train_vocab
+    from transformers import AutoTokenizer, BertConfig
+
+    model = os.path.join(work, "model")
+    os.makedirs(model)
+    train_vocab(model, 8000)
+    BertConfig(vocab_size=8000, max_position_embeddings=512).save_pretrained(model)
+    AutoTokenizer.from_pretrained(model).save_pretrained(model)
+    return model
 
 
-def reference(split):
-    sys.path.insert(0, os.path.join(ROOT, "tests", "reference"))
+def indolm(root, model):
+    out = subprocess.run([BINARY, "corpus", "liputan6", "--data", root, "--model", model], check=True, capture_output=True, text=True).stdout
+    rates = [float(r) for r in re.findall(r"\(([0-9.]+) articles/s\)", out)]
+    mapped = re.search(r"mapped from the cache in ([0-9.]+)s", out)
+    return rates[0], rates[1] if len(rates) > 1 else float(mapped.group(1)), out.strip()
+
+
+def reference(split, model):
     from liputan6_oracle import label
+    from transformers import AutoTokenizer
 
+    tok = AutoTokenizer.from_pretrained(model)
     files = sorted(os.listdir(split))[:REF_ARTICLES]
-    start = time.perf_counter()
+    items, start = [], time.perf_counter()
     for name in files:
         with open(os.path.join(split, name), encoding="utf-8") as f:
             item = json.load(f)
         label(item["clean_article"], item["clean_summary"])
-    return len(files) / (time.perf_counter() - start)
+        items.append(item)
+    read = len(files) / (time.perf_counter() - start)
+    start = time.perf_counter()
+    for item in items:
+        for s in item["clean_article"] + item["clean_summary"]:
+            tok.convert_tokens_to_ids(tok.tokenize(" ".join(s)))
+    return read, len(files) / (time.perf_counter() - start)
 
 
 def main():
-    root = tempfile.mkdtemp(prefix="bench-liputan6-")
+    sys.path.insert(0, os.path.join(ROOT, "tests", "reference"))
+    work = tempfile.mkdtemp(prefix="bench-liputan6-")
+    root = os.path.join(work, "data")
     started = time.perf_counter()
     split = generate(root)
     print(f"generated {ARTICLES} articles in {time.perf_counter() - started:.0f}s under {root}")
-    cold, cold_line = indolm(root)
-    warm, warm_line = indolm(root)
+    model = make_model(work)
+    cold, cold_tok, cold_line = indolm(root, model)
+    warm, warm_tok, warm_line = indolm(root, model)
     print(cold_line)
     print(warm_line)
-    ref = reference(split)
-    print(f"indolm first run (read + Oracle labels on {os.cpu_count()} cores + cache): {cold:.0f} articles/s")
-    print(f"indolm later runs (from the cache): {warm:.0f} articles/s")
-    print(f"reference (json.load + the Oracle script in Python, 1 core, {REF_ARTICLES} articles): {ref:.0f} articles/s")
-    print(f"ratios: first run {cold / ref:.1f}x, cached {warm / ref:.1f}x")
-    print(f"the whole split: {ARTICLES / cold:.0f}s the first time, {ARTICLES / warm:.0f}s after")
-
+    ref, ref_tok = reference(split, model)
+    both = lambda a, b: 1 / (1 / a + 1 / b)
+    print(f"reading + Oracle labels: indolm first run (on {os.cpu_count()} cores, then cached) {cold:.0f}, later runs (cache) {warm:.0f}; reference (json.load + the Oracle script, 1 core, {REF_ARTICLES} articles) {ref:.0f} articles/s; ratios {cold / ref:.1f}x, {warm / ref:.1f}x")
+    print(f"tokenizing: indolm first run (on {os.cpu_count()} cores, then cached) {cold_tok:.0f} articles/s, later runs map the cache in {warm_tok:.2f}s; reference (transformers' fast BertTokenizer per sentence, 1 core) {ref_tok:.0f} articles/s; ratio {cold_tok / ref_tok:.1f}x")
+    print(f"the whole split, both steps: indolm {ARTICLES / both(cold, cold_tok):.0f}s the first time and {ARTICLES / warm + warm_tok:.0f}s after; reference {ARTICLES / both(ref, ref_tok):.0f}s every time")
 
 if __name__ == "__main__":
     main()

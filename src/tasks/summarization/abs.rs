@@ -12,7 +12,7 @@
 //! Targets are `bos s1 split s2 … eos` with PreSumm's markers `[unused0]`, `[unused2]`,
 //! `[unused1]`; a vocabulary without them uses `[CLS]`, `[MASK]` and `[SEP]` (with a note).
 use super::beam::{beam_search_batch, words, BeamConfig};
-use super::input::{encode_articles, ArticleBatch};
+use super::input::{encode_articles, encode_target, targets_of, ArticleBatch};
 use super::transformer::{positional, FeedForward, MultiHeadAttention, NORM_EPS};
 use crate::data::tokenizer::TextTokenizer;
 use crate::error::{Error, Result};
@@ -478,26 +478,15 @@ impl BertAbs {
     /// Targets `bos s1 split s2 … eos`, cut to `max_target_tokens` (the last kept token
     /// replaced by `eos`, as PreSumm does), padded [summaries, longest].
     pub fn encode_targets(&self, summaries: &[&[Vec<String>]]) -> Result<Tensor> {
-        let m = self.markers;
-        let max = self.abs.max_target_tokens.max(2);
-        let mut rows = Vec::new();
-        for summary in summaries {
-            let mut ids = vec![m.bos];
-            for (i, sentence) in summary.iter().enumerate() {
-                if i > 0 {
-                    ids.push(m.split);
-                }
-                ids.extend(self.tokenizer.encode_plain(&sentence.join(" "))?.into_iter().map(i64::from));
-            }
-            ids.truncate(max - 1);
-            ids.push(m.eos);
-            rows.push(ids);
-        }
-        let width = rows.iter().map(Vec::len).max().unwrap_or(2);
+        let whole: Vec<Vec<i64>> =
+            summaries.iter().map(|s| encode_target(&self.tokenizer, self.markers, s)).collect::<Result<_>>()?;
+        Ok(self.targets(&whole.iter().map(Vec::as_slice).collect::<Vec<_>>()))
+    }
+
+    /// Whole targets (see [`encode_target`]) cut to `max_target_tokens` and padded.
+    pub fn targets(&self, whole: &[&[i64]]) -> Tensor {
         let pad = self.tokenizer.special.pad;
-        let flat: Vec<i64> =
-            rows.iter().flat_map(|r| r.iter().copied().chain(std::iter::repeat_n(pad, width - r.len()))).collect();
-        Ok(Tensor::from_slice(&flat).view([rows.len() as i64, width as i64]).to_device(self.vs.device()))
+        targets_of(whole, self.abs.max_target_tokens, self.markers.eos, pad, self.vs.device())
     }
 
     fn source_mask(batch: &ArticleBatch) -> Tensor {

@@ -31,6 +31,22 @@ impl Summarizer {
         }
     }
 
+    /// The model directory's tokenizer.
+    pub fn tokenizer(&self) -> &crate::data::tokenizer::TextTokenizer {
+        match self {
+            Summarizer::Ext(m) => &m.tokenizer,
+            Summarizer::Abs(m) => &m.tokenizer,
+        }
+    }
+
+    /// The encoder's positions: where articles are cut.
+    pub fn max_positions(&self) -> usize {
+        match self {
+            Summarizer::Ext(m) => m.bert.embeddings.max_positions(),
+            Summarizer::Abs(m) => m.bert.embeddings.max_positions(),
+        }
+    }
+
     /// Sets the dtype of the model's matrix products (bf16 only on CUDA).
     pub fn set_precision(&mut self, precision: crate::model::Precision) {
         match self {
@@ -57,7 +73,7 @@ impl Summarizer {
         match self {
             Summarizer::Ext(m) => {
                 // Tokenized once, then batched by length under the device's token budget.
-                let max_len = m.bert.embeddings.max_positions();
+                let max_len = self.max_positions();
                 let encoded: Vec<EncodedArticle> =
                     articles.iter().map(|a| encode_article(&m.tokenizer, max_len, a)).collect::<Result<_>>()?;
                 let lengths: Vec<usize> = encoded.iter().map(EncodedArticle::len).collect();

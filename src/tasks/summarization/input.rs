@@ -1,7 +1,8 @@
 //! PreSumm's input encoding of an article for a BERT encoder: every sentence wrapped in
 //! `[CLS] … [SEP]`, segment ids alternating per sentence, cut at the model's positions (a
 //! sentence that does not fit is truncated and the rest dropped), and where each sentence's
-//! `[CLS]` sits.
+//! `[CLS]` sits; and of a reference summary as BertAbs's target (`bos s1 split s2 … eos`).
+use super::abs::TargetMarkers;
 use crate::data::tokenizer::TextTokenizer;
 use crate::error::Result;
 use tch::{Device, Tensor};
@@ -30,6 +31,27 @@ pub struct EncodedArticle {
 }
 
 impl EncodedArticle {
+    /// An article from its ids and its sentences' `[CLS]` positions (the first at 0, increasing):
+    /// the segment ids alternate from one `[CLS]` to the next, as [`encode_article`] gives them.
+    pub fn from_ids_and_cls(ids: Vec<i64>, cls: Vec<usize>) -> Self {
+        let mut segments = vec![0i64; ids.len()];
+        for (sentence, &start) in cls.iter().enumerate() {
+            let end = cls.get(sentence + 1).copied().unwrap_or(ids.len()).min(ids.len());
+            segments[start.min(end)..end].fill((sentence % 2) as i64);
+        }
+        EncodedArticle { ids, segments, cls }
+    }
+
+    /// Its token ids.
+    pub fn ids(&self) -> &[i64] {
+        &self.ids
+    }
+
+    /// Where each sentence's `[CLS]` sits.
+    pub fn cls(&self) -> &[usize] {
+        &self.cls
+    }
+
     /// Its length in tokens.
     pub fn len(&self) -> usize {
         self.ids.len()
@@ -104,6 +126,38 @@ pub fn batch_of(pad_id: i64, encoded: &[&EncodedArticle], device: Device) -> Art
     }
 }
 
+/// A reference summary as BertAbs's whole target, `bos s1 split s2 … eos`, before any cut.
+pub fn encode_target(t: &TextTokenizer, markers: TargetMarkers, summary: &[Vec<String>]) -> Result<Vec<i64>> {
+    let mut ids = vec![markers.bos];
+    for (i, sentence) in summary.iter().enumerate() {
+        if i > 0 {
+            ids.push(markers.split);
+        }
+        ids.extend(t.encode_plain(&sentence.join(" "))?.into_iter().map(i64::from));
+    }
+    ids.push(markers.eos);
+    Ok(ids)
+}
+
+/// Whole targets (from [`encode_target`]) cut to `max_tokens` as PreSumm cuts them (the last kept
+/// token becomes `eos`) and padded with `pad_id` [targets, longest].
+pub fn targets_of(targets: &[&[i64]], max_tokens: usize, eos: i64, pad_id: i64, device: Device) -> Tensor {
+    let max = max_tokens.max(2);
+    let rows: Vec<Vec<i64>> = targets
+        .iter()
+        .map(|whole| {
+            let body = &whole[..whole.len().saturating_sub(1)];
+            let mut row = body[..body.len().min(max - 1)].to_vec();
+            row.push(eos);
+            row
+        })
+        .collect();
+    let width = rows.iter().map(Vec::len).max().unwrap_or(2);
+    let flat: Vec<i64> =
+        rows.iter().flat_map(|r| r.iter().copied().chain(std::iter::repeat_n(pad_id, width - r.len()))).collect();
+    Tensor::from_slice(&flat).view([rows.len() as i64, width as i64]).to_device(device)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -134,6 +188,17 @@ mod tests {
         assert_eq!(rows(&batch.cls_positions), vec![vec![0, 4, 7], vec![11, 11, 11]]);
         assert_eq!(rows(&batch.sentence_mask), vec![vec![1, 1, 1], vec![1, 0, 0]]);
         assert_eq!(batch.sentences, vec![3, 1]);
+    }
+
+    #[test]
+    fn an_article_rebuilt_from_ids_and_cls_positions_has_the_same_segments() {
+        let t = test_tokenizer(&["a", "b", "c", "d"]);
+        for (article, max_len) in [(sents(&["a b", "c", "d a", "b"]), 512), (sents(&["a b", "c", "d a", "b"]), 10)] {
+            let encoded = encode_article(&t, max_len, &article).unwrap();
+            let rebuilt = EncodedArticle::from_ids_and_cls(encoded.ids().to_vec(), encoded.cls().to_vec());
+            assert_eq!(rebuilt.segments, encoded.segments);
+            assert_eq!(rebuilt.cls, encoded.cls);
+        }
     }
 
     #[test]

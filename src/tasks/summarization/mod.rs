@@ -2,11 +2,12 @@
 //! (`data`), the extractive baselines Lead-N and Oracle (`oracle`) and their ROUGE table (here),
 //! the encoder input (`input`), PreSumm's transformer blocks (`transformer`), BertExt (`ext`),
 //! BertAbs/BertExtAbs (`abs`) with beam search (`beam`), using a trained model and scoring its
-//! summaries (`inference`), a split read and oracle-labelled once and cached (`prepared`), and
-//! their training (`train`).
+//! summaries (`inference`), a split read and oracle-labelled once and cached (`prepared`), its
+//! token ids for one model encoded once and cached (`encoded`), and their training (`train`).
 pub mod abs;
 pub mod beam;
 pub mod data;
+pub mod encoded;
 pub mod ext;
 pub mod inference;
 pub mod input;

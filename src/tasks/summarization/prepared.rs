@@ -7,6 +7,7 @@
 //! prepare the split again. A data folder that cannot be written costs one note, never the run.
 use super::data::{load_article, Article};
 use super::oracle::oracle_liputan6;
+use crate::data::parallel::map_on_every_core;
 use crate::error::{Error, IoContext, Result};
 use crate::files::{read_to_string, write_json, Staging};
 use serde::{Deserialize, Serialize};
@@ -21,6 +22,9 @@ pub struct PreparedSplit {
     pub articles: Vec<Article>,
     /// Each article's oracle sentence indices (in the release script's selection order).
     pub oracles: Vec<Vec<usize>>,
+    /// SHA-256 of the split folder's listing (names, sizes, modification times): what a cache
+    /// derived from these articles (their token ids) is keyed by.
+    pub fingerprint: String,
     /// Whether they came from the cache.
     pub from_cache: bool,
     /// Seconds spent reading (and labelling, when not cached).
@@ -83,31 +87,11 @@ fn listing(dir: &Path) -> Result<(Vec<PathBuf>, Fingerprint)> {
 /// Reads `files` and labels each article, on every core, keeping the file order; the first
 /// bad file (in that order) is the error.
 fn read_and_label(files: &[PathBuf]) -> Result<Vec<Labelled>> {
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(files.len()).max(1);
-    let chunk = files.len().div_ceil(threads);
-    let parts: Vec<Result<Vec<Labelled>>> = std::thread::scope(|scope| {
-        let handles: Vec<_> = files
-            .chunks(chunk)
-            .map(|part| {
-                scope.spawn(move || {
-                    part.iter()
-                        .map(|f| {
-                            let a = load_article(f)?;
-                            let oracle =
-                                a.extractive.clone().unwrap_or_else(|| oracle_liputan6(&a.article, &a.summary));
-                            Ok((a, oracle))
-                        })
-                        .collect()
-                })
-            })
-            .collect();
-        handles.into_iter().map(|h| h.join().expect("a reading thread panicked")).collect()
-    });
-    let mut out = Vec::with_capacity(files.len());
-    for part in parts {
-        out.extend(part?);
-    }
-    Ok(out)
+    map_on_every_core(files, |f| {
+        let a = load_article(f)?;
+        let oracle = a.extractive.clone().unwrap_or_else(|| oracle_liputan6(&a.article, &a.summary));
+        Ok((a, oracle))
+    })
 }
 
 fn read_cache(data: &Path, dir: &Path) -> Result<Vec<Labelled>> {
@@ -174,7 +158,13 @@ pub fn prepare_split(root: &Path, split: &str, note: &dyn Fn(&str)) -> Result<Pr
         let prepared = read_cache(&data, &dir)?;
         if prepared.len() == fingerprint.files {
             let (articles, oracles) = prepared.into_iter().unzip();
-            return Ok(PreparedSplit { articles, oracles, from_cache: true, seconds: started.elapsed().as_secs_f64() });
+            return Ok(PreparedSplit {
+                articles,
+                oracles,
+                fingerprint: fingerprint.listing_sha256,
+                from_cache: true,
+                seconds: started.elapsed().as_secs_f64(),
+            });
         }
     }
     let prepared = read_and_label(&files)?;
@@ -182,7 +172,13 @@ pub fn prepare_split(root: &Path, split: &str, note: &dyn Fn(&str)) -> Result<Pr
         note(&format!("note: the prepared {split} split could not be cached beside the data ({e}); it will be read again next time"));
     }
     let (articles, oracles) = prepared.into_iter().unzip();
-    Ok(PreparedSplit { articles, oracles, from_cache: false, seconds: started.elapsed().as_secs_f64() })
+    Ok(PreparedSplit {
+        articles,
+        oracles,
+        fingerprint: fingerprint.listing_sha256,
+        from_cache: false,
+        seconds: started.elapsed().as_secs_f64(),
+    })
 }
 
 #[cfg(test)]

@@ -7,8 +7,10 @@
 //! themselves, and ROUGE of their summaries, are in `inference`.
 use super::abs::{AbsConfig, BertAbs};
 use super::data::{join, load_split, Article};
+use super::encoded::{encode_split, EncodedSplit};
 use super::ext::{label_tensor, BertExt, ExtConfig};
 use super::inference::{evaluate, Summarizer};
+use super::input::{batch_of, EncodedArticle};
 use super::prepared::prepare_split;
 use super::{baselines, markdown, Row};
 use crate::error::{Error, Result};
@@ -191,8 +193,8 @@ pub fn run(recipe: &SummarizeRecipe, init: &Path, device: Device) -> Result<Summ
     let precision = resolve_precision(recipe.precision, device, &recipe.path)?;
     let out_dir = recipe.output_dir.join(&recipe.name);
     let _run_lock = crate::files::DirLock::acquire(&out_dir)?;
-    let splits = Splits::load(recipe)?;
     let mut trainer = Trainer::start(recipe, init, device, precision)?;
+    let splits = Splits::load(recipe, &trainer.model, &trainer.logger)?;
     let dev_before = trainer.evaluate_dev_before(&splits.dev)?;
     let mut best = Best::new(dev_before.clone(), &trainer.model);
     let o = &recipe.optimizer;
@@ -201,11 +203,11 @@ pub fn run(recipe: &SummarizeRecipe, init: &Path, device: Device) -> Result<Summ
     for step in 1..=o.max_steps {
         let picked = order.batch(step);
         seed_torch(recipe.seed, per_step(salt::SUMMARIZATION_TORCH, step));
-        let (articles, oracles) = splits.training_batch(&picked);
+        let batch = splits.training_batch(&picked);
         let started = std::time::Instant::now();
-        let loss = trainer.train_step(step, &articles, &oracles)?;
+        let loss = trainer.train_step(step, &batch);
         train_seconds += started.elapsed().as_secs_f64();
-        trained += articles.len();
+        trained += picked.len();
         if step % o.eval_every == 0 || step == o.max_steps {
             let row = trainer.evaluate_dev(step, &loss, &splits.dev)?;
             best.offer(step, row, &trainer.model);
@@ -231,21 +233,34 @@ pub fn run(recipe: &SummarizeRecipe, init: &Path, device: Device) -> Result<Summ
     Ok(results)
 }
 
-/// The articles a run reads: the training split with each article's oracle labels (BertExt's
-/// targets; empty for abs/extabs), the dev articles scored at each evaluation, the test splits.
+/// The articles a run reads: the training split as the model's token ids with each article's
+/// oracle labels (BertExt's targets), the dev articles scored at each evaluation, the test splits.
 struct Splits {
-    train: Vec<Article>,
+    train: EncodedSplit,
     oracles: Vec<Vec<usize>>,
     dev: Vec<Article>,
     tests: Vec<(String, Vec<Article>)>,
 }
 
 impl Splits {
-    fn load(recipe: &SummarizeRecipe) -> Result<Self> {
+    /// Reads the splits; the training split is read and labelled (on every core, once: it is
+    /// cached beside the data), then tokenized for `model` (likewise once), and its text dropped.
+    fn load(recipe: &SummarizeRecipe, model: &Summarizer, logger: &Logger) -> Result<Self> {
         let d = &recipe.data;
-        // Read on every core, labelled once, and cached beside the data for the next run.
-        let prepared = prepare_split(&d.root, &d.train_split, &|n| eprintln!("{n}"))?;
-        let (train, oracles) = (prepared.articles, prepared.oracles);
+        let note = |n: &str| logger.println(n);
+        let prepared = prepare_split(&d.root, &d.train_split, &note)?;
+        let train = encode_split(&d.root, &d.train_split, &prepared, model.tokenizer(), model.max_positions(), &note)?;
+        logger.println(&format!(
+            "{}: {} articles ({}, {:.1}s), {} tokens ({}, {:.1}s)",
+            d.train_split,
+            train.len(),
+            if prepared.from_cache { "read from the cache" } else { "read and oracle-labelled, then cached" },
+            prepared.seconds,
+            train.tokens(),
+            if train.from_cache { "read from the cache" } else { "tokenized, then cached" },
+            train.seconds,
+        ));
+        let oracles = prepared.oracles;
         let mut dev = load_split(&d.root, &d.dev_split)?;
         let scored = recipe.optimizer.eval_articles.unwrap_or(usize::MAX).min(dev.len()).max(1);
         dev.truncate(scored);
@@ -254,12 +269,22 @@ impl Splits {
         Ok(Splits { train, oracles, dev, tests })
     }
 
-    /// The training articles at `picked` and their oracle labels.
-    fn training_batch(&self, picked: &[usize]) -> (Vec<&Article>, Vec<Vec<usize>>) {
-        let articles = picked.iter().map(|&i| &self.train[i]).collect();
-        let oracles = picked.iter().map(|&i| self.oracles[i].clone()).collect();
-        (articles, oracles)
+    /// The training articles at `picked`: their token ids, whole targets and oracle labels.
+    fn training_batch(&self, picked: &[usize]) -> TrainingBatch {
+        TrainingBatch {
+            articles: picked.iter().map(|&i| self.train.article(i)).collect(),
+            targets: picked.iter().map(|&i| self.train.target(i)).collect(),
+            oracles: picked.iter().map(|&i| self.oracles[i].clone()).collect(),
+        }
     }
+}
+
+/// One step's articles as token ids: the encoder's inputs, the whole targets (BertAbs) and the
+/// oracle labels (BertExt).
+struct TrainingBatch {
+    articles: Vec<EncodedArticle>,
+    targets: Vec<Vec<i64>>,
+    oracles: Vec<Vec<usize>>,
 }
 
 /// Which training articles each step takes: consecutive slices of a shuffled order, shuffled
@@ -314,17 +339,17 @@ impl<'r> Trainer<'r> {
         Ok(Trainer { recipe, system: system_name(recipe.task), model, optimizers, logger })
     }
 
-    /// One optimizer step on `articles`; logs the learning rates and the loss every 10 steps.
-    fn train_step(&mut self, step: u64, articles: &[&Article], oracles: &[Vec<usize>]) -> Result<Tensor> {
+    /// One optimizer step on `batch`; logs the learning rates and the loss every 10 steps.
+    fn train_step(&mut self, step: u64, batch: &TrainingBatch) -> Tensor {
         for o in self.optimizers.iter_mut() {
             o.adam.zero_grad();
         }
-        let loss = self.model.loss(articles, oracles)?;
+        let loss = self.model.loss(batch);
         loss.backward();
         let grad_clip = self.recipe.optimizer.grad_clip;
         for o in self.optimizers.iter_mut() {
             if grad_clip > 0.0 {
-                o.adam.clip_grad_norm(grad_clip);
+                let _ = o.adam.clip_grad_norm(grad_clip);
             }
             let lr = noam(o.lr, o.warmup, step);
             o.adam.step(lr);
@@ -335,7 +360,7 @@ impl<'r> Trainer<'r> {
         if step.is_multiple_of(10) {
             self.logger.scalar(&tag(self.system, "train_loss"), loss.double_value(&[]), step);
         }
-        Ok(loss)
+        loss
     }
 
     /// Dev ROUGE of the starting model, printed as step 0.
@@ -457,20 +482,17 @@ fn write_lines(path: &Path, lines: &[String]) -> Result<()> {
 }
 
 impl Summarizer {
-    /// Training loss of a batch (`oracles` are the articles' oracle labels, used by BertExt).
-    fn loss(&self, articles: &[&Article], oracles: &[Vec<usize>]) -> Result<Tensor> {
-        let texts: Vec<&[Vec<String>]> = articles.iter().map(|a| a.article.as_slice()).collect();
-        Ok(match self {
-            Summarizer::Ext(m) => {
-                let batch = m.encode(&texts)?;
-                m.loss(&batch, &label_tensor(oracles, &batch), true)
-            }
+    /// Training loss of a batch (with dropout).
+    fn loss(&self, batch: &TrainingBatch) -> Tensor {
+        let encoded: Vec<&EncodedArticle> = batch.articles.iter().collect();
+        let inputs = batch_of(self.tokenizer().special.pad, &encoded, self.vs().device());
+        match self {
+            Summarizer::Ext(m) => m.loss(&inputs, &label_tensor(&batch.oracles, &inputs), true),
             Summarizer::Abs(m) => {
-                let batch = m.encode(&texts)?;
-                let summaries: Vec<&[Vec<String>]> = articles.iter().map(|a| a.summary.as_slice()).collect();
-                m.loss(&batch, &m.encode_targets(&summaries)?, true).0
+                let whole: Vec<&[i64]> = batch.targets.iter().map(Vec::as_slice).collect();
+                m.loss(&inputs, &m.targets(&whole), true).0
             }
-        })
+        }
     }
 }
 
