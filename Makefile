@@ -27,7 +27,14 @@ $(VENV)/.installed: tests/reference/requirements.txt
 	$(PYTHON) -m pip install -q -r tests/reference/requirements.txt
 	touch $@
 
-build: $(VENV)/.installed
+# CUDA's compiler headers for the NCCL part of the c10d shim (a few MB; the torch wheel brings
+# CUDA's runtime headers and NCCL's, not these). Without them indolm builds without NCCL.
+CUDA_HEADERS := nvidia-cuda-crt==13.0.88 nvidia-cuda-cccl==13.0.85
+$(VENV)/.cuda-headers: $(VENV)/.installed
+	$(PYTHON) -m pip install -q --no-deps $(CUDA_HEADERS)
+	touch $@
+
+build: $(VENV)/.installed $(VENV)/.cuda-headers
 	cargo build --release
 
 setup: build
@@ -37,7 +44,7 @@ test: setup
 
 # The gate every commit passes: formatting (rustfmt.toml) and clippy with warnings as errors,
 # on every target (library, binary, tests). Clippy needs the venv for torch-sys's build script.
-lint: $(VENV)/.installed
+lint: $(VENV)/.installed $(VENV)/.cuda-headers
 	cargo fmt --check
 	cargo clippy --release --all-targets -- -D warnings
 

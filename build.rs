@@ -7,7 +7,8 @@
 //!   references it directly and the linker would drop it, leaving CUDA silently
 //!   unavailable on GPU nodes;
 //! - the c10d shim (`src/dist/c10d_shim.cpp`), compiled against the wheel's headers with the
-//!   flags torch-sys uses (C++17, the C++11 ABI) and the vendored gloo headers.
+//!   flags torch-sys uses (C++17, the C++11 ABI) and the vendored gloo headers, and the
+//!   autograd shim (`src/optim/grad_shim.cpp`: setting a parameter's `.grad`) with the same flags.
 use std::path::PathBuf;
 use std::process::Command;
 
@@ -46,10 +47,26 @@ fn main() {
     };
     println!("cargo:rustc-link-arg=-Wl,-rpath,{}", lib.display());
     compile_c10d_shim(&lib);
+    compile_grad_shim(&lib);
     if lib.join("libtorch_cuda.so").exists() {
         println!("cargo:rustc-link-arg=-Wl,--no-as-needed,-ltorch_cuda,--as-needed");
         println!("cargo:rustc-link-search=native={}", lib.display());
     }
+}
+
+/// Compiles `src/optim/grad_shim.cpp` (setting a parameter's `.grad`) into a static library.
+fn compile_grad_shim(lib: &std::path::Path) {
+    println!("cargo:rerun-if-changed=src/optim/grad_shim.cpp");
+    let include = lib.parent().expect("torch/lib has a parent").join("include");
+    cc::Build::new()
+        .cpp(true)
+        .file("src/optim/grad_shim.cpp")
+        .std("c++17")
+        .define("_GLIBCXX_USE_CXX11_ABI", "1")
+        .include(&include)
+        .include(include.join("torch/csrc/api/include"))
+        .warnings(false)
+        .compile("indolm_grad");
 }
 
 /// Compiles `src/dist/c10d_shim.cpp` into a static library linked before libtorch.
@@ -57,7 +74,8 @@ fn compile_c10d_shim(lib: &std::path::Path) {
     println!("cargo:rerun-if-changed=src/dist/c10d_shim.cpp");
     println!("cargo:rerun-if-changed=third_party/gloo");
     let include = lib.parent().expect("torch/lib has a parent").join("include");
-    cc::Build::new()
+    let mut build = cc::Build::new();
+    build
         .cpp(true)
         .file("src/dist/c10d_shim.cpp")
         .std("c++17")
@@ -68,9 +86,41 @@ fn compile_c10d_shim(lib: &std::path::Path) {
         .include(include.join("torch/csrc/api/include"))
         .flag_if_supported("-Wno-unused-parameter")
         .flag_if_supported("-Wno-deprecated-declarations")
-        .warnings(false)
-        .compile("indolm_c10d");
+        .warnings(false);
+    let nccl = nccl_includes(lib);
+    if let Some(dirs) = &nccl {
+        build.define("USE_C10D_NCCL", None);
+        for dir in dirs {
+            build.include(dir);
+        }
+    } else {
+        println!("cargo:warning=CUDA's headers (nvidia-cuda-crt, nvidia-cuda-cccl) were not found beside torch: building without NCCL (data-parallel training on GPUs is refused; `make setup` installs them)");
+    }
+    build.compile("indolm_c10d");
     println!("cargo:rustc-link-search=native={}", lib.display());
     println!("cargo:rustc-link-lib=dylib=torch_cpu");
     println!("cargo:rustc-link-lib=dylib=c10");
+    if nccl.is_some() {
+        println!("cargo:rustc-link-lib=dylib=c10_cuda");
+    }
+}
+
+/// The include folders ProcessGroupNCCL.hpp needs, when this torch has CUDA and the CUDA headers
+/// are installed beside it (the wheel's `nvidia-*` packages: the runtime, plus `nvidia-cuda-crt`
+/// for `crt/host_config.h` and `nvidia-cuda-cccl` for `nv/target`, and NCCL's own folder).
+fn nccl_includes(lib: &std::path::Path) -> Option<Vec<PathBuf>> {
+    if !lib.join("libtorch_cuda.so").exists() || !lib.join("libc10_cuda.so").exists() {
+        return None;
+    }
+    let nvidia = lib.parent()?.parent()?.join("nvidia");
+    // Installing the headers later (`make setup`) makes this script run again.
+    let headers = nvidia.join("cu13/include");
+    if headers.exists() {
+        println!("cargo:rerun-if-changed={}", headers.display());
+    }
+    let cuda = ["cu13", "cuda_runtime"].iter().map(|d| nvidia.join(d).join("include")).find(|d| {
+        d.join("cuda_runtime_api.h").exists() && d.join("crt/host_config.h").exists() && d.join("nv/target").exists()
+    })?;
+    let nccl = [nvidia.join("nccl/include"), cuda.clone()].into_iter().find(|d| d.join("nccl.h").exists())?;
+    Some(vec![cuda, nccl])
 }

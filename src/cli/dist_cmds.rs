@@ -1,14 +1,15 @@
-//! `indolm dist-check`: joins the c10d process group of a torchrun or srun launch and checks
-//! its collectives (sum, max, broadcast, barrier) and the all-reduce bandwidth, so a cluster's
-//! network is known to work before a week-long job starts on it.
+//! `indolm dist-check`: joins the c10d process group of a torchrun or srun launch (Gloo on CPU,
+//! NCCL on CUDA) and checks its collectives (sum, max, broadcast, barrier) and the all-reduce
+//! bandwidth, so a cluster's network is known to work before a week-long job starts on it.
 use indolm::dist::{Launch, ProcessGroup, ReduceOp};
 use indolm::error::{Error, Result};
 use indolm::outln;
 use std::time::{Duration, Instant};
-use tch::{Kind, Tensor};
+use tch::{Device, Kind, Tensor};
 
-/// Every rank: join, check each collective's value, time `megabytes` all-reduces.
-pub fn check(megabytes: usize, timeout: Duration) -> Result<()> {
+/// Every rank: join, check each collective's value, time `megabytes` all-reduces. On CUDA each
+/// rank uses the GPU of its local rank and NCCL.
+pub fn check(megabytes: usize, timeout: Duration, device: Device) -> Result<()> {
     let launch = Launch::from_env()?.ok_or_else(|| {
         Error::argument(
             "dist-check",
@@ -16,29 +17,39 @@ pub fn check(megabytes: usize, timeout: Duration) -> Result<()> {
         )
     })?;
     let started = Instant::now();
-    let mut group = ProcessGroup::gloo(&launch, timeout)?;
+    let (mut group, device, backend) = match device {
+        Device::Cuda(_) => {
+            let device = indolm::device::parse_device(&format!("cuda:{}", launch.local_rank))?;
+            let Device::Cuda(index) = device else { unreachable!("parse_device gave CUDA") };
+            (ProcessGroup::nccl(&launch, index, timeout)?, device, "NCCL")
+        }
+        _ => (ProcessGroup::gloo(&launch, timeout)?, Device::Cpu, "Gloo"),
+    };
     let joined = started.elapsed();
     let (rank, world) = (launch.rank, launch.world_size);
+    let value_of = |v: f64| Tensor::from_slice(&[v]).to_device(device);
 
-    let mut value = Tensor::from_slice(&[(rank + 1) as f64]);
+    let mut value = value_of((rank + 1) as f64);
     group.all_reduce(&mut value, ReduceOp::Sum)?;
     expect("all-reduce sum", value.double_value(&[0]), (world * (world + 1) / 2) as f64)?;
-    let mut value = Tensor::from_slice(&[rank as f64]);
+    let mut value = value_of(rank as f64);
     group.all_reduce(&mut value, ReduceOp::Max)?;
     expect("all-reduce max", value.double_value(&[0]), (world - 1) as f64)?;
-    let mut value = Tensor::from_slice(&[if rank == 0 { 7.0 } else { -1.0 }]);
+    let mut value = value_of(if rank == 0 { 7.0 } else { -1.0 });
     group.broadcast(&mut value, 0)?;
     expect("broadcast from rank 0", value.double_value(&[0]), 7.0)?;
     group.barrier()?;
 
     let elements = (megabytes.max(1) << 20) / 4;
-    let mut buffer = Tensor::ones([elements as i64], (Kind::Float, tch::Device::Cpu));
+    let mut buffer = Tensor::ones([elements as i64], (Kind::Float, device));
     group.all_reduce(&mut buffer, ReduceOp::Sum)?; // warm-up: connections and buffers
     let mut seconds = Vec::new();
     for _ in 0..5 {
         let _ = buffer.fill_(1.0);
+        synchronize(device);
         let t = Instant::now();
         group.all_reduce(&mut buffer, ReduceOp::Sum)?;
+        synchronize(device);
         seconds.push(t.elapsed().as_secs_f64());
     }
     let (low, high) = (buffer.min().double_value(&[]), buffer.max().double_value(&[]));
@@ -52,18 +63,26 @@ pub fn check(megabytes: usize, timeout: Duration) -> Result<()> {
     let bus_bandwidth = algorithm_bandwidth * 2.0 * (world as f64 - 1.0) / world as f64;
 
     outln!(
-        "rank {rank} of {world} (local rank {}, {}): joined in {:.2}s; sum, max, broadcast and barrier correct",
+        "rank {rank} of {world} (local rank {}, {}): {backend} on {}, joined in {:.2}s; sum, max, broadcast and barrier correct",
         launch.local_rank,
         launch.launcher,
+        indolm::device::describe(device),
         joined.as_secs_f64()
     );
     if rank == 0 {
         outln!(
-            "all-reduce of {megabytes} MB over {world} Gloo ranks: median {:.1} ms of 5, algorithm bandwidth {algorithm_bandwidth:.3} GB/s, bus bandwidth {bus_bandwidth:.3} GB/s",
+            "all-reduce of {megabytes} MB over {world} {backend} ranks: median {:.2} ms of 5, algorithm bandwidth {algorithm_bandwidth:.3} GB/s, bus bandwidth {bus_bandwidth:.3} GB/s",
             median * 1e3
         );
     }
     group.barrier()
+}
+
+/// Waits for the device's queued work (NCCL collectives return once queued).
+fn synchronize(device: Device) {
+    if let Device::Cuda(index) = device {
+        tch::Cuda::synchronize(index as i64);
+    }
 }
 
 /// An error unless a collective gave the value every rank can compute.

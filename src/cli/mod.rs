@@ -89,6 +89,11 @@ pub enum Command {
         /// Checkpoint and stop after this step (the run can be resumed later).
         #[arg(long)]
         stop_after: Option<u64>,
+        /// Time each phase of every update (batch, forward, backward, all-reduce, optimizer),
+        /// synchronizing the device between them, and print the medians at the end (profiling:
+        /// the synchronizations cost some speed).
+        #[arg(long)]
+        step_times: bool,
         /// Under torchrun or srun: seconds every rank may take to join, and each collective
         /// (including the wait while rank 0 checkpoints and evaluates) before the job stops.
         #[arg(long, default_value_t = 1800)]
@@ -146,8 +151,9 @@ pub enum Command {
         text: Vec<String>,
     },
     /// Check a data-parallel launch before a long job: run it under torchrun or srun like
-    /// training; every rank joins the c10d process group (Gloo), checks all-reduce, broadcast
-    /// and barrier, and rank 0 reports the all-reduce bandwidth.
+    /// training; every rank joins the c10d process group (Gloo on CPU; NCCL with --device cuda,
+    /// each rank on the GPU of its local rank), checks all-reduce, broadcast and barrier, and
+    /// rank 0 reports the all-reduce bandwidth.
     DistCheck {
         /// Megabytes all-reduced per timed round.
         #[arg(long, default_value_t = 16)]
@@ -187,9 +193,9 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Info { model } => model_cmds::info(&model),
         Command::Tokenize { tokenizer, text } => model_cmds::tokenize(&tokenizer, &text),
         Command::FillMask { model, text, top_k } => model_cmds::fill_mask(&model, &text, top_k, device()?),
-        Command::Train { recipe, resume, force, overwrite, stop_after, dist_timeout } => train_cmds::train(
+        Command::Train { recipe, resume, force, overwrite, stop_after, step_times, dist_timeout } => train_cmds::train(
             &recipe,
-            &TrainOptions { device: device()?, resume, force, overwrite, stop_after },
+            &TrainOptions { device: device()?, resume, force, overwrite, stop_after, step_times },
             std::time::Duration::from_secs(dist_timeout),
         ),
         Command::Recipe(command) => train_cmds::run_recipe(command),
@@ -206,7 +212,7 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Predict(command) => task_cmds::run_predict(command, device()?),
         Command::Summarize(args) => task_cmds::summarize(&args, device()?),
         Command::DistCheck { megabytes, timeout } => {
-            dist_cmds::check(megabytes, std::time::Duration::from_secs(timeout))
+            dist_cmds::check(megabytes, std::time::Duration::from_secs(timeout), device()?)
         }
     }
 }

@@ -22,18 +22,19 @@ pub enum RecipeCommand {
 /// `indolm train`: pretrains the recipe and sums the run up.
 pub fn train(recipe_path: &Path, opts: &TrainOptions, dist_timeout: std::time::Duration) -> Result<()> {
     let recipe = Recipe::load(recipe_path)?;
+    let launch = indolm::dist::Launch::from_env()?;
+    // Under torchrun or srun on GPUs, each process takes the GPU of its local rank.
+    let mut opts = opts.clone();
+    if let (Some(launch), true) = (&launch, opts.device.is_cuda()) {
+        opts.device = indolm::device::parse_device(&format!("cuda:{}", launch.local_rank))?;
+    }
+    let opts = &opts;
     let hooks = checkpoint_hooks(&recipe, opts.device)?;
-    let group = match indolm::dist::Launch::from_env()? {
-        Some(launch) if opts.device.is_cuda() => {
-            return Err(indolm::error::Error::argument(
-                "--device",
-                format!(
-                    "launched as rank {} of {} on CUDA: data-parallel training on GPUs needs NCCL, which indolm does not build yet; use --device cpu (Gloo), or run one process",
-                    launch.rank, launch.world_size
-                ),
-            ));
-        }
-        Some(launch) => Some(indolm::dist::ProcessGroup::gloo(&launch, dist_timeout)?),
+    let group = match launch {
+        Some(launch) => match opts.device {
+            Device::Cuda(index) => Some(indolm::dist::ProcessGroup::nccl(&launch, index, dist_timeout)?),
+            _ => Some(indolm::dist::ProcessGroup::gloo(&launch, dist_timeout)?),
+        },
         None => None,
     };
     let summary = Trainer::new(recipe_path, recipe, opts, hooks, group)?.run()?;

@@ -1,11 +1,16 @@
 // indolm's C ABI over libtorch's c10d (the engine of PyTorch's DistributedDataParallel): a
-// TCPStore rendezvous under a PrefixStore, and a ProcessGroupGloo with in-place all-reduce,
-// broadcast and barrier. tch has no binding for c10d; this file is compiled by build.rs
+// TCPStore rendezvous under a PrefixStore, and a ProcessGroupGloo (CPU) or, where build.rs
+// found CUDA's headers (USE_C10D_NCCL), a ProcessGroupNCCL (one GPU per process), with
+// in-place all-reduce, broadcast and barrier. tch has no binding for c10d; this file is compiled by build.rs
 // against the torch wheel's headers. Every C++ exception is caught here and returned as a
 // message (a c10::Error crossing `extern "C"` would abort the process).
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#ifdef USE_C10D_NCCL
+#include <c10/cuda/CUDAFunctions.h>
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+#endif
 
 #include <c10/util/Logging.h>
 
@@ -18,6 +23,8 @@ namespace {
 struct ProcessGroupHandle {
   c10::intrusive_ptr<c10d::Store> store;
   c10::intrusive_ptr<c10d::Backend> backend;
+  // The CUDA device of an NCCL group (its barrier runs there); -1 for Gloo.
+  int device_index;
 };
 
 // A copy of `message` for the Rust side, which frees it with indolm_c10d_free_message.
@@ -57,6 +64,20 @@ c10d::ReduceOp reduce_op(int op) {
   }
 }
 
+// The rendezvous: connects to (or, when `server`, serves) the TCPStore at `host:port`, under
+// the prefix `prefix`.
+c10::intrusive_ptr<c10d::Store> make_store(
+    const char* host, int port, int server, int world_size, std::chrono::milliseconds timeout, const char* prefix) {
+  c10d::TCPStoreOptions options;
+  options.port = static_cast<uint16_t>(port);
+  options.isServer = server != 0;
+  options.numWorkers = world_size;
+  options.waitWorkers = true;
+  options.timeout = timeout;
+  auto tcp = c10::make_intrusive<c10d::TCPStore>(std::string(host), options);
+  return c10::make_intrusive<c10d::PrefixStore>(prefix, tcp);
+}
+
 }  // namespace
 
 extern "C" {
@@ -90,14 +111,7 @@ void* indolm_c10d_gloo_new(
   ProcessGroupHandle* handle = nullptr;
   guarded(error, [&] {
     auto timeout = std::chrono::milliseconds(timeout_ms);
-    c10d::TCPStoreOptions options;
-    options.port = static_cast<uint16_t>(store_port);
-    options.isServer = store_server != 0;
-    options.numWorkers = world_size;
-    options.waitWorkers = true;
-    options.timeout = timeout;
-    auto tcp = c10::make_intrusive<c10d::TCPStore>(std::string(store_host), options);
-    auto store = c10::make_intrusive<c10d::PrefixStore>("indolm/gloo", tcp);
+    auto store = make_store(store_host, store_port, store_server, world_size, timeout, "indolm/gloo");
     auto gloo_options = c10d::ProcessGroupGloo::Options::create();
     gloo_options->timeout = timeout;
     if (std::strlen(interface) > 0) {
@@ -108,8 +122,50 @@ void* indolm_c10d_gloo_new(
       gloo_options->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
     }
     auto backend = c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, world_size, gloo_options);
-    handle = new ProcessGroupHandle{store, backend};
+    handle = new ProcessGroupHandle{store, backend, -1};
   });
+  return handle;
+}
+
+// Whether this build has NCCL (1) or not (0).
+int indolm_c10d_has_nccl() {
+#ifdef USE_C10D_NCCL
+  return 1;
+#else
+  return 0;
+#endif
+}
+
+// Joins an NCCL process group of `world_size` ranks on CUDA device `device_index` (which becomes
+// this process's current device), through the TCPStore at `store_host:store_port`. NCCL's
+// communicator is made at the first collective; `timeout_ms` bounds the rendezvous and every
+// collective (NCCL's watchdog aborts a collective that overruns it).
+void* indolm_c10d_nccl_new(
+    const char* store_host,
+    int store_port,
+    int store_server,
+    int rank,
+    int world_size,
+    int device_index,
+    int64_t timeout_ms,
+    char** error) {
+  ProcessGroupHandle* handle = nullptr;
+#ifdef USE_C10D_NCCL
+  guarded(error, [&] {
+    auto timeout = std::chrono::milliseconds(timeout_ms);
+    c10::cuda::set_device(static_cast<c10::DeviceIndex>(device_index));
+    auto store = make_store(store_host, store_port, store_server, world_size, timeout, "indolm/nccl");
+    auto options = c10d::ProcessGroupNCCL::Options::create();
+    options->timeout = timeout;
+    auto backend = c10::make_intrusive<c10d::ProcessGroupNCCL>(store, rank, world_size, options);
+    backend->setBoundDeviceId(at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(device_index)));
+    handle = new ProcessGroupHandle{store, backend, device_index};
+  });
+#else
+  (void)store_host, (void)store_port, (void)store_server, (void)rank, (void)world_size, (void)device_index,
+      (void)timeout_ms;
+  *error = copy_message("this indolm was built without NCCL (CUDA's headers were not found at build time)");
+#endif
   return handle;
 }
 
@@ -143,7 +199,14 @@ int indolm_c10d_broadcast(void* group, void* tensor, int root, char** error) {
 }
 
 int indolm_c10d_barrier(void* group, char** error) {
-  return guarded(error, [&] { static_cast<ProcessGroupHandle*>(group)->backend->barrier()->wait(); });
+  return guarded(error, [&] {
+    auto handle = static_cast<ProcessGroupHandle*>(group);
+    c10d::BarrierOptions options;
+    if (handle->device_index >= 0) {
+      options.device_ids = {handle->device_index};
+    }
+    handle->backend->barrier(options)->wait();
+  });
 }
 
 }  // extern "C"

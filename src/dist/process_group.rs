@@ -1,5 +1,6 @@
-//! A c10d process group (Gloo) as a Rust value: join it from a [`Launch`], then all-reduce,
-//! broadcast and barrier on `tch` tensors in place. Every failure (a refused port, a rank that
+//! A c10d process group as a Rust value: join it from a [`Launch`] (Gloo for CPU tensors, or
+//! NCCL for one CUDA device per process where this build has it), then all-reduce, broadcast
+//! and barrier on `tch` tensors in place. Every failure (a refused port, a rank that
 //! never came, a timeout) is an [`Error`] with c10d's message, never an abort.
 use super::Launch;
 use crate::error::{Error, Result};
@@ -17,6 +18,18 @@ extern "C" {
         local_host: *const c_char,
         rank: c_int,
         world_size: c_int,
+        timeout_ms: i64,
+        error: *mut *mut c_char,
+    ) -> *mut c_void;
+    fn indolm_c10d_has_nccl() -> c_int;
+    #[allow(clippy::too_many_arguments)]
+    fn indolm_c10d_nccl_new(
+        store_host: *const c_char,
+        store_port: c_int,
+        store_server: c_int,
+        rank: c_int,
+        world_size: c_int,
+        device_index: c_int,
         timeout_ms: i64,
         error: *mut *mut c_char,
     ) -> *mut c_void;
@@ -76,10 +89,52 @@ impl ProcessGroup {
                 &mut error,
             )
         };
+        Self::joined(raw, error, launch, "Gloo")
+    }
+
+    /// Whether this build can make NCCL groups (it was compiled where CUDA's headers were found).
+    pub fn has_nccl() -> bool {
+        // SAFETY: reads a constant.
+        unsafe { indolm_c10d_has_nccl() != 0 }
+    }
+
+    /// Joins the NCCL process group the launch describes, on CUDA device `device` (which becomes
+    /// this process's current device); `timeout` bounds the join and each collective.
+    pub fn nccl(launch: &Launch, device: usize, timeout: Duration) -> Result<Self> {
+        if !Self::has_nccl() {
+            return Err(Error::argument(
+                "--device",
+                format!(
+                    "launched as rank {} of {} on CUDA, but this indolm was built without NCCL (CUDA's headers were not found at build time): run `make setup` and rebuild, or use --device cpu (Gloo)",
+                    launch.rank, launch.world_size
+                ),
+            ));
+        }
+        let host = CString::new(launch.master_addr.as_str())
+            .map_err(|_| Error::argument("MASTER_ADDR", format!("{:?} contains a NUL byte", launch.master_addr)))?;
+        let mut error: *mut c_char = std::ptr::null_mut();
+        // SAFETY: as in `gloo`.
+        unsafe { indolm_c10d_configure_logging() };
+        let raw = unsafe {
+            indolm_c10d_nccl_new(
+                host.as_ptr(),
+                launch.master_port as c_int,
+                launch.serves_store() as c_int,
+                launch.rank as c_int,
+                launch.world_size as c_int,
+                device as c_int,
+                timeout.as_millis() as i64,
+                &mut error,
+            )
+        };
+        Self::joined(raw, error, launch, "NCCL")
+    }
+
+    fn joined(raw: *mut c_void, error: *mut c_char, launch: &Launch, backend: &str) -> Result<Self> {
         if raw.is_null() {
             return Err(Error::system(
                 format!(
-                    "joining the process group (rank {} of {}, store {}:{})",
+                    "joining the {backend} process group (rank {} of {}, store {}:{})",
                     launch.rank, launch.world_size, launch.master_addr, launch.master_port
                 ),
                 take_message(error),
@@ -98,7 +153,9 @@ impl ProcessGroup {
         self.world_size
     }
 
-    /// Combines `tensor` across ranks in place (a contiguous CPU tensor for Gloo).
+    /// Combines `tensor` across ranks in place (a contiguous CPU tensor for Gloo, a tensor on
+    /// the group's device for NCCL, where the call returns once the reduction is queued on the
+    /// device's current stream).
     pub fn all_reduce(&mut self, tensor: &mut Tensor, op: ReduceOp) -> Result<()> {
         let op = match op {
             ReduceOp::Sum => 0,
@@ -138,7 +195,7 @@ impl ProcessGroup {
 
 impl Drop for ProcessGroup {
     fn drop(&mut self) {
-        // SAFETY: `raw` came from `indolm_c10d_gloo_new` and is freed once.
+        // SAFETY: `raw` came from `indolm_c10d_gloo_new` or `_nccl_new` and is freed once.
         unsafe { indolm_c10d_free(self.raw) }
     }
 }

@@ -398,7 +398,7 @@ impl Epochs<'_> {
             model.logits(&batch.input_ids.to_device(self.device), &batch.attention_mask.to_device(self.device), true);
         let loss = logits.log_softmax(-1, Kind::Float).nll_loss(&targets);
         loss.backward();
-        optimizer.clip_grad_norm(self.o.grad_clip);
+        let _ = optimizer.clip_grad_norm(self.o.grad_clip);
         optimizer.step(constant_or_linear(self.lr, self.o.warmup_steps, self.total_steps, step));
         Ok(loss.double_value(&[]))
     }

@@ -1,7 +1,7 @@
 //! Data parallelism for the trainer, on a c10d process group: every rank draws and masks the
 //! same global micro-batch (the one sample sequence a single process would train on) and
-//! trains on its own rows of it; the gradients, the loss and the stop flag travel in one flat
-//! bucket, summed across ranks once per optimizer update. Each rank's loss is its masked
+//! trains on its own rows of it; the gradients (the optimizer's flat buffers), then the loss and
+//! the stop flag, are summed across ranks once per optimizer update. Each rank's loss is its masked
 //! tokens' summed loss over the whole micro-batch's masked tokens, so the summed gradients are
 //! the single process's (to float summation order), whatever the number of ranks.
 use super::masking::MaskedBatch;
@@ -65,45 +65,26 @@ impl DataParallel {
         (rows, share)
     }
 
-    /// Sums every parameter's gradient, `loss` and the stop flag across ranks, in one flat
-    /// bucket in the parameters' fixed order; the gradients are written back in place. A
-    /// parameter without a gradient (one the masked LM never uses, such as a pooler) has none
-    /// on any rank and stays without.
-    pub fn reduce(&mut self, params: &[Tensor], loss: f64, stop: bool) -> Result<Reduced> {
-        let grads: Vec<Tensor> = params
-            .iter()
-            .map(|p| {
-                let g = p.grad();
-                if g.defined() {
-                    g.reshape([-1]).to_kind(Kind::Float)
-                } else {
-                    Tensor::zeros([p.numel() as i64], (Kind::Float, p.device()))
-                }
-            })
-            .collect();
-        let device = params.first().map_or(tch::Device::Cpu, |p| p.device());
-        let extra = Tensor::from_slice(&[loss as f32, stop as i32 as f32]).to_device(device);
-        let mut bucket = Tensor::cat(&[Tensor::cat(&grads, 0), extra], 0);
-        let started = std::time::Instant::now();
-        self.group.all_reduce(&mut bucket, ReduceOp::Sum).map_err(|e| {
+    /// Sums the gradient buffers (the optimizer's flat buffers, in its fixed order) in place
+    /// across ranks, then this update's `loss` (a scalar on the device) and the stop flag in one
+    /// small bucket, which is the only thing read back.
+    pub fn reduce(&mut self, gradients: &[Tensor], loss: &Tensor, stop: bool) -> Result<Reduced> {
+        let lost = |e: Error| {
             Error::training(
                 e.to_string(),
                 "another rank has stopped or cannot be reached; the last checkpoint is intact: resume with --resume latest",
             )
-        })?;
+        };
+        let started = std::time::Instant::now();
+        for g in gradients {
+            let mut g = g.shallow_clone();
+            self.group.all_reduce(&mut g, ReduceOp::Sum).map_err(lost)?;
+        }
+        let flag = Tensor::from_slice(&[stop as i32 as f32]).to_device(loss.device());
+        let mut tail = Tensor::cat(&[loss.to_kind(Kind::Float).reshape([1]), flag], 0);
+        self.group.all_reduce(&mut tail, ReduceOp::Sum).map_err(lost)?;
+        let tail = tail.to_device(tch::Device::Cpu);
         self.reduce_seconds += started.elapsed().as_secs_f64();
-        let mut offset = 0;
-        tch::no_grad(|| {
-            for p in params {
-                let n = p.numel() as i64;
-                let mut g = p.grad();
-                if g.defined() {
-                    g.copy_(&bucket.narrow(0, offset, n).view_as(p).to_kind(p.kind()));
-                }
-                offset += n;
-            }
-        });
-        let tail = bucket.narrow(0, offset, 2).to_device(tch::Device::Cpu);
         Ok(Reduced { loss: tail.double_value(&[0]), stop: tail.double_value(&[1]) > 0.0 })
     }
 

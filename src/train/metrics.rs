@@ -15,8 +15,8 @@ pub struct Update {
     pub loss: f64,
     /// The learning rate used.
     pub lr: f64,
-    /// The global gradient norm before clipping.
-    pub grad_norm: f64,
+    /// The global gradient norm before clipping (a scalar on the device, read only when logged).
+    pub grad_norm: tch::Tensor,
 }
 
 /// The trainer's logger, loss log and throughput window.
@@ -80,10 +80,11 @@ impl Metrics {
         let log = &mut self.logger;
         log.scalar("train/loss", u.loss, step);
         log.scalar("train/lr", u.lr, step);
-        log.scalar("train/grad_norm", u.grad_norm, step);
+        let grad_norm = u.grad_norm.double_value(&[]);
+        log.scalar("train/grad_norm", grad_norm, step);
         log.scalar("train/tokens_per_s", tokens_per_s, step);
         log.scalar("train/tflops", tflops, step);
-        let (loss, lr, grad_norm) = (u.loss, u.lr, u.grad_norm);
+        let (loss, lr) = (u.loss, u.lr);
         let mut line =
             format!("loss {loss:.4} lr {lr:.2e} grad-norm {grad_norm:.3} {tokens_per_s:.0} tok/s {tflops:.3} TFLOP/s");
         if let Some(peak) = self.peak_tflops {

@@ -11,6 +11,7 @@ use super::data_parallel::DataParallel;
 use super::heldout::Heldout;
 use super::masking::Masker;
 use super::metrics::{Metrics, Update};
+use super::step_times::{Phase, StepTimes};
 use crate::data::mixture::Mixture;
 use crate::data::tokenizer::TextTokenizer;
 use crate::device::describe;
@@ -31,6 +32,7 @@ use tch::nn::VarStore;
 use tch::{Device, Kind, Tensor};
 
 /// How `indolm train` was asked to run a recipe.
+#[derive(Debug, Clone)]
 pub struct TrainOptions {
     /// Where to train.
     pub device: Device,
@@ -44,6 +46,9 @@ pub struct TrainOptions {
     /// Stop (with a checkpoint) after this step even if `max_steps` is later (for tests and
     /// for splitting a run into jobs).
     pub stop_after: Option<u64>,
+    /// Time each phase of every update, synchronizing the device between them, and print the
+    /// medians at the end (for profiling: the synchronizations cost some speed).
+    pub step_times: bool,
 }
 
 /// What a finished (or stopped) run reports.
@@ -85,12 +90,12 @@ pub struct Trainer {
     consecutive_nonfinite: u64,
     /// The data-parallel group, when launched by torchrun or srun.
     parallel: Option<DataParallel>,
-    /// The variables in name order: the order of the gradient bucket.
-    params: Vec<Tensor>,
     /// What the ranks agreed at the last reduction: some rank was asked to stop.
     agreed_stop: bool,
     /// Seconds spent in optimizer updates (for the share the reductions took).
     step_seconds: f64,
+    /// `--step-times`: per-phase times of every update.
+    step_times: Option<StepTimes>,
     /// The intervals at which some hook also evaluates between checkpoints (known to every
     /// rank, though only rank 0 runs the hooks).
     evaluate_every: Vec<u64>,
@@ -198,9 +203,9 @@ impl Trainer {
             stop_requested: stop_on_signals()?,
             consecutive_nonfinite: 0,
             parallel,
-            params,
             agreed_stop: false,
             step_seconds: 0.0,
+            step_times: opts.step_times.then(|| StepTimes::new(opts.device)),
             evaluate_every,
             dense_evaluations: (0, 0.0),
             _run_lock: run_lock,
@@ -253,11 +258,21 @@ impl Trainer {
         let rank = self.rank() as u64;
         seed_torch(self.recipe.seed, per_step(salt::PRETRAIN_TORCH, self.state.step) ^ (rank << 48));
         self.optimizer.zero_grad();
-        let mut loss = 0.0;
+        let lap = |times: &mut Option<StepTimes>, phase| {
+            if let Some(t) = times {
+                t.lap(phase)
+            }
+        };
+        if let Some(t) = &mut self.step_times {
+            t.start();
+        }
+        // The loss stays on the device until the update is done: one read a step.
+        let mut loss_sum: Option<Tensor> = None;
         for _ in 0..o.grad_accumulation {
             let sequences = self.mixture.next_sequences(&mut self.state.cursor, o.batch_size);
             let batch = self.masker.mask(&sequences, self.state.micro_batches);
             self.state.micro_batches += 1;
+            lap(&mut self.step_times, Phase::Batch);
             let micro_loss = match &self.parallel {
                 None => {
                     let (input_ids, labels) = batch.tensors(self.device);
@@ -268,14 +283,26 @@ impl Trainer {
                     self.share_of_loss(&rows, share)
                 }
             };
+            lap(&mut self.step_times, Phase::Forward);
             (&micro_loss / o.grad_accumulation as f64).backward();
-            loss += micro_loss.double_value(&[]) / o.grad_accumulation as f64;
+            lap(&mut self.step_times, Phase::Backward);
+            let part = micro_loss.detach().to_kind(Kind::Double) / o.grad_accumulation as f64;
+            loss_sum = Some(match loss_sum {
+                None => part,
+                Some(sum) => sum + part,
+            });
         }
-        if let Some(p) = self.parallel.as_mut() {
-            let reduced = p.reduce(&self.params, loss, self.stop_requested.load(Ordering::SeqCst))?;
-            loss = reduced.loss;
-            self.agreed_stop = reduced.stop;
-        }
+        let loss_sum = loss_sum.expect("at least one micro-batch");
+        let loss = match self.parallel.as_mut() {
+            None => loss_sum.double_value(&[]),
+            Some(p) => {
+                let grads = self.optimizer.gradient_buffers();
+                let reduced = p.reduce(&grads, &loss_sum, self.stop_requested.load(Ordering::SeqCst))?;
+                self.agreed_stop = reduced.stop;
+                lap(&mut self.step_times, Phase::AllReduce);
+                reduced.loss
+            }
+        };
         let lr = linear_schedule(o.lr, o.warmup_steps, o.max_steps, self.state.step);
         let grad_clip = o.grad_clip;
         self.state.step += 1;
@@ -286,6 +313,10 @@ impl Trainer {
         self.consecutive_nonfinite = 0;
         let grad_norm = self.optimizer.clip_grad_norm(grad_clip);
         self.optimizer.step(lr);
+        if let Some(t) = &mut self.step_times {
+            t.lap(Phase::Optimizer);
+            t.end();
+        }
         self.state.last_loss = Some(loss);
         Ok(Some(Update { loss, lr, grad_norm }))
     }
@@ -416,6 +447,9 @@ impl Trainer {
                 p.reduce_seconds,
                 self.step_seconds
             );
+        }
+        if let Some(line) = self.step_times.as_ref().filter(|_| rank == 0).and_then(StepTimes::summary) {
+            outln!("{line}");
         }
         let (evaluations, seconds) = self.dense_evaluations;
         if evaluations > 0 {

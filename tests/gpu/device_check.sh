@@ -9,6 +9,10 @@
 #   4. Pseudo-log-likelihoods on CUDA (bf16) against CPU (fp32) for the same model and text.
 #   5. BertAbs batched decoding against one article at a time (articles/s, identical output),
 #      and the time of one bias evaluation of a BERT-base model (the dense-curve cost).
+#   6. NCCL: `dist-check` in a world-size-1 group under torchrun (init, all-reduce, broadcast,
+#      barrier, bandwidth), then BERT-base steps data-parallel under torchrun with the step time
+#      split into batch, forward, backward, all-reduce and optimizer (`train --step-times`),
+#      and the same single-process for comparison.
 # Every output goes to $OUT (default /tmp/indolm-gpu); the summary is printed at the end.
 set -euo pipefail
 OUT=${OUT:-/tmp/indolm-gpu}
@@ -62,6 +66,14 @@ cmp -s "$OUT/decode-1.txt" "$OUT/decode-8.txt" && echo "batched and one-at-a-tim
 started=$(date +%s.%N)
 $BIN --device $DEVICE eval bias --model checkpoints/gpu-indobert-base-throughput/step-60 --pairs tests/fixtures/indobias > "$OUT/bias-base.md" 2>&1
 echo "BERT-base bias evaluation of the fixture pairs (4 x 40 pairs): $($PYTHON -c "print(round($(date +%s.%N) - $started, 2))") s" | tee -a "$OUT/bias-base.md"
+
+step "6. NCCL (world size 1 under torchrun) and the step-time split"
+TORCHRUN="$PYTHON -m torch.distributed.run --nproc-per-node 1 --no-python"
+$TORCHRUN $BIN --device $DEVICE dist-check --megabytes 256 --timeout 120 2>&1 | tee "$OUT/nccl-check.log" | grep -E "rank|all-reduce|error" || true
+$TORCHRUN $BIN --device $DEVICE train $R --overwrite --stop-after 30 --step-times --dist-timeout 300 > "$OUT/nccl-train.log" 2>&1 || true
+grep -E "tok/s|step times|all-reduce took|error" "$OUT/nccl-train.log" | tail -4
+$BIN --device $DEVICE train $R --overwrite --stop-after 30 --step-times > "$OUT/single-steps.log" 2>&1 || true
+grep -E "step times|error" "$OUT/single-steps.log" | tail -2
 
 step "summary"
 grep -E "tok/s" "$OUT/throughput.log" | tail -3

@@ -238,7 +238,7 @@ fn adamw_and_schedule_match_torch() {
         opt.zero_grad();
         let out = loaded.model.mlm_loss(ids, Some(types), Some(mask), labels, false);
         out.loss.backward();
-        let norm = opt.clip_grad_norm(1.0);
+        let norm = opt.clip_grad_norm(1.0).double_value(&[]);
         println!(
             "step {k}: loss {:.6} grad norm {norm:.6} lr {}",
             out.loss.double_value(&[]),
