@@ -4,10 +4,9 @@
 //! the stop flag, are summed across ranks once per optimizer update. Each rank's loss is its masked
 //! tokens' summed loss over the whole micro-batch's masked tokens, so the summed gradients are
 //! the single process's (to float summation order), whatever the number of ranks.
-use super::masking::MaskedBatch;
+use super::loader::Slice;
 use crate::dist::{ProcessGroup, ReduceOp};
 use crate::error::{Error, Result};
-use crate::model::IGNORE_INDEX;
 use tch::{Kind, Tensor};
 
 /// This process's share of a data-parallel run.
@@ -49,20 +48,9 @@ impl DataParallel {
         self.group.world_size()
     }
 
-    /// This rank's rows of a global micro-batch, and the share of the micro-batch's masked
-    /// tokens they hold (the factor that turns their mean loss into their part of the global one).
-    pub fn my_rows(&self, batch: &MaskedBatch) -> (MaskedBatch, f64) {
-        let per = batch.rows / self.world_size();
-        let span = self.rank() * per * batch.cols..(self.rank() + 1) * per * batch.cols;
-        let masked = |labels: &[i64]| labels.iter().filter(|&&l| l != IGNORE_INDEX).count();
-        let share = masked(&batch.labels[span.clone()]) as f64 / masked(&batch.labels).max(1) as f64;
-        let rows = MaskedBatch {
-            input_ids: batch.input_ids[span.clone()].to_vec(),
-            labels: batch.labels[span].to_vec(),
-            rows: per,
-            cols: batch.cols,
-        };
-        (rows, share)
+    /// Which rows of every global micro-batch this rank trains on.
+    pub fn slice(&self) -> Slice {
+        Slice { rank: self.rank(), world: self.world_size() }
     }
 
     /// Sums the gradient buffers (the optimizer's flat buffers, in its fixed order) in place

@@ -1,18 +1,19 @@
 //! The pretraining trainer, built from its parts as torchtitan's is: the model and AdamW, the
-//! data mixture and its masker, the checkpoint manager, the metrics, the held-out set and the
-//! checkpoint hooks it is given. [`Trainer::new`] assembles them (resuming when asked);
-//! [`Trainer::run`] is the loop, top to bottom: a step, its metrics, the held-out loss when due,
-//! a checkpoint with its hooks when due, and a clean stop on SIGINT, SIGTERM, SIGUSR1 or SIGHUP.
-//! Given a process group, it trains data parallel ([`DataParallel`]): rank 0 prepares the
-//! corpus, writes checkpoints, logs and runs the hooks while the others wait at a barrier.
+//! data mixture and its masker (drawn ahead on the loader's thread), the checkpoint manager, the
+//! metrics, the held-out set and the checkpoint hooks it is given. [`Trainer::new`] assembles
+//! them (resuming when asked); [`Trainer::run`] is the loop, top to bottom: a step, its metrics,
+//! the held-out loss when due, a checkpoint with its hooks when due, and a clean stop on SIGINT,
+//! SIGTERM, SIGUSR1 or SIGHUP. Given a process group, it trains data parallel
+//! ([`DataParallel`]): rank 0 prepares the corpus, writes checkpoints, logs and runs the hooks
+//! while the others wait at a barrier.
 use super::checkpoint::{CheckpointManager, TrainerState};
 use super::corpus::{open_mixture, open_prepared_mixture, PinnedCorpus};
 use super::data_parallel::DataParallel;
 use super::heldout::Heldout;
+use super::loader::Loader;
 use super::masking::Masker;
 use super::metrics::{Metrics, Update};
 use super::step_times::{Phase, StepTimes};
-use crate::data::mixture::Mixture;
 use crate::data::tokenizer::TextTokenizer;
 use crate::device::describe;
 use crate::dist::ProcessGroup;
@@ -77,8 +78,9 @@ pub struct Trainer {
     vs: VarStore,
     model: BertForMaskedLM,
     optimizer: AdamW,
-    mixture: Mixture,
-    masker: Masker,
+    /// The background thread drawing and masking the next micro-batches from the mixture.
+    loader: Option<Loader>,
+    masker: Arc<Masker>,
     state: TrainerState,
     checkpoints: CheckpointManager,
     metrics: Metrics,
@@ -156,7 +158,7 @@ impl Trainer {
             }
             None => open_mixture(&recipe, &tokenizer, pinned, say)?,
         };
-        let masker = Masker::new(recipe.masking.clone(), &tokenizer, recipe.seed);
+        let masker = Arc::new(Masker::new(recipe.masking.clone(), &tokenizer, recipe.seed));
 
         tch::manual_seed(recipe.seed as i64);
         let (vs, mut model, config) = build_model(&recipe, recipe_path, &tokenizer, opts.device)?;
@@ -182,6 +184,16 @@ impl Trainer {
             Metrics::quiet(&recipe, &config)
         };
         let heldout = recipe.eval.mlm.as_ref().filter(|_| leader).map(|m| Heldout::new(&mixture, m));
+        let slice = parallel.as_ref().map(|p| p.slice());
+        let loader = Loader::start(
+            mixture,
+            Arc::clone(&masker),
+            state.cursor.clone(),
+            state.micro_batches,
+            o.batch_size,
+            slice,
+            opts.device,
+        );
         let evaluate_every: Vec<u64> = hooks.iter().filter_map(|h| h.every()).collect();
         let hooks = if leader { hooks } else { Vec::new() };
         Ok(Trainer {
@@ -192,7 +204,7 @@ impl Trainer {
             vs,
             model,
             optimizer,
-            mixture,
+            loader: Some(loader),
             masker,
             state,
             checkpoints,
@@ -269,19 +281,15 @@ impl Trainer {
         // The loss stays on the device until the update is done: one read a step.
         let mut loss_sum: Option<Tensor> = None;
         for _ in 0..o.grad_accumulation {
-            let sequences = self.mixture.next_sequences(&mut self.state.cursor, o.batch_size);
-            let batch = self.masker.mask(&sequences, self.state.micro_batches);
+            // Drawn and masked ahead on the loader's thread; the state takes its cursor.
+            let loaded = self.loader.as_mut().expect("the loader runs until finish").next_batch()?;
+            self.state.cursor = loaded.cursor_after.clone();
             self.state.micro_batches += 1;
             lap(&mut self.step_times, Phase::Batch);
+            let (input_ids, labels) = loaded.to_device(self.device);
             let micro_loss = match &self.parallel {
-                None => {
-                    let (input_ids, labels) = batch.tensors(self.device);
-                    self.model.mlm_loss(&input_ids, None, None, &labels, true).loss
-                }
-                Some(p) => {
-                    let (rows, share) = p.my_rows(&batch);
-                    self.share_of_loss(&rows, share)
-                }
+                None => self.model.mlm_loss(&input_ids, None, None, &labels, true).loss,
+                Some(_) => self.share_of_loss(&input_ids, &labels, loaded.share),
             };
             lap(&mut self.step_times, Phase::Forward);
             (&micro_loss / o.grad_accumulation as f64).backward();
@@ -329,12 +337,11 @@ impl Trainer {
     /// This rank's part of a micro-batch's loss: its rows' mean loss times their `share` of
     /// the micro-batch's masked tokens. Rows with no masked token give a zero loss that still
     /// reaches every weight of the masked LM, so that every rank's gradients exist.
-    fn share_of_loss(&self, rows: &super::masking::MaskedBatch, share: f64) -> Tensor {
-        let (input_ids, labels) = rows.tensors(self.device);
+    fn share_of_loss(&self, input_ids: &Tensor, labels: &Tensor, share: f64) -> Tensor {
         if share > 0.0 {
-            return self.model.mlm_loss(&input_ids, None, None, &labels, true).loss * share;
+            return self.model.mlm_loss(input_ids, None, None, labels, true).loss * share;
         }
-        let hidden = self.model.bert.forward(&input_ids, None, None, true);
+        let hidden = self.model.bert.forward(input_ids, None, None, true);
         let first = Tensor::from_slice(&[0i64]).to_device(self.device);
         self.model.logits_at(&hidden, &first).sum(Kind::Float) * 0.0
     }
@@ -459,8 +466,9 @@ impl Trainer {
                 seconds + self.step_seconds
             );
         }
-        let epochs = self.mixture.epochs(&self.state.cursor);
-        for ((name, epochs), weight) in self.mixture.names().iter().zip(epochs).zip(self.mixture.weights()) {
+        let mixture = self.loader.take().and_then(Loader::finish).expect("the batch thread returns the mixture");
+        let epochs = mixture.epochs(&self.state.cursor);
+        for ((name, epochs), weight) in mixture.names().iter().zip(epochs).zip(mixture.weights()) {
             if rank == 0 {
                 outln!("source {name}: weight {weight:.3}, {epochs:.2} epochs seen");
             }

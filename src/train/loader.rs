@@ -1,0 +1,142 @@
+//! The next micro-batches, drawn from the mixture and masked on a background thread while the
+//! device trains on the current one (a few batches ahead), and on CUDA put in pinned host memory
+//! so that their copy to the device does not block. The batches and their order are exactly those
+//! the loop would draw itself: each batch carries the mixture's cursor after it and its
+//! micro-batch number, and the trainer's state takes those as it consumes the batch, so a
+//! checkpoint records what was trained on, never what was prefetched. In a data-parallel run
+//! every rank draws and masks the same global micro-batch and keeps its own rows.
+use super::masking::{MaskedBatch, Masker};
+use crate::data::mixture::{Cursor, Mixture};
+use crate::error::{Error, Result};
+use crate::model::IGNORE_INDEX;
+use std::sync::mpsc::{sync_channel, Receiver};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use tch::{Device, Kind, Tensor};
+
+/// Micro-batches prepared ahead of the one in training.
+const AHEAD: usize = 2;
+
+/// One micro-batch, ready for the device.
+pub struct LoadedBatch {
+    /// This process's rows of the masked inputs [rows, seq], on the host (pinned on CUDA).
+    input_ids: Tensor,
+    /// Their labels (`IGNORE_INDEX` where nothing is predicted), likewise.
+    labels: Tensor,
+    /// The share of the global micro-batch's masked tokens these rows hold (1 for one process).
+    pub share: f64,
+    /// The mixture's cursor once this micro-batch is drawn.
+    pub cursor_after: Cursor,
+}
+
+impl LoadedBatch {
+    /// Inputs and labels on `device`; from pinned memory the copies are queued, not waited for.
+    pub fn to_device(&self, device: Device) -> (Tensor, Tensor) {
+        let copy = |t: &Tensor| t.to_device_(device, Kind::Int64, device.is_cuda(), false);
+        (copy(&self.input_ids), copy(&self.labels))
+    }
+}
+
+/// Which rows of each global micro-batch this process trains on: rank `rank` of `world`.
+#[derive(Debug, Clone, Copy)]
+pub struct Slice {
+    /// This process's rank.
+    pub rank: usize,
+    /// The number of processes.
+    pub world: usize,
+}
+
+impl Slice {
+    /// This rank's rows of `batch`, and the share of the batch's masked tokens they hold.
+    pub fn rows_of(&self, batch: &MaskedBatch) -> (MaskedBatch, f64) {
+        let per = batch.rows / self.world;
+        let span = self.rank * per * batch.cols..(self.rank + 1) * per * batch.cols;
+        let masked = |labels: &[i64]| labels.iter().filter(|&&l| l != IGNORE_INDEX).count();
+        let share = masked(&batch.labels[span.clone()]) as f64 / masked(&batch.labels).max(1) as f64;
+        let rows = MaskedBatch {
+            input_ids: batch.input_ids[span.clone()].to_vec(),
+            labels: batch.labels[span].to_vec(),
+            rows: per,
+            cols: batch.cols,
+        };
+        (rows, share)
+    }
+}
+
+/// The background thread drawing micro-batches, and the receiving end of its queue.
+pub struct Loader {
+    receiver: Option<Receiver<LoadedBatch>>,
+    worker: Option<JoinHandle<Mixture>>,
+}
+
+impl Loader {
+    /// Starts drawing `batch_size` sequences a micro-batch from `mixture` at `cursor`, the first
+    /// masked as micro-batch number `micro` (then `micro + 1`, …); `slice` keeps one rank's rows;
+    /// `device` decides whether host batches are pinned (CUDA).
+    pub fn start(
+        mut mixture: Mixture,
+        masker: Arc<Masker>,
+        mut cursor: Cursor,
+        mut micro: u64,
+        batch_size: usize,
+        slice: Option<Slice>,
+        device: Device,
+    ) -> Self {
+        let (sender, receiver) = sync_channel(AHEAD);
+        let worker = std::thread::Builder::new()
+            .name("indolm-batches".into())
+            .spawn(move || {
+                loop {
+                    let sequences = mixture.next_sequences(&mut cursor, batch_size);
+                    let batch = masker.mask(&sequences, micro);
+                    micro += 1;
+                    let (rows, share) = match slice {
+                        Some(slice) => slice.rows_of(&batch),
+                        None => (batch, 1.0),
+                    };
+                    let shape = [rows.rows as i64, rows.cols as i64];
+                    let host = |ids: &[i64]| {
+                        let t = Tensor::from_slice(ids).view(shape);
+                        match device {
+                            Device::Cuda(_) => t.f_pin_memory(device).unwrap_or(t),
+                            _ => t,
+                        }
+                    };
+                    let loaded = LoadedBatch {
+                        input_ids: host(&rows.input_ids),
+                        labels: host(&rows.labels),
+                        share,
+                        cursor_after: cursor.clone(),
+                    };
+                    if sender.send(loaded).is_err() {
+                        return mixture; // the trainer is done with batches
+                    }
+                }
+            })
+            .expect("starting the batch thread");
+        Loader { receiver: Some(receiver), worker: Some(worker) }
+    }
+
+    /// The next micro-batch (waiting for it if the thread is behind).
+    pub fn next_batch(&mut self) -> Result<LoadedBatch> {
+        self.receiver.as_ref().and_then(|r| r.recv().ok()).ok_or_else(|| {
+            Error::training("the batch thread", "stopped without a batch (it panicked; see the message above)")
+        })
+    }
+
+    /// Stops the thread and hands the mixture back.
+    pub fn finish(mut self) -> Option<Mixture> {
+        self.stop()
+    }
+
+    fn stop(&mut self) -> Option<Mixture> {
+        drop(self.receiver.take()); // a thread waiting to send gets an error and returns
+        self.worker.take().and_then(|w| w.join().ok())
+    }
+}
+
+impl Drop for Loader {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
