@@ -42,8 +42,10 @@ pub struct AdamW {
     beta2: f64,
     eps: f64,
     weight_decay: f64,
-    /// Updates applied so far.
-    pub steps: u64,
+    /// Updates applied before this process (a resumed run's), where the count starts.
+    steps: u64,
+    /// Updates applied so far, counted on the device (a skipped update does not count).
+    device_steps: Option<Tensor>,
 }
 
 /// Whether a parameter gets weight decay: not biases, not LayerNorm weights.
@@ -87,6 +89,7 @@ impl AdamW {
             eps,
             weight_decay,
             steps: 0,
+            device_steps: None,
         }
     }
 
@@ -194,31 +197,63 @@ impl AdamW {
 
     /// One AdamW update with learning rate `lr`.
     pub fn step(&mut self, lr: f64) {
+        self.step_if(lr, None);
+    }
+
+    /// One AdamW update with learning rate `lr` where `applies` (a boolean scalar on the device)
+    /// is true, and an exact no-op where it is false: the gradients are zeroed, the moments kept
+    /// (their weights become 1 and 0), the step size is 0 and the update count stays. It is
+    /// decided on the device, so nothing is read back (the trainer skips non-finite losses so).
+    /// The bias corrections use the count on the device, as torch's capturable AdamW does.
+    pub fn step_if(&mut self, lr: f64, applies: Option<&Tensor>) {
         self.flatten();
-        self.steps += 1;
-        let bc1 = 1.0 - self.beta1.powi(self.steps as i32);
-        let bc2_sqrt = (1.0 - self.beta2.powi(self.steps as i32)).sqrt();
-        let (beta1, beta2, eps, weight_decay) = (self.beta1, self.beta2, self.eps, self.weight_decay);
-        let update = |weights: &mut Tensor, grad: &Tensor, exp_avg: &mut Tensor, exp_avg_sq: &mut Tensor, decay| {
-            if decay && weight_decay != 0.0 {
-                let _ = weights.g_mul_scalar_(1.0 - lr * weight_decay);
-            }
-            let _ = exp_avg.lerp_(grad, 1.0 - beta1);
-            let _ = exp_avg_sq.g_mul_scalar_(beta2).addcmul_(grad, &(grad * (1.0 - beta2)));
-            let denom = (exp_avg_sq.sqrt() / bc2_sqrt) + eps;
-            let _ = weights.addcdiv_(&(&*exp_avg * (-lr / bc1)), &denom);
-        };
+        let Some(device) = self.params.first().map(|p| p.tensor.device()) else { return };
+        let scalar = |v: f64| Tensor::from(v).to_device(device);
+        let applied = applies.map_or_else(|| scalar(1.0), |a| a.to_device(device).to_kind(Kind::Double));
+        let skipped = applies.map(|a| a.to_device(device).logical_not());
+        let start = self.steps as f64;
+        let steps = self.device_steps.get_or_insert_with(|| scalar(start));
+        let _ = steps.g_add_(&applied);
+        // At least 1: a skipped first update must not divide by a zero correction.
+        let t = steps.clamp_min(1.0);
+        let bc1 = scalar(1.0) - scalar(self.beta1).pow(&t);
+        let bc2_sqrt = (scalar(1.0) - scalar(self.beta2).pow(&t)).sqrt();
+        // Each factor is exactly the scalar of a plain update when applied (x * 1 = x, x + 0 = x).
+        let decay = scalar(1.0) - &applied * (lr * self.weight_decay);
+        let avg_weight = (&applied * (1.0 - self.beta1)).to_kind(Kind::Float);
+        let sq_keep = &applied * self.beta2 + (scalar(1.0) - &applied);
+        let sq_new = &applied * (1.0 - self.beta2);
+        let step_size = (scalar(-lr) / &bc1) * &applied;
+        let (eps, decaying) = (self.eps, self.weight_decay != 0.0);
+        let update =
+            |weights: &mut Tensor, grad: &mut Tensor, exp_avg: &mut Tensor, exp_avg_sq: &mut Tensor, decays| {
+                if let Some(skipped) = &skipped {
+                    let _ = grad.masked_fill_(skipped, 0.0);
+                }
+                if decays && decaying {
+                    let _ = weights.g_mul_(&decay);
+                }
+                let _ = exp_avg.lerp_tensor_(grad, &avg_weight);
+                let _ = exp_avg_sq.g_mul_(&sq_keep).addcmul_(grad, &(&*grad * &sq_new));
+                let denom = (exp_avg_sq.sqrt() / &bc2_sqrt) + eps;
+                let _ = weights.addcdiv_(&(&*exp_avg * &step_size), &denom);
+            };
         tch::no_grad(|| {
             for g in &mut self.groups {
-                update(&mut g.weights, &g.grads, &mut g.exp_avg, &mut g.exp_avg_sq, g.decay);
+                update(&mut g.weights, &mut g.grads, &mut g.exp_avg, &mut g.exp_avg_sq, g.decay);
             }
             for p in self.params.iter_mut().filter(|p| !p.in_flat) {
-                let grad = p.tensor.grad();
+                let mut grad = p.tensor.grad();
                 if grad.defined() {
-                    update(&mut p.tensor, &grad, &mut p.exp_avg, &mut p.exp_avg_sq, p.decay);
+                    update(&mut p.tensor, &mut grad, &mut p.exp_avg, &mut p.exp_avg_sq, p.decay);
                 }
             }
         });
+    }
+
+    /// Updates applied so far (read from the device).
+    pub fn steps(&self) -> u64 {
+        self.device_steps.as_ref().map_or(self.steps, |t| t.double_value(&[]) as u64)
     }
 
     /// The moments, named `exp_avg.<param>` and `exp_avg_sq.<param>`, for a checkpoint.
@@ -259,6 +294,7 @@ impl AdamW {
             Ok(())
         })?;
         self.steps = steps;
+        self.device_steps = None;
         Ok(())
     }
 }
@@ -334,5 +370,38 @@ mod tests {
             .sum::<f64>()
             .sqrt();
         assert!((after - 1e-3).abs() < 1e-6, "{after}");
+    }
+
+    #[test]
+    fn a_skipped_update_changes_nothing_and_does_not_count() {
+        let make = || {
+            let w = Tensor::from_slice(&[1.0f32, -2.0, 3.0]).set_requires_grad(true);
+            let b = Tensor::from_slice(&[0.5f32]).set_requires_grad(true);
+            let opt = AdamW::new(named(&[("l.weight", &w), ("l.bias", &b)]), [0.9, 0.999], 1e-8, 0.1);
+            (w, b, opt)
+        };
+        let (w, b, mut opt) = make();
+        let (w2, b2, mut twin) = make();
+        let loss = |w: &Tensor, b: &Tensor| (w * b).pow_tensor_scalar(2).sum(Kind::Float);
+        // A first update skipped (non-finite gradients): weights, moments and count stay.
+        opt.zero_grad();
+        (loss(&w, &b) * f64::NAN).backward();
+        opt.step_if(0.01, Some(&Tensor::from(false)));
+        assert_eq!(Vec::<f32>::try_from(&w).unwrap(), vec![1.0, -2.0, 3.0]);
+        assert_eq!(Vec::<f32>::try_from(&b).unwrap(), vec![0.5]);
+        assert_eq!(opt.steps(), 0);
+        assert!(opt.state_tensors().iter().all(|(_, t)| t.abs().max().double_value(&[]) == 0.0));
+        // Then two applied updates, bit for bit those of an optimizer that never skipped.
+        for _ in 0..2 {
+            for (w, b, o, applies) in [(&w, &b, &mut opt, Some(Tensor::from(true))), (&w2, &b2, &mut twin, None)] {
+                o.zero_grad();
+                loss(w, b).backward();
+                o.step_if(0.01, applies.as_ref());
+            }
+        }
+        assert_eq!(opt.steps(), 2);
+        assert_eq!(Vec::<f32>::try_from(&w).unwrap(), Vec::<f32>::try_from(&w2).unwrap());
+        assert_eq!(Vec::<f32>::try_from(&b).unwrap(), Vec::<f32>::try_from(&b2).unwrap());
+        assert_ne!(Vec::<f32>::try_from(&w).unwrap(), vec![1.0, -2.0, 3.0]);
     }
 }

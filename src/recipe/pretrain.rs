@@ -169,7 +169,8 @@ pub struct OptimizerSection {
     pub warmup_steps: u64,
     /// Updates in the whole run; the learning rate reaches 0 there.
     pub max_steps: u64,
-    /// Abort after this many consecutive steps with a non-finite loss.
+    /// Abort after this many consecutive steps with a non-finite loss (each one skipped; noticed
+    /// when the losses are read: at the next log line, evaluation or checkpoint).
     #[serde(default = "d_nonfinite")]
     pub max_nonfinite_steps: u64,
 }

@@ -11,8 +11,8 @@ use std::time::Instant;
 
 /// One optimizer update's figures.
 pub struct Update {
-    /// Mean loss over the micro-batches.
-    pub loss: f64,
+    /// Mean loss over the micro-batches (a scalar on the device, read only when logged).
+    pub loss: tch::Tensor,
     /// The learning rate used.
     pub lr: f64,
     /// The global gradient norm before clipping (a scalar on the device, read only when logged).
@@ -66,25 +66,29 @@ impl Metrics {
         self.tokens_per_step
     }
 
+    /// Whether the update of `step` is logged: every `logging.every` steps and the last.
+    pub fn logs_at(&self, step: u64, last_step: u64) -> bool {
+        step.is_multiple_of(self.every) || step == last_step
+    }
+
     /// Counts an update; every `logging.every` steps (and at `last_step`) logs it with the
-    /// throughput since the previous log line.
+    /// throughput since the previous log line (a skipped update logs its non-finite loss).
     pub fn record_update(&mut self, step: u64, last_step: u64, u: &Update) -> Result<()> {
         self.window.1 += 1;
-        if !step.is_multiple_of(self.every) && step != last_step {
+        if !self.logs_at(step, last_step) {
             return Ok(());
         }
         let secs = self.window.0.elapsed().as_secs_f64();
         let tokens_per_s = self.window.1 as f64 * self.tokens_per_step / secs.max(1e-9);
         self.window = (Instant::now(), 0);
         let tflops = tokens_per_s * self.flops_per_token / 1e12;
+        let (loss, lr, grad_norm) = (u.loss.double_value(&[]), u.lr, u.grad_norm.double_value(&[]));
         let log = &mut self.logger;
-        log.scalar("train/loss", u.loss, step);
-        log.scalar("train/lr", u.lr, step);
-        let grad_norm = u.grad_norm.double_value(&[]);
+        log.scalar("train/loss", loss, step);
+        log.scalar("train/lr", lr, step);
         log.scalar("train/grad_norm", grad_norm, step);
         log.scalar("train/tokens_per_s", tokens_per_s, step);
         log.scalar("train/tflops", tflops, step);
-        let (loss, lr) = (u.loss, u.lr);
         let mut line =
             format!("loss {loss:.4} lr {lr:.2e} grad-norm {grad_norm:.3} {tokens_per_s:.0} tok/s {tflops:.3} TFLOP/s");
         if let Some(peak) = self.peak_tflops {

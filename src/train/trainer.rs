@@ -90,6 +90,8 @@ pub struct Trainer {
     stop_at: u64,
     stop_requested: Arc<AtomicBool>,
     consecutive_nonfinite: u64,
+    /// The updates whose losses are still on the device: (step, loss).
+    unsettled: Vec<(u64, Tensor)>,
     /// The data-parallel group, when launched by torchrun or srun.
     parallel: Option<DataParallel>,
     /// What the ranks agreed at the last reduction: some rank was asked to stop.
@@ -214,6 +216,7 @@ impl Trainer {
             stop_at,
             stop_requested: stop_on_signals()?,
             consecutive_nonfinite: 0,
+            unsettled: Vec::new(),
             parallel,
             agreed_stop: false,
             step_seconds: 0.0,
@@ -234,22 +237,28 @@ impl Trainer {
         while self.state.step < self.stop_at {
             let started = Instant::now();
             let update = self.step()?;
-            self.step_seconds += started.elapsed().as_secs_f64();
-            let Some(update) = update else { continue }; // a non-finite loss: update skipped
             let step = self.state.step;
-            self.metrics.record_update(step, self.stop_at, &update)?;
             let at_checkpoint = self.checkpoints.due(step) || step == self.stop_at;
             // Data-parallel ranks stop on what they agreed at the step's reduction, together.
             let stopping = match self.parallel {
                 Some(_) => self.agreed_stop,
                 None => self.stop_requested.load(Ordering::SeqCst),
             };
-            if at_checkpoint || stopping || self.heldout.as_ref().is_some_and(|h| h.due(step)) {
+            let heldout_due = self.heldout.as_ref().is_some_and(|h| h.due(step));
+            let evaluating = self.evaluate_every.iter().any(|every| step.is_multiple_of(*every));
+            // The losses stay on the device until they are logged, or something is evaluated or
+            // written: then they are read together and non-finite ones reported.
+            if self.metrics.logs_at(step, self.stop_at) || at_checkpoint || stopping || heldout_due || evaluating {
+                self.settle_losses()?;
+            }
+            self.step_seconds += started.elapsed().as_secs_f64();
+            self.metrics.record_update(step, self.stop_at, &update)?;
+            if at_checkpoint || stopping || heldout_due {
                 self.evaluate_heldout();
             }
             if at_checkpoint || stopping {
                 self.checkpoint()?;
-            } else if self.evaluate_every.iter().any(|every| step.is_multiple_of(*every)) {
+            } else if evaluating {
                 self.evaluate_between_checkpoints()?;
             }
             if stopping {
@@ -261,9 +270,11 @@ impl Trainer {
     }
 
     /// One optimizer update over `grad_accumulation` micro-batches, with clipping and the
-    /// linear schedule. `None` when the loss was not finite: the update is skipped (and after
-    /// `max_nonfinite_steps` in a row the run stops with an error).
-    fn step(&mut self) -> Result<Option<Update>> {
+    /// linear schedule. Where the loss is not finite the update is skipped on the device (an
+    /// exact no-op); [`Trainer::settle_losses`] reports it later (and after
+    /// `max_nonfinite_steps` in a row stops the run with an error). Nothing is read back here
+    /// on one process; data-parallel ranks read the reduced loss and the stop flag.
+    fn step(&mut self) -> Result<Update> {
         let o = &self.recipe.optimizer;
         // Every random choice of this step derives from the seed and the step number (and the
         // rank: each rank draws its own dropout masks).
@@ -278,7 +289,6 @@ impl Trainer {
         if let Some(t) = &mut self.step_times {
             t.start();
         }
-        // The loss stays on the device until the update is done: one read a step.
         let mut loss_sum: Option<Tensor> = None;
         for _ in 0..o.grad_accumulation {
             // Drawn and masked ahead on the loader's thread; the state takes its cursor.
@@ -302,31 +312,47 @@ impl Trainer {
         }
         let loss_sum = loss_sum.expect("at least one micro-batch");
         let loss = match self.parallel.as_mut() {
-            None => loss_sum.double_value(&[]),
+            None => loss_sum,
             Some(p) => {
                 let grads = self.optimizer.gradient_buffers();
                 let reduced = p.reduce(&grads, &loss_sum, self.stop_requested.load(Ordering::SeqCst))?;
                 self.agreed_stop = reduced.stop;
                 lap(&mut self.step_times, Phase::AllReduce);
-                reduced.loss
+                Tensor::from(reduced.loss)
             }
         };
         let lr = linear_schedule(o.lr, o.warmup_steps, o.max_steps, self.state.step);
         let grad_clip = o.grad_clip;
         self.state.step += 1;
-        if !loss.is_finite() {
-            self.skip_nonfinite(loss)?;
-            return Ok(None);
-        }
-        self.consecutive_nonfinite = 0;
         let grad_norm = self.optimizer.clip_grad_norm(grad_clip);
-        self.optimizer.step(lr);
+        self.optimizer.step_if(lr, Some(&loss.isfinite()));
         if let Some(t) = &mut self.step_times {
             t.lap(Phase::Optimizer);
             t.end();
         }
-        self.state.last_loss = Some(loss);
-        Ok(Some(Update { loss, lr, grad_norm }))
+        self.unsettled.push((self.state.step, loss.shallow_clone()));
+        Ok(Update { loss, lr, grad_norm })
+    }
+
+    /// Reads the losses of the updates since the last call (one read for all of them), reports
+    /// those that were not finite (their updates were skipped), and stops the run after
+    /// `max_nonfinite_steps` of them in a row.
+    fn settle_losses(&mut self) -> Result<()> {
+        if self.unsettled.is_empty() {
+            return Ok(());
+        }
+        let (steps, losses): (Vec<u64>, Vec<Tensor>) = std::mem::take(&mut self.unsettled).into_iter().unzip();
+        let values = Vec::<f64>::try_from(Tensor::stack(&losses, 0).to_kind(Kind::Double).to_device(Device::Cpu))
+            .expect("a vector of losses");
+        for (step, loss) in steps.into_iter().zip(values) {
+            if loss.is_finite() {
+                self.consecutive_nonfinite = 0;
+                self.state.last_loss = Some(loss);
+            } else {
+                self.skip_nonfinite(step, loss)?;
+            }
+        }
+        Ok(())
     }
 
     /// This process's rank in a data-parallel run (0 for a single process).
@@ -346,10 +372,12 @@ impl Trainer {
         self.model.logits_at(&hidden, &first).sum(Kind::Float) * 0.0
     }
 
-    fn skip_nonfinite(&mut self, loss: f64) -> Result<()> {
+    /// Counts the skipped update of `step` (its loss not finite), and stops the run after too
+    /// many in a row.
+    fn skip_nonfinite(&mut self, step: u64, loss: f64) -> Result<()> {
         self.state.nonfinite_skipped += 1;
         self.consecutive_nonfinite += 1;
-        let (step, in_a_row) = (self.state.step, self.consecutive_nonfinite);
+        let in_a_row = self.consecutive_nonfinite;
         self.metrics
             .logger
             .println(&format!("step {step}: non-finite loss {loss}, update skipped ({in_a_row} in a row)"));
