@@ -198,6 +198,29 @@ int indolm_c10d_broadcast(void* group, void* tensor, int root, char** error) {
   });
 }
 
+// Sets `key` to `value` in the group's store (under its prefix).
+int indolm_c10d_store_set(void* group, const char* key, const char* value, char** error) {
+  return guarded(error, [&] {
+    std::string text(value);
+    std::vector<uint8_t> bytes(text.begin(), text.end());
+    static_cast<ProcessGroupHandle*>(group)->store->set(std::string(key), bytes);
+  });
+}
+
+// Reads `key` from the group's store into *value (malloc'ed, for indolm_c10d_free_message), or
+// leaves *value null when the key is not set; never waits for it to appear.
+int indolm_c10d_store_get(void* group, const char* key, char** value, char** error) {
+  return guarded(error, [&] {
+    auto& store = static_cast<ProcessGroupHandle*>(group)->store;
+    std::string name(key);
+    if (!store->check({name})) {
+      return;
+    }
+    auto bytes = store->get(name);
+    *value = copy_message(std::string(bytes.begin(), bytes.end()));
+  });
+}
+
 int indolm_c10d_barrier(void* group, char** error) {
   return guarded(error, [&] {
     auto handle = static_cast<ProcessGroupHandle*>(group);

@@ -1,10 +1,14 @@
 //! A c10d process group as a Rust value: join it from a [`Launch`] (Gloo for CPU tensors, or
 //! NCCL for one CUDA device per process where this build has it), then all-reduce, broadcast
-//! and barrier on `tch` tensors in place. Every failure (a refused port, a rank that
-//! never came, a timeout) is an [`Error`] with c10d's message, never an abort.
+//! and barrier on `tch` tensors in place. Each rank marks itself alive in the group's store
+//! every half second, so that when a collective fails the survivors can name the rank that
+//! stopped. Every failure (a refused port, a rank that never came, a timeout) is an [`Error`]
+//! with c10d's message, never an abort.
 use super::Launch;
 use crate::error::{Error, Result};
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 use tch::Tensor;
 
@@ -39,6 +43,27 @@ extern "C" {
     fn indolm_c10d_all_reduce(group: *mut c_void, tensor: *mut c_void, op: c_int, error: *mut *mut c_char) -> c_int;
     fn indolm_c10d_broadcast(group: *mut c_void, tensor: *mut c_void, root: c_int, error: *mut *mut c_char) -> c_int;
     fn indolm_c10d_barrier(group: *mut c_void, error: *mut *mut c_char) -> c_int;
+    fn indolm_c10d_store_set(
+        group: *mut c_void,
+        key: *const c_char,
+        value: *const c_char,
+        error: *mut *mut c_char,
+    ) -> c_int;
+    fn indolm_c10d_store_get(
+        group: *mut c_void,
+        key: *const c_char,
+        value: *mut *mut c_char,
+        error: *mut *mut c_char,
+    ) -> c_int;
+}
+
+/// How often each rank marks itself alive in the group's store.
+const HEARTBEAT: Duration = Duration::from_millis(500);
+
+/// The thread marking this rank alive: `heartbeat/<rank>` counts up every [`HEARTBEAT`].
+struct Heartbeat {
+    stop: Arc<AtomicBool>,
+    thread: std::thread::JoinHandle<()>,
 }
 
 /// How an all-reduce combines the ranks' values.
@@ -57,6 +82,7 @@ pub struct ProcessGroup {
     raw: *mut c_void,
     rank: usize,
     world_size: usize,
+    heartbeat: Option<Heartbeat>,
 }
 
 // SAFETY: c10d process groups are used from any thread (PyTorch's DDP calls them from its
@@ -140,7 +166,45 @@ impl ProcessGroup {
                 take_message(error),
             ));
         }
-        Ok(ProcessGroup { raw, rank: launch.rank, world_size: launch.world_size })
+        let mut group = ProcessGroup { raw, rank: launch.rank, world_size: launch.world_size, heartbeat: None };
+        group.heartbeat = Some(group.start_heartbeat());
+        Ok(group)
+    }
+
+    fn start_heartbeat(&self) -> Heartbeat {
+        let stop = Arc::new(AtomicBool::new(false));
+        let (raw, key, stopping) = (self.raw as usize, format!("heartbeat/{}", self.rank), Arc::clone(&stop));
+        let thread = std::thread::spawn(move || {
+            let mut beat = 0u64;
+            while !stopping.load(Ordering::SeqCst) {
+                // SAFETY: the group outlives this thread (Drop joins it before freeing the group).
+                if unsafe { store_set(raw as *mut c_void, &key, &beat.to_string()) }.is_err() {
+                    return; // the store is gone: the collectives will say so
+                }
+                beat += 1;
+                for _ in 0..10 {
+                    if stopping.load(Ordering::SeqCst) {
+                        return;
+                    }
+                    std::thread::sleep(HEARTBEAT / 10);
+                }
+            }
+        });
+        Heartbeat { stop, thread }
+    }
+
+    /// The ranks whose heartbeat stopped: every rank's count is read, then again three beats
+    /// later; a count that did not move (or never appeared) names its rank. An error when the
+    /// store itself cannot be reached (it lives in rank 0's process, or torchrun's agent).
+    pub fn silent_ranks(&self) -> std::result::Result<Vec<usize>, String> {
+        let read = || -> std::result::Result<Vec<Option<String>>, String> {
+            // SAFETY: the group is live.
+            (0..self.world_size).map(|r| unsafe { store_get(self.raw, &format!("heartbeat/{r}")) }).collect()
+        };
+        let before = read()?;
+        std::thread::sleep(HEARTBEAT * 3);
+        let after = read()?;
+        Ok((0..self.world_size).filter(|&r| r != self.rank && (after[r].is_none() || after[r] == before[r])).collect())
     }
 
     /// This process's rank.
@@ -195,9 +259,47 @@ impl ProcessGroup {
 
 impl Drop for ProcessGroup {
     fn drop(&mut self) {
+        if let Some(h) = self.heartbeat.take() {
+            h.stop.store(true, Ordering::SeqCst);
+            let _ = h.thread.join();
+        }
         // SAFETY: `raw` came from `indolm_c10d_gloo_new` or `_nccl_new` and is freed once.
         unsafe { indolm_c10d_free(self.raw) }
     }
+}
+
+/// Sets `key` in the group's store.
+///
+/// # Safety
+/// `raw` must be a live group from the shim.
+unsafe fn store_set(raw: *mut c_void, key: &str, value: &str) -> std::result::Result<(), String> {
+    let (key, value) = (CString::new(key).map_err(|e| e.to_string())?, CString::new(value).map_err(|e| e.to_string())?);
+    let mut error = std::ptr::null_mut();
+    // SAFETY: `raw` is live (the caller's promise); the strings outlive the call.
+    if unsafe { indolm_c10d_store_set(raw, key.as_ptr(), value.as_ptr(), &mut error) } != 0 {
+        Ok(())
+    } else {
+        Err(take_message(error))
+    }
+}
+
+/// Reads `key` from the group's store, `None` when it is not set (without waiting for it).
+///
+/// # Safety
+/// `raw` must be a live group from the shim.
+unsafe fn store_get(raw: *mut c_void, key: &str) -> std::result::Result<Option<String>, String> {
+    let key = CString::new(key).map_err(|e| e.to_string())?;
+    let (mut value, mut error) = (std::ptr::null_mut(), std::ptr::null_mut());
+    // SAFETY: as in `store_set`; a value comes back malloc'ed and NUL-terminated, freed here.
+    if unsafe { indolm_c10d_store_get(raw, key.as_ptr(), &mut value, &mut error) } == 0 {
+        return Err(take_message(error));
+    }
+    if value.is_null() {
+        return Ok(None);
+    }
+    let text = unsafe { CStr::from_ptr(value) }.to_string_lossy().to_string();
+    unsafe { indolm_c10d_free_message(value) };
+    Ok(Some(text))
 }
 
 /// The shim's error message (its first line: c10d appends a C++ backtrace), freed.

@@ -57,20 +57,18 @@ impl DataParallel {
     /// across ranks, then this update's `loss` (a scalar on the device) and the stop flag in one
     /// small bucket, which is the only thing read back.
     pub fn reduce(&mut self, gradients: &[Tensor], loss: &Tensor, stop: bool) -> Result<Reduced> {
-        let lost = |e: Error| {
-            Error::training(
-                e.to_string(),
-                "another rank has stopped or cannot be reached; the last checkpoint is intact: resume with --resume latest",
-            )
-        };
         let started = std::time::Instant::now();
         for g in gradients {
             let mut g = g.shallow_clone();
-            self.group.all_reduce(&mut g, ReduceOp::Sum).map_err(lost)?;
+            if let Err(e) = self.group.all_reduce(&mut g, ReduceOp::Sum) {
+                return Err(self.lost(e));
+            }
         }
         let flag = Tensor::from_slice(&[stop as i32 as f32]).to_device(loss.device());
         let mut tail = Tensor::cat(&[loss.to_kind(Kind::Float).reshape([1]), flag], 0);
-        self.group.all_reduce(&mut tail, ReduceOp::Sum).map_err(lost)?;
+        if let Err(e) = self.group.all_reduce(&mut tail, ReduceOp::Sum) {
+            return Err(self.lost(e));
+        }
         let tail = tail.to_device(tch::Device::Cpu);
         self.reduce_seconds += started.elapsed().as_secs_f64();
         Ok(Reduced { loss: tail.double_value(&[0]), stop: tail.double_value(&[1]) > 0.0 })
@@ -99,6 +97,20 @@ impl DataParallel {
 
     /// Returns once every rank has called it.
     pub fn barrier(&mut self) -> Result<()> {
-        self.group.barrier()
+        self.group.barrier().map_err(|e| self.lost(e))
+    }
+
+    /// A failed collective's error, naming the rank that stopped when its heartbeat did (this
+    /// waits a second and a half to tell).
+    fn lost(&self, e: Error) -> Error {
+        let who = match self.group.silent_ranks() {
+            Ok(ranks) if !ranks.is_empty() => {
+                let names: Vec<String> = ranks.iter().map(|r| r.to_string()).collect();
+                format!("rank {} stopped (no heartbeat in the store)", names.join(", "))
+            }
+            Ok(_) => "every rank's heartbeat goes on: the network between them failed, or a rank hangs".into(),
+            Err(_) => "the rendezvous store is gone too: rank 0 (whose launch serves it) or its host stopped".into(),
+        };
+        Error::training(e.to_string(), format!("{who}; the last checkpoint is intact: resume with --resume latest"))
     }
 }

@@ -227,6 +227,7 @@ fn a_killed_rank_stops_the_other_and_an_indivisible_batch_is_refused() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(stderr.starts_with("error: ") && stderr.contains("rank 0 of 2") && stderr.lines().count() == 1, "{stderr}");
+    assert!(stderr.contains("rank 1 stopped (no heartbeat in the store)"), "the lost rank is named: {stderr}");
     assert!(waited < Duration::from_secs(30), "rank 0 took {waited:?} to notice");
     println!("rank 1 killed: rank 0 stopped after {:.1}s with: {}", waited.as_secs_f64(), stderr.trim());
     let last = crate::train::latest(&run).unwrap();
