@@ -565,6 +565,15 @@ impl Recipe {
                 for (section, v) in &new {
                     flatten(section, v, &mut new_keys);
                 }
+                // The same global batch cut otherwise (another world size needs another batch
+                // size or accumulation) continues the same run: only their product matters.
+                for keys in [&mut old_keys, &mut new_keys] {
+                    let batch = keys.remove("optimizer.batch_size").and_then(|v| v.as_u64());
+                    let accumulation = keys.remove("optimizer.grad_accumulation").and_then(|v| v.as_u64());
+                    if let (Some(b), Some(a)) = (batch, accumulation) {
+                        keys.insert("optimizer.sequences_per_update".into(), serde_json::json!(b * a));
+                    }
+                }
                 let keys: std::collections::BTreeSet<&String> = old_keys.keys().chain(new_keys.keys()).collect();
                 let shown = |v: Option<&serde_json::Value>| v.map_or("(absent)".to_string(), |v| v.to_string());
                 keys.into_iter()
@@ -654,6 +663,20 @@ every = {every}
         );
         // Checkpoint cadence may change on resume: it is not part of the fingerprint.
         assert!(recipe("1e-3", "1.0", 50).differences_from(&old.fingerprint()).is_empty());
+        // So may the cut of the global batch into micro-batches, but not the global batch.
+        let (b, a) = (old.optimizer.batch_size, old.optimizer.grad_accumulation);
+        let mut halved = old.clone();
+        (halved.optimizer.batch_size, halved.optimizer.grad_accumulation) = (b / 2, a * 2);
+        assert!(
+            halved.differences_from(&old.fingerprint()).is_empty(),
+            "{:?}",
+            halved.differences_from(&old.fingerprint())
+        );
+        halved.optimizer.grad_accumulation = a;
+        assert_eq!(
+            halved.differences_from(&old.fingerprint()),
+            vec![format!("optimizer.sequences_per_update ({} -> {})", b * a, b / 2 * a)]
+        );
     }
 
     #[test]

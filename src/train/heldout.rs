@@ -30,7 +30,7 @@ impl Heldout {
         tch::no_grad(|| {
             for (i, chunk) in self.sequences.chunks(batch_size).enumerate() {
                 let seqs: Vec<Vec<i64>> = chunk.iter().map(|(_, s)| s.clone()).collect();
-                let batch = masker.mask(&seqs, (salt::HELDOUT_MASKS << 48) | i as u64);
+                let batch = masker.mask(&seqs, (salt::HELDOUT_MASKS << 48) | (i * batch_size) as u64);
                 let (ids, labels) = batch.tensors(device);
                 let out = model.mlm_loss(&ids, None, None, &labels, false);
                 total += out.loss.to_kind(Kind::Double).double_value(&[]) * out.predicted as f64;

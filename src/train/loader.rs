@@ -1,10 +1,10 @@
 //! The next micro-batches, drawn from the mixture and masked on a background thread while the
 //! device trains on the current one (a few batches ahead), and on CUDA put in pinned host memory
 //! so that their copy to the device does not block. The batches and their order are exactly those
-//! the loop would draw itself: each batch carries the mixture's cursor after it and its
-//! micro-batch number, and the trainer's state takes those as it consumes the batch, so a
-//! checkpoint records what was trained on, never what was prefetched. In a data-parallel run
-//! every rank draws and masks the same global micro-batch and keeps its own rows.
+//! the loop would draw itself: each batch carries the mixture's cursor after it, and the
+//! trainer's state takes it as it consumes the batch, so a checkpoint records what was trained
+//! on, never what was prefetched. In a data-parallel run every rank draws and masks the same
+//! global micro-batch and keeps its own rows.
 use super::masking::{MaskedBatch, Masker};
 use crate::data::mixture::{Cursor, Mixture};
 use crate::error::{Error, Result};
@@ -23,8 +23,10 @@ pub struct LoadedBatch {
     input_ids: Tensor,
     /// Their labels (`IGNORE_INDEX` where nothing is predicted), likewise.
     labels: Tensor,
-    /// The share of the global micro-batch's masked tokens these rows hold (1 for one process).
-    pub share: f64,
+    /// Tokens to predict in these rows.
+    pub masked: usize,
+    /// Tokens to predict in the whole global micro-batch (all ranks' rows).
+    pub batch_masked: usize,
     /// The mixture's cursor once this micro-batch is drawn.
     pub cursor_after: Cursor,
 }
@@ -47,20 +49,22 @@ pub struct Slice {
 }
 
 impl Slice {
-    /// This rank's rows of `batch`, and the share of the batch's masked tokens they hold.
-    pub fn rows_of(&self, batch: &MaskedBatch) -> (MaskedBatch, f64) {
+    /// This rank's rows of `batch`.
+    pub fn rows_of(&self, batch: &MaskedBatch) -> MaskedBatch {
         let per = batch.rows / self.world;
         let span = self.rank * per * batch.cols..(self.rank + 1) * per * batch.cols;
-        let masked = |labels: &[i64]| labels.iter().filter(|&&l| l != IGNORE_INDEX).count();
-        let share = masked(&batch.labels[span.clone()]) as f64 / masked(&batch.labels).max(1) as f64;
-        let rows = MaskedBatch {
+        MaskedBatch {
             input_ids: batch.input_ids[span.clone()].to_vec(),
             labels: batch.labels[span].to_vec(),
             rows: per,
             cols: batch.cols,
-        };
-        (rows, share)
+        }
     }
+}
+
+/// Tokens to predict in `labels`.
+fn masked(labels: &[i64]) -> usize {
+    labels.iter().filter(|&&l| l != IGNORE_INDEX).count()
 }
 
 /// The background thread drawing micro-batches, and the receiving end of its queue.
@@ -70,14 +74,13 @@ pub struct Loader {
 }
 
 impl Loader {
-    /// Starts drawing `batch_size` sequences a micro-batch from `mixture` at `cursor`, the first
-    /// masked as micro-batch number `micro` (then `micro + 1`, …); `slice` keeps one rank's rows;
+    /// Starts drawing `batch_size` sequences a micro-batch from `mixture` at `cursor` (each
+    /// sequence masked with the stream of its number in the run); `slice` keeps one rank's rows;
     /// `device` decides whether host batches are pinned (CUDA).
     pub fn start(
         mut mixture: Mixture,
         masker: Arc<Masker>,
         mut cursor: Cursor,
-        mut micro: u64,
         batch_size: usize,
         slice: Option<Slice>,
         device: Device,
@@ -87,12 +90,13 @@ impl Loader {
             .name("indolm-batches".into())
             .spawn(move || {
                 loop {
+                    let first = cursor.sequences;
                     let sequences = mixture.next_sequences(&mut cursor, batch_size);
-                    let batch = masker.mask(&sequences, micro);
-                    micro += 1;
-                    let (rows, share) = match slice {
+                    let batch = masker.mask(&sequences, first);
+                    let batch_masked = masked(&batch.labels);
+                    let rows = match slice {
                         Some(slice) => slice.rows_of(&batch),
-                        None => (batch, 1.0),
+                        None => batch,
                     };
                     let shape = [rows.rows as i64, rows.cols as i64];
                     let host = |ids: &[i64]| {
@@ -105,7 +109,8 @@ impl Loader {
                     let loaded = LoadedBatch {
                         input_ids: host(&rows.input_ids),
                         labels: host(&rows.labels),
-                        share,
+                        masked: masked(&rows.labels),
+                        batch_masked,
                         cursor_after: cursor.clone(),
                     };
                     if sender.send(loaded).is_err() {

@@ -58,14 +58,16 @@ impl Masker {
         id == s.cls || id == s.sep || id == s.pad || id == s.mask
     }
 
-    /// Masks equal-length `sequences`; `stream` numbers the micro-batch in the run.
-    pub fn mask(&self, sequences: &[Vec<i64>], stream: u64) -> MaskedBatch {
-        let mut rng = stream_rng(self.seed, salt::MASKING, stream);
+    /// Masks equal-length `sequences`, row `r` with the random stream of sequence number
+    /// `first + r` of the run, so that the masks of a sequence do not depend on how the
+    /// sequences are cut into micro-batches (another batch size, accumulation or world size).
+    pub fn mask(&self, sequences: &[Vec<i64>], first: u64) -> MaskedBatch {
         let cols = sequences.first().map_or(0, Vec::len);
         let mut input_ids = Vec::with_capacity(sequences.len() * cols);
         let mut labels = Vec::with_capacity(sequences.len() * cols);
         let p = self.settings.probability;
-        for seq in sequences {
+        for (row, seq) in sequences.iter().enumerate() {
+            let mut rng = stream_rng(self.seed, salt::MASKING, first + row as u64);
             let mut chosen = vec![false; seq.len()];
             let mut i = 0;
             while i < seq.len() {

@@ -10,7 +10,7 @@ use super::checkpoint::{CheckpointManager, TrainerState};
 use super::corpus::{open_mixture, open_prepared_mixture, PinnedCorpus};
 use super::data_parallel::DataParallel;
 use super::heldout::Heldout;
-use super::loader::Loader;
+use super::loader::{LoadedBatch, Loader};
 use super::masking::Masker;
 use super::metrics::{Metrics, Update};
 use super::step_times::{Phase, StepTimes};
@@ -187,15 +187,8 @@ impl Trainer {
         };
         let heldout = recipe.eval.mlm.as_ref().filter(|_| leader).map(|m| Heldout::new(&mixture, m));
         let slice = parallel.as_ref().map(|p| p.slice());
-        let loader = Loader::start(
-            mixture,
-            Arc::clone(&masker),
-            state.cursor.clone(),
-            state.micro_batches,
-            o.batch_size,
-            slice,
-            opts.device,
-        );
+        let loader =
+            Loader::start(mixture, Arc::clone(&masker), state.cursor.clone(), o.batch_size, slice, opts.device);
         let evaluate_every: Vec<u64> = hooks.iter().filter_map(|h| h.every()).collect();
         let hooks = if leader { hooks } else { Vec::new() };
         Ok(Trainer {
@@ -289,22 +282,28 @@ impl Trainer {
         if let Some(t) = &mut self.step_times {
             t.start();
         }
+        // The update's micro-batches, drawn and masked ahead on the loader's thread; the state
+        // takes the cursor after the last.
+        let loader = self.loader.as_mut().expect("the loader runs until finish");
+        let micro: Vec<LoadedBatch> = (0..o.grad_accumulation).map(|_| loader.next_batch()).collect::<Result<_>>()?;
+        if let Some(last) = micro.last() {
+            self.state.cursor = last.cursor_after.clone();
+        }
+        self.state.micro_batches += micro.len() as u64;
+        lap(&mut self.step_times, Phase::Batch);
+        // The update's loss is the mean over every token it predicts (on every rank, in every
+        // micro-batch): each micro-batch's mean is weighted by its share of them, so the summed
+        // gradients are the same however the global batch is cut into ranks and micro-batches.
+        let predicted: usize = micro.iter().map(|b| b.batch_masked).sum();
         let mut loss_sum: Option<Tensor> = None;
-        for _ in 0..o.grad_accumulation {
-            // Drawn and masked ahead on the loader's thread; the state takes its cursor.
-            let loaded = self.loader.as_mut().expect("the loader runs until finish").next_batch()?;
-            self.state.cursor = loaded.cursor_after.clone();
-            self.state.micro_batches += 1;
-            lap(&mut self.step_times, Phase::Batch);
-            let (input_ids, labels) = loaded.to_device(self.device);
-            let micro_loss = match &self.parallel {
-                None => self.model.mlm_loss(&input_ids, None, None, &labels, true).loss,
-                Some(_) => self.share_of_loss(&input_ids, &labels, loaded.share),
-            };
+        for batch in &micro {
+            let (input_ids, labels) = batch.to_device(self.device);
+            let share = batch.masked as f64 / predicted.max(1) as f64;
+            let part = self.share_of_loss(&input_ids, &labels, share);
             lap(&mut self.step_times, Phase::Forward);
-            (&micro_loss / o.grad_accumulation as f64).backward();
+            part.backward();
             lap(&mut self.step_times, Phase::Backward);
-            let part = micro_loss.detach().to_kind(Kind::Double) / o.grad_accumulation as f64;
+            let part = part.detach().to_kind(Kind::Double);
             loss_sum = Some(match loss_sum {
                 None => part,
                 Some(sum) => sum + part,
@@ -360,9 +359,9 @@ impl Trainer {
         self.parallel.as_ref().map_or(0, |p| p.rank())
     }
 
-    /// This rank's part of a micro-batch's loss: its rows' mean loss times their `share` of
-    /// the micro-batch's masked tokens. Rows with no masked token give a zero loss that still
-    /// reaches every weight of the masked LM, so that every rank's gradients exist.
+    /// This rank's part of an update's loss from one micro-batch: its rows' mean loss times
+    /// their `share` of the update's predicted tokens. Rows with no masked token give a zero loss
+    /// that still reaches every weight of the masked LM, so that every rank's gradients exist.
     fn share_of_loss(&self, input_ids: &Tensor, labels: &Tensor, share: f64) -> Tensor {
         if share > 0.0 {
             return self.model.mlm_loss(input_ids, None, None, labels, true).loss * share;

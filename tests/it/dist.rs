@@ -305,6 +305,77 @@ fn a_signal_to_one_rank_stops_both_at_one_checkpoint_and_one_process_resumes_it(
     assert!(stdout.contains("resumed from") && stdout.contains(&format!("finished at step {}", step + 10)), "{stdout}");
 }
 
+/// SIGKILL of the whole two-rank job at a random moment after its first checkpoint, then a
+/// two-rank resume from `latest`: the final model and optimizer are bit-identical to an
+/// uninterrupted two-rank run. The checkpoint the kill left, resumed by one process with the
+/// global batch of 16 in two micro-batches of 8 (accumulation 2, no `--force`: the global
+/// batch is the same), ends within float summation tolerance of the two-rank run.
+#[test]
+fn a_killed_job_resumes_bit_identically_and_one_process_with_accumulation_continues_it() {
+    const STEPS: u64 = 120;
+    let dir = crate::common::scratch("ddp-sigkill");
+    let full = no_dropout_recipe(&dir, "full", STEPS);
+    assert!(train_two_ranks(&full, &[]).iter().all(|o| o.status.success()));
+
+    let killed = no_dropout_recipe(&dir, "killed", STEPS);
+    let run = dir.join("checkpoints/killed");
+    let port = free_port().to_string();
+    let mut ranks: Vec<_> =
+        (0..2).map(|rank| rank_command(&killed, rank, 2, &port, 60).stdout(Stdio::null()).spawn().unwrap()).collect();
+    let started = Instant::now();
+    while crate::train::latest(&run).is_none() {
+        assert!(started.elapsed() < Duration::from_secs(120), "no checkpoint in time");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    // A random moment within the next steps (the clock's nanoseconds pick it).
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_nanos();
+    std::thread::sleep(Duration::from_millis(u64::from(nanos % 1000)));
+    for child in ranks.iter_mut() {
+        child.kill().unwrap(); // SIGKILL
+        child.wait().unwrap();
+    }
+    let left = crate::train::latest(&run).unwrap();
+    assert_ne!(left, format!("step-{STEPS}"), "the job finished before the kill; kill sooner");
+    // A copy of what the kill left, for the one-process resume below.
+    let accumulated_run = dir.join("checkpoints/accumulated");
+    assert!(Command::new("cp").args(["-a"]).arg(&run).arg(&accumulated_run).status().unwrap().success());
+
+    let outputs = train_two_ranks(&killed, &["--resume", "latest"]);
+    assert!(outputs.iter().all(|o| o.status.success()), "{}", String::from_utf8_lossy(&outputs[0].stderr));
+    for file in ["model.safetensors", "optimizer.safetensors"] {
+        let bytes = |run: &str| std::fs::read(dir.join(format!("checkpoints/{run}/step-{STEPS}/{file}"))).unwrap();
+        assert!(
+            bytes("full") == bytes("killed"),
+            "{file}: the resumed two-rank run differs from the uninterrupted one"
+        );
+    }
+    println!("two ranks killed at {left} (SIGKILL), resumed with two ranks: step-{STEPS} bit-identical");
+
+    // One process, two micro-batches of 8 an update, from the same checkpoint.
+    let model = format!("{}\nhidden_dropout_prob = 0.0\nattention_probs_dropout_prob = 0.0", crate::train::SMALL_MODEL);
+    let accumulated = crate::train::write_recipe(
+        &dir,
+        "accumulated",
+        &model,
+        &format!("lr = 1e-3\nbatch_size = 8\ngrad_accumulation = 2\nwarmup_steps = 5\nmax_steps = {STEPS}"),
+        10,
+        "",
+    );
+    let args = ["--threads", "1", "--device", "cpu", "train", accumulated.to_str().unwrap(), "--resume", "latest"];
+    let (stdout, _) = crate::common::indolm_ok(&args);
+    assert!(stdout.contains(&format!("finished at step {STEPS}")), "{stdout}");
+    let weights = |run: &str| {
+        indolm::model::weights::read_file(&dir.join(format!("checkpoints/{run}/step-{STEPS}/model.safetensors")))
+            .unwrap()
+    };
+    let (wa, wb) = (weights("full"), weights("accumulated"));
+    let max_diff = wa.iter().map(|(name, t)| (t - &wb[name]).abs().max().double_value(&[])).fold(0.0, f64::max);
+    println!(
+        "resumed from {left} by one process with accumulation 2: largest weight difference at step {STEPS} {max_diff:.2e}"
+    );
+    assert!(max_diff < 1e-4, "weights differ by {max_diff}");
+}
+
 /// With dropout on, each rank draws its own masks, so the runs differ, but not in what they
 /// learn: the final held-out loss of two ranks is within 2% of one process's.
 #[test]
