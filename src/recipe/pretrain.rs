@@ -351,8 +351,9 @@ pub struct LoggingSection {
     /// Log the training scalars every this many updates (and at the last).
     #[serde(default = "d_log_every")]
     pub every: u64,
-    /// The device's peak dense TFLOP/s in the training precision (e.g. 989 for an H100/H200
-    /// in bf16); when given, MFU is logged as `train/mfu`.
+    /// One device's peak dense TFLOP/s in the training precision (e.g. 989 for an H100/H200
+    /// in bf16); when given, MFU is logged as `train/mfu` (over all the devices of a
+    /// data-parallel run).
     #[serde(default)]
     pub peak_tflops: Option<f64>,
 }

@@ -18,10 +18,11 @@ pub struct DataParallel {
 
 /// What the ranks agreed on after an update's reduction.
 pub struct Reduced {
-    /// The update's loss over the global batch.
-    pub loss: f64,
-    /// Whether any rank was asked to stop.
-    pub stop: bool,
+    /// The update's loss over the global batch (a scalar on the device).
+    pub loss: Tensor,
+    /// How many ranks had been asked to stop (a scalar on the device; read when the ranks
+    /// decide, at the same steps on every rank).
+    pub stop: Tensor,
 }
 
 impl DataParallel {
@@ -55,7 +56,7 @@ impl DataParallel {
 
     /// Sums the gradient buffers (the optimizer's flat buffers, in its fixed order) in place
     /// across ranks, then this update's `loss` (a scalar on the device) and the stop flag in one
-    /// small bucket, which is the only thing read back.
+    /// small bucket; nothing is read back (on CUDA the sums are queued on the device).
     pub fn reduce(&mut self, gradients: &[Tensor], loss: &Tensor, stop: bool) -> Result<Reduced> {
         let started = std::time::Instant::now();
         for g in gradients {
@@ -69,9 +70,8 @@ impl DataParallel {
         if let Err(e) = self.group.all_reduce(&mut tail, ReduceOp::Sum) {
             return Err(self.lost(e));
         }
-        let tail = tail.to_device(tch::Device::Cpu);
         self.reduce_seconds += started.elapsed().as_secs_f64();
-        Ok(Reduced { loss: tail.double_value(&[0]), stop: tail.double_value(&[1]) > 0.0 })
+        Ok(Reduced { loss: tail.get(0).to_kind(Kind::Double), stop: tail.get(1) })
     }
 
     /// Stops the job unless every rank holds the same weights (compared by checksums).

@@ -36,18 +36,25 @@ pub struct Metrics {
 }
 
 impl Metrics {
-    /// Opens the run's TensorBoard folder and `train_log.jsonl` (cut back to `start_step`).
-    pub fn open(recipe: &Recipe, config: &BertConfig, run_dir: &Path, start_step: u64) -> Result<Self> {
+    /// Opens the run's TensorBoard folder and `train_log.jsonl` (cut back to `start_step`);
+    /// `devices` (the data-parallel processes) scale the peak that MFU is measured against.
+    pub fn open(recipe: &Recipe, config: &BertConfig, run_dir: &Path, start_step: u64, devices: usize) -> Result<Self> {
         let logger = Logger::new(&recipe.tensorboard_dir(), recipe.optimizer.max_steps, start_step)?;
-        Ok(Self::with_outputs(recipe, config, logger, Some(TrainLog::open(run_dir, start_step)?)))
+        Ok(Self::with_outputs(recipe, config, logger, Some(TrainLog::open(run_dir, start_step)?), devices))
     }
 
     /// Metrics that show and write nothing, for the data-parallel ranks other than 0.
     pub fn quiet(recipe: &Recipe, config: &BertConfig) -> Self {
-        Self::with_outputs(recipe, config, Logger::quiet(), None)
+        Self::with_outputs(recipe, config, Logger::quiet(), None, 1)
     }
 
-    fn with_outputs(recipe: &Recipe, config: &BertConfig, logger: Logger, train_log: Option<TrainLog>) -> Self {
+    fn with_outputs(
+        recipe: &Recipe,
+        config: &BertConfig,
+        logger: Logger,
+        train_log: Option<TrainLog>,
+        devices: usize,
+    ) -> Self {
         let o = &recipe.optimizer;
         Metrics {
             logger,
@@ -55,7 +62,8 @@ impl Metrics {
             every: recipe.logging.every,
             tokens_per_step: (o.batch_size * o.grad_accumulation * recipe.data.seq_len) as f64,
             flops_per_token: config.training_flops_per_token(recipe.data.seq_len, recipe.masking.probability),
-            peak_tflops: recipe.logging.peak_tflops,
+            // Tokens/s count the global batch, so MFU is over every device's peak.
+            peak_tflops: recipe.logging.peak_tflops.map(|peak| peak * devices as f64),
             window: (Instant::now(), 0),
             heldout: (None, None),
         }

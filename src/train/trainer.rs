@@ -95,7 +95,7 @@ pub struct Trainer {
     /// The data-parallel group, when launched by torchrun or srun.
     parallel: Option<DataParallel>,
     /// What the ranks agreed at the last reduction: some rank was asked to stop.
-    agreed_stop: bool,
+    agreed_stop: Option<Tensor>,
     /// Seconds spent in optimizer updates (for the share the reductions took).
     step_seconds: f64,
     /// `--step-times`: per-phase times of every update.
@@ -181,7 +181,8 @@ impl Trainer {
 
         let stop_at = opts.stop_after.unwrap_or(o.max_steps).min(o.max_steps);
         let metrics = if leader {
-            Metrics::open(&recipe, &config, checkpoints.run_dir(), state.step)?
+            let devices = parallel.as_ref().map_or(1, |p| p.world_size());
+            Metrics::open(&recipe, &config, checkpoints.run_dir(), state.step, devices)?
         } else {
             Metrics::quiet(&recipe, &config)
         };
@@ -211,7 +212,7 @@ impl Trainer {
             consecutive_nonfinite: 0,
             unsettled: Vec::new(),
             parallel,
-            agreed_stop: false,
+            agreed_stop: None,
             step_seconds: 0.0,
             step_times: opts.step_times.then(|| StepTimes::new(opts.device)),
             evaluate_every,
@@ -232,16 +233,17 @@ impl Trainer {
             let update = self.step()?;
             let step = self.state.step;
             let at_checkpoint = self.checkpoints.due(step) || step == self.stop_at;
-            // Data-parallel ranks stop on what they agreed at the step's reduction, together.
-            let stopping = match self.parallel {
-                Some(_) => self.agreed_stop,
-                None => self.stop_requested.load(Ordering::SeqCst),
-            };
             let heldout_due = self.heldout.as_ref().is_some_and(|h| h.due(step));
             let evaluating = self.evaluate_every.iter().any(|every| step.is_multiple_of(*every));
-            // The losses stay on the device until they are logged, or something is evaluated or
-            // written: then they are read together and non-finite ones reported.
-            if self.metrics.logs_at(step, self.stop_at) || at_checkpoint || stopping || heldout_due || evaluating {
+            // Values stay on the device until a step that logs, evaluates or checkpoints (the
+            // same steps on every rank): there the losses are read together, non-finite ones
+            // reported, and data-parallel ranks read whether any of them was asked to stop.
+            let reads = self.metrics.logs_at(step, self.stop_at) || at_checkpoint || heldout_due || evaluating;
+            let stopping = match &self.agreed_stop {
+                Some(agreed) => reads && agreed.double_value(&[]) > 0.0,
+                None => self.stop_requested.load(Ordering::SeqCst),
+            };
+            if reads || stopping {
                 self.settle_losses()?;
             }
             self.step_seconds += started.elapsed().as_secs_f64();
@@ -265,8 +267,7 @@ impl Trainer {
     /// One optimizer update over `grad_accumulation` micro-batches, with clipping and the
     /// linear schedule. Where the loss is not finite the update is skipped on the device (an
     /// exact no-op); [`Trainer::settle_losses`] reports it later (and after
-    /// `max_nonfinite_steps` in a row stops the run with an error). Nothing is read back here
-    /// on one process; data-parallel ranks read the reduced loss and the stop flag.
+    /// `max_nonfinite_steps` in a row stops the run with an error). Nothing is read back here.
     fn step(&mut self) -> Result<Update> {
         let o = &self.recipe.optimizer;
         // Every random choice of this step derives from the seed and the step number (and the
@@ -315,9 +316,9 @@ impl Trainer {
             Some(p) => {
                 let grads = self.optimizer.gradient_buffers();
                 let reduced = p.reduce(&grads, &loss_sum, self.stop_requested.load(Ordering::SeqCst))?;
-                self.agreed_stop = reduced.stop;
+                self.agreed_stop = Some(reduced.stop);
                 lap(&mut self.step_times, Phase::AllReduce);
-                Tensor::from(reduced.loss)
+                reduced.loss
             }
         };
         let lr = linear_schedule(o.lr, o.warmup_steps, o.max_steps, self.state.step);
