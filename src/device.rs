@@ -97,6 +97,14 @@ pub fn default_precision(device: Device) -> Precision {
     }
 }
 
+/// Waits until the device has finished its queued work (CUDA runs asynchronously; a no-op on
+/// CPU): for timing, and after collectives that return once queued.
+pub fn synchronize(device: Device) {
+    if let Device::Cuda(index) = device {
+        tch::Cuda::synchronize(index as i64);
+    }
+}
+
 /// A one-line description of the device for logs.
 pub fn describe(device: Device) -> String {
     match device {

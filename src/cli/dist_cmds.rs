@@ -46,10 +46,10 @@ pub fn check(megabytes: usize, timeout: Duration, device: Device) -> Result<()> 
     let mut seconds = Vec::new();
     for _ in 0..5 {
         let _ = buffer.fill_(1.0);
-        synchronize(device);
+        indolm::device::synchronize(device);
         let t = Instant::now();
         group.all_reduce(&mut buffer, ReduceOp::Sum)?;
-        synchronize(device);
+        indolm::device::synchronize(device);
         seconds.push(t.elapsed().as_secs_f64());
     }
     let (low, high) = (buffer.min().double_value(&[]), buffer.max().double_value(&[]));
@@ -76,13 +76,6 @@ pub fn check(megabytes: usize, timeout: Duration, device: Device) -> Result<()> 
         );
     }
     group.barrier()
-}
-
-/// Waits for the device's queued work (NCCL collectives return once queued).
-fn synchronize(device: Device) {
-    if let Device::Cuda(index) = device {
-        tch::Cuda::synchronize(index as i64);
-    }
 }
 
 /// An error unless a collective gave the value every rank can compute.

@@ -43,22 +43,16 @@ impl StepTimes {
         StepTimes { device, last: Instant::now(), current: [0.0; 5], updates: Vec::new() }
     }
 
-    fn synchronize(&self) {
-        if let Device::Cuda(index) = self.device {
-            tch::Cuda::synchronize(index as i64);
-        }
-    }
-
     /// An update starts now (once the device has finished what came before).
     pub fn start(&mut self) {
-        self.synchronize();
+        crate::device::synchronize(self.device);
         self.current = [0.0; 5];
         self.last = Instant::now();
     }
 
     /// The time since the last mark (once the device is done) belongs to `phase`.
     pub fn lap(&mut self, phase: Phase) {
-        self.synchronize();
+        crate::device::synchronize(self.device);
         let now = Instant::now();
         self.current[phase as usize] += (now - self.last).as_secs_f64();
         self.last = now;
