@@ -107,6 +107,10 @@ bench-finetune: setup
 bench-liputan6-data: setup
 	$(PYTHON) tests/bench/bench_liputan6_data.py
 
+.PHONY: bench-ops
+bench-ops: setup
+	$(PYTHON) tests/bench/bench_ops.py
+
 .PHONY: bench-generate
 bench-generate: setup
 	$(PYTHON) tests/bench/bench_generate.py

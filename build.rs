@@ -7,8 +7,10 @@
 //!   references it directly and the linker would drop it, leaving CUDA silently
 //!   unavailable on GPU nodes;
 //! - the c10d shim (`src/dist/c10d_shim.cpp`), compiled against the wheel's headers with the
-//!   flags torch-sys uses (C++17, the C++11 ABI) and the vendored gloo headers, and the
-//!   autograd shim (`src/optim/grad_shim.cpp`: setting a parameter's `.grad`) with the same flags.
+//!   flags torch-sys uses (C++17, the C++11 ABI) and the vendored gloo headers; the optimizer
+//!   shim (`src/optim/optim_shim.cpp`: setting a parameter's `.grad`, fused AdamW) and the device
+//!   shim (`src/device/torch_shim.cpp`: operation counts, the attention backend, determinism)
+//!   with the same flags. `src/shim.h` is what they share.
 use std::path::PathBuf;
 use std::process::Command;
 
@@ -46,27 +48,32 @@ fn main() {
         return;
     };
     println!("cargo:rustc-link-arg=-Wl,-rpath,{}", lib.display());
+    println!("cargo:rerun-if-changed=src/shim.h");
     compile_c10d_shim(&lib);
-    compile_grad_shim(&lib);
+    compile_torch_shim(&lib, "src/optim/optim_shim.cpp", "indolm_optim");
+    compile_torch_shim(&lib, "src/device/torch_shim.cpp", "indolm_device");
     if lib.join("libtorch_cuda.so").exists() {
         println!("cargo:rustc-link-arg=-Wl,--no-as-needed,-ltorch_cuda,--as-needed");
         println!("cargo:rustc-link-search=native={}", lib.display());
     }
 }
 
-/// Compiles `src/optim/grad_shim.cpp` (setting a parameter's `.grad`) into a static library.
-fn compile_grad_shim(lib: &std::path::Path) {
-    println!("cargo:rerun-if-changed=src/optim/grad_shim.cpp");
+/// Compiles one shim over libtorch's ATen (no c10d) into the static library `name`.
+fn compile_torch_shim(lib: &std::path::Path, file: &str, name: &str) {
+    println!("cargo:rerun-if-changed={file}");
     let include = lib.parent().expect("torch/lib has a parent").join("include");
     cc::Build::new()
         .cpp(true)
-        .file("src/optim/grad_shim.cpp")
+        .file(file)
         .std("c++17")
         .define("_GLIBCXX_USE_CXX11_ABI", "1")
+        // As libtorch itself is built: its headers' debug-only checks read state that only a
+        // debug libtorch keeps (RecordFunction's `inputs_valid_`).
+        .define("NDEBUG", None)
         .include(&include)
         .include(include.join("torch/csrc/api/include"))
         .warnings(false)
-        .compile("indolm_grad");
+        .compile(name);
 }
 
 /// Compiles `src/dist/c10d_shim.cpp` into a static library linked before libtorch.

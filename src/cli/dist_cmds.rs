@@ -27,28 +27,30 @@ pub fn check(megabytes: usize, timeout: Duration, device: Device) -> Result<()> 
     };
     let joined = started.elapsed();
     let (rank, world) = (launch.rank, launch.world_size);
-    let value_of = |v: f64| Tensor::from_slice(&[v]).to_device(device);
+    // Every tensor is made on the group's device (a fill kernel there), as collectives need.
+    let on = group.device();
+    let value_of = |v: f64| Tensor::full([1], v, (Kind::Double, on));
 
     let mut value = value_of((rank + 1) as f64);
-    group.all_reduce(&mut value, ReduceOp::Sum)?;
+    group.all_reduce(&mut value, ReduceOp::Sum, "dist-check's all-reduce sum")?;
     expect("all-reduce sum", value.double_value(&[0]), (world * (world + 1) / 2) as f64)?;
     let mut value = value_of(rank as f64);
-    group.all_reduce(&mut value, ReduceOp::Max)?;
+    group.all_reduce(&mut value, ReduceOp::Max, "dist-check's all-reduce max")?;
     expect("all-reduce max", value.double_value(&[0]), (world - 1) as f64)?;
     let mut value = value_of(if rank == 0 { 7.0 } else { -1.0 });
-    group.broadcast(&mut value, 0)?;
+    group.broadcast(&mut value, 0, "dist-check's broadcast")?;
     expect("broadcast from rank 0", value.double_value(&[0]), 7.0)?;
     group.barrier()?;
 
     let elements = (megabytes.max(1) << 20) / 4;
-    let mut buffer = Tensor::ones([elements as i64], (Kind::Float, device));
-    group.all_reduce(&mut buffer, ReduceOp::Sum)?; // warm-up: connections and buffers
+    let mut buffer = Tensor::ones([elements as i64], (Kind::Float, on));
+    group.all_reduce(&mut buffer, ReduceOp::Sum, "dist-check's timed all-reduce")?; // warm-up: connections and buffers
     let mut seconds = Vec::new();
     for _ in 0..5 {
         let _ = buffer.fill_(1.0);
         indolm::device::synchronize(device);
         let t = Instant::now();
-        group.all_reduce(&mut buffer, ReduceOp::Sum)?;
+        group.all_reduce(&mut buffer, ReduceOp::Sum, "dist-check's timed all-reduce")?;
         indolm::device::synchronize(device);
         seconds.push(t.elapsed().as_secs_f64());
     }

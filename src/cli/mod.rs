@@ -94,6 +94,12 @@ pub enum Command {
         /// the synchronizations cost some speed).
         #[arg(long)]
         step_times: bool,
+        /// Count the ATen operations of one steady-state update (one that writes no log line,
+        /// evaluation or checkpoint) and print them by name, with the host waits among them
+        /// (`host syncs per update: N`, 0 when the host never waits for the device inside an
+        /// update).
+        #[arg(long)]
+        op_counts: bool,
         /// Under torchrun or srun: seconds every rank may take to join, and each collective
         /// (including the wait while rank 0 checkpoints and evaluates) before the job stops.
         #[arg(long, default_value_t = 1800)]
@@ -193,11 +199,13 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Info { model } => model_cmds::info(&model),
         Command::Tokenize { tokenizer, text } => model_cmds::tokenize(&tokenizer, &text),
         Command::FillMask { model, text, top_k } => model_cmds::fill_mask(&model, &text, top_k, device()?),
-        Command::Train { recipe, resume, force, overwrite, stop_after, step_times, dist_timeout } => train_cmds::train(
-            &recipe,
-            &TrainOptions { device: device()?, resume, force, overwrite, stop_after, step_times },
-            std::time::Duration::from_secs(dist_timeout),
-        ),
+        Command::Train { recipe, resume, force, overwrite, stop_after, step_times, op_counts, dist_timeout } => {
+            train_cmds::train(
+                &recipe,
+                &TrainOptions { device: device()?, resume, force, overwrite, stop_after, step_times, op_counts },
+                std::time::Duration::from_secs(dist_timeout),
+            )
+        }
         Command::Recipe(command) => train_cmds::run_recipe(command),
         Command::Tokenizer(command) => data_cmds::run_tokenizer(command),
         Command::Corpus(command) => data_cmds::run_corpus(command),

@@ -29,6 +29,15 @@ pub fn train(recipe_path: &Path, opts: &TrainOptions, dist_timeout: std::time::D
         opts.device = indolm::device::parse_device(&format!("cuda:{}", launch.local_rank))?;
     }
     let opts = &opts;
+    if recipe.deterministic {
+        // Read by cuBLAS when its first handle is made: without it, deterministic algorithms
+        // refuse cuBLAS's matrix products on CUDA. Set before anything runs there, and before
+        // NCCL's group is made (which reads the switch, too).
+        if std::env::var_os("CUBLAS_WORKSPACE_CONFIG").is_none() {
+            std::env::set_var("CUBLAS_WORKSPACE_CONFIG", ":4096:8");
+        }
+        indolm::device::kernels::set_deterministic(true)?;
+    }
     let hooks = checkpoint_hooks(&recipe, opts.device)?;
     let group = match launch {
         Some(launch) => match opts.device {

@@ -14,7 +14,10 @@
 
 #include <c10/util/Logging.h>
 
+#include "../shim.h"
+
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
@@ -27,31 +30,8 @@ struct ProcessGroupHandle {
   int device_index;
 };
 
-// A copy of `message` for the Rust side, which frees it with indolm_c10d_free_message.
-char* copy_message(const std::string& message) {
-  char* out = static_cast<char*>(std::malloc(message.size() + 1));
-  if (out != nullptr) {
-    std::memcpy(out, message.c_str(), message.size() + 1);
-  }
-  return out;
-}
-
-// Runs `body`, turning any exception into *error and a return of false. c10::Error's what()
-// carries a C++ backtrace after its first line; only the message is kept.
-template <typename Body>
-bool guarded(char** error, Body body) {
-  try {
-    body();
-    return true;
-  } catch (const c10::Error& e) {
-    *error = copy_message(e.msg());
-  } catch (const std::exception& e) {
-    *error = copy_message(e.what());
-  } catch (...) {
-    *error = copy_message("unknown C++ exception in c10d");
-  }
-  return false;
-}
+using indolm_shim::copy_message;
+using indolm_shim::guarded;
 
 c10d::ReduceOp reduce_op(int op) {
   switch (op) {
@@ -152,6 +132,15 @@ void* indolm_c10d_nccl_new(
   ProcessGroupHandle* handle = nullptr;
 #ifdef USE_C10D_NCCL
   guarded(error, [&] {
+    // How NCCL's watchdog meets a failure (read by ProcessGroupNCCL's constructor; a value the
+    // user set is kept): record the error and abort the communicators, but leave the process
+    // up (2, CleanUpOnly; the default, 3, has the watchdog terminate the process), so that
+    // indolm's watcher thread can end it with one line naming the lost rank; tell the other
+    // ranks through the store (their watchers then see it at once); and no flight-recorder dump
+    // on a timeout (its monitor would terminate every rank some minutes later).
+    setenv("TORCH_NCCL_ASYNC_ERROR_HANDLING", "2", 0);
+    setenv("TORCH_NCCL_PROPAGATE_ERROR", "1", 0);
+    setenv("TORCH_NCCL_DUMP_ON_TIMEOUT", "0", 0);
     auto timeout = std::chrono::milliseconds(timeout_ms);
     c10::cuda::set_device(static_cast<c10::DeviceIndex>(device_index));
     auto store = make_store(store_host, store_port, store_server, world_size, timeout, "indolm/nccl");
@@ -218,6 +207,21 @@ int indolm_c10d_store_get(void* group, const char* key, char** value, char** err
     }
     auto bytes = store->get(name);
     *value = copy_message(std::string(bytes.begin(), bytes.end()));
+  });
+}
+
+// The error the group's NCCL watchdog recorded (c10d::ErrorType: 0 none, 1 a timeout, 2 an NCCL
+// error, 3 another rank's, propagated) into *kind; Gloo groups record none (their collectives
+// fail in the call).
+int indolm_c10d_error(void* group, int* kind, char** error) {
+  return guarded(error, [&] {
+    auto handle = static_cast<ProcessGroupHandle*>(group);
+    *kind = 0;
+#ifdef USE_C10D_NCCL
+    if (handle->device_index >= 0) {
+      *kind = static_cast<int>(handle->backend->getError());
+    }
+#endif
   });
 }
 

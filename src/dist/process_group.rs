@@ -10,7 +10,7 @@ use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use tch::Tensor;
+use tch::{Device, Tensor};
 
 extern "C" {
     #[allow(clippy::too_many_arguments)]
@@ -43,6 +43,9 @@ extern "C" {
     fn indolm_c10d_all_reduce(group: *mut c_void, tensor: *mut c_void, op: c_int, error: *mut *mut c_char) -> c_int;
     fn indolm_c10d_broadcast(group: *mut c_void, tensor: *mut c_void, root: c_int, error: *mut *mut c_char) -> c_int;
     fn indolm_c10d_barrier(group: *mut c_void, error: *mut *mut c_char) -> c_int;
+    fn indolm_c10d_error(group: *mut c_void, kind: *mut c_int, error: *mut *mut c_char) -> c_int;
+    /// libc's: ends the process without running exit handlers.
+    fn _exit(status: c_int) -> !;
     fn indolm_c10d_store_set(
         group: *mut c_void,
         key: *const c_char,
@@ -57,13 +60,49 @@ extern "C" {
     ) -> c_int;
 }
 
+/// Which c10d backend a group runs on.
+#[derive(Debug, Clone, Copy)]
+enum Backend {
+    Gloo,
+    /// On this CUDA device.
+    Nccl(usize),
+}
+
 /// How often each rank marks itself alive in the group's store.
 const HEARTBEAT: Duration = Duration::from_millis(500);
 
-/// The thread marking this rank alive: `heartbeat/<rank>` counts up every [`HEARTBEAT`].
-struct Heartbeat {
+/// A thread of the group's (the heartbeat, the NCCL watcher), stopped and joined before the group
+/// is freed.
+struct Background {
     stop: Arc<AtomicBool>,
     thread: std::thread::JoinHandle<()>,
+}
+
+impl Background {
+    /// Runs `tick` every [`HEARTBEAT`] until stopped or until it returns false.
+    fn every_beat(mut tick: impl FnMut() -> bool + Send + 'static) -> Self {
+        let stop = Arc::new(AtomicBool::new(false));
+        let stopping = Arc::clone(&stop);
+        let thread = std::thread::spawn(move || {
+            while !stopping.load(Ordering::SeqCst) {
+                if !tick() {
+                    return;
+                }
+                for _ in 0..10 {
+                    if stopping.load(Ordering::SeqCst) {
+                        return;
+                    }
+                    std::thread::sleep(HEARTBEAT / 10);
+                }
+            }
+        });
+        Background { stop, thread }
+    }
+
+    fn finish(self) {
+        self.stop.store(true, Ordering::SeqCst);
+        let _ = self.thread.join();
+    }
 }
 
 /// How an all-reduce combines the ranks' values.
@@ -82,7 +121,13 @@ pub struct ProcessGroup {
     raw: *mut c_void,
     rank: usize,
     world_size: usize,
-    heartbeat: Option<Heartbeat>,
+    /// Where every tensor of this group's collectives lives: the CPU for Gloo, the process's
+    /// CUDA device for NCCL.
+    device: Device,
+    /// `heartbeat/<rank>` in the store, counting up every [`HEARTBEAT`].
+    heartbeat: Option<Background>,
+    /// On NCCL: the thread that ends the process when NCCL's watchdog finds a failure.
+    watcher: Option<Background>,
 }
 
 // SAFETY: c10d process groups are used from any thread (PyTorch's DDP calls them from its
@@ -115,7 +160,7 @@ impl ProcessGroup {
                 &mut error,
             )
         };
-        Self::joined(raw, error, launch, "Gloo")
+        Self::joined(raw, error, launch, Backend::Gloo)
     }
 
     /// Whether this build can make NCCL groups (it was compiled where CUDA's headers were found).
@@ -153,58 +198,80 @@ impl ProcessGroup {
                 &mut error,
             )
         };
-        Self::joined(raw, error, launch, "NCCL")
+        Self::joined(raw, error, launch, Backend::Nccl(device))
     }
 
-    fn joined(raw: *mut c_void, error: *mut c_char, launch: &Launch, backend: &str) -> Result<Self> {
+    fn joined(raw: *mut c_void, error: *mut c_char, launch: &Launch, backend: Backend) -> Result<Self> {
+        let (name, device) = match backend {
+            Backend::Gloo => ("Gloo", Device::Cpu),
+            Backend::Nccl(index) => ("NCCL", Device::Cuda(index)),
+        };
         if raw.is_null() {
             return Err(Error::system(
                 format!(
-                    "joining the {backend} process group (rank {} of {}, store {}:{})",
+                    "joining the {name} process group (rank {} of {}, store {}:{})",
                     launch.rank, launch.world_size, launch.master_addr, launch.master_port
                 ),
                 take_message(error),
             ));
         }
-        let mut group = ProcessGroup { raw, rank: launch.rank, world_size: launch.world_size, heartbeat: None };
+        let mut group = ProcessGroup {
+            raw,
+            rank: launch.rank,
+            world_size: launch.world_size,
+            device,
+            heartbeat: None,
+            watcher: None,
+        };
         group.heartbeat = Some(group.start_heartbeat());
+        if let Backend::Nccl(_) = backend {
+            group.watcher = Some(group.start_nccl_watcher());
+        }
         Ok(group)
     }
 
-    fn start_heartbeat(&self) -> Heartbeat {
-        let stop = Arc::new(AtomicBool::new(false));
-        let (raw, key, stopping) = (self.raw as usize, format!("heartbeat/{}", self.rank), Arc::clone(&stop));
-        let thread = std::thread::spawn(move || {
-            let mut beat = 0u64;
-            while !stopping.load(Ordering::SeqCst) {
-                // SAFETY: the group outlives this thread (Drop joins it before freeing the group).
-                if unsafe { store_set(raw as *mut c_void, &key, &beat.to_string()) }.is_err() {
-                    return; // the store is gone: the collectives will say so
-                }
-                beat += 1;
-                for _ in 0..10 {
-                    if stopping.load(Ordering::SeqCst) {
-                        return;
-                    }
-                    std::thread::sleep(HEARTBEAT / 10);
-                }
-            }
-        });
-        Heartbeat { stop, thread }
+    fn start_heartbeat(&self) -> Background {
+        let (raw, key) = (self.raw as usize, format!("heartbeat/{}", self.rank));
+        let mut beat = 0u64;
+        Background::every_beat(move || {
+            // SAFETY: the group outlives this thread (Drop joins it before freeing the group).
+            let alive = unsafe { store_set(raw as *mut c_void, &key, &beat.to_string()) }.is_ok();
+            beat += 1;
+            alive // when the store is gone, the collectives will say so
+        })
     }
 
-    /// The ranks whose heartbeat stopped: every rank's count is read, then again three beats
-    /// later; a count that did not move (or never appeared) names its rank. An error when the
-    /// store itself cannot be reached (it lives in rank 0's process, or torchrun's agent).
-    pub fn silent_ranks(&self) -> std::result::Result<Vec<usize>, String> {
-        let read = || -> std::result::Result<Vec<Option<String>>, String> {
-            // SAFETY: the group is live.
-            (0..self.world_size).map(|r| unsafe { store_get(self.raw, &format!("heartbeat/{r}")) }).collect()
-        };
-        let before = read()?;
-        std::thread::sleep(HEARTBEAT * 3);
-        let after = read()?;
-        Ok((0..self.world_size).filter(|&r| r != self.rank && (after[r].is_none() || after[r] == before[r])).collect())
+    /// NCCL's collectives return once queued, and its errors and timeouts are found by its
+    /// watchdog thread, not by the call: with the shim's settings the watchdog records the error
+    /// and aborts the communicators without taking the process down (`TORCH_NCCL_ASYNC_ERROR_
+    /// HANDLING=2`). This thread asks the group for that error every beat; when there is one, it
+    /// ends the process as a failed collective ends a Gloo rank: one line naming the rank that
+    /// stopped (from the heartbeats) and exit status 1, even while the main thread waits on the
+    /// device for a collective that will never finish.
+    fn start_nccl_watcher(&self) -> Background {
+        let (raw, rank, world) = (self.raw as usize, self.rank, self.world_size);
+        Background::every_beat(move || {
+            // SAFETY: the group outlives this thread (Drop joins it before freeing the group).
+            let Some(cause) = (unsafe { nccl_error(raw as *mut c_void) }) else { return true };
+            let failure = Error::system(format!("NCCL collective on rank {rank} of {world}"), cause);
+            // SAFETY: as above.
+            let who = unsafe { lost_ranks(raw as *mut c_void, rank, world) };
+            let line = lost_error(failure, &who);
+            use std::io::Write;
+            let _ = writeln!(std::io::stderr(), "error: {line}");
+            let _ = std::io::stderr().flush();
+            let _ = std::io::stdout().flush();
+            // SAFETY: ends the process at once: the main thread may be blocked in a device wait
+            // that NCCL's aborted communicator leaves, and exit handlers could wait on it too.
+            unsafe { _exit(1) }
+        })
+    }
+
+    /// A failed collective's error, naming the rank that stopped when its heartbeat did (this
+    /// waits a second and a half to tell), with how to go on.
+    pub fn lost(&self, e: Error) -> Error {
+        // SAFETY: the group is live.
+        lost_error(e, &unsafe { lost_ranks(self.raw, self.rank, self.world_size) })
     }
 
     /// This process's rank.
@@ -217,10 +284,18 @@ impl ProcessGroup {
         self.world_size
     }
 
-    /// Combines `tensor` across ranks in place (a contiguous CPU tensor for Gloo, a tensor on
-    /// the group's device for NCCL, where the call returns once the reduction is queued on the
-    /// device's current stream).
-    pub fn all_reduce(&mut self, tensor: &mut Tensor, op: ReduceOp) -> Result<()> {
+    /// Where this group's tensors live: every tensor handed to a collective must be there (the
+    /// CPU for Gloo, this process's GPU for NCCL).
+    pub fn device(&self) -> Device {
+        self.device
+    }
+
+    /// Combines `tensor` across ranks in place (on CUDA the call returns once the reduction is
+    /// queued on the device's current stream). `what` names the call in errors. A tensor that is
+    /// not a dense, contiguous tensor on [`ProcessGroup::device`] is refused here, before c10d
+    /// sees it (NCCL would refuse a CPU tensor with its own message, or Gloo a CUDA one).
+    pub fn all_reduce(&mut self, tensor: &mut Tensor, op: ReduceOp, what: &str) -> Result<()> {
+        self.accepts(tensor, what)?;
         let op = match op {
             ReduceOp::Sum => 0,
             ReduceOp::Max => 1,
@@ -229,16 +304,17 @@ impl ProcessGroup {
         let mut error = std::ptr::null_mut();
         // SAFETY: `tensor.as_mut_ptr()` is the `at::Tensor*` the shim expects; it lives through the call.
         let ok = unsafe { indolm_c10d_all_reduce(self.raw, tensor.as_mut_ptr() as *mut c_void, op, &mut error) };
-        self.check(ok, error, "all-reduce")
+        self.check(ok, error, what)
     }
 
-    /// Overwrites `tensor` with rank `root`'s in place.
-    pub fn broadcast(&mut self, tensor: &mut Tensor, root: usize) -> Result<()> {
+    /// Overwrites `tensor` with rank `root`'s in place; refused as in [`ProcessGroup::all_reduce`].
+    pub fn broadcast(&mut self, tensor: &mut Tensor, root: usize, what: &str) -> Result<()> {
+        self.accepts(tensor, what)?;
         let mut error = std::ptr::null_mut();
         // SAFETY: as in `all_reduce`.
         let ok =
             unsafe { indolm_c10d_broadcast(self.raw, tensor.as_mut_ptr() as *mut c_void, root as c_int, &mut error) };
-        self.check(ok, error, "broadcast")
+        self.check(ok, error, what)
     }
 
     /// Returns once every rank has called it.
@@ -247,6 +323,11 @@ impl ProcessGroup {
         // SAFETY: the group is live.
         let ok = unsafe { indolm_c10d_barrier(self.raw, &mut error) };
         self.check(ok, error, "barrier")
+    }
+
+    /// An error unless `tensor` can be handed to this group's collectives.
+    fn accepts(&self, tensor: &Tensor, what: &str) -> Result<()> {
+        check_collective_tensor(tensor, self.device, what, self.rank, self.world_size)
     }
 
     fn check(&self, ok: c_int, error: *mut c_char, what: &str) -> Result<()> {
@@ -259,12 +340,93 @@ impl ProcessGroup {
 
 impl Drop for ProcessGroup {
     fn drop(&mut self) {
-        if let Some(h) = self.heartbeat.take() {
-            h.stop.store(true, Ordering::SeqCst);
-            let _ = h.thread.join();
+        for thread in [self.watcher.take(), self.heartbeat.take()].into_iter().flatten() {
+            thread.finish();
         }
         // SAFETY: `raw` came from `indolm_c10d_gloo_new` or `_nccl_new` and is freed once.
         unsafe { indolm_c10d_free(self.raw) }
+    }
+}
+
+/// An error, naming the collective `what`, unless `tensor` is a defined, dense, contiguous tensor
+/// on `device` (what c10d's Gloo and NCCL backends take).
+pub fn check_collective_tensor(tensor: &Tensor, device: Device, what: &str, rank: usize, world: usize) -> Result<()> {
+    let refused = |why: String| {
+        Err(Error::system(
+            format!("{what} on rank {rank} of {world}"),
+            format!("{why}: indolm refuses it before c10d does (this is a bug in indolm; please report it)"),
+        ))
+    };
+    if !tensor.defined() {
+        return refused("handed an undefined tensor".into());
+    }
+    if tensor.device() != device {
+        return refused(format!(
+            "handed a tensor on {:?}, but this group's collectives run on {device:?} (Gloo: the CPU; NCCL: this process's GPU)",
+            tensor.device()
+        ));
+    }
+    if tensor.is_sparse() {
+        return refused("handed a sparse tensor; collectives take dense tensors".into());
+    }
+    if !tensor.is_contiguous() {
+        return refused(format!(
+            "handed a non-contiguous tensor (shape {:?}, strides {:?}); collectives take contiguous tensors",
+            tensor.size(),
+            tensor.stride()
+        ));
+    }
+    Ok(())
+}
+
+/// Who stopped, from the heartbeats: every rank's count is read, then again three beats later; a
+/// count that did not move (or never appeared) names its rank. When the store itself cannot be
+/// reached, that is said (it lives in rank 0's process, or torchrun's agent).
+///
+/// # Safety
+/// `raw` must be a live group from the shim.
+unsafe fn lost_ranks(raw: *mut c_void, rank: usize, world: usize) -> String {
+    let read = || -> std::result::Result<Vec<Option<String>>, String> {
+        // SAFETY: the caller's promise.
+        (0..world).map(|r| unsafe { store_get(raw, &format!("heartbeat/{r}")) }).collect()
+    };
+    let silent = read().and_then(|before| {
+        std::thread::sleep(HEARTBEAT * 3);
+        let after = read()?;
+        Ok((0..world).filter(|&r| r != rank && (after[r].is_none() || after[r] == before[r])).collect::<Vec<_>>())
+    });
+    match silent {
+        Ok(ranks) if !ranks.is_empty() => {
+            let names: Vec<String> = ranks.iter().map(|r| r.to_string()).collect();
+            format!("rank {} stopped (no heartbeat in the store)", names.join(", "))
+        }
+        Ok(_) => "every rank's heartbeat goes on: the network between them failed, or a rank hangs".into(),
+        Err(_) => "the rendezvous store is gone too: rank 0 (whose launch serves it) or its host stopped".into(),
+    }
+}
+
+/// The one line a lost rank ends a survivor with.
+fn lost_error(failure: Error, who: &str) -> Error {
+    Error::training(failure.to_string(), format!("{who}; the last checkpoint is intact: resume with --resume latest"))
+}
+
+/// The error NCCL's watchdog recorded for the group, if any (c10d's `ErrorType`: a timeout, an
+/// NCCL error, or another rank's error propagated through the store).
+///
+/// # Safety
+/// `raw` must be a live NCCL group from the shim.
+unsafe fn nccl_error(raw: *mut c_void) -> Option<String> {
+    let (mut kind, mut error) = (0, std::ptr::null_mut());
+    // SAFETY: the caller's promise; `error` is set only on failure.
+    if unsafe { indolm_c10d_error(raw, &mut kind, &mut error) } == 0 {
+        return Some(format!("asking NCCL for its state failed: {}", take_message(error)));
+    }
+    match kind {
+        0 => None,
+        1 => Some("a collective ran past --dist-timeout (NCCL's watchdog stopped it)".into()),
+        2 => Some("NCCL reported a communication error (a peer's connection broke)".into()),
+        3 => Some("another rank's NCCL failed (propagated through the store)".into()),
+        other => Some(format!("NCCL reported error type {other}")),
     }
 }
 

@@ -92,13 +92,13 @@ impl BertAttention {
     /// attended (`None`: no padding, which lets libtorch pick its fused kernels).
     fn forward(&self, x: &Tensor, mask: Option<&Tensor>, precision: Precision, train: bool) -> Tensor {
         let (b, s, h) = x.size3().expect("hidden states are [batch, seq, hidden]");
-        // One matrix product for query, key and value (their weights stacked), then split.
-        let kind = precision.compute_kind();
-        let weight = Tensor::cat(&[&self.query.weight, &self.key.weight, &self.value.weight], 0).to_kind(kind);
-        let bias = Tensor::cat(&[&self.query.bias, &self.key.bias, &self.value.bias], 0).to_kind(kind);
-        let qkv = x.to_kind(kind).linear(&weight, Some(&bias));
-        let heads = |i: i64| qkv.narrow(2, i * h, h).view([b, s, self.heads, h / self.heads]).transpose(1, 2);
-        let (q, k, v) = (heads(0), heads(1), heads(2));
+        // Query, key and value as HF computes them: three products of the same input, each
+        // viewed as heads. Nothing is concatenated or cut: a fused product would need the three
+        // weights copied into one matrix every forward, and cutting its output with `narrow`
+        // makes backward zero-fill a full [batch, seq, 3 hidden] buffer for each of the three.
+        let x_in = x.to_kind(precision.compute_kind());
+        let heads = |l: &Linear| l.forward(&x_in, precision).view([b, s, self.heads, h / self.heads]).transpose(1, 2);
+        let (q, k, v) = (heads(&self.query), heads(&self.key), heads(&self.value));
         let p_drop = if train { self.attention_dropout } else { 0.0 };
         let context = if p_drop > 0.0 && x.device() == tch::Device::Cpu {
             // libtorch's CPU attention with dropout is this same arithmetic (its "math" path),
@@ -300,7 +300,8 @@ impl BertForMaskedLM {
 
     /// Masked-LM loss. `labels` hold the original token at predicted positions and
     /// `IGNORE_INDEX` elsewhere; vocabulary logits are computed only at predicted positions.
-    /// In training the loss carries its gradient directly (see `cross_entropy_for_backward`).
+    /// Finding those positions on the device (`nonzero`) makes the host wait for it: training
+    /// updates use [`BertForMaskedLM::mlm_loss_at`] with positions found on the host.
     pub fn mlm_loss(
         &self,
         input_ids: &Tensor,
@@ -309,17 +310,32 @@ impl BertForMaskedLM {
         labels: &Tensor,
         train: bool,
     ) -> MlmLoss {
-        let hidden = self.bert.forward(input_ids, token_type_ids, attention_mask, train);
         let flat_labels = labels.reshape([-1]);
         let positions = flat_labels.ne(IGNORE_INDEX).nonzero().squeeze_dim(1);
         let targets = flat_labels.index_select(0, &positions);
-        let logits = self.logits_at(&hidden, &positions);
-        let loss = if train && logits.requires_grad() {
-            cross_entropy_for_backward(&logits, &targets)
-        } else {
-            logits.log_softmax(-1, Kind::Float).nll_loss(&targets)
-        };
+        let loss = self.mlm_loss_at(input_ids, token_type_ids, attention_mask, &positions, &targets, train);
         MlmLoss { loss, predicted: targets.size()[0] }
+    }
+
+    /// Masked-LM loss at given flat positions of the batch (`row * seq + column`) with their
+    /// `targets`: the mean cross-entropy there. Nothing here waits for the device. In training
+    /// the loss carries its gradient directly (see `cross_entropy_for_backward`).
+    pub fn mlm_loss_at(
+        &self,
+        input_ids: &Tensor,
+        token_type_ids: Option<&Tensor>,
+        attention_mask: Option<&Tensor>,
+        positions: &Tensor,
+        targets: &Tensor,
+        train: bool,
+    ) -> Tensor {
+        let hidden = self.bert.forward(input_ids, token_type_ids, attention_mask, train);
+        let logits = self.logits_at(&hidden, positions);
+        if train && logits.requires_grad() {
+            cross_entropy_for_backward(&logits, targets)
+        } else {
+            logits.log_softmax(-1, Kind::Float).nll_loss(targets)
+        }
     }
 }
 

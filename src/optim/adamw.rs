@@ -55,6 +55,85 @@ pub fn decays(name: &str) -> bool {
 
 extern "C" {
     fn indolm_set_grad(param: *mut std::ffi::c_void, grad: *mut std::ffi::c_void) -> std::ffi::c_int;
+    fn indolm_optim_free_message(message: *mut std::ffi::c_char);
+    #[allow(clippy::too_many_arguments)]
+    fn indolm_fused_adamw(
+        params: *const *mut std::ffi::c_void,
+        grads: *const *mut std::ffi::c_void,
+        exp_avgs: *const *mut std::ffi::c_void,
+        exp_avg_sqs: *const *mut std::ffi::c_void,
+        n: usize,
+        step: *mut std::ffi::c_void,
+        lr: f64,
+        beta1: f64,
+        beta2: f64,
+        weight_decay: f64,
+        eps: f64,
+        found_inf: *mut std::ffi::c_void,
+        error: *mut *mut std::ffi::c_char,
+    ) -> std::ffi::c_int;
+}
+
+/// The hyper-parameters of one fused AdamW call.
+#[derive(Clone, Copy)]
+struct FusedHyper {
+    lr: f64,
+    beta1: f64,
+    beta2: f64,
+    weight_decay: f64,
+    eps: f64,
+}
+
+/// Parallel lists of tensors (one device and dtype) that one fused AdamW call updates.
+struct FusedLists {
+    decay: bool,
+    weights: Vec<Tensor>,
+    grads: Vec<Tensor>,
+    exp_avg: Vec<Tensor>,
+    exp_avg_sq: Vec<Tensor>,
+}
+
+/// libtorch's fused AdamW over `lists`, their step count `step` (float32, this update counted)
+/// and an optional `found_inf` (float32; 1 skips).
+fn fused_adamw(
+    lists: &FusedLists,
+    step: &Tensor,
+    h: FusedHyper,
+    found_inf: Option<&Tensor>,
+) -> std::result::Result<(), String> {
+    let ptrs = |ts: &[Tensor]| ts.iter().map(|t| t.as_ptr() as *mut std::ffi::c_void).collect::<Vec<_>>();
+    let (w, g, m, v) = (ptrs(&lists.weights), ptrs(&lists.grads), ptrs(&lists.exp_avg), ptrs(&lists.exp_avg_sq));
+    let skip = found_inf.map_or(std::ptr::null_mut(), |t| t.as_ptr() as *mut std::ffi::c_void);
+    let mut error = std::ptr::null_mut();
+    // SAFETY: every pointer is a live `at::Tensor` owned by the slices borrowed for the call; the
+    // shim copies the handles and catches every exception, returning its message in `error`.
+    let ok = unsafe {
+        indolm_fused_adamw(
+            w.as_ptr(),
+            g.as_ptr(),
+            m.as_ptr(),
+            v.as_ptr(),
+            w.len(),
+            step.as_ptr() as *mut _,
+            h.lr,
+            h.beta1,
+            h.beta2,
+            h.weight_decay,
+            h.eps,
+            skip,
+            &mut error,
+        )
+    };
+    if ok != 0 {
+        return Ok(());
+    }
+    if error.is_null() {
+        return Err("no message".into());
+    }
+    // SAFETY: a NUL-terminated message the shim allocated, freed here once.
+    let text = unsafe { std::ffi::CStr::from_ptr(error) }.to_string_lossy().to_string();
+    unsafe { indolm_optim_free_message(error) };
+    Err(text)
 }
 
 /// Makes `grad` (same shape, kind and device) the `.grad` of `param`.
@@ -201,54 +280,63 @@ impl AdamW {
     }
 
     /// One AdamW update with learning rate `lr` where `applies` (a boolean scalar on the device)
-    /// is true, and an exact no-op where it is false: the gradients are zeroed, the moments kept
-    /// (their weights become 1 and 0), the step size is 0 and the update count stays. It is
-    /// decided on the device, so nothing is read back (the trainer skips non-finite losses so).
-    /// The bias corrections use the count on the device, as torch's capturable AdamW does.
+    /// is true, and an exact no-op where it is false: weights, moments and the update count stay
+    /// as they were. It is decided on the device, so nothing is read back (the trainer skips
+    /// non-finite losses so). The update is libtorch's fused AdamW kernel (`_fused_adamw_`, what
+    /// `torch.optim.AdamW(fused=True)` runs) on each flat buffer: a few kernels for the whole
+    /// model, with the learning rate and the other hyper-parameters passed as values. The
+    /// update count lives on the device (float32, as torch keeps it for the fused kernel); a
+    /// skipped update's `found_inf` makes the kernel return before it touches anything.
     pub fn step_if(&mut self, lr: f64, applies: Option<&Tensor>) {
         self.flatten();
         let Some(device) = self.params.first().map(|p| p.tensor.device()) else { return };
-        let scalar = |v: f64| Tensor::from(v).to_device(device);
-        let applied = applies.map_or_else(|| scalar(1.0), |a| a.to_device(device).to_kind(Kind::Double));
-        let skipped = applies.map(|a| a.to_device(device).logical_not());
         let start = self.steps as f64;
-        let steps = self.device_steps.get_or_insert_with(|| scalar(start));
-        let _ = steps.g_add_(&applied);
-        // At least 1: a skipped first update must not divide by a zero correction.
-        let t = steps.clamp_min(1.0);
-        let bc1 = scalar(1.0) - scalar(self.beta1).pow(&t);
-        let bc2_sqrt = (scalar(1.0) - scalar(self.beta2).pow(&t)).sqrt();
-        // Each factor is exactly the scalar of a plain update when applied (x * 1 = x, x + 0 = x).
-        let decay = scalar(1.0) - &applied * (lr * self.weight_decay);
-        let avg_weight = (&applied * (1.0 - self.beta1)).to_kind(Kind::Float);
-        let sq_keep = &applied * self.beta2 + (scalar(1.0) - &applied);
-        let sq_new = &applied * (1.0 - self.beta2);
-        let step_size = (scalar(-lr) / &bc1) * &applied;
-        let (eps, decaying) = (self.eps, self.weight_decay != 0.0);
-        let update =
-            |weights: &mut Tensor, grad: &mut Tensor, exp_avg: &mut Tensor, exp_avg_sq: &mut Tensor, decays| {
-                if let Some(skipped) = &skipped {
-                    let _ = grad.masked_fill_(skipped, 0.0);
-                }
-                if decays && decaying {
-                    let _ = weights.g_mul_(&decay);
-                }
-                let _ = exp_avg.lerp_tensor_(grad, &avg_weight);
-                let _ = exp_avg_sq.g_mul_(&sq_keep).addcmul_(grad, &(&*grad * &sq_new));
-                let denom = (exp_avg_sq.sqrt() / &bc2_sqrt) + eps;
-                let _ = weights.addcdiv_(&(&*exp_avg * &step_size), &denom);
-            };
-        tch::no_grad(|| {
-            for g in &mut self.groups {
-                update(&mut g.weights, &mut g.grads, &mut g.exp_avg, &mut g.exp_avg_sq, g.decay);
+        // Made by a fill kernel on the device (no copy from the host), once.
+        let steps = self.device_steps.get_or_insert_with(|| Tensor::full([], start, (Kind::Float, device)));
+        let found_inf = applies.map(|a| a.logical_not().to_kind(Kind::Float));
+        tch::no_grad(|| match &found_inf {
+            Some(skip) => {
+                let _ = steps.g_add_(&(skip.ones_like() - skip));
             }
-            for p in self.params.iter_mut().filter(|p| !p.in_flat) {
-                let mut grad = p.tensor.grad();
-                if grad.defined() {
-                    update(&mut p.tensor, &mut grad, &mut p.exp_avg, &mut p.exp_avg_sq, p.decay);
-                }
+            None => {
+                let _ = steps.g_add_scalar_(1.0);
             }
         });
+        let steps = steps.shallow_clone();
+        // The flat groups, then any parameter outside them that has a gradient, by decay.
+        let mut calls: Vec<FusedLists> = self
+            .groups
+            .iter()
+            .map(|g| FusedLists {
+                decay: g.decay,
+                weights: vec![g.weights.shallow_clone()],
+                grads: vec![g.grads.shallow_clone()],
+                exp_avg: vec![g.exp_avg.shallow_clone()],
+                exp_avg_sq: vec![g.exp_avg_sq.shallow_clone()],
+            })
+            .collect();
+        for decay in [true, false] {
+            let loose: Vec<&Param> =
+                self.params.iter().filter(|p| !p.in_flat && p.decay == decay && p.tensor.grad().defined()).collect();
+            if !loose.is_empty() {
+                calls.push(FusedLists {
+                    decay,
+                    weights: loose.iter().map(|p| p.tensor.detach()).collect(),
+                    grads: loose.iter().map(|p| p.tensor.grad()).collect(),
+                    exp_avg: loose.iter().map(|p| p.exp_avg.shallow_clone()).collect(),
+                    exp_avg_sq: loose.iter().map(|p| p.exp_avg_sq.shallow_clone()).collect(),
+                });
+            }
+        }
+        for call in calls {
+            let weight_decay = if call.decay { self.weight_decay } else { 0.0 };
+            let hyper = FusedHyper { lr, beta1: self.beta1, beta2: self.beta2, weight_decay, eps: self.eps };
+            if let Err(message) = fused_adamw(&call, &steps, hyper, found_inf.as_ref()) {
+                // The tensors are the optimizer's own (same device and dtype by construction):
+                // a failure here is libtorch's, surfaced as tch surfaces its own.
+                panic!("fused AdamW failed: {message}");
+            }
+        }
     }
 
     /// Updates applied so far (read from the device).

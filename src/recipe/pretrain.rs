@@ -39,6 +39,10 @@ pub struct Recipe {
     /// `auto` (bf16 on CUDA, fp32 on CPU), `bf16` or `fp32`.
     #[serde(default)]
     pub precision: PrecisionSetting,
+    /// Ask libtorch for deterministic algorithms, so that a run resumed on CUDA is bit-identical
+    /// to an uninterrupted one (on the CPU it always is). Off by default: it costs speed on GPUs.
+    #[serde(default)]
+    pub deterministic: bool,
     /// `[checkpoint]`: how often, how many kept.
     pub checkpoint: CheckpointSection,
     /// `[eval.*]`: what runs at each checkpoint.
@@ -65,6 +69,11 @@ pub struct ModelSection {
     /// Start from these weights (a model directory) instead of random initialisation.
     #[serde(default)]
     pub init_from: Option<PathBuf>,
+    /// The model's vocabulary when larger than the tokenizer's (with a preset; the extra rows
+    /// are never produced by the tokenizer): to measure a real model's size with a small
+    /// tokenizer, as the GPU throughput check does at IndoBERT's 31,923.
+    #[serde(default)]
+    pub vocab_size: Option<i64>,
     /// Overrides the preset's or config's value.
     #[serde(default)]
     pub num_hidden_layers: Option<i64>,
@@ -212,7 +221,7 @@ pub enum PrecisionSetting {
 pub fn resolve_precision(setting: PrecisionSetting, device: Device, recipe_path: &Path) -> Result<Precision> {
     match (setting, device) {
         (PrecisionSetting::Fp32, _) => Ok(Precision::Fp32),
-        (PrecisionSetting::Bf16, d) if d.is_cuda() => Ok(Precision::Bf16),
+        (PrecisionSetting::Bf16, d) if d.is_cuda() || bf16_on_cpu_for_tests() => Ok(Precision::Bf16),
         (PrecisionSetting::Bf16, _) => Err(Error::field(
             recipe_path,
             "precision",
@@ -220,6 +229,13 @@ pub fn resolve_precision(setting: PrecisionSetting, device: Device, recipe_path:
         )),
         (PrecisionSetting::Auto, d) => Ok(default_precision(d)),
     }
+}
+
+/// Test-only, not a user option: `INDOLM_TEST_BF16_ON_CPU=1` lets `precision = "bf16"` run on the
+/// CPU (libtorch has CPU bf16 kernels, slower than fp32 there), so that the tests execute the
+/// bf16 branches that otherwise first run on a GPU.
+pub fn bf16_on_cpu_for_tests() -> bool {
+    std::env::var("INDOLM_TEST_BF16_ON_CPU").is_ok_and(|v| v == "1")
 }
 
 /// `[checkpoint]`.
@@ -469,6 +485,22 @@ impl Recipe {
         };
         if m.preset.is_some() {
             c.vocab_size = vocab_size as i64;
+            if let Some(v) = m.vocab_size {
+                if v < vocab_size as i64 {
+                    return Err(Error::field(
+                        recipe_path,
+                        "model.vocab_size",
+                        format!("{v} is smaller than the tokenizer's vocabulary ({vocab_size}); it may only be larger"),
+                    ));
+                }
+                c.vocab_size = v;
+            }
+        } else if m.vocab_size.is_some() {
+            return Err(Error::field(
+                recipe_path,
+                "model.vocab_size",
+                "applies to a preset; a config.json sets its own vocab_size",
+            ));
         }
         let set = |slot: &mut i64, v: Option<i64>| {
             if let Some(v) = v {

@@ -12,8 +12,12 @@ use tch::{Kind, Tensor};
 /// This process's share of a data-parallel run.
 pub struct DataParallel {
     group: ProcessGroup,
-    /// Seconds spent in the gradient reductions so far.
+    /// Seconds spent in the gradient reductions so far, when they are timed (see `timed`).
     pub reduce_seconds: f64,
+    /// Whether the host's clock measures the reductions: on Gloo (CPU) a collective returns
+    /// when it is done; on NCCL it returns once queued, so it is timed only when `--step-times`
+    /// synchronizes the device around it.
+    pub timed: bool,
 }
 
 /// What the ranks agreed on after an update's reduction.
@@ -36,7 +40,13 @@ impl DataParallel {
                 format!("{batch_size} sequences do not divide among {world} processes; use a multiple of {world}"),
             ));
         }
-        Ok(DataParallel { group, reduce_seconds: 0.0 })
+        let timed = group.device() == tch::Device::Cpu;
+        Ok(DataParallel { group, reduce_seconds: 0.0, timed })
+    }
+
+    /// Where the group's tensors live (the CPU for Gloo, this process's GPU for NCCL).
+    pub fn device(&self) -> tch::Device {
+        self.group.device()
     }
 
     /// This process's rank.
@@ -56,37 +66,56 @@ impl DataParallel {
 
     /// Sums the gradient buffers (the optimizer's flat buffers, in its fixed order) in place
     /// across ranks, then this update's `loss` (a scalar on the device) and the stop flag in one
-    /// small bucket; nothing is read back (on CUDA the sums are queued on the device).
+    /// small bucket; nothing is read back and nothing waits for the device: the flag is written
+    /// on the device by a fill kernel, not copied from the host (on CUDA the sums are queued).
     pub fn reduce(&mut self, gradients: &[Tensor], loss: &Tensor, stop: bool) -> Result<Reduced> {
         let started = std::time::Instant::now();
         for g in gradients {
             let mut g = g.shallow_clone();
-            if let Err(e) = self.group.all_reduce(&mut g, ReduceOp::Sum) {
+            if let Err(e) = self.group.all_reduce(&mut g, ReduceOp::Sum, "the gradient all-reduce") {
                 return Err(self.lost(e));
             }
         }
-        let flag = Tensor::from_slice(&[stop as i32 as f32]).to_device(loss.device());
+        let device = self.group.device();
+        let flag = Tensor::full([1], stop as i32 as f64, (Kind::Float, device));
         let mut tail = Tensor::cat(&[loss.to_kind(Kind::Float).reshape([1]), flag], 0);
-        if let Err(e) = self.group.all_reduce(&mut tail, ReduceOp::Sum) {
+        if let Err(e) = self.group.all_reduce(&mut tail, ReduceOp::Sum, "the all-reduce of the loss and stop flag") {
             return Err(self.lost(e));
         }
-        self.reduce_seconds += started.elapsed().as_secs_f64();
+        if self.timed {
+            self.reduce_seconds += started.elapsed().as_secs_f64();
+        }
         Ok(Reduced { loss: tail.get(0).to_kind(Kind::Double), stop: tail.get(1) })
     }
 
-    /// Stops the job unless every rank holds the same weights (compared by checksums).
-    pub fn check_equal_weights(&mut self, params: &[Tensor]) -> Result<()> {
-        let (mut sum, mut squares) = (0.0, 0.0);
-        for p in params {
-            let p = p.detach().to_kind(Kind::Double);
-            sum += p.sum(Kind::Double).double_value(&[]);
-            squares += (&p * &p).sum(Kind::Double).double_value(&[]);
+    /// Adds `seconds` to the reductions' time (measured by `--step-times` with the device
+    /// synchronized around them), which makes the share reportable on NCCL too.
+    pub fn add_timed_reduction(&mut self, seconds: f64) {
+        if self.group.device() != tch::Device::Cpu {
+            self.timed = true;
+            self.reduce_seconds += seconds;
         }
-        let mut high = Tensor::from_slice(&[sum, squares]);
+    }
+
+    /// Stops the job unless every rank holds the same weights (compared by checksums: the sum
+    /// and the sum of squares of all parameters, computed and compared on the group's device;
+    /// read once, at start-up).
+    pub fn check_equal_weights(&mut self, params: &[Tensor]) -> Result<()> {
+        let device = self.group.device();
+        let (mut sum, mut squares) =
+            (Tensor::zeros([], (Kind::Double, device)), Tensor::zeros([], (Kind::Double, device)));
+        for p in params {
+            let p = p.detach().to_device(device).to_kind(Kind::Double);
+            sum += p.sum(Kind::Double);
+            squares += (&p * &p).sum(Kind::Double);
+        }
+        let mut high = Tensor::stack(&[sum, squares], 0);
         let mut low = high.copy();
-        self.group.all_reduce(&mut high, ReduceOp::Max)?;
-        self.group.all_reduce(&mut low, ReduceOp::Min)?;
-        if Vec::<f64>::try_from(&high).ok() != Vec::<f64>::try_from(&low).ok() {
+        self.group.all_reduce(&mut high, ReduceOp::Max, "the weight checksum (max)")?;
+        self.group.all_reduce(&mut low, ReduceOp::Min, "the weight checksum (min)")?;
+        let equal = Vec::<f64>::try_from(high.to_device(tch::Device::Cpu)).ok()
+            == Vec::<f64>::try_from(low.to_device(tch::Device::Cpu)).ok();
+        if !equal {
             return Err(Error::training(
                 format!("rank {}", self.rank()),
                 "the ranks start from different weights (checksums differ): the same recipe and seed on every rank are needed",
@@ -100,17 +129,8 @@ impl DataParallel {
         self.group.barrier().map_err(|e| self.lost(e))
     }
 
-    /// A failed collective's error, naming the rank that stopped when its heartbeat did (this
-    /// waits a second and a half to tell).
+    /// A failed collective's error, naming the rank that stopped (see [`ProcessGroup::lost`]).
     fn lost(&self, e: Error) -> Error {
-        let who = match self.group.silent_ranks() {
-            Ok(ranks) if !ranks.is_empty() => {
-                let names: Vec<String> = ranks.iter().map(|r| r.to_string()).collect();
-                format!("rank {} stopped (no heartbeat in the store)", names.join(", "))
-            }
-            Ok(_) => "every rank's heartbeat goes on: the network between them failed, or a rank hangs".into(),
-            Err(_) => "the rendezvous store is gone too: rank 0 (whose launch serves it) or its host stopped".into(),
-        };
-        Error::training(e.to_string(), format!("{who}; the last checkpoint is intact: resume with --resume latest"))
+        self.group.lost(e)
     }
 }

@@ -21,8 +21,12 @@ const AHEAD: usize = 2;
 pub struct LoadedBatch {
     /// This process's rows of the masked inputs [rows, seq], on the host (pinned on CUDA).
     input_ids: Tensor,
-    /// Their labels (`IGNORE_INDEX` where nothing is predicted), likewise.
-    labels: Tensor,
+    /// The flat positions (`row * seq + column`) of the tokens to predict in these rows, found
+    /// here on the host, so that the device never has to be asked where they are (a `nonzero`
+    /// there makes the host wait); position 0 when there is none (its loss then counts 0).
+    positions: Tensor,
+    /// The original token at each of those positions.
+    targets: Tensor,
     /// Tokens to predict in these rows.
     pub masked: usize,
     /// Tokens to predict in the whole global micro-batch (all ranks' rows).
@@ -31,11 +35,22 @@ pub struct LoadedBatch {
     pub cursor_after: Cursor,
 }
 
+/// A micro-batch on the device.
+pub struct DeviceBatch {
+    /// The masked inputs [rows, seq].
+    pub input_ids: Tensor,
+    /// The flat positions of the tokens to predict.
+    pub positions: Tensor,
+    /// The tokens to predict there.
+    pub targets: Tensor,
+}
+
 impl LoadedBatch {
-    /// Inputs and labels on `device`; from pinned memory the copies are queued, not waited for.
-    pub fn to_device(&self, device: Device) -> (Tensor, Tensor) {
-        let copy = |t: &Tensor| t.to_device_(device, Kind::Int64, device.is_cuda(), false);
-        (copy(&self.input_ids), copy(&self.labels))
+    /// The batch on `device`: the copies are asked for as non-blocking, so from pinned memory
+    /// (CUDA) they are queued, not waited for (on the CPU they are no copies at all).
+    pub fn to_device(&self, device: Device) -> DeviceBatch {
+        let copy = |t: &Tensor| t.to_device_(device, Kind::Int64, true, false);
+        DeviceBatch { input_ids: copy(&self.input_ids), positions: copy(&self.positions), targets: copy(&self.targets) }
     }
 }
 
@@ -67,6 +82,18 @@ fn masked(labels: &[i64]) -> usize {
     labels.iter().filter(|&&l| l != IGNORE_INDEX).count()
 }
 
+/// The flat positions of the predicted tokens in `batch` and their targets; position 0 with its
+/// own token when nothing is predicted (a row that still reaches every weight, its loss weighted
+/// by 0).
+fn predicted(batch: &MaskedBatch) -> (Vec<i64>, Vec<i64>) {
+    let (positions, targets): (Vec<i64>, Vec<i64>) =
+        batch.labels.iter().enumerate().filter(|(_, &l)| l != IGNORE_INDEX).map(|(i, &l)| (i as i64, l)).unzip();
+    if positions.is_empty() {
+        return (vec![0], vec![batch.input_ids.first().copied().unwrap_or(0)]);
+    }
+    (positions, targets)
+}
+
 /// The background thread drawing micro-batches, and the receiving end of its queue.
 pub struct Loader {
     receiver: Option<Receiver<LoadedBatch>>,
@@ -89,6 +116,8 @@ impl Loader {
         let worker = std::thread::Builder::new()
             .name("indolm-batches".into())
             .spawn(move || {
+                // Host work beside the update: not among the update's operations.
+                crate::device::op_counts::exclude_this_thread();
                 loop {
                     let first = cursor.sequences;
                     let sequences = mixture.next_sequences(&mut cursor, batch_size);
@@ -98,17 +127,18 @@ impl Loader {
                         Some(slice) => slice.rows_of(&batch),
                         None => batch,
                     };
-                    let shape = [rows.rows as i64, rows.cols as i64];
                     let host = |ids: &[i64]| {
-                        let t = Tensor::from_slice(ids).view(shape);
+                        let t = Tensor::from_slice(ids);
                         match device {
                             Device::Cuda(_) => t.f_pin_memory(device).unwrap_or(t),
                             _ => t,
                         }
                     };
+                    let (positions, targets) = predicted(&rows);
                     let loaded = LoadedBatch {
-                        input_ids: host(&rows.input_ids),
-                        labels: host(&rows.labels),
+                        input_ids: host(&rows.input_ids).view([rows.rows as i64, rows.cols as i64]),
+                        positions: host(&positions),
+                        targets: host(&targets),
                         masked: masked(&rows.labels),
                         batch_masked,
                         cursor_after: cursor.clone(),

@@ -90,7 +90,10 @@ impl Metrics {
         let tokens_per_s = self.window.1 as f64 * self.tokens_per_step / secs.max(1e-9);
         self.window = (Instant::now(), 0);
         let tflops = tokens_per_s * self.flops_per_token / 1e12;
-        let (loss, lr, grad_norm) = (u.loss.double_value(&[]), u.lr, u.grad_norm.double_value(&[]));
+        // One read for both values.
+        let pair = tch::Tensor::stack(&[u.loss.to_kind(tch::Kind::Double), u.grad_norm.to_kind(tch::Kind::Double)], 0);
+        let pair = Vec::<f64>::try_from(pair.to_device(tch::Device::Cpu)).expect("two scalars");
+        let (loss, lr, grad_norm) = (pair[0], u.lr, pair[1]);
         let log = &mut self.logger;
         log.scalar("train/loss", loss, step);
         log.scalar("train/lr", lr, step);

@@ -50,12 +50,14 @@ impl StepTimes {
         self.last = Instant::now();
     }
 
-    /// The time since the last mark (once the device is done) belongs to `phase`.
-    pub fn lap(&mut self, phase: Phase) {
+    /// The time since the last mark (once the device is done) belongs to `phase`; returns it.
+    pub fn lap(&mut self, phase: Phase) -> f64 {
         crate::device::synchronize(self.device);
         let now = Instant::now();
-        self.current[phase as usize] += (now - self.last).as_secs_f64();
+        let seconds = (now - self.last).as_secs_f64();
+        self.current[phase as usize] += seconds;
         self.last = now;
+        seconds
     }
 
     /// The update is done.

@@ -10,12 +10,14 @@ use super::checkpoint::{CheckpointManager, TrainerState};
 use super::corpus::{open_mixture, open_prepared_mixture, PinnedCorpus};
 use super::data_parallel::DataParallel;
 use super::heldout::Heldout;
-use super::loader::{LoadedBatch, Loader};
+use super::loader::{DeviceBatch, LoadedBatch, Loader};
 use super::masking::Masker;
 use super::metrics::{Metrics, Update};
 use super::step_times::{Phase, StepTimes};
 use crate::data::tokenizer::TextTokenizer;
 use crate::device::describe;
+use crate::device::op_counts::{OpCounter, OpCounts};
+use crate::device::{kernels, torch_errors};
 use crate::dist::ProcessGroup;
 use crate::error::{Error, IoContext, Result};
 use crate::files::DirLock;
@@ -50,6 +52,45 @@ pub struct TrainOptions {
     /// Time each phase of every update, synchronizing the device between them, and print the
     /// medians at the end (for profiling: the synchronizations cost some speed).
     pub step_times: bool,
+    /// Count the ATen operations of one steady-state update that reads nothing back, and the
+    /// host waits among them, and print them at the end.
+    pub op_counts: bool,
+}
+
+/// What follows the update of a step (the same on every rank).
+struct Due {
+    checkpoint: bool,
+    heldout: bool,
+    evaluation: bool,
+    /// Anything that reads values back from the device (a log line, an evaluation, a checkpoint).
+    reads: bool,
+}
+
+/// `--op-counts`: which update to count, and its counts once taken.
+struct OpCountPlan {
+    wanted: bool,
+    taken: Option<(u64, OpCounts)>,
+}
+
+impl OpCountPlan {
+    /// Whether to count the update of `step`: the first from step 3 on (the first update builds
+    /// the optimizer's flat buffers; the second is the first ordinary one) that reads nothing.
+    fn wanted(&self, step: u64, reads: bool) -> bool {
+        self.wanted && self.taken.is_none() && step >= 3 && !reads
+    }
+
+    fn counted(&mut self, step: u64, counts: OpCounts) {
+        self.taken = Some((step, counts));
+    }
+}
+
+/// Test-only (not a user option): `INDOLM_TEST_OOM_AT_STEP=N` makes the update of step N ask
+/// libtorch for an impossibly large tensor on the run's device, a real out-of-memory exception,
+/// so the tests can see how a failure inside an update ends the run.
+fn inject_failure(step: u64, device: Device) {
+    if std::env::var("INDOLM_TEST_OOM_AT_STEP").ok().and_then(|v| v.parse::<u64>().ok()) == Some(step) {
+        let _ = Tensor::empty([1i64 << 50], (Kind::Float, device));
+    }
 }
 
 /// What a finished (or stopped) run reports.
@@ -100,6 +141,8 @@ pub struct Trainer {
     step_seconds: f64,
     /// `--step-times`: per-phase times of every update.
     step_times: Option<StepTimes>,
+    /// `--op-counts`: the counted update.
+    op_counts: OpCountPlan,
     /// The intervals at which some hook also evaluates between checkpoints (known to every
     /// rank, though only rank 0 runs the hooks).
     evaluate_every: Vec<u64>,
@@ -122,6 +165,17 @@ impl Trainer {
         group: Option<ProcessGroup>,
     ) -> Result<Self> {
         let mut parallel = group.map(|g| DataParallel::new(g, recipe.optimizer.batch_size, recipe_path)).transpose()?;
+        if let Some(p) = parallel.as_ref().filter(|p| p.device() != opts.device) {
+            // Every tensor the reductions take is the model's: the group must live where it does.
+            return Err(Error::argument(
+                "--device",
+                format!(
+                    "training on {:?}, but this process's group runs its collectives on {:?}",
+                    opts.device,
+                    p.device()
+                ),
+            ));
+        }
         let leader = parallel.as_ref().is_none_or(|p| p.rank() == 0);
         let tokenizer = TextTokenizer::from_path(&recipe.resolve(&recipe.tokenizer.path))?;
         let precision = crate::recipe::resolve_precision(recipe.precision, opts.device, recipe_path)?;
@@ -215,6 +269,7 @@ impl Trainer {
             agreed_stop: None,
             step_seconds: 0.0,
             step_times: opts.step_times.then(|| StepTimes::new(opts.device)),
+            op_counts: OpCountPlan { wanted: opts.op_counts, taken: None },
             evaluate_every,
             dense_evaluations: (0, 0.0),
             _run_lock: run_lock,
@@ -230,30 +285,35 @@ impl Trainer {
         }
         while self.state.step < self.stop_at {
             let started = Instant::now();
-            let update = self.step()?;
-            let step = self.state.step;
-            let at_checkpoint = self.checkpoints.due(step) || step == self.stop_at;
-            let heldout_due = self.heldout.as_ref().is_some_and(|h| h.due(step));
-            let evaluating = self.evaluate_every.iter().any(|every| step.is_multiple_of(*every));
+            let step = self.state.step + 1;
+            let due = self.due_at(step);
+            // `--op-counts`: the first steady-state update that reads nothing back is counted.
+            let counter = match self.op_counts.wanted(step, due.reads) {
+                true => Some(OpCounter::start()?),
+                false => None,
+            };
+            let update = self.guarded_step()?;
             // Values stay on the device until a step that logs, evaluates or checkpoints (the
             // same steps on every rank): there the losses are read together, non-finite ones
             // reported, and data-parallel ranks read whether any of them was asked to stop.
-            let reads = self.metrics.logs_at(step, self.stop_at) || at_checkpoint || heldout_due || evaluating;
             let stopping = match &self.agreed_stop {
-                Some(agreed) => reads && agreed.double_value(&[]) > 0.0,
+                Some(agreed) => due.reads && agreed.double_value(&[]) > 0.0,
                 None => self.stop_requested.load(Ordering::SeqCst),
             };
-            if reads || stopping {
+            if due.reads || stopping {
                 self.settle_losses()?;
             }
             self.step_seconds += started.elapsed().as_secs_f64();
             self.metrics.record_update(step, self.stop_at, &update)?;
-            if at_checkpoint || stopping || heldout_due {
+            if let Some(counter) = counter {
+                self.op_counts.counted(step, counter.stop()?);
+            }
+            if due.checkpoint || stopping || due.heldout {
                 self.evaluate_heldout();
             }
-            if at_checkpoint || stopping {
+            if due.checkpoint || stopping {
                 self.checkpoint()?;
-            } else if evaluating {
+            } else if due.evaluation {
                 self.evaluate_between_checkpoints()?;
             }
             if stopping {
@@ -264,22 +324,62 @@ impl Trainer {
         Ok(self.finish())
     }
 
+    /// What the update of `step` is followed by; the same on every rank.
+    fn due_at(&self, step: u64) -> Due {
+        let checkpoint = self.checkpoints.due(step) || step == self.stop_at;
+        // From the recipe, not from `heldout` (which only rank 0 holds): every rank must agree.
+        let heldout = self.recipe.eval.mlm.as_ref().is_some_and(|m| m.every > 0 && step.is_multiple_of(m.every));
+        let evaluation = self.evaluate_every.iter().any(|every| step.is_multiple_of(*every));
+        let reads = self.metrics.logs_at(step, self.stop_at) || checkpoint || heldout || evaluation;
+        Due { checkpoint, heldout, evaluation, reads }
+    }
+
+    /// [`Trainer::step`], with a libtorch failure inside it (a CUDA out-of-memory, above all)
+    /// turned into one error that names the step, the batch's shape and what to change; the
+    /// last checkpoint is untouched.
+    fn guarded_step(&mut self) -> Result<Update> {
+        let step = self.state.step + 1;
+        match torch_errors::catch(|| self.step()) {
+            Ok(update) => update,
+            Err(failure) => {
+                let o = &self.recipe.optimizer;
+                let world = self.parallel.as_ref().map_or(1, |p| p.world_size());
+                let shape = format!(
+                    "{} x {} tokens a micro-batch on this process, {} micro-batches an update",
+                    o.batch_size / world,
+                    self.recipe.data.seq_len,
+                    o.grad_accumulation
+                );
+                let advice = if failure.out_of_memory() {
+                    "the device ran out of memory: lower optimizer.batch_size and raise optimizer.grad_accumulation by the same factor (the global batch, and so the run, stay the same)"
+                } else {
+                    "libtorch failed in the update"
+                };
+                let resume = match self.checkpoints.latest_step() {
+                    Some(good) => format!("the last checkpoint (step {good}) is intact: resume with --resume latest"),
+                    None => "no checkpoint was written yet".into(),
+                };
+                Err(Error::training(
+                    format!("run {}, update of step {step} ({shape})", self.recipe.name),
+                    format!("{}; {advice}; {resume}", failure.message),
+                ))
+            }
+        }
+    }
+
     /// One optimizer update over `grad_accumulation` micro-batches, with clipping and the
     /// linear schedule. Where the loss is not finite the update is skipped on the device (an
     /// exact no-op); [`Trainer::settle_losses`] reports it later (and after
     /// `max_nonfinite_steps` in a row stops the run with an error). Nothing is read back here.
     fn step(&mut self) -> Result<Update> {
+        inject_failure(self.state.step + 1, self.device);
         let o = &self.recipe.optimizer;
         // Every random choice of this step derives from the seed and the step number (and the
         // rank: each rank draws its own dropout masks).
         let rank = self.rank() as u64;
         seed_torch(self.recipe.seed, per_step(salt::PRETRAIN_TORCH, self.state.step) ^ (rank << 48));
         self.optimizer.zero_grad();
-        let lap = |times: &mut Option<StepTimes>, phase| {
-            if let Some(t) = times {
-                t.lap(phase)
-            }
-        };
+        let lap = |times: &mut Option<StepTimes>, phase| times.as_mut().map(|t| t.lap(phase));
         if let Some(t) = &mut self.step_times {
             t.start();
         }
@@ -298,9 +398,8 @@ impl Trainer {
         let predicted: usize = micro.iter().map(|b| b.batch_masked).sum();
         let mut loss_sum: Option<Tensor> = None;
         for batch in &micro {
-            let (input_ids, labels) = batch.to_device(self.device);
             let share = batch.masked as f64 / predicted.max(1) as f64;
-            let part = self.share_of_loss(&input_ids, &labels, share);
+            let part = self.share_of_loss(&batch.to_device(self.device), share);
             lap(&mut self.step_times, Phase::Forward);
             part.backward();
             lap(&mut self.step_times, Phase::Backward);
@@ -317,7 +416,9 @@ impl Trainer {
                 let grads = self.optimizer.gradient_buffers();
                 let reduced = p.reduce(&grads, &loss_sum, self.stop_requested.load(Ordering::SeqCst))?;
                 self.agreed_stop = Some(reduced.stop);
-                lap(&mut self.step_times, Phase::AllReduce);
+                if let Some(seconds) = lap(&mut self.step_times, Phase::AllReduce) {
+                    p.add_timed_reduction(seconds);
+                }
                 reduced.loss
             }
         };
@@ -361,15 +462,11 @@ impl Trainer {
     }
 
     /// This rank's part of an update's loss from one micro-batch: its rows' mean loss times
-    /// their `share` of the update's predicted tokens. Rows with no masked token give a zero loss
-    /// that still reaches every weight of the masked LM, so that every rank's gradients exist.
-    fn share_of_loss(&self, input_ids: &Tensor, labels: &Tensor, share: f64) -> Tensor {
-        if share > 0.0 {
-            return self.model.mlm_loss(input_ids, None, None, labels, true).loss * share;
-        }
-        let hidden = self.model.bert.forward(input_ids, None, None, true);
-        let first = Tensor::from_slice(&[0i64]).to_device(self.device);
-        self.model.logits_at(&hidden, &first).sum(Kind::Float) * 0.0
+    /// their `share` of the update's predicted tokens. Rows with no masked token bring one
+    /// position whose loss is weighted by 0: it still reaches every weight of the masked LM, so
+    /// that every rank's gradients exist.
+    fn share_of_loss(&self, batch: &DeviceBatch, share: f64) -> Tensor {
+        self.model.mlm_loss_at(&batch.input_ids, None, None, &batch.positions, &batch.targets, true) * share
     }
 
     /// Counts the skipped update of `step` (its loss not finite), and stops the run after too
@@ -468,6 +565,44 @@ impl Trainer {
             self.state.step,
             self.stop_at
         ));
+        if let Device::Cuda(_) = self.device {
+            let world = self.parallel.as_ref().map_or(1, |p| p.world_size());
+            let (c, o) = (&self.config, &self.recipe.optimizer);
+            let head_dim = c.hidden_size / c.num_attention_heads;
+            let shape =
+                [(o.batch_size / world) as i64, c.num_attention_heads, self.recipe.data.seq_len as i64, head_dim];
+            let dropout = c.attention_probs_dropout_prob;
+            let kind = self.precision.compute_kind();
+            let line = match kernels::attention_backend(shape, kind, self.device, dropout) {
+                Ok(name) => format!("attention: libtorch picks {name} for {shape:?} {kind:?} with dropout {dropout}"),
+                Err(e) => format!("attention: libtorch could not say which kernel it picks ({e})"),
+            };
+            self.metrics.logger.println(&line);
+            self.metrics.logger.println(if self.recipe.deterministic {
+                "determinism: deterministic algorithms requested (`deterministic = true`): resuming gives bit-identical weights on this GPU type, at some speed"
+            } else {
+                "determinism: not requested: attention's backward (and a few other kernels) on CUDA add with atomics in a varying order, so a resumed run matches an uninterrupted one up to rounding, not bit for bit; set `deterministic = true` in the recipe for exact resume"
+            });
+        }
+    }
+
+    /// `--op-counts`: rank 0 prints the counted update's table, every other rank its waits.
+    fn report_op_counts(&self, rank: usize) {
+        match (&self.op_counts.taken, rank) {
+            (Some((step, counts)), 0) => outln!(
+                "{}",
+                counts.table(&format!(
+                    "ATen operations of the update of step {step} (a steady-state update that reads nothing back), by name:"
+                ))
+                .trim_end()
+            ),
+            (Some((step, counts)), _) => {
+                outln!("rank {rank}: update of step {step}: host syncs per update: {}", counts.host_syncs())
+            }
+            (None, _) => outln!(
+                "--op-counts: no update from step 3 on was free of log lines, evaluations and checkpoints; run more steps or log less often"
+            ),
+        }
     }
 
     /// Closes the logs, reports how much of each source was seen, and sums the run up.
@@ -475,13 +610,22 @@ impl Trainer {
         self.metrics.logger.finish();
         let rank = self.rank();
         if let Some(p) = self.parallel.as_ref().filter(|p| p.rank() == 0) {
-            outln!(
-                "data parallel over {} ranks: the gradient all-reduce took {:.1}% of the time in updates ({:.2}s of {:.2}s)",
-                p.world_size(),
-                100.0 * p.reduce_seconds / self.step_seconds.max(1e-9),
-                p.reduce_seconds,
-                self.step_seconds
-            );
+            match p.timed {
+                true => outln!(
+                    "data parallel over {} ranks: the gradient all-reduce took {:.1}% of the time in updates ({:.2}s of {:.2}s)",
+                    p.world_size(),
+                    100.0 * p.reduce_seconds / self.step_seconds.max(1e-9),
+                    p.reduce_seconds,
+                    self.step_seconds
+                ),
+                false => outln!(
+                    "data parallel over {} ranks on NCCL: the all-reduce's share of an update is measured only with --step-times (NCCL's calls return once queued)",
+                    p.world_size()
+                ),
+            }
+        }
+        if self.op_counts.wanted {
+            self.report_op_counts(rank);
         }
         if let Some(line) = self.step_times.as_ref().filter(|_| rank == 0).and_then(StepTimes::summary) {
             outln!("{line}");

@@ -5,7 +5,7 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 /// A port nobody listens on (the OS's pick, released).
-fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
@@ -158,7 +158,7 @@ fn rank_command(recipe: &std::path::Path, rank: usize, world: usize, port: &str,
 }
 
 /// Two torchrun-style ranks of `indolm train` on loopback; returns their outputs.
-fn train_two_ranks(recipe: &std::path::Path, extra: &[&str]) -> Vec<Output> {
+pub(crate) fn train_two_ranks(recipe: &std::path::Path, extra: &[&str]) -> Vec<Output> {
     let port = free_port().to_string();
     let children: Vec<_> =
         (0..2).map(|rank| rank_command(recipe, rank, 2, &port, 60).args(extra).spawn().unwrap()).collect();

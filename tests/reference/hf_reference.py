@@ -10,9 +10,14 @@ Builds fixtures with HF transformers and checks indolm's outputs against transfo
                           AutoTokenizer.from_pretrained, recompute the logits for REF's batch,
                           print the max abs difference; exit 1 above 1e-4.
   adamw DIR OUT           3 training steps of DIR's model on REF's batch with torch.optim.AdamW
-                          (no decay for biases and LayerNorm weights, as run_mlm), clipping at 1.0
+                          (fused=True; no decay for biases and LayerNorm weights, as run_mlm), clipping at 1.0
                           and get_linear_schedule_with_warmup(2 warmup, 10 total), dropout off;
                           writes the labels used and the final parameters to OUT.
+  fused-adamw OUT         20 steps of torch.optim.AdamW(fused=True) on a few named tensors (no
+                          decay for biases and LayerNorm weights) with seeded gradients and a
+                          linear schedule; step 7 is skipped (as GradScaler skips a non-finite
+                          one); OUT holds the initial tensors, every gradient, the learning
+                          rates and the final tensors.
   tb-scalars LOGDIR       every scalar tag with its steps and values, read by TensorBoard's own
                           EventAccumulator, as JSON on stdout.
   tb-bias LOGDIR          each TensorBoard run under LOGDIR as TensorBoard's backend loads it
@@ -177,7 +182,7 @@ def adamw(model_dir, out_path):
         {"params": [p for n, p in named if not any(nd in n for nd in no_decay)], "weight_decay": 0.01},
         {"params": [p for n, p in named if any(nd in n for nd in no_decay)], "weight_decay": 0.0},
     ]
-    opt = torch.optim.AdamW(groups, lr=1e-3, betas=(0.9, 0.999), eps=1e-6, foreach=False)
+    opt = torch.optim.AdamW(groups, lr=1e-3, betas=(0.9, 0.999), eps=1e-6, fused=True)
     sched = get_linear_schedule_with_warmup(opt, num_warmup_steps=2, num_training_steps=10)
     lrs, norms, losses = [], [], []
     for _ in range(3):
@@ -193,6 +198,35 @@ def adamw(model_dir, out_path):
     tensors["labels"] = labels
     save_file(tensors, out_path)
     print(json.dumps({"lrs": lrs, "grad_norms": norms, "losses": losses}))
+
+
+def fused_adamw(out_path):
+    from safetensors.torch import save_file
+
+    torch.manual_seed(0)
+    shapes = {"l.weight": (7, 5), "l.bias": (7,), "LayerNorm.weight": (5,), "LayerNorm.bias": (5,), "e.weight": (11, 5)}
+    params = {n: torch.nn.Parameter(torch.randn(s)) for n, s in shapes.items()}
+    tensors = {f"init.{n}": p.detach().clone() for n, p in params.items()}
+    no_decay = [p for n, p in params.items() if n.endswith(".bias") or "LayerNorm." in n]
+    decay = [p for n, p in params.items() if not (n.endswith(".bias") or "LayerNorm." in n)]
+    groups = [{"params": decay, "weight_decay": 0.01}, {"params": no_decay, "weight_decay": 0.0}]
+    opt = torch.optim.AdamW(groups, lr=1e-3, betas=(0.9, 0.999), eps=1e-6, fused=True)
+    steps, warmup, skipped = 20, 5, 7
+    lrs = [1e-3 * (k + 1) / warmup if k < warmup else 1e-3 * (steps - k) / (steps - warmup) for k in range(steps)]
+    for k in range(steps):
+        for n, p in params.items():
+            p.grad = torch.randn(p.shape) * (0.1 + 0.05 * k)
+            tensors[f"grad.{k}.{n}"] = p.grad.clone()
+        if k == skipped:
+            continue  # the update whose gradients were not finite: nothing moves, nothing counts
+        for g in opt.param_groups:
+            g["lr"] = lrs[k]
+        opt.step()
+    for n, p in params.items():
+        tensors[f"final.{n}"] = p.detach().clone()
+    tensors["lrs"] = torch.tensor(lrs, dtype=torch.float64)
+    save_file(tensors, out_path)
+    print(json.dumps({"steps": steps, "skipped": skipped}))
 
 
 def _load_mlm(model_dir):
@@ -450,7 +484,7 @@ def stats(in_path, out_path):
 
 
 if __name__ == "__main__":
-    commands = {"make-model": make_model, "check-export": check_export, "tokenize": tokenize, "adamw": adamw, "tb-scalars": tb_scalars, "pll": pll, "crows": crows, "train-vocab": train_vocab_cmd, "write-parquet": write_parquet, "f1": f1, "classify": classify, "indommlu": indommlu, "rouge": rouge, "presumm-decoder": presumm_decoder, "tb-bias": tb_bias, "stats": stats}
+    commands = {"make-model": make_model, "check-export": check_export, "tokenize": tokenize, "adamw": adamw, "fused-adamw": fused_adamw, "tb-scalars": tb_scalars, "pll": pll, "crows": crows, "train-vocab": train_vocab_cmd, "write-parquet": write_parquet, "f1": f1, "classify": classify, "indommlu": indommlu, "rouge": rouge, "presumm-decoder": presumm_decoder, "tb-bias": tb_bias, "stats": stats}
     if len(sys.argv) < 2 or sys.argv[1] not in commands:
         sys.exit(__doc__)
     commands[sys.argv[1]](*sys.argv[2:])

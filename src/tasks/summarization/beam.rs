@@ -309,6 +309,16 @@ impl Search {
     }
 }
 
+/// The lowest finite value of a floating-point dtype.
+fn lowest_finite(kind: Kind) -> f64 {
+    match kind {
+        Kind::BFloat16 => -3.389_531_389_251_535_5e38,
+        Kind::Half => -65504.0,
+        Kind::Double => f64::MIN,
+        _ => f32::MIN as f64,
+    }
+}
+
 /// One step of every article searching: scores for all their rows at once, each row's
 /// candidates down to its k-th best gathered in one pass, and each article's selection made
 /// from them (or, when blocking ate too many, from a widening search of its own rows).
@@ -327,8 +337,9 @@ fn advance_all(
     let kth = scores.rows.topk(k, 1, true, true).0.select(1, k - 1);
     // A row with fewer than k possible candidates has −∞ as its k-th: all of them are taken.
     let exhausted = Vec::<bool>::try_from(kth.isinf().to_device(Device::Cpu)).expect("flags");
-    // At least the lowest finite value, so −∞ (impossible) candidates are never taken.
-    let threshold = kth.clamp_min(-(f32::MAX as f64)).unsqueeze(1);
+    // At least the lowest finite value of the scores' dtype, so −∞ (impossible) candidates are
+    // never taken (f32's lowest would not fit a bf16 or fp16 tensor: libtorch refuses it).
+    let threshold = kth.clamp_min(lowest_finite(kth.kind())).unsqueeze(1);
     let chosen = scores.rows.ge_tensor(&threshold).nonzero();
     let flat = chosen.select(1, 0) * vocab + chosen.select(1, 1);
     let pool = scores.candidates(&flat, 0);
@@ -423,6 +434,22 @@ pub fn beam_search_batch(
 mod tests {
     use super::*;
     use std::collections::HashMap;
+
+    #[test]
+    fn the_threshold_floor_fits_every_score_dtype() {
+        for kind in [Kind::BFloat16, Kind::Half, Kind::Float, Kind::Double] {
+            let scores = Tensor::from_slice(&[f64::NEG_INFINITY, -1.5]).to_kind(kind);
+            // f32's lowest in a bf16 tensor is what libtorch refused ("cannot be converted ...
+            // without overflow"); the dtype's own lowest finite value is taken.
+            let floored = scores.clamp_min(lowest_finite(kind)).to_kind(Kind::Double);
+            let values = Vec::<f64>::try_from(&floored).unwrap();
+            assert!(values[0].is_finite() && values[0] < -1e4 && values[1] == -1.5, "{kind:?}: {values:?}");
+        }
+        let refused = crate::device::torch_errors::catch(|| {
+            Tensor::from_slice(&[-1.0f32]).to_kind(Kind::BFloat16).clamp_min(-(f32::MAX as f64))
+        });
+        assert!(refused.is_err(), "the old floor was expected to overflow bf16");
+    }
 
     // A vocabulary of six: 0 pad, 1 bos, 2 eos, 3 "a", 4 "b", 5 "c".
     const VOCAB: usize = 6;

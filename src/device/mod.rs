@@ -1,4 +1,11 @@
-//! Device and thread selection: `--device auto|cpu|cuda|cuda:N` and `--threads N`.
+//! Device and thread selection (`--device auto|cpu|cuda|cuda:N`, `--threads N`), and what the
+//! device layer offers the layers above: counting the operations of an update and the waits
+//! among them ([`op_counts`]), libtorch's exceptions as values ([`torch_errors`]), and which
+//! kernels libtorch runs ([`kernels`]: the attention backend, deterministic algorithms).
+pub mod kernels;
+pub mod op_counts;
+pub mod torch_errors;
+
 use crate::error::{Error, Result};
 use crate::model::Precision;
 use tch::{Device, Tensor};

@@ -1,0 +1,231 @@
+//! The GPU path, made checkable on a CPU: an update never makes the host wait for the device
+//! (counted with libtorch's own operator hook, in one process and in two Gloo ranks, dropout
+//! on); collectives refuse a tensor that is not on their device with indolm's own message; a
+//! libtorch failure inside an update (a real out-of-memory) ends the run with one error naming
+//! the step and what to change, the last checkpoint intact; and a bf16 pretraining run (the
+//! test-only `INDOLM_TEST_BF16_ON_CPU`) close to fp32.
+use crate::common::*;
+use crate::dist::{free_port, train_two_ranks};
+use crate::train::{latest, write_recipe, SMALL_MODEL};
+use indolm::dist::{Launch, ProcessGroup, ReduceOp};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+use tch::{Device, Kind, Tensor};
+
+/// The small model with its default dropout (0.1), a global batch of 16, logging every 5 steps.
+fn recipe(dir: &Path, name: &str, steps: u64, top_level: &str) -> PathBuf {
+    let run = format!("lr = 1e-3\nbatch_size = 16\nwarmup_steps = 5\nmax_steps = {steps}");
+    let path = write_recipe(dir, name, SMALL_MODEL, &run, 5, "");
+    let text =
+        std::fs::read_to_string(&path).unwrap().replacen("seed = 3407\n", &format!("seed = 3407\n{top_level}\n"), 1);
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// The `host syncs per update: N` and `operations: N (...)` lines of `--op-counts` output.
+fn op_summary(stdout: &str) -> (u64, u64) {
+    let number = |prefix: &str| -> u64 {
+        let line =
+            stdout.lines().find(|l| l.starts_with(prefix)).unwrap_or_else(|| panic!("no {prefix:?} in {stdout}"));
+        line[prefix.len()..].split_whitespace().next().unwrap().parse().unwrap()
+    };
+    (number("host syncs per update: "), number("operations: "))
+}
+
+#[test]
+fn an_update_never_makes_the_host_wait_one_process_and_two_ranks() {
+    let dir = scratch("op-counts");
+    let one = recipe(&dir, "one", 8, "");
+    let (stdout, _) = indolm_ok(&["--threads", "2", "train", one.to_str().unwrap(), "--op-counts"]);
+    let (syncs, total) = op_summary(&stdout);
+    let table: Vec<&str> = stdout
+        .lines()
+        .skip_while(|l| !l.starts_with("ATen operations"))
+        .take_while(|l| !l.starts_with("host syncs"))
+        .collect();
+    println!("one process:\n{}", table.join("\n"));
+    assert!(stdout.contains("ATen operations of the update of step 3"), "{stdout}");
+    assert_eq!(syncs, 0, "an update made the host wait:\n{stdout}");
+    assert!(
+        stdout.contains("aten::_fused_adamw_") && stdout.contains("aten::native_dropout")
+            || stdout.contains("aten::random_"),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("aten::nonzero") && total > 500, "{stdout}");
+
+    let two = recipe(&dir, "two", 8, "");
+    let outputs = train_two_ranks(&two, &["--op-counts"]);
+    for (rank, out) in outputs.iter().enumerate() {
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "rank {rank}: {stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+        match rank {
+            0 => {
+                let (syncs, total) = op_summary(&stdout);
+                println!("two Gloo ranks, rank 0: {total} operations, {syncs} host syncs");
+                assert_eq!(syncs, 0, "{stdout}");
+            }
+            _ => assert!(stdout.contains("rank 1: update of step 3: host syncs per update: 0"), "{stdout}"),
+        }
+    }
+}
+
+#[test]
+fn collectives_refuse_a_tensor_off_their_device_with_indolm_s_message() {
+    // The check itself, as an NCCL group on cuda:0 applies it to a CPU tensor.
+    let cpu = Tensor::ones([4], (Kind::Float, Device::Cpu));
+    let err =
+        indolm::dist::process_group::check_collective_tensor(&cpu, Device::Cuda(0), "the gradient all-reduce", 0, 2)
+            .unwrap_err()
+            .to_string();
+    assert!(err.starts_with("the gradient all-reduce on rank 0 of 2: handed a tensor on Cpu, but this group's collectives run on Cuda(0)"), "{err}");
+    // A live Gloo group of one process: a non-contiguous tensor is refused before c10d sees it,
+    // naming the call; a good one is reduced.
+    let launch = Launch {
+        launcher: "torchrun",
+        rank: 0,
+        world_size: 1,
+        local_rank: 0,
+        master_addr: "127.0.0.1".into(),
+        master_port: free_port(),
+        agent_store: false,
+        gloo_interface: None,
+    };
+    let mut group = ProcessGroup::gloo(&launch, Duration::from_secs(20)).unwrap();
+    assert_eq!(group.device(), Device::Cpu);
+    let mut strided = Tensor::ones([4, 3], (Kind::Float, Device::Cpu)).transpose(0, 1);
+    let err = group.all_reduce(&mut strided, ReduceOp::Sum, "a test's all-reduce").unwrap_err().to_string();
+    assert!(err.contains("a test's all-reduce on rank 0 of 1: handed a non-contiguous tensor"), "{err}");
+    let mut fine = Tensor::full([3], 2.0, (Kind::Float, Device::Cpu));
+    group.all_reduce(&mut fine, ReduceOp::Sum, "a test's all-reduce").unwrap();
+    assert_eq!(Vec::<f32>::try_from(&fine).unwrap(), vec![2.0; 3]);
+}
+
+#[test]
+fn a_libtorch_failure_in_an_update_is_one_error_and_the_checkpoint_survives() {
+    let dir = scratch("oom");
+    let path = recipe(&dir, "oom", 20, "");
+    let out = Command::new(env!("CARGO_BIN_EXE_indolm"))
+        .args(["--threads", "2", "train", path.to_str().unwrap()])
+        .env("INDOLM_TEST_OOM_AT_STEP", "8")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    println!("{}", stderr.trim());
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.starts_with("error: run oom, update of step 8 (16 x 64 tokens a micro-batch on this process, 1 micro-batches an update): "), "{stderr}");
+    assert!(
+        stderr.contains("can't allocate memory")
+            && stderr.contains(
+                "the device ran out of memory: lower optimizer.batch_size and raise optimizer.grad_accumulation"
+            ),
+        "{stderr}"
+    );
+    assert!(stderr.contains("the last checkpoint (step 5) is intact: resume with --resume latest"), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "one line, no panic or C++ backtrace: {stderr}");
+    let run = dir.join("checkpoints/oom");
+    assert_eq!(latest(&run).as_deref(), Some("step-5"));
+    let (stdout, _) = indolm_ok(&["--threads", "2", "train", path.to_str().unwrap(), "--resume", "latest"]);
+    assert!(stdout.contains("finished at step 20"), "{stdout}");
+}
+
+#[test]
+fn pretraining_in_bf16_on_the_cpu_is_close_to_fp32() {
+    let dir = scratch("bf16-train");
+    let quiet = "hidden_dropout_prob = 0.0\nattention_probs_dropout_prob = 0.0";
+    let model = format!("{SMALL_MODEL}\n{quiet}");
+    let make = |name: &str, top: &str| {
+        let run = "lr = 1e-3\nbatch_size = 16\nwarmup_steps = 5\nmax_steps = 10";
+        let path = write_recipe(&dir, name, &model, run, 10, "");
+        let text =
+            std::fs::read_to_string(&path).unwrap().replacen("seed = 3407\n", &format!("seed = 3407\n{top}\n"), 1);
+        std::fs::write(&path, text).unwrap();
+        path
+    };
+    let full = make("full", "precision = \"fp32\"\ndeterministic = true");
+    let half = make("half", "precision = \"bf16\"");
+    let refused = indolm_fails(&["train", half.to_str().unwrap()]);
+    assert!(refused.contains("bf16 needs a CUDA device"), "{refused}");
+    let train = |recipe: &Path| {
+        let out = Command::new(env!("CARGO_BIN_EXE_indolm"))
+            .args(["--threads", "2", "train", recipe.to_str().unwrap()])
+            .env("INDOLM_TEST_BF16_ON_CPU", "1")
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+        assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+        stdout
+    };
+    let (a, b) = (train(&full), train(&half));
+    assert!(a.contains(", Fp32, ") && b.contains(", Bf16, "), "{a}\n{b}");
+    let losses = |run: &str| -> Vec<f64> {
+        std::fs::read_to_string(dir.join("checkpoints").join(run).join("train_log.jsonl"))
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["loss"].as_f64().unwrap())
+            .collect()
+    };
+    let (la, lb) = (losses("full"), losses("half"));
+    println!("losses at steps 5 and 10: fp32 {la:?}, bf16 {lb:?}");
+    assert_eq!(la.len(), 2);
+    for (x, y) in la.iter().zip(&lb) {
+        assert!(((x - y) / x).abs() < 2e-2, "fp32 {la:?} against bf16 {lb:?}");
+    }
+    assert_ne!(la, lb, "bf16 and fp32 computed the same bits: the bf16 branches did not run");
+}
+
+/// `tests/gpu/device_check.sh` rehearsed on the CPU at tiny sizes (what runs on a lent GPU
+/// machine, where a broken script wastes the loan): every step runs, a hanging step is stopped by
+/// its timeout and a failing one is recorded while the next ones go on, and `$OUT` holds only the
+/// log and the summary (the GPU's memory samples are a third file there).
+#[test]
+fn the_device_check_script_survives_a_hang_and_a_failure() {
+    let dir = scratch("device-check");
+    let out_dir = dir.join("out");
+    let started = std::time::Instant::now();
+    let out = Command::new("bash")
+        .arg(root().join("tests/gpu/device_check.sh"))
+        .env("OUT", &out_dir)
+        .env("WORK", dir.join("work"))
+        .env("BIN", env!("CARGO_BIN_EXE_indolm"))
+        .env("PYTHON", python())
+        .env("DEVICE", "cpu")
+        .env("SIZE", "tiny")
+        .env("HANG_STEP", "pll")
+        .env("BUDGET_pll", "3")
+        .env("FAIL_STEP", "bias")
+        .output()
+        .unwrap();
+    let seconds = started.elapsed().as_secs_f64();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    println!(
+        "{stdout}
+rehearsal took {seconds:.0}s"
+    );
+    assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    let mut files: Vec<String> =
+        std::fs::read_dir(&out_dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().to_string()).collect();
+    files.sort();
+    assert_eq!(files, vec!["device_check.log", "summary.json"]);
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out_dir.join("summary.json")).unwrap()).unwrap();
+    let status: Vec<(String, String)> = summary["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| (s["step"].as_str().unwrap().to_string(), s["status"].as_str().unwrap().to_string()))
+        .collect();
+    let expected = [
+        ("prepare", "ok"),
+        ("nccl", "ok"),
+        ("throughput", "ok"),
+        ("pll", "timeout"),
+        ("bias", "failed"),
+        ("decode", "ok"),
+        ("tiny", "ok"),
+    ];
+    assert_eq!(status, expected.map(|(a, b)| (a.to_string(), b.to_string())).to_vec(), "{summary}");
+    let nccl = summary["steps"][1]["figures"].to_string();
+    assert!(nccl.contains("host syncs per update: 0") && nccl.contains("step times"), "{nccl}");
+    assert!(seconds < 120.0, "the rehearsal took {seconds:.0}s");
+}
