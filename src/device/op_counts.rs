@@ -42,6 +42,9 @@ pub struct OpCount {
     pub count: u64,
     /// Whether it makes the host wait.
     pub wait: Wait,
+    /// The host's time in it, not in the operations it called (on a CPU: the computation; on a
+    /// GPU: the launch, as the kernels run asynchronously).
+    pub self_seconds: f64,
 }
 
 /// The operations counted between [`OpCounter::start`] and [`OpCounter::stop`].
@@ -70,26 +73,33 @@ impl OpCounts {
         self.ops.iter().filter(|o| o.name == name).map(|o| o.count).sum()
     }
 
-    /// The table `--op-counts` prints: the operations by name and count, the totals and the line
-    /// `host syncs per update: N`, each waiting operation marked.
+    /// The table `--op-counts` prints: the operations by name with their count and host time, the
+    /// totals and the line `host syncs per update: N`, each waiting operation marked.
     pub fn table(&self, title: &str) -> String {
         let mut out = format!("{title}\n");
-        let width = self.ops.iter().map(|o| o.name.len()).max().unwrap_or(0);
+        let width = self.ops.iter().map(|o| o.name.len()).max().unwrap_or(0).max(9);
+        out.push_str(&format!("  {:<width$}  {:>6}  {:>9}\n", "operation", "count", "host ms"));
         for o in &self.ops {
             let mark = match o.wait {
                 Wait::None => "",
                 Wait::Sync => "  <- the host waits for the device",
                 Wait::CpuKernelRead => "  (CPU kernel's read of host memory; no wait on a GPU)",
             };
-            out.push_str(&format!("  {:<width$}  {:>6}{mark}\n", o.name, o.count));
+            out.push_str(&format!("  {:<width$}  {:>6}  {:>9.3}{mark}\n", o.name, o.count, o.self_seconds * 1e3));
         }
         out.push_str(&format!(
-            "operations: {} ({} issued by indolm, the rest called by them)\n",
+            "operations: {} ({} issued by indolm, the rest called by them), {:.1} ms of host time in them\n",
             self.total(),
-            self.top_level
+            self.top_level,
+            self.seconds() * 1e3
         ));
         out.push_str(&format!("host syncs per update: {}\n", self.host_syncs()));
         out
+    }
+
+    /// The host's time in all the operations.
+    pub fn seconds(&self) -> f64 {
+        self.ops.iter().map(|o| o.self_seconds).sum()
     }
 
     fn parse(text: &str) -> Result<Self> {
@@ -99,9 +109,10 @@ impl OpCounts {
             let fields: Vec<&str> = line.split('\t').collect();
             match fields.as_slice() {
                 ["top-level", n] => counts.top_level = n.parse().map_err(|_| bad(line))?,
-                [name, n, kind] => counts.ops.push(OpCount {
+                [name, n, kind, ns] => counts.ops.push(OpCount {
                     name: name.to_string(),
                     count: n.parse().map_err(|_| bad(line))?,
+                    self_seconds: ns.parse::<f64>().map_err(|_| bad(line))? * 1e-9,
                     wait: match *kind {
                         "0" => Wait::None,
                         "1" => Wait::Sync,

@@ -12,6 +12,7 @@
 #include <ATen/ops/_fused_sdp_choice.h>
 #include <ATen/record_function.h>
 
+#include <chrono>
 #include <map>
 #include <mutex>
 #include <sstream>
@@ -31,19 +32,38 @@ enum class Wait {
   CpuKernelRead,
 };
 
+// How often one operation ran and the host time spent in it, not in the operations it called.
+struct Tally {
+  int64_t count = 0;
+  int64_t self_ns = 0;
+};
+
 struct Counts {
   std::mutex mutex;
-  // (name, wait kind) -> count: one name can be both (a `to` with and without a device).
-  std::map<std::pair<std::string, int>, int64_t> ops;
+  // (name, wait kind) -> tally: one name can be both (a `to` with and without a device).
+  std::map<std::pair<std::string, int>, Tally> ops;
   int64_t top_level = 0;
+};
+
+// An operation open on this thread.
+struct Open {
+  std::string name;
+  // Counted as a wait (a wait inside a wait, such as `item` calling `_local_scalar_dense`, is
+  // counted once).
+  bool waits;
+  int wait_kind;
+  // Counted at all (the autograd engine's own ranges are not).
+  bool counted;
+  std::chrono::steady_clock::time_point started;
+  // Time spent in the operations it called.
+  int64_t children_ns;
 };
 
 Counts* g_counts = nullptr;
 at::CallbackHandle g_handle = 0;
 
-// The operations open on this thread, outermost first: name, and whether it was counted as a
-// wait (a wait inside a wait, such as `item` calling `_local_scalar_dense`, is counted once).
-thread_local std::vector<std::pair<std::string, bool>> t_open;
+// The operations open on this thread, outermost first.
+thread_local std::vector<Open> t_open;
 thread_local int t_waits_open = 0;
 
 // Operations that read from the device or whose output size depends on device data.
@@ -130,7 +150,7 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
   if (t_waits_open == 0 && (always_waits(name) || waits_by_arguments(fn, name))) {
     bool in_fused_adamw = false;
     for (const auto& open : t_open) {
-      in_fused_adamw = in_fused_adamw || open.first == "aten::_fused_adamw_";
+      in_fused_adamw = in_fused_adamw || open.name == "aten::_fused_adamw_";
     }
     bool read = name == "aten::item" || name == "aten::_local_scalar_dense";
     wait = in_fused_adamw && read ? Wait::CpuKernelRead : Wait::Sync;
@@ -138,14 +158,15 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
   if (wait != Wait::None) {
     ++t_waits_open;
   }
-  t_open.emplace_back(name, wait != Wait::None);
   // The autograd engine's own ranges (`autograd::engine::evaluate_function: ...`) are no
   // operators; the operators their nodes call are counted.
-  if (g_counts != nullptr && name.rfind("autograd::", 0) != 0) {
+  bool counted = name.rfind("autograd::", 0) != 0;
+  if (g_counts != nullptr && counted) {
     std::lock_guard<std::mutex> lock(g_counts->mutex);
-    g_counts->ops[{name, static_cast<int>(wait)}] += 1;
+    g_counts->ops[{name, static_cast<int>(wait)}].count += 1;
     g_counts->top_level += top ? 1 : 0;
   }
+  t_open.push_back(Open{name, wait != Wait::None, static_cast<int>(wait), counted, std::chrono::steady_clock::now(), 0});
   return nullptr;
 }
 
@@ -153,8 +174,18 @@ void on_end(const at::RecordFunction&, at::ObserverContext*) {
   if (t_open.empty()) {
     return;  // started before the counter was installed
   }
-  t_waits_open -= t_open.back().second ? 1 : 0;
+  Open done = std::move(t_open.back());
   t_open.pop_back();
+  t_waits_open -= done.waits ? 1 : 0;
+  int64_t inclusive =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - done.started).count();
+  if (!t_open.empty()) {
+    t_open.back().children_ns += inclusive;
+  }
+  if (g_counts != nullptr && done.counted) {
+    std::lock_guard<std::mutex> lock(g_counts->mutex);
+    g_counts->ops[{done.name, done.wait_kind}].self_ns += inclusive - done.children_ns;
+  }
 }
 
 }  // namespace
@@ -178,8 +209,10 @@ int indolm_ops_start(char** error) {
   });
 }
 
-// Stops counting and writes the counts to *out: one line a name, `name<TAB>count<TAB>kind`
-// (kind 0: queued, 1: the host waits, 2: a CPU-kernel read), then `top-level<TAB>N`.
+// Stops counting and writes the counts to *out: one line a name,
+// `name<TAB>count<TAB>kind<TAB>self nanoseconds` (kind 0: queued, 1: the host waits, 2: a
+// CPU-kernel read; the host's time in the operation, not in those it called), then
+// `top-level<TAB>N`.
 int indolm_ops_stop(char** out, char** error) {
   return indolm_shim::guarded(error, [&] {
     TORCH_CHECK(g_counts != nullptr, "operations are not being counted");
@@ -189,8 +222,8 @@ int indolm_ops_stop(char** out, char** error) {
     std::ostringstream text;
     {
       std::lock_guard<std::mutex> lock(counts->mutex);
-      for (const auto& [key, count] : counts->ops) {
-        text << key.first << '\t' << count << '\t' << key.second << '\n';
+      for (const auto& [key, tally] : counts->ops) {
+        text << key.first << '\t' << tally.count << '\t' << key.second << '\t' << tally.self_ns << '\n';
       }
       text << "top-level\t" << counts->top_level << '\n';
     }
