@@ -8,10 +8,6 @@ use crate::logger::Logger;
 use crate::model::BertForMaskedLM;
 use std::path::Path;
 
-/// The folder under a run that holds the evaluations made between checkpoints
-/// (`<run>/evals/step-<N>/`).
-pub const EVALS_DIR: &str = "evals";
-
 /// An evaluation run at every checkpoint.
 pub trait CheckpointHook {
     /// What the hook does, for the log line that times it ("bias evaluation").

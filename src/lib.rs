@@ -7,8 +7,11 @@
 //!   directories; the device and precision;
 //! - `recipe`, `optim`, `logger`, `hooks`: the recipe files, optimizers and schedules, run
 //!   output, the checkpoint hook trait — shared by the layers above;
-//! - `train` (pretraining) and `eval` (evaluations of masked LMs), which never import each other;
-//! - `tasks` (fine-tuning heads, which use `eval`'s metrics) and `report` (pictures of results).
+//! - `run`: a run's folder, lock, logger, stop signals and checkpoints;
+//! - `train` (the engine and pretraining) and `eval` (evaluations of masked LMs), which never
+//!   import each other;
+//! - `tasks` (fine-tuning heads, trained by `train`'s engine, scored with `eval`'s metrics) and
+//!   `report` (pictures of results).
 //!
 //! The `indolm` binary (`src/cli`) assembles them: it builds a recipe's checkpoint hooks from
 //! `eval` and hands them to the trainer.
@@ -38,6 +41,7 @@ pub mod model;
 pub mod optim;
 pub mod recipe;
 pub mod report;
+pub mod run;
 pub mod seeds;
 pub mod stdout;
 pub mod tasks;

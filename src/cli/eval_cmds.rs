@@ -2,9 +2,9 @@
 //! run), ROUGE, the Liputan6 extractive baselines and IndoMMLU.
 use clap::{Args, Subcommand};
 use indolm::error::{Error, IoContext, Result};
+use indolm::eval::bias::board::BiasBoard;
+use indolm::eval::bias::records::{RECORDS_FILE, REPORT_FILE};
 use indolm::eval::bias::{evaluate, Bootstrap, Evaluation};
-use indolm::eval::bias_board::BiasBoard;
-use indolm::eval::bias_records::{RECORDS_FILE, REPORT_FILE};
 use indolm::eval::pairs::{load_crows, load_indobias, PairSet};
 use indolm::eval::pll::{crows_inputs, PllScorer, ScoringInput};
 use indolm::files::{read_to_string, write_json};
@@ -94,7 +94,7 @@ pub struct BiasArgs {
     #[arg(long, default_value_t = indolm::seeds::DEFAULT_SEED)]
     pub seed: u64,
     /// Bootstrap resamples per interval.
-    #[arg(long, default_value_t = indolm::eval::stats::DEFAULT_RESAMPLES)]
+    #[arg(long, default_value_t = indolm::recipe::pretrain::DEFAULT_BOOTSTRAP_RESAMPLES)]
     pub resamples: usize,
     /// With --run: TensorBoard folder for the curves, one run per language under it (default
     /// runs/<run>/eval).
@@ -198,15 +198,11 @@ fn bias(args: &BiasArgs, device: Device) -> Result<()> {
     if args.out.is_some() {
         return Err(Error::argument("--out", "with --run, each checkpoint's files go into its own folder"));
     }
-    let mut steps: Vec<(u64, PathBuf)> = std::fs::read_dir(run)
-        .with_path(run)?
-        .filter_map(|e| e.ok())
-        .filter_map(|e| {
-            e.file_name().to_string_lossy().strip_prefix("step-").and_then(|n| n.parse().ok()).map(|n| (n, e.path()))
-        })
-        .filter(|(_, p)| p.join("model.safetensors").exists())
+    let steps: Vec<(u64, PathBuf)> = indolm::run::RunLayout::new(run)
+        .checkpoints()?
+        .into_iter()
+        .filter(|(_, p)| p.join(indolm::run::checkpoints::MODEL_FILE).exists())
         .collect();
-    steps.sort();
     if steps.is_empty() {
         return Err(Error::invalid(run, "no checkpoint with weights (step-N/model.safetensors) in this run"));
     }

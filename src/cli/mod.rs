@@ -12,8 +12,86 @@ mod train_cmds;
 
 use clap::{Parser, Subcommand};
 use indolm::error::Result;
-use indolm::train::trainer::TrainOptions;
+use indolm::train::engine::TrainOptions;
 use std::path::PathBuf;
+
+/// How a training command runs: resume, overwrite, stop, profile, and the data-parallel timeout.
+/// The same flags for `train` and every `finetune` command: one engine runs them all.
+#[derive(clap::Args, Debug, Clone)]
+pub struct RunArgs {
+    /// Continue from `latest`, from a checkpoint directory, or `auto`: from `latest` when the
+    /// run has a checkpoint, else start it (one command for a job's first launch and requeues).
+    #[arg(long)]
+    pub resume: Option<String>,
+    /// Resume even if the recipe or the source files changed in ways that matter.
+    #[arg(long)]
+    pub force: bool,
+    /// Start over, deleting this run's earlier checkpoints and logs.
+    #[arg(long)]
+    pub overwrite: bool,
+    /// Checkpoint and stop after this step (the run can be resumed later).
+    #[arg(long)]
+    pub stop_after: Option<u64>,
+    /// Time each phase of every update (batch, forward, backward, all-reduce, optimizer),
+    /// synchronizing the device between them, and print the medians at the end (profiling:
+    /// the synchronizations cost some speed).
+    #[arg(long)]
+    pub step_times: bool,
+    /// Count the ATen operations of one steady-state update (one that writes no log line,
+    /// evaluation or checkpoint) and print them by name, with the host waits among them
+    /// (`host syncs per update: N`, 0 when the host never waits for the device inside an
+    /// update).
+    #[arg(long)]
+    pub op_counts: bool,
+    /// Under torchrun or srun: seconds every rank may take to join, and each collective
+    /// (including the wait while rank 0 checkpoints and evaluates) before the job stops.
+    #[arg(long, default_value_t = 1800)]
+    pub dist_timeout: u64,
+}
+
+impl RunArgs {
+    /// The engine's options on `device`.
+    pub fn options(&self, device: tch::Device) -> TrainOptions {
+        TrainOptions {
+            device,
+            resume: self.resume.clone(),
+            force: self.force,
+            overwrite: self.overwrite,
+            stop_after: self.stop_after,
+            step_times: self.step_times,
+            op_counts: self.op_counts,
+        }
+    }
+}
+
+/// Joins the data-parallel group when torchrun or srun launched this process (each process then
+/// takes the GPU of its local rank on CUDA, with NCCL; Gloo on the CPU), after asking for
+/// deterministic algorithms when `deterministic` (before NCCL's group is made, which reads the
+/// switch). Returns the device to train on and the group.
+pub fn launch(
+    device: tch::Device,
+    dist_timeout: u64,
+    deterministic: bool,
+) -> Result<(tch::Device, Option<indolm::dist::ProcessGroup>)> {
+    if deterministic {
+        // Read by cuBLAS when its first handle is made: without it, deterministic algorithms
+        // refuse cuBLAS's matrix products on CUDA.
+        if std::env::var_os("CUBLAS_WORKSPACE_CONFIG").is_none() {
+            std::env::set_var("CUBLAS_WORKSPACE_CONFIG", ":4096:8");
+        }
+        indolm::device::kernels::set_deterministic(true)?;
+    }
+    let Some(launch) = indolm::dist::Launch::from_env()? else { return Ok((device, None)) };
+    let timeout = std::time::Duration::from_secs(dist_timeout);
+    match device {
+        tch::Device::Cuda(_) => {
+            let device = indolm::device::parse_device(&format!("cuda:{}", launch.local_rank))?;
+            let tch::Device::Cuda(index) = device else { unreachable!("parse_device gave CUDA") };
+            Ok((device, Some(indolm::dist::ProcessGroup::nccl(&launch, index, timeout)?)))
+        }
+        _ => Ok((device, Some(indolm::dist::ProcessGroup::gloo(&launch, timeout)?))),
+    }
+}
 
 #[derive(Parser, Debug)]
 #[command(name = "indolm", version, about = "Pretrain, fine-tune and bias-evaluate Indonesian BERT models on libtorch")]
@@ -76,34 +154,8 @@ pub enum Command {
     Train {
         /// The recipe (TOML).
         recipe: PathBuf,
-        /// Continue from `latest`, from a checkpoint directory, or `auto`: from `latest` when the
-        /// run has a checkpoint, else start it (one command for a job's first launch and requeues).
-        #[arg(long)]
-        resume: Option<String>,
-        /// Resume even if the recipe or the source files changed in ways that matter.
-        #[arg(long)]
-        force: bool,
-        /// Start over, deleting this run's earlier checkpoints and logs.
-        #[arg(long)]
-        overwrite: bool,
-        /// Checkpoint and stop after this step (the run can be resumed later).
-        #[arg(long)]
-        stop_after: Option<u64>,
-        /// Time each phase of every update (batch, forward, backward, all-reduce, optimizer),
-        /// synchronizing the device between them, and print the medians at the end (profiling:
-        /// the synchronizations cost some speed).
-        #[arg(long)]
-        step_times: bool,
-        /// Count the ATen operations of one steady-state update (one that writes no log line,
-        /// evaluation or checkpoint) and print them by name, with the host waits among them
-        /// (`host syncs per update: N`, 0 when the host never waits for the device inside an
-        /// update).
-        #[arg(long)]
-        op_counts: bool,
-        /// Under torchrun or srun: seconds every rank may take to join, and each collective
-        /// (including the wait while rank 0 checkpoints and evaluates) before the job stops.
-        #[arg(long, default_value_t = 1800)]
-        dist_timeout: u64,
+        #[command(flatten)]
+        run: RunArgs,
     },
     /// Evaluate masked LMs: pseudo-log-likelihoods and bias win rates.
     #[command(subcommand)]
@@ -199,13 +251,7 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Info { model } => model_cmds::info(&model),
         Command::Tokenize { tokenizer, text } => model_cmds::tokenize(&tokenizer, &text),
         Command::FillMask { model, text, top_k } => model_cmds::fill_mask(&model, &text, top_k, device()?),
-        Command::Train { recipe, resume, force, overwrite, stop_after, step_times, op_counts, dist_timeout } => {
-            train_cmds::train(
-                &recipe,
-                &TrainOptions { device: device()?, resume, force, overwrite, stop_after, step_times, op_counts },
-                std::time::Duration::from_secs(dist_timeout),
-            )
-        }
+        Command::Train { recipe, run } => train_cmds::train(&recipe, &run, device()?),
         Command::Recipe(command) => train_cmds::run_recipe(command),
         Command::Tokenizer(command) => data_cmds::run_tokenizer(command),
         Command::Corpus(command) => data_cmds::run_corpus(command),

@@ -1,8 +1,8 @@
 //! `indolm report …`: pictures and tables made from results already on disk.
 use clap::Subcommand;
 use indolm::error::Result;
+use indolm::eval::bias::records::StepChoice;
 use indolm::eval::bias::Bootstrap;
-use indolm::eval::bias_records::StepChoice;
 use indolm::files::{write_atomic, write_json};
 use indolm::report::bias_compare::{bias_compare, CompareRequest, PanelBy};
 use indolm::report::bias_diff::bias_diff;
@@ -35,7 +35,7 @@ pub enum ReportCommand {
         #[arg(long, default_value_t = indolm::seeds::DEFAULT_SEED)]
         seed: u64,
         /// Bootstrap resamples.
-        #[arg(long, default_value_t = indolm::eval::stats::DEFAULT_RESAMPLES)]
+        #[arg(long, default_value_t = indolm::recipe::pretrain::DEFAULT_BOOTSTRAP_RESAMPLES)]
         resamples: usize,
         /// Also write the table (Markdown) here.
         #[arg(long)]

@@ -20,6 +20,8 @@ pub enum FinetuneCommand {
         /// Start from this model directory (overrides the recipe's `init`).
         #[arg(long)]
         init: Option<PathBuf>,
+        #[command(flatten)]
+        run: super::RunArgs,
     },
     /// Liputan6 summarization (task = "ext": BertExt, "abs": BertAbs, "extabs": BertExtAbs).
     Summarize {
@@ -28,6 +30,8 @@ pub enum FinetuneCommand {
         /// Start from this model directory (overrides the recipe's `init`).
         #[arg(long)]
         init: Option<PathBuf>,
+        #[command(flatten)]
+        run: super::RunArgs,
     },
 }
 
@@ -55,12 +59,22 @@ fn resolve_init(recipe_path: &Path, cli: Option<&Path>, recipe: Option<&Path>) -
 }
 
 /// `finetune sentiment`: the recipe's NusaX setting, then its results table.
-fn finetune_sentiment(recipe_path: &Path, init: Option<&Path>, device: Device) -> Result<()> {
+fn finetune_sentiment(recipe_path: &Path, init: Option<&Path>, args: &super::RunArgs, device: Device) -> Result<()> {
     let recipe = SentimentRecipe::load(recipe_path)?;
     let init = resolve_init(recipe_path, init, recipe.init.as_deref())?;
-    let results = run(&recipe, &init, device)?;
-    outln!("\n{}", results.markdown());
-    outln!("models and results.{{json,md}} in {}", recipe.output_dir.join(&recipe.name).display());
+    let (device, group) = super::launch(device, args.dist_timeout, recipe.deterministic)?;
+    let leader = group.as_ref().is_none_or(|g| g.rank() == 0);
+    match run(&recipe, &init, &args.options(device), group)? {
+        Some(results) => {
+            outln!("\n{}", results.markdown());
+            outln!("models and results.{{json,md}} in {}", recipe.run_dir().display());
+        }
+        None if leader => outln!(
+            "stopped before every set was trained and tested: run the same command with --resume auto to continue ({})",
+            recipe.run_dir().display()
+        ),
+        None => {}
+    }
     Ok(())
 }
 
@@ -97,12 +111,19 @@ fn predict_sentiment(model_dir: &Path, texts: &[String], file: Option<&Path>, de
 }
 
 /// `finetune summarize`: a BertExt, BertAbs or BertExtAbs, then its Table 4 rows.
-fn finetune_summarize(recipe_path: &Path, init: Option<&Path>, device: Device) -> Result<()> {
+fn finetune_summarize(recipe_path: &Path, init: Option<&Path>, args: &super::RunArgs, device: Device) -> Result<()> {
     use indolm::tasks::summarization::train::{run, SummarizeRecipe};
     let recipe = SummarizeRecipe::load(recipe_path)?;
     let init = resolve_init(recipe_path, init, recipe.init.as_deref())?;
-    let results = run(&recipe, &init, device)?;
-    let dir = recipe.output_dir.join(&recipe.name);
+    let (device, group) = super::launch(device, args.dist_timeout, recipe.deterministic)?;
+    let leader = group.as_ref().is_none_or(|g| g.rank() == 0);
+    let dir = recipe.run_dir();
+    let Some(results) = run(&recipe, &init, &args.options(device), group)? else {
+        if leader {
+            outln!("stopped before the end: run the same command with --resume auto to continue ({})", dir.display());
+        }
+        return Ok(());
+    };
     outln!(
         "dev ROUGE-1/2/L before training {:.2}/{:.2}/{:.2}, best (step {}) {:.2}/{:.2}/{:.2}",
         results.dev_before.rouge1,
@@ -195,8 +216,8 @@ pub fn summarize(args: &SummarizeArgs, device: Device) -> Result<()> {
 /// Runs a `finetune` subcommand.
 pub fn run_finetune(command: FinetuneCommand, device: Device) -> Result<()> {
     match command {
-        FinetuneCommand::Sentiment { recipe, init } => finetune_sentiment(&recipe, init.as_deref(), device),
-        FinetuneCommand::Summarize { recipe, init } => finetune_summarize(&recipe, init.as_deref(), device),
+        FinetuneCommand::Sentiment { recipe, init, run } => finetune_sentiment(&recipe, init.as_deref(), &run, device),
+        FinetuneCommand::Summarize { recipe, init, run } => finetune_summarize(&recipe, init.as_deref(), &run, device),
     }
 }
 

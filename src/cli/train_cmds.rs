@@ -8,7 +8,7 @@ use indolm::eval::indommlu::IndommluHook;
 use indolm::eval::pairs::load_indobias;
 use indolm::hooks::CheckpointHook;
 use indolm::recipe::Recipe;
-use indolm::train::trainer::{TrainOptions, Trainer};
+use indolm::train::pretrain::pretrain;
 use indolm::{out, outln};
 use std::path::{Path, PathBuf};
 use tch::Device;
@@ -20,38 +20,17 @@ pub enum RecipeCommand {
 }
 
 /// `indolm train`: pretrains the recipe and sums the run up.
-pub fn train(recipe_path: &Path, opts: &TrainOptions, dist_timeout: std::time::Duration) -> Result<()> {
+pub fn train(recipe_path: &Path, args: &super::RunArgs, device: Device) -> Result<()> {
     let recipe = Recipe::load(recipe_path)?;
-    let launch = indolm::dist::Launch::from_env()?;
-    // Under torchrun or srun on GPUs, each process takes the GPU of its local rank.
-    let mut opts = opts.clone();
-    if let (Some(launch), true) = (&launch, opts.device.is_cuda()) {
-        opts.device = indolm::device::parse_device(&format!("cuda:{}", launch.local_rank))?;
-    }
-    let opts = &opts;
-    if recipe.deterministic {
-        // Read by cuBLAS when its first handle is made: without it, deterministic algorithms
-        // refuse cuBLAS's matrix products on CUDA. Set before anything runs there, and before
-        // NCCL's group is made (which reads the switch, too).
-        if std::env::var_os("CUBLAS_WORKSPACE_CONFIG").is_none() {
-            std::env::set_var("CUBLAS_WORKSPACE_CONFIG", ":4096:8");
-        }
-        indolm::device::kernels::set_deterministic(true)?;
-    }
+    let (device, group) = super::launch(device, args.dist_timeout, recipe.deterministic)?;
+    let opts = args.options(device);
     let hooks = checkpoint_hooks(&recipe, opts.device)?;
-    let group = match launch {
-        Some(launch) => match opts.device {
-            Device::Cuda(index) => Some(indolm::dist::ProcessGroup::nccl(&launch, index, dist_timeout)?),
-            _ => Some(indolm::dist::ProcessGroup::gloo(&launch, dist_timeout)?),
-        },
-        None => None,
-    };
-    let summary = Trainer::new(recipe_path, recipe, opts, hooks, group)?.run()?;
+    let (summary, task) = pretrain(recipe_path, recipe, &opts, hooks, group)?;
     if summary.rank != 0 {
         return Ok(());
     }
     outln!("finished at step {} in {}", summary.final_step, summary.run_dir.display());
-    if let (Some(first), Some(last)) = (summary.first_heldout_loss, summary.last_heldout_loss) {
+    if let (Some(first), Some(last)) = task.heldout_losses {
         outln!("held-out MLM loss {first:.4} -> {last:.4}");
     }
     if summary.nonfinite_skipped > 0 {
@@ -74,8 +53,42 @@ fn checkpoint_hooks(recipe: &Recipe, device: Device) -> Result<Vec<Box<dyn Check
     Ok(hooks)
 }
 
-/// `indolm recipe check`: the resolved recipe, its model configuration, sources and outputs.
+/// The kinds of recipe `recipe check` reads, told apart by their keys: a `task` is a
+/// summarization recipe, a `[data] setting` a sentiment one, anything else pretraining.
+fn recipe_kind(path: &Path) -> Result<&'static str> {
+    let text = indolm::files::read_to_string(path)?;
+    let table: toml::Table = toml::from_str(&text).unwrap_or_default();
+    Ok(if table.contains_key("task") {
+        "summarize"
+    } else if table.get("data").and_then(|d| d.get("setting")).is_some() {
+        "sentiment"
+    } else {
+        "pretrain"
+    })
+}
+
+/// `indolm recipe check`: the resolved recipe (defaults filled in) of any kind; for pretraining
+/// also its model configuration, sources and outputs.
 fn check_recipe(path: &Path) -> Result<()> {
+    match recipe_kind(path)? {
+        "summarize" => {
+            let recipe = indolm::tasks::summarization::train::SummarizeRecipe::load(path)?;
+            out!("{}", toml::to_string_pretty(&recipe).expect("recipes serialize"));
+            outln!("# a `finetune summarize` recipe: run folder {}", recipe.run_dir().display());
+            return Ok(());
+        }
+        "sentiment" => {
+            let recipe = indolm::tasks::sentiment::SentimentRecipe::load(path)?;
+            out!("{}", toml::to_string_pretty(&recipe).expect("recipes serialize"));
+            outln!(
+                "# a `finetune sentiment` recipe: {} grid point(s) for each trained set; run folder {}",
+                recipe.grid_points().len(),
+                recipe.run_dir().display()
+            );
+            return Ok(());
+        }
+        _ => {}
+    }
     let recipe = Recipe::load(path)?;
     out!("{}", recipe.resolved_toml());
     let tokenizer_path = recipe.resolve(&recipe.tokenizer.path);

@@ -37,6 +37,9 @@ pub fn attention_backend(shape: [i64; 4], kind: Kind, device: Device, dropout: f
     })
 }
 
+/// Whether [`set_deterministic`] asked for deterministic algorithms.
+static DETERMINISTIC: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 /// Asks libtorch for deterministic algorithms: every operation then takes its deterministic path
 /// (flash attention's backward among them) or raises where it has none.
 pub fn set_deterministic(on: bool) -> Result<()> {
@@ -45,7 +48,13 @@ pub fn set_deterministic(on: bool) -> Result<()> {
     if unsafe { indolm_set_deterministic(on as c_int, &mut error) } == 0 {
         return Err(Error::system("asking libtorch for deterministic algorithms", take_message(error)));
     }
+    DETERMINISTIC.store(on, std::sync::atomic::Ordering::SeqCst);
     Ok(())
+}
+
+/// Whether deterministic algorithms were asked for.
+pub fn deterministic() -> bool {
+    DETERMINISTIC.load(std::sync::atomic::Ordering::SeqCst)
 }
 
 #[cfg(test)]

@@ -95,6 +95,22 @@ const VML_FUNCTIONS: [fn(&Tensor) -> Tensor; 16] = [
     Tensor::trunc,
 ];
 
+/// A host tensor of `values` in `shape`, ready to be copied to `device`: in pinned (page-locked)
+/// memory when `device` is CUDA, so that [`upload`] queues the copy without the host waiting.
+pub fn staged<T: tch::kind::Element>(values: &[T], shape: &[i64], device: Device) -> Tensor {
+    let t = Tensor::from_slice(values).view(shape);
+    match device {
+        Device::Cuda(_) => t.f_pin_memory(device).unwrap_or(t),
+        _ => t,
+    }
+}
+
+/// `host` on `device`, the copy asked for as non-blocking: from pinned memory (CUDA) it is queued,
+/// not waited for; on the CPU there is no copy at all.
+pub fn upload(host: &Tensor, device: Device) -> Tensor {
+    host.to_device_(device, host.kind(), true, false)
+}
+
 /// The compute precision for a device: bf16 mixed precision on CUDA, fp32 on CPU.
 pub fn default_precision(device: Device) -> Precision {
     if device.is_cuda() {

@@ -1,13 +1,11 @@
 //! Evaluations: pseudo-log-likelihood scoring of sentences by a masked LM (`pll`); the bias
 //! evaluation on IndoBias-Pairs and CrowS-Pairs (`pairs`, `bias`) and IndoMMLU's zero-shot
-//! multiple choice (`indommlu`), both built on it; the per-pair records of a bias evaluation
-//! (`bias_records`), their TensorBoard curves (`bias_board`) and the statistics behind their
-//! intervals and tests (`stats`); and the metrics the fine-tuning tasks report:
+//! multiple choice (`indommlu`), both built on it (the bias evaluation split by job: records and
+//! report, decision rules, aggregation, scoring, files, TensorBoard, the hook); the statistics
+//! behind its intervals and tests (`stats`); and the metrics the fine-tuning tasks report:
 //! ROUGE-1/2/L as Google's `rouge-score` computes them (`rouge`), macro-F1, accuracy and the
 //! confusion matrix (`metrics`).
 pub mod bias;
-pub mod bias_board;
-pub mod bias_records;
 pub mod indommlu;
 pub mod metrics;
 pub mod pairs;

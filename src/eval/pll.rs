@@ -106,7 +106,10 @@ impl<'a> PllScorer<'a> {
         tch::no_grad(|| {
             let ids = Tensor::from_slice(&ids).view(shape).to_device(self.device);
             let mask = Tensor::from_slice(&mask).view(shape).to_device(self.device);
-            let hidden = self.model.bert.forward(&ids, None, Some(&mask), false);
+            // Only the real tokens go through the encoder (rows of one batch differ in length).
+            let lengths: Vec<usize> = rows.iter().map(|&(i, _)| inputs[i].ids.len()).collect();
+            let packing = crate::model::bert::Packing::of_lengths(&lengths, width, self.device);
+            let hidden = self.model.bert.forward_packed(&ids, None, &mask, &packing, false);
             let logits = self.model.logits_at(&hidden, &Tensor::from_slice(&flat_positions).to_device(self.device));
             let targets = Tensor::from_slice(&targets).to_device(self.device).unsqueeze(1);
             let lp = logits

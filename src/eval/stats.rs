@@ -10,9 +10,6 @@ use serde::{Deserialize, Serialize};
 /// The two-sided 95% critical value of the standard normal, `Φ⁻¹(0.975)`.
 pub const Z95: f64 = 1.959_963_984_540_054;
 
-/// Resamples drawn by every bias bootstrap unless told otherwise.
-pub const DEFAULT_RESAMPLES: usize = crate::recipe::pretrain::DEFAULT_BOOTSTRAP_RESAMPLES;
-
 /// A two-sided 95% interval `[low, high]`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct Interval {

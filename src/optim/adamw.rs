@@ -339,6 +339,16 @@ impl AdamW {
         }
     }
 
+    /// The parameters, in the optimizer's (name) order.
+    pub fn parameters(&self) -> Vec<Tensor> {
+        self.params.iter().map(|p| p.tensor.shallow_clone()).collect()
+    }
+
+    /// The number of parameter elements.
+    pub fn parameter_count(&self) -> i64 {
+        self.params.iter().map(|p| p.tensor.numel() as i64).sum()
+    }
+
     /// Updates applied so far (read from the device).
     pub fn steps(&self) -> u64 {
         self.device_steps.as_ref().map_or(self.steps, |t| t.double_value(&[]) as u64)

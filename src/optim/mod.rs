@@ -3,4 +3,4 @@ pub mod adamw;
 pub mod schedule;
 
 pub use adamw::AdamW;
-pub use schedule::{constant_or_linear, linear_schedule, noam};
+pub use schedule::{linear_schedule, noam};

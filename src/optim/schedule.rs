@@ -1,6 +1,46 @@
 //! Learning-rate schedules, as functions of the update number: the linear warmup and decay of
-//! pretraining (transformers' `get_linear_schedule_with_warmup`), the constant-or-linear rate of
-//! sentiment fine-tuning, and PreSumm's Noam schedule of the summarizers.
+//! pretraining (transformers' `get_linear_schedule_with_warmup`), the constant rate (with optional
+//! warmup) of sentiment fine-tuning, and PreSumm's Noam schedule of the summarizers.
+
+/// A learning-rate schedule, as a recipe and a task choose it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Schedule {
+    /// [`linear_schedule`]: warmup over `warmup` updates to `peak`, then down to 0 at `total`.
+    Linear {
+        /// The peak learning rate.
+        peak: f64,
+        /// Updates of warmup.
+        warmup: u64,
+        /// The update at which it reaches 0.
+        total: u64,
+    },
+    /// Linear warmup over `warmup` updates (none when 0), then `peak` throughout.
+    Constant {
+        /// The learning rate after warmup.
+        peak: f64,
+        /// Updates of warmup.
+        warmup: u64,
+    },
+    /// [`noam`]: PreSumm's schedule.
+    Noam {
+        /// Its peak factor.
+        peak: f64,
+        /// Updates of warmup.
+        warmup: u64,
+    },
+}
+
+impl Schedule {
+    /// The learning rate of update `k`, counted from 0 (Noam's steps count from 1: `k + 1`).
+    pub fn lr(&self, k: u64) -> f64 {
+        match *self {
+            Schedule::Linear { peak, warmup, total } => linear_schedule(peak, warmup, total, k),
+            Schedule::Constant { peak, warmup } if k < warmup => peak * k as f64 / warmup as f64,
+            Schedule::Constant { peak, .. } => peak,
+            Schedule::Noam { peak, warmup } => noam(peak, warmup, k + 1),
+        }
+    }
+}
 
 /// Linear warmup from 0 to `peak` over `warmup` updates, then linear decay to 0 at `total`.
 /// Update number `k` (0-based) uses `lr(k)`, as HF's scheduler does (so the first update of a
@@ -10,15 +50,6 @@ pub fn linear_schedule(peak: f64, warmup: u64, total: u64, k: u64) -> f64 {
         return peak * k as f64 / warmup.max(1) as f64;
     }
     peak * (total.saturating_sub(k) as f64 / total.saturating_sub(warmup).max(1) as f64).max(0.0)
-}
-
-/// With no warmup, a constant learning rate (the NusaX setting); else warmup and linear decay.
-pub fn constant_or_linear(peak: f64, warmup: u64, total: u64, k: u64) -> f64 {
-    if warmup == 0 {
-        peak
-    } else {
-        linear_schedule(peak, warmup, total, k)
-    }
 }
 
 /// PreSumm's Noam schedule, `peak · min(step^-0.5, step · warmup^-1.5)`, for steps counted from 1.
@@ -46,10 +77,15 @@ mod tests {
     }
 
     #[test]
-    fn constant_without_warmup_linear_with_it() {
-        assert_eq!(constant_or_linear(3e-5, 0, 100, 0), 3e-5);
-        assert_eq!(constant_or_linear(3e-5, 0, 100, 99), 3e-5);
-        assert_eq!(constant_or_linear(3e-5, 10, 100, 5), linear_schedule(3e-5, 10, 100, 5));
+    fn constant_warms_up_linearly_then_holds() {
+        let none = Schedule::Constant { peak: 3e-5, warmup: 0 };
+        assert_eq!(none.lr(0), 3e-5, "no warmup: the NusaX setting, constant from the start");
+        assert_eq!(none.lr(10_000), 3e-5);
+        let warm = Schedule::Constant { peak: 2e-3, warmup: 4 };
+        assert_eq!(warm.lr(0), 0.0);
+        assert!((warm.lr(2) - 1e-3).abs() < 1e-18);
+        assert_eq!(warm.lr(4), 2e-3);
+        assert_eq!(warm.lr(900), 2e-3);
     }
 
     #[test]

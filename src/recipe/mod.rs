@@ -6,9 +6,13 @@
 //! It imports only `error`, `files`, `seeds`, `model` (the configuration a preset resolves to),
 //! `data` (source specifications) and `device` (the precision a recipe's setting gives), so
 //! `train`, `eval`, `tasks` and the command line can all read it.
+pub mod common;
+pub mod fingerprint;
 pub mod pretrain;
 mod reader;
 
+pub use common::{check_shared, CheckpointSection, LoggingSection, OptimizerSection, ScheduleKind};
+pub use fingerprint::Fingerprint;
 pub use pretrain::{resolve_precision, BiasMetric, IndommluMode, PrecisionSetting, Recipe};
 pub use reader::{check_name, parse_toml};
 

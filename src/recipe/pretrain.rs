@@ -3,6 +3,8 @@
 //! with their name and line; `Recipe::load` validates and resolves presets and relative paths,
 //! `Recipe::resolved_toml` prints what will actually run, and `Recipe::fingerprint` is what a
 //! checkpoint records so that a resume with a changed recipe is refused key by key.
+use super::common::{CheckpointSection, LoggingSection, OptimizerSection};
+use super::fingerprint::Fingerprint;
 use super::{check_name, parse_toml};
 use crate::data::sources::SourceSpec;
 use crate::device::default_precision;
@@ -151,58 +153,6 @@ impl Default for MaskingSection {
     }
 }
 
-/// `[optimizer]`: AdamW with linear warmup and decay.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub struct OptimizerSection {
-    /// Peak learning rate.
-    pub lr: f64,
-    /// Adam's β1 and β2.
-    #[serde(default = "d_betas")]
-    pub betas: [f64; 2],
-    /// Adam's ε.
-    #[serde(default = "d_eps")]
-    pub eps: f64,
-    /// Decoupled weight decay (not on biases and LayerNorm weights).
-    #[serde(default = "d_wd")]
-    pub weight_decay: f64,
-    /// Max global gradient norm; 0 disables clipping.
-    #[serde(default = "d_clip")]
-    pub grad_clip: f64,
-    /// Sequences per micro-batch.
-    pub batch_size: usize,
-    /// Micro-batches per optimizer update.
-    #[serde(default = "d_accum")]
-    pub grad_accumulation: usize,
-    /// Updates of linear warmup from 0 to `lr`.
-    pub warmup_steps: u64,
-    /// Updates in the whole run; the learning rate reaches 0 there.
-    pub max_steps: u64,
-    /// Abort after this many consecutive steps with a non-finite loss (each one skipped; noticed
-    /// when the losses are read: at the next log line, evaluation or checkpoint).
-    #[serde(default = "d_nonfinite")]
-    pub max_nonfinite_steps: u64,
-}
-
-fn d_betas() -> [f64; 2] {
-    [0.9, 0.999]
-}
-fn d_eps() -> f64 {
-    1e-6
-}
-fn d_wd() -> f64 {
-    0.01
-}
-fn d_clip() -> f64 {
-    1.0
-}
-fn d_accum() -> usize {
-    1
-}
-fn d_nonfinite() -> u64 {
-    10
-}
-
 /// The compute precision a recipe asks for.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
 #[serde(rename_all = "lowercase")]
@@ -236,21 +186,6 @@ pub fn resolve_precision(setting: PrecisionSetting, device: Device, recipe_path:
 /// bf16 branches that otherwise first run on a GPU.
 pub fn bf16_on_cpu_for_tests() -> bool {
     std::env::var("INDOLM_TEST_BF16_ON_CPU").is_ok_and(|v| v == "1")
-}
-
-/// `[checkpoint]`.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub struct CheckpointSection {
-    /// Write a checkpoint every this many updates (and at the last).
-    pub every: u64,
-    /// Keep the weights of only the last N checkpoints (their evaluations are always kept).
-    #[serde(default = "d_keep")]
-    pub keep_last: usize,
-}
-
-fn d_keep() -> usize {
-    2
 }
 
 /// `[eval.*]`: the evaluations run during training.
@@ -357,37 +292,12 @@ fn d_eval_seqs() -> usize {
     32
 }
 
-/// `[logging]`.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub struct LoggingSection {
-    /// TensorBoard folder; the run logs to `<tensorboard>/<name>/`.
-    #[serde(default = "d_tb")]
-    pub tensorboard: PathBuf,
-    /// Log the training scalars every this many updates (and at the last).
-    #[serde(default = "d_log_every")]
-    pub every: u64,
-    /// One device's peak dense TFLOP/s in the training precision (e.g. 989 for an H100/H200
-    /// in bf16); when given, MFU is logged as `train/mfu` (over all the devices of a
-    /// data-parallel run).
-    #[serde(default)]
-    pub peak_tflops: Option<f64>,
-}
-
-fn d_tb() -> PathBuf {
-    "runs".into()
-}
-fn d_log_every() -> u64 {
-    10
-}
-
-impl Default for LoggingSection {
-    fn default() -> Self {
-        LoggingSection { tensorboard: d_tb(), every: d_log_every(), peak_tflops: None }
-    }
-}
-
 impl Recipe {
+    /// Updates in the whole run (`optimizer.max_steps`, checked present when the recipe is read).
+    pub fn max_steps(&self) -> u64 {
+        self.optimizer.max_steps.unwrap_or(0)
+    }
+
     /// Parses and validates a recipe file. Relative paths in it are resolved against the
     /// project root (the current directory), as the shipped recipes are written.
     pub fn load(path: &Path) -> Result<Self> {
@@ -398,14 +308,10 @@ impl Recipe {
     }
 
     fn validate(&self, path: &Path) -> Result<()> {
-        let o = &self.optimizer;
-        let checks: [(bool, &str, String); 9] = [
-            (o.lr > 0.0, "optimizer.lr", format!("must be > 0, found {}", o.lr)),
-            (o.batch_size > 0, "optimizer.batch_size", "must be > 0".into()),
-            (o.grad_accumulation > 0, "optimizer.grad_accumulation", "must be > 0".into()),
-            (o.max_steps > 0, "optimizer.max_steps", "must be > 0".into()),
-            (self.checkpoint.every > 0, "checkpoint.every", "must be > 0".into()),
-            (self.checkpoint.keep_last > 0, "checkpoint.keep_last", "must be at least 1".into()),
+        super::check_shared(path, &self.name, &self.optimizer, &self.checkpoint, &self.logging)?;
+        self.optimizer.required_max_steps(path)?;
+        self.optimizer.refuse_decoder_keys(path)?;
+        let checks: [(bool, &str, String); 3] = [
             (
                 (0.0..1.0).contains(&self.masking.probability) && self.masking.probability > 0.0,
                 "masking.probability",
@@ -435,7 +341,6 @@ impl Recipe {
                 return Err(Error::field(path, "eval.bias.resamples", "must be > 0"));
             }
         }
-        check_name(path, "name", &self.name)?;
         check_name(path, "data.corpus", &self.data.corpus)?;
         let mut seen = std::collections::BTreeSet::new();
         for s in &self.data.sources {
@@ -590,30 +495,7 @@ impl Recipe {
     /// checkpoint recorded, each with the recorded and the new value.
     pub fn differences_from(&self, recorded: &Fingerprint) -> Vec<String> {
         match (recorded, self.fingerprint()) {
-            (Fingerprint::Values(old), Fingerprint::Values(new)) => {
-                let (mut old_keys, mut new_keys) = (BTreeMap::new(), BTreeMap::new());
-                for (section, v) in old {
-                    flatten(section, v, &mut old_keys);
-                }
-                for (section, v) in &new {
-                    flatten(section, v, &mut new_keys);
-                }
-                // The same global batch cut otherwise (another world size needs another batch
-                // size or accumulation) continues the same run: only their product matters.
-                for keys in [&mut old_keys, &mut new_keys] {
-                    let batch = keys.remove("optimizer.batch_size").and_then(|v| v.as_u64());
-                    let accumulation = keys.remove("optimizer.grad_accumulation").and_then(|v| v.as_u64());
-                    if let (Some(b), Some(a)) = (batch, accumulation) {
-                        keys.insert("optimizer.sequences_per_update".into(), serde_json::json!(b * a));
-                    }
-                }
-                let keys: std::collections::BTreeSet<&String> = old_keys.keys().chain(new_keys.keys()).collect();
-                let shown = |v: Option<&serde_json::Value>| v.map_or("(absent)".to_string(), |v| v.to_string());
-                keys.into_iter()
-                    .filter(|k| old_keys.get(*k) != new_keys.get(*k))
-                    .map(|k| format!("{k} ({} -> {})", shown(old_keys.get(k)), shown(new_keys.get(k))))
-                    .collect()
-            }
+            (Fingerprint::Values(old), Fingerprint::Values(new)) => super::fingerprint::differences(old, &new),
             (Fingerprint::Legacy(old), _) => old
                 .iter()
                 .zip(self.legacy_fingerprint())
@@ -621,35 +503,6 @@ impl Recipe {
                 .map(|(old, _)| old.0.clone())
                 .collect(),
             (Fingerprint::Values(_), Fingerprint::Legacy(_)) => unreachable!("fingerprint() gives values"),
-        }
-    }
-}
-
-/// What a checkpoint records of its recipe (see [`Recipe::fingerprint`]).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(untagged)]
-pub enum Fingerprint {
-    /// Each section as a JSON value, compared key by key.
-    Values(BTreeMap<String, serde_json::Value>),
-    /// Checkpoints of earlier versions: each section's `Debug` text.
-    Legacy(Vec<(String, String)>),
-}
-
-/// Every leaf of `value` under its dotted key (`data.sources[0].weight`).
-fn flatten(prefix: &str, value: &serde_json::Value, out: &mut BTreeMap<String, serde_json::Value>) {
-    match value {
-        serde_json::Value::Object(map) => {
-            for (k, v) in map {
-                flatten(&format!("{prefix}.{k}"), v, out);
-            }
-        }
-        serde_json::Value::Array(items) => {
-            for (i, v) in items.iter().enumerate() {
-                flatten(&format!("{prefix}[{i}]"), v, out);
-            }
-        }
-        leaf => {
-            out.insert(prefix.to_string(), leaf.clone());
         }
     }
 }

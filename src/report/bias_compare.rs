@@ -6,8 +6,8 @@
 use super::bias_diff::{format_p, match_pairs};
 use super::chart::{panels_from_points, write_figure, Figure};
 use crate::error::{Error, Result};
+use crate::eval::bias::records::{run_evaluation, run_evaluations, StepChoice};
 use crate::eval::bias::{rate_with_interval, BiasReport, Category, PairRecord};
-use crate::eval::bias_records::{run_evaluation, run_evaluations, StepChoice};
 use crate::eval::stats::{holm, mcnemar_exact};
 use std::path::{Path, PathBuf};
 
@@ -261,7 +261,7 @@ pub fn bias_compare(request: &CompareRequest) -> Result<String> {
     let mut runs = Vec::new();
     for (run, name) in request.runs.iter().zip(&names) {
         let evaluation = run_evaluation(run, request.step)?;
-        let has_records = evaluation.dir.join(crate::eval::bias_records::RECORDS_FILE).exists();
+        let has_records = evaluation.dir.join(crate::eval::bias::records::RECORDS_FILE).exists();
         let records = if has_records { Some(evaluation.records()?) } else { None };
         runs.push(RunAtStep { name: name.clone(), step: evaluation.step, report: evaluation.report()?, records });
     }

@@ -3,8 +3,8 @@
 //! from every bias evaluation a run keeps (checkpoints and evaluations between them).
 use super::chart::{panels_from_points, write_figure, Figure};
 use crate::error::Result;
+use crate::eval::bias::records::run_evaluations;
 use crate::eval::bias::BiasReport;
-use crate::eval::bias_records::run_evaluations;
 use std::path::Path;
 
 /// (step, report) for every bias evaluation of the run, by step.

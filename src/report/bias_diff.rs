@@ -181,7 +181,7 @@ pub fn markdown(rows: &[PairedRow], names: (&str, &str), bootstrap: Bootstrap) -
 
 /// `report bias-diff`: reads both evaluations' records and compares them.
 pub fn bias_diff(a: &Path, b: &Path, bootstrap: Bootstrap) -> Result<(Vec<PairedRow>, String)> {
-    use crate::eval::bias_records::{evaluation_folder, read_records, RECORDS_FILE};
+    use crate::eval::bias::records::{evaluation_folder, read_records, RECORDS_FILE};
     let (dir_a, dir_b) = (evaluation_folder(a)?, evaluation_folder(b)?);
     let (records_a, records_b) = (read_records(&dir_a.join(RECORDS_FILE))?, read_records(&dir_b.join(RECORDS_FILE))?);
     let names = (a.display().to_string(), b.display().to_string());

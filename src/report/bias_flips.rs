@@ -6,8 +6,8 @@
 //! construction every pair is settled at the last evaluation.
 use super::chart::{Figure, Line, Panel};
 use crate::error::{Error, Result};
+use crate::eval::bias::records::run_evaluations;
 use crate::eval::bias::{PairRecord, Preference};
-use crate::eval::bias_records::run_evaluations;
 use std::path::Path;
 
 /// One pair's preference at every evaluation.
@@ -207,7 +207,7 @@ impl Flips {
 pub fn load(run: &Path) -> Result<Flips> {
     let mut evaluations = Vec::new();
     for e in run_evaluations(run)? {
-        if e.dir.join(crate::eval::bias_records::RECORDS_FILE).exists() {
+        if e.dir.join(crate::eval::bias::records::RECORDS_FILE).exists() {
             evaluations.push((e.step, e.records()?));
         }
     }

@@ -4,6 +4,7 @@
 //! transformers' `BertForSequenceClassification` and `AutoTokenizer` load, `id2label` included.
 use crate::data::tokenizer::{pad_rows, TextTokenizer};
 use crate::error::{Error, Result};
+use crate::model::bert::Packing;
 use crate::model::layers::{Linear, Precision};
 use crate::model::model_dir::{copy_into, read_model_files, save_model_files_as};
 use crate::model::{BertConfig, BertModel, Component, LoadNote};
@@ -66,8 +67,19 @@ impl SequenceClassifier {
     /// Label logits [batch, labels] (fp32).
     pub fn logits(&self, input_ids: &Tensor, attention_mask: &Tensor, train: bool) -> Tensor {
         let hidden = self.bert.forward(input_ids, None, Some(attention_mask), train);
+        self.head(&hidden, train)
+    }
+
+    /// [`SequenceClassifier::logits`] with the encoder on the real tokens only (see [`Packing`]).
+    pub fn logits_packed(&self, input_ids: &Tensor, attention_mask: &Tensor, packing: &Packing, train: bool) -> Tensor {
+        let hidden = self.bert.forward_packed(input_ids, None, attention_mask, packing, train);
+        self.head(&hidden, train)
+    }
+
+    /// The pooled `[CLS]` vector, dropout and the classifier.
+    fn head(&self, hidden: &Tensor, train: bool) -> Tensor {
         let pooled = crate::model::layers::dropout(
-            &self.bert.pool(&hidden).expect("the classifier is built with a pooler"),
+            &self.bert.pool(hidden).expect("the classifier is built with a pooler"),
             self.dropout,
             train,
         );
@@ -109,9 +121,11 @@ impl SequenceClassifier {
         for batch_items in crate::data::batching::by_length(&lengths, crate::data::batching::token_budget(device)) {
             let chunk: Vec<(Vec<i64>, Vec<i64>)> = batch_items.iter().map(|&i| rows[i].clone()).collect();
             let batch = pad_rows(chunk, self.tokenizer.special.pad);
+            let width = batch.input_ids.size()[1] as usize;
+            let packing = Packing::of_lengths(&batch.lengths, width, device);
             let probs = tch::no_grad(|| {
-                self.logits(&batch.input_ids.to_device(device), &batch.attention_mask.to_device(device), false)
-                    .softmax(-1, Kind::Double)
+                let (ids, mask) = (batch.input_ids.to_device(device), batch.attention_mask.to_device(device));
+                self.logits_packed(&ids, &mask, &packing, false).softmax(-1, Kind::Double)
             });
             let probs = probs.to_device(Device::Cpu);
             for (r, &i) in batch_items.iter().enumerate() {

@@ -1,10 +1,10 @@
-//! Data parallelism for the trainer, on a c10d process group: every rank draws and masks the
-//! same global micro-batch (the one sample sequence a single process would train on) and
-//! trains on its own rows of it; the gradients (the optimizer's flat buffers), then the loss and
-//! the stop flag, are summed across ranks once per optimizer update. Each rank's loss is its masked
-//! tokens' summed loss over the whole micro-batch's masked tokens, so the summed gradients are
-//! the single process's (to float summation order), whatever the number of ranks.
-use super::loader::Slice;
+//! Data parallelism for the engine, on a c10d process group: every rank draws the same global
+//! micro-batch (the one sample sequence a single process would train on) and trains on its own
+//! rows of it; the gradients (the optimizers' flat buffers), then the loss and the stop flag, are
+//! summed across ranks once per optimizer update. Each rank's loss is its units' summed loss over
+//! the whole update's units (predicted tokens, examples, ...), so the summed gradients are the
+//! single process's (to float summation order), whatever the number of ranks.
+use super::task::Slice;
 use crate::dist::{ProcessGroup, ReduceOp};
 use crate::error::{Error, Result};
 use tch::{Kind, Tensor};
@@ -30,16 +30,8 @@ pub struct Reduced {
 }
 
 impl DataParallel {
-    /// Data parallelism over `group`; `batch_size` (the global micro-batch) must divide.
-    pub fn new(group: ProcessGroup, batch_size: usize, recipe: &std::path::Path) -> Result<Self> {
-        let world = group.world_size();
-        if !batch_size.is_multiple_of(world) {
-            return Err(Error::field(
-                recipe,
-                "optimizer.batch_size",
-                format!("{batch_size} sequences do not divide among {world} processes; use a multiple of {world}"),
-            ));
-        }
+    /// Data parallelism over `group`.
+    pub fn new(group: ProcessGroup) -> Result<Self> {
         let timed = group.device() == tch::Device::Cpu;
         Ok(DataParallel { group, reduce_seconds: 0.0, timed })
     }
@@ -122,6 +114,17 @@ impl DataParallel {
             ));
         }
         Ok(())
+    }
+
+    /// Whether rank 0 decided `decision` (the others pass anything): every rank gets rank 0's
+    /// answer, once every rank has called it (a decision after an evaluation only rank 0 made).
+    pub fn agree(&mut self, decision: bool) -> Result<bool> {
+        let value = if self.rank() == 0 && decision { 1.0 } else { 0.0 };
+        let mut flag = Tensor::full([1], value, (Kind::Float, self.group.device()));
+        if let Err(e) = self.group.all_reduce(&mut flag, ReduceOp::Max, "the agreement on rank 0's decision") {
+            return Err(self.lost(e));
+        }
+        Ok(flag.double_value(&[0]) > 0.0)
     }
 
     /// Returns once every rank has called it.

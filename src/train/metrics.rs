@@ -1,77 +1,62 @@
-//! What the trainer reports as it goes: the loss, learning rate, gradient norm, throughput and
-//! MFU of every `logging.every`-th update (TensorBoard, the progress line, `train_log.jsonl`), and
-//! the held-out MLM loss whenever it is measured.
+//! What the engine reports as it goes: the loss, learning rates, gradient norm, throughput and
+//! MFU of every `logging.every`-th update (TensorBoard, the progress line, `train_log.jsonl`).
+use super::task::Throughput;
 use super::train_log::TrainLog;
 use crate::error::Result;
 use crate::logger::Logger;
-use crate::model::BertConfig;
-use crate::recipe::Recipe;
 use std::path::Path;
 use std::time::Instant;
 
 /// One optimizer update's figures.
 pub struct Update {
-    /// Mean loss over the micro-batches (a scalar on the device, read only when logged).
+    /// The update's loss (a scalar on the device, read only when logged).
     pub loss: tch::Tensor,
-    /// The learning rate used.
-    pub lr: f64,
-    /// The global gradient norm before clipping (a scalar on the device, read only when logged).
+    /// Each optimizer's name and learning rate.
+    pub lrs: Vec<(String, f64)>,
+    /// The gradient norm before clipping, over every optimizer (a scalar on the device).
     pub grad_norm: tch::Tensor,
+    /// Units it trained on (tokens, examples, articles), for the throughput.
+    pub units: f64,
 }
 
-/// The trainer's logger, loss log and throughput window.
+/// The loss log and the throughput window of a run.
 pub struct Metrics {
-    /// TensorBoard and progress; the hooks write through it too.
-    pub logger: Logger,
     /// `None` on the quiet ranks of a data-parallel run.
     train_log: Option<TrainLog>,
     every: u64,
-    tokens_per_step: f64,
-    flops_per_token: f64,
+    throughput: Throughput,
     peak_tflops: Option<f64>,
-    /// When the window of updates since the last log line started, and its updates.
-    window: (Instant, u64),
-    /// The first and the latest held-out loss measured by this process.
-    pub heldout: (Option<f64>, Option<f64>),
+    /// When the window of updates since the last log line started, and the units trained since.
+    window: (Instant, f64),
 }
 
 impl Metrics {
-    /// Opens the run's TensorBoard folder and `train_log.jsonl` (cut back to `start_step`);
-    /// `devices` (the data-parallel processes) scale the peak that MFU is measured against.
-    pub fn open(recipe: &Recipe, config: &BertConfig, run_dir: &Path, start_step: u64, devices: usize) -> Result<Self> {
-        let logger = Logger::new(&recipe.tensorboard_dir(), recipe.optimizer.max_steps, start_step)?;
-        Ok(Self::with_outputs(recipe, config, logger, Some(TrainLog::open(run_dir, start_step)?), devices))
-    }
-
-    /// Metrics that show and write nothing, for the data-parallel ranks other than 0.
-    pub fn quiet(recipe: &Recipe, config: &BertConfig) -> Self {
-        Self::with_outputs(recipe, config, Logger::quiet(), None, 1)
-    }
-
-    fn with_outputs(
-        recipe: &Recipe,
-        config: &BertConfig,
-        logger: Logger,
-        train_log: Option<TrainLog>,
+    /// The metrics of the run at `run_dir`: `train_log.jsonl` (cut back to `start_step`) when
+    /// `leader`; a line every `every` updates; `peak_tflops` of one device, scaled by `devices`
+    /// (the data-parallel processes), for MFU.
+    pub fn open(
+        run_dir: &Path,
+        start_step: u64,
+        leader: bool,
+        every: u64,
+        throughput: Throughput,
+        peak_tflops: Option<f64>,
         devices: usize,
-    ) -> Self {
-        let o = &recipe.optimizer;
-        Metrics {
-            logger,
+    ) -> Result<Self> {
+        let train_log = if leader { Some(TrainLog::open(run_dir, start_step)?) } else { None };
+        Ok(Metrics {
             train_log,
-            every: recipe.logging.every,
-            tokens_per_step: (o.batch_size * o.grad_accumulation * recipe.data.seq_len) as f64,
-            flops_per_token: config.training_flops_per_token(recipe.data.seq_len, recipe.masking.probability),
-            // Tokens/s count the global batch, so MFU is over every device's peak.
-            peak_tflops: recipe.logging.peak_tflops.map(|peak| peak * devices as f64),
-            window: (Instant::now(), 0),
-            heldout: (None, None),
-        }
+            every: every.max(1),
+            throughput,
+            // The throughput counts the global batch, so MFU is over every device's peak.
+            peak_tflops: peak_tflops.map(|peak| peak * devices as f64),
+            window: (Instant::now(), 0.0),
+        })
     }
 
-    /// Tokens one optimizer update trains on.
-    pub fn tokens_per_step(&self) -> f64 {
-        self.tokens_per_step
+    /// What an update trains on.
+    pub fn throughput(&self) -> Throughput {
+        self.throughput
     }
 
     /// Whether the update of `step` is logged: every `logging.every` steps and the last.
@@ -81,44 +66,49 @@ impl Metrics {
 
     /// Counts an update; every `logging.every` steps (and at `last_step`) logs it with the
     /// throughput since the previous log line (a skipped update logs its non-finite loss).
-    pub fn record_update(&mut self, step: u64, last_step: u64, u: &Update) -> Result<()> {
-        self.window.1 += 1;
+    pub fn record_update(&mut self, logger: &mut Logger, step: u64, last_step: u64, u: &Update) -> Result<()> {
+        self.window.1 += u.units;
         if !self.logs_at(step, last_step) {
             return Ok(());
         }
         let secs = self.window.0.elapsed().as_secs_f64();
-        let tokens_per_s = self.window.1 as f64 * self.tokens_per_step / secs.max(1e-9);
-        self.window = (Instant::now(), 0);
-        let tflops = tokens_per_s * self.flops_per_token / 1e12;
+        let t = self.throughput;
+        let per_s = self.window.1 / secs.max(1e-9);
+        self.window = (Instant::now(), 0.0);
         // One read for both values.
         let pair = tch::Tensor::stack(&[u.loss.to_kind(tch::Kind::Double), u.grad_norm.to_kind(tch::Kind::Double)], 0);
         let pair = Vec::<f64>::try_from(pair.to_device(tch::Device::Cpu)).expect("two scalars");
-        let (loss, lr, grad_norm) = (pair[0], u.lr, pair[1]);
-        let log = &mut self.logger;
-        log.scalar("train/loss", loss, step);
-        log.scalar("train/lr", lr, step);
-        log.scalar("train/grad_norm", grad_norm, step);
-        log.scalar("train/tokens_per_s", tokens_per_s, step);
-        log.scalar("train/tflops", tflops, step);
-        let mut line =
-            format!("loss {loss:.4} lr {lr:.2e} grad-norm {grad_norm:.3} {tokens_per_s:.0} tok/s {tflops:.3} TFLOP/s");
-        if let Some(peak) = self.peak_tflops {
-            log.scalar("train/mfu", tflops / peak, step);
-            line.push_str(&format!(" MFU {:.1}%", 100.0 * tflops / peak));
+        let (loss, grad_norm) = (pair[0], pair[1]);
+        logger.scalar("train/loss", loss, step);
+        for (name, lr) in &u.lrs {
+            logger.scalar(
+                &if name.is_empty() { "train/lr".to_string() } else { format!("train/lr_{name}") },
+                *lr,
+                step,
+            );
         }
-        log.progress(step, &line);
+        logger.scalar("train/grad_norm", grad_norm, step);
+        logger.scalar(&format!("train/{}_per_s", t.unit), per_s, step);
+        let lrs: Vec<String> = u
+            .lrs
+            .iter()
+            .map(|(name, lr)| if name.is_empty() { format!("lr {lr:.2e}") } else { format!("lr {name} {lr:.2e}") })
+            .collect();
+        let mut line = format!("loss {loss:.4} {} grad-norm {grad_norm:.3} {per_s:.0} {}/s", lrs.join(" "), t.short);
+        if let Some(flops) = t.flops_per_unit {
+            let tflops = per_s * flops / 1e12;
+            logger.scalar("train/tflops", tflops, step);
+            line.push_str(&format!(" {tflops:.3} TFLOP/s"));
+            if let Some(peak) = self.peak_tflops {
+                logger.scalar("train/mfu", tflops / peak, step);
+                line.push_str(&format!(" MFU {:.1}%", 100.0 * tflops / peak));
+            }
+        }
+        logger.progress(step, &line);
+        let lr = u.lrs.first().map_or(0.0, |(_, lr)| *lr);
         match &mut self.train_log {
             Some(train_log) => train_log.append(step, loss, lr, grad_norm),
             None => Ok(()),
         }
-    }
-
-    /// Logs a held-out MLM loss (and its perplexity) at `step`.
-    pub fn record_heldout(&mut self, step: u64, loss: f64) {
-        self.logger.scalar("eval/mlm_loss", loss, step);
-        self.logger.scalar("eval/perplexity", loss.exp(), step);
-        self.logger.println(&format!("step {step}: held-out MLM loss {loss:.4} (perplexity {:.1})", loss.exp()));
-        self.heldout.0.get_or_insert(loss);
-        self.heldout.1 = Some(loss);
     }
 }

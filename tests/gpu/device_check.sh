@@ -100,9 +100,9 @@ step_bias() {
 
 step_decode() {
   cd "$WORK" || return 1
-  sed -e "s/^max_steps = .*/max_steps = $ABS_STEPS/" -e "s/^eval_every = .*/eval_every = $ABS_STEPS/" \
+  sed -e "s/^max_steps = .*/max_steps = $ABS_STEPS/" -e "s/^every = .*/every = $ABS_STEPS/" \
     -e 's/^name = .*/name = "device-check-abs"/' "$REPO/recipes/finetune/liputan6-bertabs-tiny.toml" > "$SCRATCH/abs.toml"
-  "$BIN" --device "$DEVICE" finetune summarize "$SCRATCH/abs.toml" --init checkpoints/device-check-base | tail -3 || return 1
+  "$BIN" --device "$DEVICE" finetune summarize "$SCRATCH/abs.toml" --init checkpoints/device-check-base --overwrite | tail -3 || return 1
   for b in 1 8; do
     "$BIN" --device "$DEVICE" summarize --model checkpoints/device-check-abs/best --liputan6 corpora/liputan6-sample/test \
       --batch-size $b --out "$SCRATCH/decode-$b.txt" > /dev/null 2> "$SCRATCH/decode-$b.log" || { cat "$SCRATCH/decode-$b.log"; return 1; }
@@ -115,9 +115,9 @@ step_decode() {
 step_tiny() {
   cd "$WORK" || return 1
   "$BIN" --device "$DEVICE" train "$REPO/recipes/tiny/sample.toml" --overwrite --stop-after "$TINY_STEPS" || return 1
-  sed -e 's/^max_steps = .*/max_steps = 20/' -e 's/^eval_every = .*/eval_every = 20/' -e 's/^name = .*/name = "device-check-ext"/' \
+  sed -e 's/^max_steps = .*/max_steps = 20/' -e 's/^every = .*/every = 20/' -e 's/^name = .*/name = "device-check-ext"/' \
     "$REPO/recipes/finetune/liputan6-bertext-tiny.toml" > "$SCRATCH/ext.toml"
-  "$BIN" --device "$DEVICE" finetune summarize "$SCRATCH/ext.toml" --init "checkpoints/tiny-sample/step-$TINY_STEPS" | tail -3
+  "$BIN" --device "$DEVICE" finetune summarize "$SCRATCH/ext.toml" --init "checkpoints/tiny-sample/step-$TINY_STEPS" --overwrite | tail -3
 }
 
 if [ "${1:-}" = "--step" ]; then

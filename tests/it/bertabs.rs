@@ -14,7 +14,7 @@ fn ours_loss(loss: &Tensor) -> f64 {
     loss.double_value(&[])
 }
 
-fn ud_sentences(max_words: usize) -> Vec<String> {
+pub(crate) fn ud_sentences(max_words: usize) -> Vec<String> {
     let ud: String = ["id_csui-ud-train.conllu", "id_gsd-ud-dev.conllu", "id_gsd-ud-test.conllu"]
         .iter()
         .map(|f| std::fs::read_to_string(test_data().join("ud-indonesian").join(f)).unwrap())
@@ -147,7 +147,7 @@ fn decoder_and_loss_match_torch_and_presumm() {
     assert!((label_smoothed_loss(&lp, &gold, 0.1, 0).double_value(&[]) - kl).abs() < 1e-6);
 }
 
-fn copy_split(root: &Path, from: &str, to: &str) {
+pub(crate) fn copy_split(root: &Path, from: &str, to: &str) {
     std::fs::create_dir_all(root.join(to)).unwrap();
     for e in std::fs::read_dir(root.join(from)).unwrap() {
         let e = e.unwrap();
@@ -157,7 +157,7 @@ fn copy_split(root: &Path, from: &str, to: &str) {
 
 /// Liputan6-layout articles of three UD sentences drawn from `pool` (seeded), whose summary is
 /// the first sentence.
-fn write_split(root: &Path, split: &str, pool: &[String], count: usize, seed: u64) {
+pub(crate) fn write_split(root: &Path, split: &str, pool: &[String], count: usize, seed: u64) {
     use rand::{Rng, SeedableRng};
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
     let dir = root.join(split);
@@ -171,7 +171,7 @@ fn write_split(root: &Path, split: &str, pool: &[String], count: usize, seed: u6
 }
 
 /// A random-init tiny BERT with a WordPiece vocabulary trained on the sentences.
-fn tiny_bert(dir: &Path, sentences: &[String]) {
+pub(crate) fn tiny_bert(dir: &Path, sentences: &[String]) {
     use indolm::data::tokenizer_train::{train_wordpiece, TrainOptions};
     use indolm::model::model_dir::{save_model_dir, save_model_files};
     use indolm::model::{BertConfig, BertForMaskedLM};
@@ -184,13 +184,23 @@ fn tiny_bert(dir: &Path, sentences: &[String]) {
     save_model_dir(dir, true, |d| save_model_files(d, &config, &vs, &tok)).unwrap();
 }
 
-fn recipe(path: &Path, work: &Path, name: &str, task: &str, init: &Path, optimizer: &str, abs: &str) {
+/// A summarization recipe; `optimizer` holds `[optimizer]` keys and `eval_every` / `eval_articles`,
+/// which go to `[eval]`; PreSumm's Adam and Noam schedule, a checkpoint every 100 updates.
+pub(crate) fn recipe(path: &Path, work: &Path, name: &str, task: &str, init: &Path, optimizer: &str, abs: &str) {
+    let (mut opt, mut eval) = (String::new(), String::new());
+    for line in optimizer.lines() {
+        match line.split_once(" = ") {
+            Some(("eval_every", v)) => eval.push_str(&format!("every = {v}\n")),
+            Some(("eval_articles", v)) => eval.push_str(&format!("articles = {v}\n")),
+            _ => opt.push_str(&format!("{line}\n")),
+        }
+    }
     let text = format!(
-        "name = \"{name}\"\noutput_dir = \"{}\"\ntensorboard = \"{}\"\ntask = \"{task}\"\ninit = \"{}\"\n[data]\nroot = \"{}\"\n[optimizer]\n{optimizer}\n[abs]\n{abs}\n[ext]\nlayers = 1\nheads = 2\nff = 64\nmin_sentences = 2\nmin_words = 8\n",
+        "name = \"{name}\"\noutput_dir = \"{}\"\ntask = \"{task}\"\ninit = \"{}\"\n[data]\nroot = \"{}\"\n[optimizer]\nschedule = \"noam\"\neps = 1e-9\nweight_decay = 0.0\ngrad_clip = 0.0\n{opt}[eval]\n{eval}[checkpoint]\nevery = 100\n[logging]\ntensorboard = \"{}\"\n[abs]\n{abs}\n[ext]\nlayers = 1\nheads = 2\nff = 64\nmin_sentences = 2\nmin_words = 8\n",
         work.join("ck").display(),
-        work.join("runs").display(),
         init.display(),
-        work.join("liputan6").display()
+        work.join("liputan6").display(),
+        work.join("runs").display(),
     );
     std::fs::write(path, text).unwrap();
 }

@@ -298,7 +298,7 @@ fn steps_of(points: &serde_json::Value) -> Vec<u64> {
 
 #[test]
 fn hook_writes_records_curves_and_dense_evaluations() {
-    use indolm::eval::bias_records::run_evaluations;
+    use indolm::eval::bias::records::run_evaluations;
     let work = scratch("bias-hook");
     let recipe = hook_recipe(&work, "hook", 3407, "every = 2");
     let (stdout, _) = indolm_ok(&["train", recipe.to_str().unwrap()]);
@@ -414,7 +414,7 @@ fn hook_writes_records_curves_and_dense_evaluations() {
 /// and `eval bias --run` writing the same TensorBoard layout.
 #[test]
 fn paired_diff_compare_flips_and_retro_evaluation() {
-    use indolm::eval::bias_records::read_records;
+    use indolm::eval::bias::records::read_records;
     let work = scratch("bias-reports");
     let (a, b) = (hook_recipe(&work, "seed-a", 3407, "every = 2"), hook_recipe(&work, "seed-b", 11, ""));
     indolm_ok(&["train", a.to_str().unwrap()]);
@@ -433,8 +433,8 @@ fn paired_diff_compare_flips_and_retro_evaluation() {
     assert!(stdout.contains("| language | group | pairs | A | B | change [95% interval] |"), "{stdout}");
     let rows: Vec<serde_json::Value> = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     assert_eq!(rows.len(), 12, "2 languages × (overall + 5 domains)");
-    let report_2 = indolm::eval::bias_records::read_report(&run_a.join("evals/step-2/bias.json")).unwrap();
-    let report_6 = indolm::eval::bias_records::read_report(&run_a.join("step-6/bias.json")).unwrap();
+    let report_2 = indolm::eval::bias::records::read_report(&run_a.join("evals/step-2/bias.json")).unwrap();
+    let report_6 = indolm::eval::bias::records::read_report(&run_a.join("step-6/bias.json")).unwrap();
     assert_eq!(rows[0]["rate_a"].as_f64().unwrap(), report_2.languages[0].overall.win_rate);
     assert_eq!(rows[0]["rate_b"].as_f64().unwrap(), report_6.languages[0].overall.win_rate);
     for r in &rows {

@@ -231,7 +231,7 @@ fn a_killed_rank_stops_the_other_and_an_indivisible_batch_is_refused() {
     assert!(waited < Duration::from_secs(30), "rank 0 took {waited:?} to notice");
     println!("rank 1 killed: rank 0 stopped after {:.1}s with: {}", waited.as_secs_f64(), stderr.trim());
     let last = crate::train::latest(&run).unwrap();
-    indolm::train::checkpoint::load_state(&run.join(&last)).unwrap();
+    indolm::run::checkpoints::load_state(&run.join(&last)).unwrap();
 
     let recipe = no_dropout_recipe(&dir, "k", 30);
     let outputs = train_two_ranks(&recipe, &["--resume", "latest", "--force"]);
@@ -277,7 +277,7 @@ fn a_signal_to_one_rank_stops_both_at_one_checkpoint_and_one_process_resumes_it(
     let last = crate::train::latest(&run).unwrap();
     let step: u64 = last.trim_start_matches("step-").parse().unwrap();
     assert!(step > 10, "no checkpoint at the stop step: latest is {last}");
-    indolm::train::checkpoint::load_state(&run.join(&last)).unwrap();
+    indolm::run::checkpoints::load_state(&run.join(&last)).unwrap();
     println!("SIGTERM to rank 1: both ranks stopped at step {step}, one checkpoint, exit 0");
 
     // One process, the same global batch, continues the two-rank run.

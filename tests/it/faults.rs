@@ -5,7 +5,7 @@
 //! unsafe names are in `train`; stalled and cut downloads in `download`.)
 use crate::common::*;
 use crate::train::{latest, spawn_train, write_recipe, KillOnDrop, SHORT_RUN, SMALL_MODEL};
-use indolm::train::checkpoint::load_state;
+use indolm::run::checkpoints::load_state;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -81,7 +81,7 @@ fn changed_source_text_is_refused_on_resume_unless_forced() {
     indolm_ok(&["train", s(&recipe), "--resume", "latest", "--force", "--stop-after", "15"]);
     let state = load_state(&dir.join("checkpoints/t/step-15")).unwrap();
     let meta: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&meta_path).unwrap()).unwrap();
-    assert_eq!(state.corpus["nusax-id"], meta["content_sha256"].as_str().unwrap());
+    assert_eq!(state.task["corpus"]["nusax-id"], meta["content_sha256"].as_str().unwrap());
     let (stdout, _) = indolm_ok(&["train", s(&recipe), "--resume", "latest"]);
     assert!(stdout.contains("finished at step 20"), "{stdout}");
 }

@@ -113,7 +113,12 @@ fn a_libtorch_failure_in_an_update_is_one_error_and_the_checkpoint_survives() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     println!("{}", stderr.trim());
     assert_eq!(out.status.code(), Some(1), "{stderr}");
-    assert!(stderr.starts_with("error: run oom, update of step 8 (16 x 64 tokens a micro-batch on this process, 1 micro-batches an update): "), "{stderr}");
+    assert!(
+        stderr.starts_with(
+            "error: run oom, update of step 8 (1024 tokens an update, in 1 micro-batch(es) on 1 process(es)): "
+        ),
+        "{stderr}"
+    );
     assert!(
         stderr.contains("can't allocate memory")
             && stderr.contains(

@@ -18,6 +18,7 @@ mod cuda;
 mod dist;
 mod download;
 mod faults;
+mod finetune_engine;
 mod gpu_readiness;
 mod hf_parity;
 mod indommlu;

@@ -115,7 +115,8 @@ fn shipped_summarization_recipes_parse_with_the_papers_settings() {
     use indolm::tasks::summarization::train::{SummarizeRecipe, Task};
     let load = |name: &str| SummarizeRecipe::load(&root().join("recipes/finetune").join(name)).unwrap();
     let ext = load("liputan6-bertext.toml");
-    assert_eq!((ext.optimizer.lr, ext.optimizer.warmup_steps, ext.optimizer.max_steps), (2e-3, 10_000, 50_000));
+    assert_eq!((ext.optimizer.lr, ext.optimizer.warmup_steps, ext.optimizer.max_steps), (2e-3, 10_000, Some(50_000)));
+    assert_eq!((ext.optimizer.schedule, ext.optimizer.eps), (indolm::recipe::ScheduleKind::Noam, 1e-9));
     assert_eq!(
         (ext.ext.layers, ext.ext.heads, ext.ext.ff, ext.ext.min_sentences, ext.ext.min_words),
         (2, 8, 2048, 2, 15)
@@ -127,7 +128,7 @@ fn shipped_summarization_recipes_parse_with_the_papers_settings() {
         let o = &r.optimizer;
         assert_eq!(
             (o.lr, o.warmup_steps, o.lr_dec, o.warmup_dec, o.max_steps),
-            (2e-3, 20_000, Some(0.1), Some(10_000), 200_000),
+            (2e-3, 20_000, Some(0.1), Some(10_000), Some(200_000)),
             "{name}"
         );
         let a = &r.abs;

@@ -193,7 +193,7 @@ fn stop_signals_checkpoint_and_exit_zero() {
         let last = latest(&run).unwrap();
         let step: u64 = last.trim_start_matches("step-").parse().unwrap();
         assert!(step > 20, "SIG{signal}: a checkpoint at the stop step was expected, latest is {last}");
-        let state = indolm::train::checkpoint::load_state(&run.join(&last)).unwrap();
+        let state = indolm::run::checkpoints::load_state(&run.join(&last)).unwrap();
         assert_eq!(state.step, step);
         println!("SIG{signal} at step {step}: checkpoint written, exit 0");
     }
@@ -390,7 +390,7 @@ fn shipped_recipes_parse() {
                     let o = &recipe.optimizer;
                     assert_eq!(
                         (recipe.seed, recipe.data.seq_len, o.batch_size, o.lr, o.warmup_steps, o.max_steps),
-                        (3407, 512, 64, 1e-4, 10_000, 500_000),
+                        (3407, 512, 64, 1e-4, 10_000, Some(500_000)),
                         "{}",
                         path.display()
                     );
@@ -434,7 +434,7 @@ fn nonfinite_losses_stop_the_run_cleanly() {
     );
     let run = dir.join("checkpoints/nan");
     let last = latest(&run).unwrap();
-    indolm::train::checkpoint::load_state(&run.join(&last)).unwrap();
+    indolm::run::checkpoints::load_state(&run.join(&last)).unwrap();
     load_masked_lm(&run.join(&last), Device::Cpu).unwrap();
 
     // Stopped before the first checkpoint: the message must not promise one.

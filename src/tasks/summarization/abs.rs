@@ -12,6 +12,7 @@
 //! Targets are `bos s1 split s2 … eos` with PreSumm's markers `[unused0]`, `[unused2]`,
 //! `[unused1]`; a vocabulary without them uses `[CLS]`, `[MASK]` and `[SEP]` (with a note).
 use super::beam::{beam_search_batch, words, BeamConfig};
+use super::input::TargetMarkers;
 use super::input::{encode_articles, encode_target, targets_of, ArticleBatch};
 use super::transformer::{positional, FeedForward, MultiHeadAttention, NORM_EPS};
 use crate::data::tokenizer::TextTokenizer;
@@ -243,8 +244,7 @@ impl<'a> DecodeState<'a> {
     /// values; no token decoded yet.
     pub fn new(model: &'a BertAbs, articles: &[&[Vec<String>]]) -> Result<Self> {
         let batch = model.encode(articles)?;
-        let states =
-            tch::no_grad(|| model.bert.forward(&batch.input_ids, Some(&batch.segments), Some(&batch.attention), false));
+        let states = tch::no_grad(|| batch.encode(&model.bert, false));
         let memory = tch::no_grad(|| model.decoder.memory(&states));
         let (n, source) = batch.attention.size2().expect("[articles, tokens]");
         let mask = batch.attention.to_kind(Kind::Bool).view([n, 1, 1, source]);
@@ -342,31 +342,6 @@ impl<'a> DecodeState<'a> {
             slots: Tensor::from_slice(&slots).to_device(device),
             slot_of: Tensor::from_slice(&slot_of).to_device(device),
             width: width as i64,
-        }
-    }
-}
-
-/// The target markers' ids.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct TargetMarkers {
-    /// Starts every target (`[unused0]`, else `[CLS]`).
-    pub bos: i64,
-    /// Ends every target (`[unused1]`, else `[SEP]`).
-    pub eos: i64,
-    /// Separates summary sentences (`[unused2]`, else `[MASK]`).
-    pub split: i64,
-}
-
-impl TargetMarkers {
-    /// PreSumm's `[unused0]`/`[unused1]`/`[unused2]`, else `[CLS]`/`[SEP]`/`[MASK]` with a note.
-    pub fn of(tokenizer: &TextTokenizer) -> (Self, Option<LoadNote>) {
-        let id = |t: &str| tokenizer.token_to_id(t).map(i64::from);
-        match (id("[unused0]"), id("[unused1]"), id("[unused2]")) {
-            (Some(bos), Some(eos), Some(split)) => (TargetMarkers { bos, eos, split }, None),
-            _ => {
-                let s = &tokenizer.special;
-                (TargetMarkers { bos: s.cls, eos: s.sep, split: s.mask }, Some(LoadNote::SubstituteTargetMarkers))
-            }
         }
     }
 }
@@ -516,7 +491,7 @@ impl BertAbs {
     /// Decoder hidden states [batch, len − 1, hidden] predicting each next target token
     /// (teacher forcing: the decoder reads the targets shifted right).
     fn teacher_forced_hidden(&self, batch: &ArticleBatch, targets: &Tensor, train: bool) -> Tensor {
-        let states = self.bert.forward(&batch.input_ids, Some(&batch.segments), Some(&batch.attention), train);
+        let states = batch.encode(&self.bert, train);
         let len = targets.size()[1];
         self.decoder.forward(
             &targets.narrow(1, 0, len - 1),

@@ -11,7 +11,7 @@
 //! article's ids, target and `[CLS]` positions start in their streams; the last row holds the
 //! streams' lengths), then the id stream and the target stream (`u16` or `u32` per id, as in
 //! pretraining shards), then the `[CLS]` stream (`u32`).
-use super::abs::TargetMarkers;
+use super::input::TargetMarkers;
 use super::input::{encode_article, encode_target, EncodedArticle};
 use super::prepared::PreparedSplit;
 use crate::data::parallel::map_on_every_core;

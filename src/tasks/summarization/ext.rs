@@ -151,7 +151,7 @@ impl BertExt {
 
     /// Sentence scores in (0, 1) [articles, sentences] (0 at padding).
     pub fn scores(&self, batch: &ArticleBatch, train: bool) -> Tensor {
-        let hidden = self.bert.forward(&batch.input_ids, Some(&batch.segments), Some(&batch.attention), train);
+        let hidden = batch.encode(&self.bert, train);
         let h = self.config.hidden_size;
         let (b, s) = batch.cls_positions.size2().unwrap();
         let vectors = hidden.reshape([-1, h]).index_select(0, &batch.cls_positions.reshape([-1])).view([b, s, h]);

@@ -31,6 +31,14 @@ impl Summarizer {
         }
     }
 
+    /// The encoder's configuration.
+    pub fn bert_config(&self) -> &crate::model::BertConfig {
+        match self {
+            Summarizer::Ext(m) => &m.config,
+            Summarizer::Abs(m) => &m.config,
+        }
+    }
+
     /// The model directory's tokenizer.
     pub fn tokenizer(&self) -> &crate::data::tokenizer::TextTokenizer {
         match self {

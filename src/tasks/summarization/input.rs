@@ -2,9 +2,11 @@
 //! `[CLS] … [SEP]`, segment ids alternating per sentence, cut at the model's positions (a
 //! sentence that does not fit is truncated and the rest dropped), and where each sentence's
 //! `[CLS]` sits; and of a reference summary as BertAbs's target (`bos s1 split s2 … eos`).
-use super::abs::TargetMarkers;
 use crate::data::tokenizer::TextTokenizer;
+use crate::device::{staged, upload};
 use crate::error::Result;
+use crate::model::bert::Packing;
+use crate::model::{BertModel, LoadNote};
 use tch::{Device, Tensor};
 
 /// Model inputs of a batch of articles.
@@ -21,6 +23,36 @@ pub struct ArticleBatch {
     pub sentence_mask: Tensor,
     /// Sentences that fit, per article.
     pub sentences: Vec<usize>,
+    /// Flat positions and columns of the real tokens, and each article's length (see
+    /// [`Packing`]): the encoder skips the padding.
+    pub real: (Tensor, Tensor, Vec<i64>),
+}
+
+impl ArticleBatch {
+    /// The batch on `device`, each tensor's copy asked for as non-blocking (queued from the
+    /// pinned memory [`staged_batch_of`] uses on CUDA; no copy on the CPU).
+    pub fn upload(&self, device: Device) -> ArticleBatch {
+        ArticleBatch {
+            input_ids: upload(&self.input_ids, device),
+            segments: upload(&self.segments, device),
+            attention: upload(&self.attention, device),
+            cls_positions: upload(&self.cls_positions, device),
+            sentence_mask: upload(&self.sentence_mask, device),
+            sentences: self.sentences.clone(),
+            real: (upload(&self.real.0, device), upload(&self.real.1, device), self.real.2.clone()),
+        }
+    }
+
+    /// The encoder's last hidden states [articles, tokens, hidden] for this batch, computed on
+    /// its real tokens only.
+    pub fn encode(&self, bert: &BertModel, train: bool) -> Tensor {
+        let packing = Packing {
+            indices: self.real.0.shallow_clone(),
+            columns: self.real.1.shallow_clone(),
+            lengths: self.real.2.clone(),
+        };
+        bert.forward_packed(&self.input_ids, Some(&self.segments), &self.attention, &packing, train)
+    }
 }
 
 /// One article encoded: ids, segment ids and each sentence's `[CLS]` position.
@@ -31,6 +63,11 @@ pub struct EncodedArticle {
 }
 
 impl EncodedArticle {
+    /// The sentences that fit (each with its `[CLS]`).
+    pub fn sentences(&self) -> usize {
+        self.cls.len()
+    }
+
     /// An article from its ids and its sentences' `[CLS]` positions (the first at 0, increasing):
     /// the segment ids alternate from one `[CLS]` to the next, as [`encode_article`] gives them.
     pub fn from_ids_and_cls(ids: Vec<i64>, cls: Vec<usize>) -> Self {
@@ -99,6 +136,12 @@ pub fn encode_articles(
 
 /// The padded model inputs of articles already encoded (`pad`: the `[PAD]` id).
 pub fn batch_of(pad_id: i64, encoded: &[&EncodedArticle], device: Device) -> ArticleBatch {
+    staged_batch_of(pad_id, encoded, Device::Cpu).upload(device)
+}
+
+/// The batch of `encoded` on the host, ready for [`ArticleBatch::upload`] to `device`: in pinned
+/// memory when `device` is CUDA (batches built on the loader's thread).
+pub fn staged_batch_of(pad_id: i64, encoded: &[&EncodedArticle], device: Device) -> ArticleBatch {
     let rows: Vec<(&Vec<i64>, &Vec<i64>)> = encoded.iter().map(|e| (&e.ids, &e.segments)).collect();
     let cls: Vec<&Vec<usize>> = encoded.iter().map(|e| &e.cls).collect();
     let width = rows.iter().map(|r| r.0.len()).max().unwrap_or(1).max(1);
@@ -115,14 +158,47 @@ pub fn batch_of(pad_id: i64, encoded: &[&EncodedArticle], device: Device) -> Art
             smask.push((k < positions.len()) as i64);
         }
     }
-    let (b, w) = (rows.len() as i64, width as i64);
+    let (b, w, n) = (rows.len() as i64, width as i64, n_sent as i64);
+    let lengths: Vec<usize> = rows.iter().map(|r| r.0.len()).collect();
+    let (indices, columns) = Packing::host_of_lengths(&lengths, width);
+    let real_n = indices.len() as i64;
     ArticleBatch {
-        input_ids: Tensor::from_slice(&ids).view([b, w]).to_device(device),
-        segments: Tensor::from_slice(&segs).view([b, w]).to_device(device),
-        attention: Tensor::from_slice(&att).view([b, w]).to_device(device),
-        cls_positions: Tensor::from_slice(&flat).view([b, n_sent as i64]).to_device(device),
-        sentence_mask: Tensor::from_slice(&smask).view([b, n_sent as i64]).to_device(device),
+        input_ids: staged(&ids, &[b, w], device),
+        segments: staged(&segs, &[b, w], device),
+        attention: staged(&att, &[b, w], device),
+        cls_positions: staged(&flat, &[b, n], device),
+        sentence_mask: staged(&smask, &[b, n], device),
         sentences: cls.iter().map(|c| c.len()).collect(),
+        real: (
+            staged(&indices, &[real_n], device),
+            staged(&columns, &[real_n], device),
+            lengths.iter().map(|&l| l as i64).collect(),
+        ),
+    }
+}
+
+/// The target markers' ids.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TargetMarkers {
+    /// Starts every target (`[unused0]`, else `[CLS]`).
+    pub bos: i64,
+    /// Ends every target (`[unused1]`, else `[SEP]`).
+    pub eos: i64,
+    /// Separates summary sentences (`[unused2]`, else `[MASK]`).
+    pub split: i64,
+}
+
+impl TargetMarkers {
+    /// PreSumm's `[unused0]`/`[unused1]`/`[unused2]`, else `[CLS]`/`[SEP]`/`[MASK]` with a note.
+    pub fn of(tokenizer: &TextTokenizer) -> (Self, Option<LoadNote>) {
+        let id = |t: &str| tokenizer.token_to_id(t).map(i64::from);
+        match (id("[unused0]"), id("[unused1]"), id("[unused2]")) {
+            (Some(bos), Some(eos), Some(split)) => (TargetMarkers { bos, eos, split }, None),
+            _ => {
+                let s = &tokenizer.special;
+                (TargetMarkers { bos: s.cls, eos: s.sep, split: s.mask }, Some(LoadNote::SubstituteTargetMarkers))
+            }
+        }
     }
 }
 

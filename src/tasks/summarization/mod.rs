@@ -13,6 +13,7 @@ pub mod inference;
 pub mod input;
 pub mod oracle;
 pub mod prepared;
+pub mod recipe;
 pub mod train;
 pub mod transformer;
 
@@ -20,7 +21,7 @@ use crate::eval::rouge::mean_f1;
 use data::{join, Article};
 
 /// One row of the results table: system name and mean ROUGE-1/2/L F1 (×100).
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Row {
     /// The summarizer: `Lead-1`..`Lead-3`, `Oracle`, or a trained model's name (e.g. `BertExt`).
     pub system: String,

@@ -1,175 +1,40 @@
-//! `indolm finetune summarize`: the recipe and one training loop for the three summarizers
-//! (task `ext`: BertExt, binary cross-entropy on the oracle labels, one Adam; `abs`: BertAbs,
-//! label-smoothed loss on the reference, one Adam for the encoder and one for the rest;
-//! `extabs`: BertAbs started from a fine-tuned BertExt), each with PreSumm's Noam schedule,
-//! dev ROUGE every `eval_every` steps keeping the best weights, then ROUGE on the test splits
-//! beside Lead-N and Oracle, with the predictions written one summary a line. The models
-//! themselves, and ROUGE of their summaries, are in `inference`.
-use super::abs::{AbsConfig, BertAbs};
+//! `indolm finetune summarize` on the training engine: the three summarizers as one task (task
+//! `ext`: BertExt, binary cross-entropy on the oracle labels, one optimizer; `abs`: BertAbs,
+//! label-smoothed loss on the reference, one optimizer for the encoder and one for the rest, as
+//! PreSumm's `sep_optim`; `extabs`: BertAbs started from a fine-tuned BertExt), trained with the
+//! recipe's schedules (PreSumm's Noam), dev ROUGE before training, every `[eval] every` updates
+//! and at the last (the best weights kept in `<run>/best/`), then ROUGE on the test splits beside
+//! Lead-N and Oracle, with the predictions written one summary a line. The models themselves,
+//! and ROUGE of their summaries, are in `inference`.
+use super::abs::BertAbs;
 use super::data::{join, load_split, Article};
 use super::encoded::{encode_split, EncodedSplit};
-use super::ext::{label_tensor, BertExt, ExtConfig};
+use super::ext::{label_tensor, BertExt};
 use super::inference::{evaluate, Summarizer};
-use super::input::{batch_of, EncodedArticle};
+use super::input::{staged_batch_of, targets_of, ArticleBatch, EncodedArticle};
 use super::prepared::prepare_split;
+pub use super::recipe::{SummarizeRecipe, Task};
 use super::{baselines, markdown, Row};
+use crate::device::upload;
+use crate::dist::ProcessGroup;
 use crate::error::{Error, Result};
 use crate::files::{read_to_string, write_atomic, write_json};
 use crate::logger::Logger;
-use crate::model::model_dir::save_model_dir;
-use crate::model::weights::Snapshot;
-use crate::model::{LoadNote, Precision};
-use crate::optim::{noam, AdamW};
-use crate::recipe::{resolve_precision, PrecisionSetting};
-use crate::seeds::{per_step, salt, seed_torch, stream_rng};
+use crate::model::model_dir::copy_into;
+use crate::model::{weights, LoadNote, Precision};
+use crate::run::{Run, RunLayout, RunOptions, TrainerState};
+use crate::seeds::{salt, seed_torch, stream_rng};
+use crate::train::data_parallel::DataParallel;
+use crate::train::engine::{Engine, EngineSettings, TrainOptions};
+use crate::train::task::{
+    self as engine_task, BatchSource, Drawn, Evaluation, Moment, OptimizerSpec, Slice, Task as _,
+};
 use rand::seq::SliceRandom;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
+use std::sync::Arc;
 use tch::{Device, Tensor};
-
-/// Which summarizer a recipe trains.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Task {
-    /// BertExt: scores the article's sentences, trained on the oracle labels.
-    Ext,
-    /// BertAbs: writes the summary, its encoder started from a BERT model.
-    Abs,
-    /// BertExtAbs: BertAbs whose encoder starts from a fine-tuned BertExt.
-    Extabs,
-}
-
-/// A `finetune summarize` recipe (TOML).
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub struct SummarizeRecipe {
-    /// The run's name: its folder under `output_dir` and under `tensorboard`.
-    pub name: String,
-    /// The seed every random draw of the run derives from.
-    #[serde(default = "crate::recipe::default_seed")]
-    pub seed: u64,
-    /// Where the run's folder (best model, predictions, results) goes.
-    #[serde(default = "crate::recipe::default_output_dir")]
-    pub output_dir: PathBuf,
-    /// The model to start from (a BERT model; for `extabs`, a fine-tuned BertExt); `--init`
-    /// overrides.
-    #[serde(default)]
-    pub init: Option<PathBuf>,
-    /// The summarizer to train.
-    pub task: Task,
-    /// Where the TensorBoard logs go (in a folder named after the run).
-    #[serde(default = "crate::recipe::default_tensorboard")]
-    pub tensorboard: PathBuf,
-    /// The Liputan6 folder and the splits to train, select and test on.
-    pub data: SummarizeData,
-    /// Schedules, batch size, steps and evaluation frequency.
-    pub optimizer: SummarizeOptimizer,
-    /// BertExt's settings (task `ext`).
-    #[serde(default)]
-    pub ext: ExtConfig,
-    /// BertAbs's settings (tasks `abs` and `extabs`).
-    #[serde(default)]
-    pub abs: AbsConfig,
-    /// `auto` (bf16 on CUDA, fp32 on CPU), `bf16` (CUDA only) or `fp32`, as in pretraining:
-    /// the matrix products of the encoder, the PreSumm layers and the generator.
-    #[serde(default)]
-    pub precision: PrecisionSetting,
-    /// The file it was read from (for errors).
-    #[serde(skip)]
-    pub path: PathBuf,
-}
-
-/// The `[data]` table of a summarization recipe.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub struct SummarizeData {
-    /// The Liputan6 folder holding the split folders.
-    pub root: PathBuf,
-    /// The split folder trained on.
-    #[serde(default = "d_train")]
-    pub train_split: String,
-    /// The split folder scored every `eval_every` steps to pick the best weights.
-    #[serde(default = "d_dev")]
-    pub dev_split: String,
-    /// The split folders scored at the end, each with its own table and prediction files.
-    #[serde(default = "d_test")]
-    pub test_splits: Vec<String>,
-}
-
-fn d_train() -> String {
-    "train".into()
-}
-fn d_dev() -> String {
-    "dev".into()
-}
-fn d_test() -> Vec<String> {
-    vec!["test".into()]
-}
-
-/// The `[optimizer]` table of a summarization recipe.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub struct SummarizeOptimizer {
-    /// Noam: lr · min(step^-0.5, step · warmup^-1.5); for abs/extabs, the BERT encoder's.
-    pub lr: f64,
-    /// The warmup of `lr`'s Noam schedule, in steps.
-    pub warmup_steps: u64,
-    /// abs/extabs: the decoder's (and generator's) Noam peak factor and warmup.
-    #[serde(default)]
-    pub lr_dec: Option<f64>,
-    /// abs/extabs: the warmup of `lr_dec`'s schedule, in steps.
-    #[serde(default)]
-    pub warmup_dec: Option<u64>,
-    /// Dev articles scored at each evaluation (default: all; abstractive decoding is slow).
-    #[serde(default)]
-    pub eval_articles: Option<usize>,
-    /// Training steps, one batch each.
-    pub max_steps: u64,
-    /// Articles per step.
-    pub batch_size: usize,
-    /// Dev ROUGE every this many steps (and after the last).
-    pub eval_every: u64,
-    /// The largest gradient norm of each optimizer's variables; 0 does not clip.
-    #[serde(default)]
-    pub grad_clip: f64,
-}
-
-impl SummarizeRecipe {
-    /// Reads a recipe and checks what serde cannot: positive optimizer settings, and for
-    /// abs/extabs the decoder's schedule and BertAbs's sizes.
-    pub fn load(path: &Path) -> Result<Self> {
-        let mut recipe: SummarizeRecipe = crate::recipe::parse_toml(path)?;
-        recipe.path = path.to_path_buf();
-        crate::recipe::check_name(path, "name", &recipe.name)?;
-        let o = &recipe.optimizer;
-        if o.lr <= 0.0 || o.max_steps == 0 || o.batch_size == 0 || o.eval_every == 0 || o.warmup_steps == 0 {
-            return Err(Error::field(
-                path,
-                "optimizer",
-                "lr, warmup_steps, max_steps, batch_size and eval_every must be positive",
-            ));
-        }
-        if recipe.task != Task::Ext {
-            match (o.lr_dec, o.warmup_dec) {
-                (Some(lr), Some(w)) if lr > 0.0 && w > 0 => {}
-                _ => return Err(Error::field(path, "optimizer.lr_dec", "task abs/extabs trains the decoder with its own Noam schedule: set lr_dec and warmup_dec (positive; the Liputan6 paper: 0.1 and 10000)")),
-            }
-            let a = &recipe.abs;
-            if a.layers <= 0
-                || a.heads <= 0
-                || a.ff <= 0
-                || a.beam == 0
-                || a.max_length == 0
-                || a.max_target_tokens < 2
-                || !(0.0..1.0).contains(&a.label_smoothing)
-            {
-                return Err(Error::field(path, "abs", "layers, heads, ff, beam and max_length must be positive, max_target_tokens at least 2, label_smoothing in [0, 1)"));
-            }
-        }
-        Ok(recipe)
-    }
-}
 
 /// What `finetune summarize` measured; written as `results.json`.
 #[derive(Debug, Clone, Serialize)]
@@ -186,51 +51,91 @@ pub struct SummarizeResults {
     pub test: Vec<(String, Vec<Row>)>,
 }
 
-/// Trains the recipe's summarizer from `init` and tests the best weights. Under
-/// `<output_dir>/<name>/` it writes the model (`best/`), each test split's summaries and
-/// references one a line (`<split>.candidate`, `<split>.gold`), `results.json` and `results.md`.
-pub fn run(recipe: &SummarizeRecipe, init: &Path, device: Device) -> Result<SummarizeResults> {
-    let precision = resolve_precision(recipe.precision, device, &recipe.path)?;
-    let out_dir = recipe.output_dir.join(&recipe.name);
-    let _run_lock = crate::files::DirLock::acquire(&out_dir)?;
-    let mut trainer = Trainer::start(recipe, init, device, precision)?;
-    let splits = Splits::load(recipe, &trainer.model, &trainer.logger)?;
-    let dev_before = trainer.evaluate_dev_before(&splits.dev)?;
-    let mut best = Best::new(dev_before.clone(), &trainer.model);
-    let o = &recipe.optimizer;
-    let mut order = ArticleOrder::new(splits.train.len(), o.batch_size, recipe.seed);
-    let (mut trained, mut train_seconds) = (0usize, 0.0);
-    for step in 1..=o.max_steps {
-        let picked = order.batch(step);
-        seed_torch(recipe.seed, per_step(salt::SUMMARIZATION_TORCH, step));
-        let batch = splits.training_batch(&picked);
-        let started = std::time::Instant::now();
-        let loss = trainer.train_step(step, &batch);
-        train_seconds += started.elapsed().as_secs_f64();
-        trained += picked.len();
-        if step % o.eval_every == 0 || step == o.max_steps {
-            let row = trainer.evaluate_dev(step, &loss, &splits.dev)?;
-            best.offer(step, row, &trainer.model);
+/// Trains the recipe's summarizer from `init` (every rank of a data-parallel launch calls this)
+/// and tests the best weights. Under `<output_dir>/<name>/` it writes checkpoints, the best model
+/// (`best/`), each test split's summaries and references one a line (`<split>.candidate`,
+/// `<split>.gold`), `results.json` and `results.md`. `None` when a stop signal (or
+/// `--stop-after`) ended the training first: run it again with `--resume auto`.
+pub fn run(
+    recipe: &SummarizeRecipe,
+    init: &Path,
+    opts: &TrainOptions,
+    group: Option<ProcessGroup>,
+) -> Result<Option<SummarizeResults>> {
+    let precision = recipe.compute_precision(opts.device)?;
+    // The model to start from is checked before the run's folder is touched.
+    seed_torch(recipe.seed, salt::SUMMARIZATION_INIT);
+    let (mut model, notes) = start_model(recipe, init, opts.device)?;
+    model.set_precision(precision);
+    let parallel = group.map(DataParallel::new).transpose()?;
+    let leader = parallel.as_ref().is_none_or(|p| p.rank() == 0);
+    let options = RunOptions {
+        resume: opts.resume.clone(),
+        overwrite: opts.overwrite,
+        leader,
+        checkpoint_every: recipe.checkpoint.every,
+        keep_last: recipe.checkpoint.keep_last,
+        tensorboard: recipe.tensorboard_dir(),
+        total_steps: recipe.max_steps(),
+    };
+    let (run, resume) = Run::open(RunLayout::new(recipe.run_dir()), &options)?;
+    if leader && resume.is_none() {
+        for n in notes {
+            run.logger.println(&format!("note: {n}"));
         }
     }
-    trainer.logger.println(&format!(
-        "trained on {trained} articles in {train_seconds:.1}s of optimizer steps ({:.2} articles/s)",
-        trained as f64 / train_seconds.max(1e-9)
-    ));
-    best.weights.restore(trainer.model.vs());
-    save_model_dir(&out_dir.join("best"), true, |dir| trainer.model.save(dir))?;
-    let tested = evaluate_tests(&trainer.model, trainer.system, best.step, &splits.tests, &out_dir)?;
-    trainer.logger.finish();
+    let splits = Splits::load(recipe, &model, &run.logger)?;
+    let system = system_name(recipe.task);
+    let tests = splits.tests;
+    let task = SummarizationTask {
+        model,
+        precision,
+        device: opts.device,
+        system,
+        train: Arc::new(splits.train),
+        oracles: Arc::new(splits.oracles),
+        dev: splits.dev,
+        dev_rows: Vec::new(),
+        recipe: recipe.clone(),
+    };
+    let fingerprint = recipe.fingerprint();
+    let recorded_against = fingerprint.clone();
+    let o = &recipe.optimizer;
+    let settings = EngineSettings {
+        name: recipe.name.clone(),
+        recipe_path: recipe.path.clone(),
+        seed: recipe.seed,
+        torch_salt: salt::SUMMARIZATION_TORCH,
+        max_steps: recipe.max_steps(),
+        grad_accumulation: o.grad_accumulation,
+        max_nonfinite_steps: o.max_nonfinite_steps,
+        log_every: recipe.logging.every,
+        peak_tflops: recipe.logging.peak_tflops,
+        patience: recipe.eval.patience,
+        fingerprint,
+        differences: Box::new(move |recorded| recorded.differences_to(&recorded_against).unwrap_or_default()),
+    };
+    let finished = Engine::new(task, settings, opts, run, resume, parallel)?.run()?;
+    let (summary, mut task) = (finished.summary, finished.task);
+    if !summary.complete || !leader {
+        return Ok(None);
+    }
+    let best = summary.best.expect("dev ROUGE is measured before training");
+    let layout = RunLayout::new(recipe.run_dir());
+    task.load_weights(&layout.best_dir())?;
+    let out_dir = recipe.run_dir();
+    let tested = evaluate_tests(&task.model, system, best.step, &tests, &out_dir)?;
+    let row_at = |step: u64| task.dev_rows.iter().find(|(s, _)| *s == step).map(|(_, r)| r.clone());
     let results = SummarizeResults {
-        system: trainer.system.into(),
+        system: system.into(),
         best_step: best.step,
-        dev_before,
-        dev_best: best.row,
+        dev_before: row_at(0).unwrap_or_default(),
+        dev_best: row_at(best.step).unwrap_or_default(),
         test: tested.rows,
     };
     write_json(&out_dir.join("results.json"), &results)?;
     write_atomic(&out_dir.join("results.md"), tested.markdown.as_bytes())?;
-    Ok(results)
+    Ok(Some(results))
 }
 
 /// The articles a run reads: the training split as the model's token ids with each article's
@@ -262,173 +167,260 @@ impl Splits {
         ));
         let oracles = prepared.oracles;
         let mut dev = load_split(&d.root, &d.dev_split)?;
-        let scored = recipe.optimizer.eval_articles.unwrap_or(usize::MAX).min(dev.len()).max(1);
+        let scored = recipe.eval.articles.unwrap_or(usize::MAX).min(dev.len()).max(1);
         dev.truncate(scored);
         let tests: Vec<(String, Vec<Article>)> =
             d.test_splits.iter().map(|s| Ok((s.clone(), load_split(&d.root, s)?))).collect::<Result<_>>()?;
         Ok(Splits { train, oracles, dev, tests })
     }
-
-    /// The training articles at `picked`: their token ids, whole targets and oracle labels.
-    fn training_batch(&self, picked: &[usize]) -> TrainingBatch {
-        TrainingBatch {
-            articles: picked.iter().map(|&i| self.train.article(i)).collect(),
-            targets: picked.iter().map(|&i| self.train.target(i)).collect(),
-            oracles: picked.iter().map(|&i| self.oracles[i].clone()).collect(),
-        }
-    }
 }
 
-/// One step's articles as token ids: the encoder's inputs, the whole targets (BertAbs) and the
-/// oracle labels (BertExt).
-struct TrainingBatch {
-    articles: Vec<EncodedArticle>,
-    targets: Vec<Vec<i64>>,
-    oracles: Vec<Vec<usize>>,
+/// Where the article order stands: micro-batches drawn, the draw that shuffled the order in
+/// use, and the articles of it already drawn.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ArticleCursor {
+    /// Micro-batches drawn.
+    pub draws: u64,
+    /// The draw (from 1) whose stream shuffled the order in use; none before the first.
+    pub shuffled_at: Option<u64>,
+    /// Articles of that order drawn so far.
+    pub position: usize,
 }
 
-/// Which training articles each step takes: consecutive slices of a shuffled order, shuffled
-/// anew (with the stream of the step that needs it) when the next batch would run past its end.
-struct ArticleOrder {
-    order: Vec<usize>,
-    cursor: usize,
-    articles: usize,
+/// One micro-batch: this rank's articles as encoder inputs (on the host), with BertExt's
+/// oracle labels or BertAbs's targets.
+pub struct SummaryBatch {
+    inputs: ArticleBatch,
+    /// Ext: labels [articles, sentences]; abs: targets [articles, tokens].
+    targets: Tensor,
+}
+
+/// What a batch's targets are.
+#[derive(Clone, Copy)]
+enum Targets {
+    /// BertExt's 0/1 labels of the oracle sentences.
+    Oracle,
+    /// BertAbs's targets cut to `max_tokens`.
+    Summary { max_tokens: usize, eos: i64 },
+}
+
+/// The training articles in batches of a seeded order, drawn on the loader's thread.
+pub struct ArticleSource {
+    train: Arc<EncodedSplit>,
+    oracles: Arc<Vec<Vec<usize>>>,
+    targets: Targets,
     batch_size: usize,
     seed: u64,
+    slice: Slice,
+    device: Device,
+    pad: i64,
+    order: Option<(u64, Vec<usize>)>,
 }
 
-impl ArticleOrder {
-    fn new(articles: usize, batch_size: usize, seed: u64) -> Self {
-        ArticleOrder { order: Vec::new(), cursor: 0, articles, batch_size, seed }
-    }
+impl BatchSource for ArticleSource {
+    type Batch = SummaryBatch;
+    type Cursor = ArticleCursor;
 
-    /// The indices of the articles of `step`'s batch.
-    fn batch(&mut self, step: u64) -> Vec<usize> {
-        if self.cursor + self.batch_size > self.order.len() {
-            self.order = (0..self.articles).collect();
-            self.order.shuffle(&mut stream_rng(self.seed, salt::SUMMARIZATION_SHUFFLE, step));
-            self.cursor = 0;
+    /// The next `batch_size` articles: consecutive slices of a shuffled order, shuffled anew
+    /// (with the stream of the draw that needs it) when the next batch would run past its end.
+    fn next(&mut self, cursor: &mut ArticleCursor) -> Drawn<SummaryBatch> {
+        let n = self.train.len();
+        cursor.draws += 1;
+        if cursor.shuffled_at.is_none() || cursor.position + self.batch_size > n {
+            cursor.shuffled_at = Some(cursor.draws);
+            cursor.position = 0;
         }
-        let picked = self.order[self.cursor..(self.cursor + self.batch_size).min(self.order.len())].to_vec();
-        self.cursor += self.batch_size;
-        picked
+        let shuffle = cursor.shuffled_at.expect("set above");
+        if self.order.as_ref().is_none_or(|(s, _)| *s != shuffle) {
+            let mut order: Vec<usize> = (0..n).collect();
+            order.shuffle(&mut stream_rng(self.seed, salt::SUMMARIZATION_SHUFFLE, shuffle));
+            self.order = Some((shuffle, order));
+        }
+        let order = &self.order.as_ref().expect("set above").1;
+        let chunk: Vec<usize> = order[cursor.position..(cursor.position + self.batch_size).min(n)].to_vec();
+        cursor.position += self.batch_size;
+        let rows = self.slice.rows(chunk.len());
+        let has_rows = !rows.is_empty();
+        // A rank with no article of this batch trains on the first, its loss weighted by 0.
+        let mine: Vec<usize> = if has_rows { chunk[rows].to_vec() } else { chunk[..1].to_vec() };
+        let units_of = |picked: &[usize]| -> usize {
+            match self.targets {
+                Targets::Oracle => picked.iter().map(|&i| self.train.article(i).sentences()).sum(),
+                Targets::Summary { max_tokens, .. } => {
+                    picked.iter().map(|&i| self.train.target(i).len().min(max_tokens.max(2)) - 1).sum()
+                }
+            }
+        };
+        let global_units = units_of(&chunk);
+        let units = if has_rows { units_of(&mine) } else { 0 };
+        let articles: Vec<EncodedArticle> = mine.iter().map(|&i| self.train.article(i)).collect();
+        let refs: Vec<&EncodedArticle> = articles.iter().collect();
+        let inputs = staged_batch_of(self.pad, &refs, self.device);
+        let targets = match self.targets {
+            Targets::Oracle => {
+                let oracles: Vec<Vec<usize>> = mine.iter().map(|&i| self.oracles[i].clone()).collect();
+                label_tensor(&oracles, &inputs)
+            }
+            Targets::Summary { max_tokens, eos } => {
+                let whole: Vec<Vec<i64>> = mine.iter().map(|&i| self.train.target(i)).collect();
+                let refs: Vec<&[i64]> = whole.iter().map(Vec::as_slice).collect();
+                targets_of(&refs, max_tokens, eos, self.pad, Device::Cpu)
+            }
+        };
+        Drawn { batch: SummaryBatch { inputs, targets }, units, global_units, rows: chunk.len() }
     }
 }
 
-/// The model in training, its optimizers, and the run's log (tags under the system's name).
-struct Trainer<'r> {
-    recipe: &'r SummarizeRecipe,
+/// Fine-tuning a summarizer, selected on dev ROUGE.
+pub struct SummarizationTask {
+    /// The summarizer in training.
+    pub model: Summarizer,
+    precision: Precision,
+    device: Device,
     system: &'static str,
-    model: Summarizer,
-    optimizers: Vec<NoamAdam>,
-    logger: Logger,
+    train: Arc<EncodedSplit>,
+    oracles: Arc<Vec<Vec<usize>>>,
+    dev: Vec<Article>,
+    /// Dev ROUGE at every evaluation so far (kept in checkpoints).
+    dev_rows: Vec<(u64, Row)>,
+    recipe: SummarizeRecipe,
 }
 
-impl<'r> Trainer<'r> {
-    /// Reseeds libtorch (the new layers are drawn from it), builds the model from `init`, opens
-    /// the log with the loading notes, and makes the optimizers.
-    fn start(recipe: &'r SummarizeRecipe, init: &Path, device: Device, precision: Precision) -> Result<Self> {
-        seed_torch(recipe.seed, salt::SUMMARIZATION_INIT);
-        let (mut model, notes) = start_model(recipe, init, device)?;
-        model.set_precision(precision);
-        let logger = Logger::new(&recipe.tensorboard.join(&recipe.name), recipe.optimizer.max_steps, 0)?;
-        for n in notes {
-            logger.println(&format!("note: {n}"));
-        }
-        let optimizers = optimizers(recipe, &model);
-        Ok(Trainer { recipe, system: system_name(recipe.task), model, optimizers, logger })
+impl engine_task::Task for SummarizationTask {
+    type Source = ArticleSource;
+
+    fn describe(&self) -> String {
+        let c = self.model.bert_config();
+        format!(
+            "{} (BERT L{} H{} A{} FF{} V{})",
+            self.system, c.num_hidden_layers, c.hidden_size, c.num_attention_heads, c.intermediate_size, c.vocab_size
+        )
     }
 
-    /// One optimizer step on `batch`; logs the learning rates and the loss every 10 steps.
-    fn train_step(&mut self, step: u64, batch: &TrainingBatch) -> Tensor {
-        for o in self.optimizers.iter_mut() {
-            o.adam.zero_grad();
-        }
-        let loss = self.model.loss(batch);
-        loss.backward();
-        let grad_clip = self.recipe.optimizer.grad_clip;
-        for o in self.optimizers.iter_mut() {
-            if grad_clip > 0.0 {
-                let _ = o.adam.clip_grad_norm(grad_clip);
-            }
-            let lr = noam(o.lr, o.warmup, step);
-            o.adam.step(lr);
-            if step.is_multiple_of(10) {
-                self.logger.scalar(&tag(self.system, o.tag), lr, step);
-            }
-        }
-        if step.is_multiple_of(10) {
-            self.logger.scalar(&tag(self.system, "train_loss"), loss.double_value(&[]), step);
-        }
-        loss
+    fn precision(&self) -> Precision {
+        self.precision
     }
 
-    /// Dev ROUGE of the starting model, printed as step 0.
-    fn evaluate_dev_before(&self, dev: &[Article]) -> Result<Row> {
-        let (row, _) = evaluate(&self.model, self.system, dev)?;
-        self.logger.println(&format!(
-            "step 0: dev ROUGE-1/2/L {:.2}/{:.2}/{:.2} on {} articles",
+    /// One Adam over everything (ext), or the BERT encoder and the rest with their own
+    /// schedules (abs/extabs), as PreSumm's `sep_optim`.
+    fn optimizers(&self) -> Vec<OptimizerSpec> {
+        let o = &self.recipe.optimizer;
+        let total = self.recipe.max_steps();
+        let spec = |name: &str, vars: BTreeMap<String, Tensor>, lr: f64, warmup: u64| OptimizerSpec {
+            name: name.into(),
+            vars,
+            betas: o.betas,
+            eps: o.eps,
+            weight_decay: o.weight_decay,
+            schedule: o.schedule_of(lr, warmup, total),
+            grad_clip: o.grad_clip,
+        };
+        let vars = self.model.vs().variables();
+        match self.recipe.task {
+            Task::Ext => vec![spec("", vars.into_iter().collect(), o.lr, o.warmup_steps)],
+            Task::Abs | Task::Extabs => {
+                let (bert, rest): (BTreeMap<_, _>, BTreeMap<_, _>) =
+                    vars.into_iter().partition(|(n, _)| n.starts_with("bert."));
+                let (lr_dec, warmup_dec) = (o.lr_dec.unwrap_or(o.lr), o.warmup_dec.unwrap_or(o.warmup_steps));
+                vec![spec("bert", bert, o.lr, o.warmup_steps), spec("dec", rest, lr_dec, warmup_dec)]
+            }
+        }
+    }
+
+    fn source(&mut self, slice: Slice) -> Result<ArticleSource> {
+        let targets = match &self.model {
+            Summarizer::Ext(_) => Targets::Oracle,
+            Summarizer::Abs(m) => Targets::Summary { max_tokens: m.abs.max_target_tokens, eos: m.markers.eos },
+        };
+        Ok(ArticleSource {
+            train: Arc::clone(&self.train),
+            oracles: Arc::clone(&self.oracles),
+            targets,
+            batch_size: self.recipe.optimizer.batch_size,
+            seed: self.recipe.seed,
+            slice,
+            device: self.device,
+            pad: self.model.tokenizer().special.pad,
+            order: None,
+        })
+    }
+
+    fn start_cursor(&self) -> ArticleCursor {
+        ArticleCursor::default()
+    }
+
+    fn loss(&self, batch: &SummaryBatch) -> Tensor {
+        let inputs = batch.inputs.upload(self.device);
+        let targets = upload(&batch.targets, self.device);
+        match &self.model {
+            Summarizer::Ext(m) => m.loss(&inputs, &targets, true),
+            Summarizer::Abs(m) => m.loss(&inputs, &targets, true).0,
+        }
+    }
+
+    fn save_model(&self, dir: &Path) -> Result<()> {
+        self.model.save(dir)
+    }
+
+    fn load_weights(&mut self, dir: &Path) -> Result<()> {
+        let path = dir.join(crate::run::checkpoints::MODEL_FILE);
+        copy_into(self.model.vs(), weights::read_file(&path)?, &path, &[]).map(|_| ())
+    }
+
+    fn state(&self) -> serde_json::Map<String, serde_json::Value> {
+        let mut state = serde_json::Map::new();
+        state.insert("dev".into(), serde_json::to_value(&self.dev_rows).expect("rows serialize"));
+        state
+    }
+
+    fn restore_state(&mut self, state: &TrainerState, dir: &Path, _force: bool) -> Result<()> {
+        self.dev_rows = state.task_value("dev", dir)?.unwrap_or_default();
+        Ok(())
+    }
+
+    fn evaluation_due(&self, moment: Moment) -> bool {
+        moment.step.is_multiple_of(self.recipe.eval.every) || moment.last
+    }
+
+    fn evaluates_at_start(&self) -> bool {
+        true
+    }
+
+    fn evaluate(&mut self, step: u64, logger: &mut Logger) -> Result<Evaluation> {
+        let (row, _) = evaluate(&self.model, self.system, &self.dev)?;
+        logger.scalar("eval/dev_rouge1", row.rouge1, step);
+        logger.scalar("eval/dev_rouge2", row.rouge2, step);
+        logger.scalar("eval/dev_rougeL", row.rouge_l, step);
+        logger.println(&format!(
+            "step {step}: dev ROUGE-1/2/L {:.2}/{:.2}/{:.2} on {} articles",
             row.rouge1,
             row.rouge2,
             row.rouge_l,
-            dev.len()
+            self.dev.len()
         ));
-        Ok(row)
+        let score = mean_rouge(&row);
+        self.dev_rows.retain(|(s, _)| *s != step);
+        self.dev_rows.push((step, row));
+        Ok(Evaluation { score: Some(("dev ROUGE (mean of 1/2/L)".into(), score)) })
     }
 
-    /// Dev ROUGE after `step`, logged with the step's training loss.
-    fn evaluate_dev(&mut self, step: u64, loss: &Tensor, dev: &[Article]) -> Result<Row> {
-        let (row, _) = evaluate(&self.model, self.system, dev)?;
-        self.logger.scalar(&tag(self.system, "dev_rouge1"), row.rouge1, step);
-        self.logger.scalar(&tag(self.system, "dev_rouge2"), row.rouge2, step);
-        self.logger.scalar(&tag(self.system, "dev_rougeL"), row.rouge_l, step);
-        self.logger.progress(
-            step,
-            &format!(
-                "loss {:.4}, dev ROUGE-1/2/L {:.2}/{:.2}/{:.2}",
-                loss.double_value(&[]),
-                row.rouge1,
-                row.rouge2,
-                row.rouge_l
-            ),
-        );
-        Ok(row)
+    fn throughput(&self) -> engine_task::Throughput {
+        engine_task::Throughput {
+            per_update: (self.recipe.optimizer.batch_size * self.recipe.optimizer.grad_accumulation) as f64,
+            per_row: 1.0,
+            unit: "articles",
+            short: "art",
+            flops_per_unit: None,
+        }
     }
 }
 
-/// The system's name in the tables and (lowercased) in the log tags.
+/// The system's name in the tables.
 fn system_name(task: Task) -> &'static str {
     match task {
         Task::Ext => "BertExt",
         Task::Abs => "BertAbs",
         Task::Extabs => "BertExtAbs",
-    }
-}
-
-/// A TensorBoard tag of the run, e.g. `bertext/train_loss`.
-fn tag(system: &str, name: &str) -> String {
-    format!("{}/{name}", system.to_lowercase())
-}
-
-/// The best dev result so far: its mean of ROUGE-1, -2 and -L, its step, row and weights.
-struct Best {
-    score: f64,
-    step: u64,
-    row: Row,
-    weights: Snapshot,
-}
-
-impl Best {
-    /// The starting model, as step 0.
-    fn new(row: Row, model: &Summarizer) -> Self {
-        Best { score: mean_rouge(&row), step: 0, row, weights: Snapshot::take(model.vs()) }
-    }
-
-    /// Keeps `row` (and the model's weights) if it beats the best so far.
-    fn offer(&mut self, step: u64, row: Row, model: &Summarizer) {
-        if mean_rouge(&row) > self.score {
-            *self = Best { score: mean_rouge(&row), step, row, weights: Snapshot::take(model.vs()) };
-        }
     }
 }
 
@@ -481,21 +473,6 @@ fn write_lines(path: &Path, lines: &[String]) -> Result<()> {
     write_atomic(path, text.as_bytes())
 }
 
-impl Summarizer {
-    /// Training loss of a batch (with dropout).
-    fn loss(&self, batch: &TrainingBatch) -> Tensor {
-        let encoded: Vec<&EncodedArticle> = batch.articles.iter().collect();
-        let inputs = batch_of(self.tokenizer().special.pad, &encoded, self.vs().device());
-        match self {
-            Summarizer::Ext(m) => m.loss(&inputs, &label_tensor(&batch.oracles, &inputs), true),
-            Summarizer::Abs(m) => {
-                let whole: Vec<&[i64]> = batch.targets.iter().map(Vec::as_slice).collect();
-                m.loss(&inputs, &m.targets(&whole), true).0
-            }
-        }
-    }
-}
-
 /// Builds the model the task trains from `init`, with the notes from loading it.
 fn start_model(recipe: &SummarizeRecipe, init: &Path, device: Device) -> Result<(Summarizer, Vec<LoadNote>)> {
     if recipe.task == Task::Extabs {
@@ -523,39 +500,4 @@ fn start_model(recipe: &SummarizeRecipe, init: &Path, device: Device) -> Result<
             (Summarizer::Abs(m), notes)
         }
     })
-}
-
-/// One Adam optimizer with its Noam schedule (peak factor, warmup) and the tag its learning
-/// rate is logged under.
-struct NoamAdam {
-    adam: AdamW,
-    lr: f64,
-    warmup: u64,
-    tag: &'static str,
-}
-
-/// Adam optimizers with their Noam settings: one over everything (ext), or the BERT encoder
-/// and the rest (abs/extabs), as PreSumm's `sep_optim`.
-fn optimizers(recipe: &SummarizeRecipe, model: &Summarizer) -> Vec<NoamAdam> {
-    let vars = model.vs().variables();
-    let o = &recipe.optimizer;
-    let adam = |vars: BTreeMap<String, Tensor>| AdamW::new(vars, [0.9, 0.999], 1e-9, 0.0);
-    match recipe.task {
-        Task::Ext => {
-            vec![NoamAdam { adam: adam(vars.into_iter().collect()), lr: o.lr, warmup: o.warmup_steps, tag: "lr" }]
-        }
-        Task::Abs | Task::Extabs => {
-            let (bert, rest): (BTreeMap<_, _>, BTreeMap<_, _>) =
-                vars.into_iter().partition(|(n, _)| n.starts_with("bert."));
-            vec![
-                NoamAdam { adam: adam(bert), lr: o.lr, warmup: o.warmup_steps, tag: "lr_bert" },
-                NoamAdam {
-                    adam: adam(rest),
-                    lr: o.lr_dec.expect("checked when loading"),
-                    warmup: o.warmup_dec.expect("checked when loading"),
-                    tag: "lr_dec",
-                },
-            ]
-        }
-    }
 }

@@ -3,16 +3,16 @@
 //! (`<run>/step-<N>/`) or, for evaluations between checkpoints, in `<run>/evals/step-<N>/`.
 //! The reports (`report bias-diff`, `bias-compare`, `bias-flips`, `bias-curve`) find a run's
 //! evaluations and their records here.
-use super::bias::{BiasReport, PairRecord};
+use super::report::{BiasReport, PairRecord};
 use crate::error::{Error, IoContext, Result};
 use crate::files::{read_to_string, Staging};
+use crate::run::RunLayout;
 use std::path::{Path, PathBuf};
 
 /// The report of one evaluation.
 pub const REPORT_FILE: &str = "bias.json";
 /// Its per-pair records.
 pub const RECORDS_FILE: &str = "bias_pairs.csv";
-pub use crate::hooks::EVALS_DIR;
 
 /// Writes `records` as CSV to `path` (atomically): a header, then one row a pair.
 pub fn write_records(path: &Path, records: &[PairRecord]) -> Result<()> {
@@ -68,19 +68,12 @@ impl EvaluationDir {
     }
 }
 
-fn step_dirs(dir: &Path) -> Result<Vec<EvaluationDir>> {
-    if !dir.is_dir() {
-        return Ok(Vec::new());
-    }
-    let mut out = Vec::new();
-    for entry in std::fs::read_dir(dir).with_path(dir)?.filter_map(|e| e.ok()) {
-        let name = entry.file_name().to_string_lossy().to_string();
-        let Some(step) = name.strip_prefix("step-").and_then(|n| n.parse::<u64>().ok()) else { continue };
-        if entry.path().join(REPORT_FILE).exists() {
-            out.push(EvaluationDir { step, dir: entry.path() });
-        }
-    }
-    Ok(out)
+/// The folders of `(step, folder)` that hold a `bias.json`.
+fn with_reports(dirs: Vec<(u64, PathBuf)>) -> Vec<EvaluationDir> {
+    dirs.into_iter()
+        .filter(|(_, dir)| dir.join(REPORT_FILE).exists())
+        .map(|(step, dir)| EvaluationDir { step, dir })
+        .collect()
 }
 
 /// Every bias evaluation of `run` (checkpoints and evaluations between them), by step; an
@@ -89,8 +82,9 @@ pub fn run_evaluations(run: &Path) -> Result<Vec<EvaluationDir>> {
     if !run.is_dir() {
         return Err(Error::MissingFile { path: run.into(), hint: "expected a run folder (checkpoints/<run>)".into() });
     }
-    let mut out = step_dirs(run)?;
-    for dense in step_dirs(&run.join(EVALS_DIR))? {
+    let layout = RunLayout::new(run);
+    let mut out = with_reports(layout.checkpoints()?);
+    for dense in with_reports(layout.evaluations_between_checkpoints()?) {
         // A checkpoint's own evaluation wins over a dense one at the same step.
         if !out.iter().any(|e| e.step == dense.step) {
             out.push(dense);

@@ -7,7 +7,7 @@
 //! `bias_gap_interval/<domain>/low|high`). Every run also carries a custom-scalars layout:
 //! margin charts drawing each curve inside its interval band. Each tag's first point carries a
 //! description saying what the number is.
-use super::bias::{BiasReport, Category};
+use super::report::{BiasReport, Category};
 use crate::logger::Logger;
 use crate::recipe::BiasMetric;
 use std::path::PathBuf;

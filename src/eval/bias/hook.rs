@@ -1,0 +1,80 @@
+//! The `[eval.bias]` checkpoint hook: the pairs scored at every checkpoint (and every `every`
+//! steps between), the records and report written into the checkpoint's folder, the curves to
+//! TensorBoard.
+use super::report::Bootstrap;
+use super::scoring::evaluate;
+use crate::data::tokenizer::TextTokenizer;
+use crate::error::Result;
+use crate::eval::pairs::PairSet;
+use crate::eval::pll::PllScorer;
+use crate::hooks::CheckpointHook;
+use crate::logger::Logger;
+use crate::model::BertForMaskedLM;
+use crate::recipe::BiasMetric;
+use std::path::{Path, PathBuf};
+use tch::Device;
+
+/// The `[eval.bias]` checkpoint hook.
+pub struct BiasHook {
+    /// The pairs scored at every checkpoint.
+    pub pairs: PairSet,
+    /// How each pair is decided.
+    pub metric: BiasMetric,
+    /// Languages to evaluate (names or codes); empty: all.
+    pub languages: Vec<String>,
+    /// Where scoring runs.
+    pub device: Device,
+    /// The intervals' bootstrap (the recipe's seed).
+    pub bootstrap: Bootstrap,
+    /// Evaluate every this many steps between checkpoints too (`[eval.bias] every`).
+    pub every: Option<u64>,
+    /// The curves: one TensorBoard run per language under the run's folder.
+    pub board: super::board::BiasBoard,
+}
+
+impl BiasHook {
+    /// A hook logging its curves under `tensorboard_dir` (`runs/<run>`).
+    pub fn new(
+        pairs: PairSet,
+        section: &crate::recipe::pretrain::BiasEvalSection,
+        seed: u64,
+        device: Device,
+        tensorboard_dir: PathBuf,
+    ) -> Self {
+        BiasHook {
+            pairs,
+            metric: section.metric,
+            languages: section.languages.clone(),
+            device,
+            bootstrap: Bootstrap { seed, resamples: section.resamples },
+            every: section.every,
+            board: super::board::BiasBoard::new(tensorboard_dir),
+        }
+    }
+}
+
+impl CheckpointHook for BiasHook {
+    fn name(&self) -> &str {
+        "bias evaluation"
+    }
+
+    fn every(&self) -> Option<u64> {
+        self.every
+    }
+
+    fn run(
+        &mut self,
+        step: u64,
+        model: &BertForMaskedLM,
+        tokenizer: &TextTokenizer,
+        checkpoint_dir: &Path,
+        logger: &mut Logger,
+    ) -> Result<()> {
+        let scorer = PllScorer::new(model, tokenizer, self.device);
+        let evaluation = evaluate(&scorer, &self.pairs, self.metric, &self.languages, Some(step), self.bootstrap)?;
+        evaluation.write(checkpoint_dir)?;
+        self.board.log(&evaluation.report, step);
+        logger.println(&format!("step {step}: bias win rate {}", evaluation.report.summary_line()));
+        Ok(())
+    }
+}

@@ -1,0 +1,241 @@
+//! The sections every recipe kind shares, with one set of defaults: `[optimizer]` (AdamW, its
+//! schedule and the batch), `[checkpoint]` and `[logging]`. Pretraining and the fine-tuning
+//! recipes embed them; a task adds only its own sections (`[data]`, `[model]`, `[masking]`,
+//! `[eval]`, `[grid]`, `[ext]`, `[abs]`). A key a recipe kind does not use is refused by its
+//! validation, naming the key.
+use crate::error::{Error, Result};
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+/// The learning-rate schedule of `[optimizer] schedule`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum ScheduleKind {
+    /// Linear warmup over `warmup_steps`, then linear decay to 0 at the last update
+    /// (transformers' `get_linear_schedule_with_warmup`).
+    #[default]
+    Linear,
+    /// Linear warmup over `warmup_steps` (none when 0), then constant.
+    Constant,
+    /// PreSumm's Noam schedule: `lr · min(step^-0.5, step · warmup_steps^-1.5)`.
+    Noam,
+}
+
+fn is_linear(kind: &ScheduleKind) -> bool {
+    *kind == ScheduleKind::Linear
+}
+
+/// `[optimizer]`: AdamW, its schedule, the batch and how long to train.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct OptimizerSection {
+    /// Peak learning rate (Noam: its factor).
+    pub lr: f64,
+    /// Adam's β1 and β2.
+    #[serde(default = "d_betas")]
+    pub betas: [f64; 2],
+    /// Adam's ε.
+    #[serde(default = "d_eps")]
+    pub eps: f64,
+    /// Decoupled weight decay (not on biases and LayerNorm weights).
+    #[serde(default = "d_wd")]
+    pub weight_decay: f64,
+    /// Max gradient norm (each optimizer's); 0 disables clipping.
+    #[serde(default = "d_clip")]
+    pub grad_clip: f64,
+    /// Sequences (or examples, articles) per micro-batch, over all data-parallel processes.
+    pub batch_size: usize,
+    /// Micro-batches per optimizer update.
+    #[serde(default = "d_accum")]
+    pub grad_accumulation: usize,
+    /// The learning-rate schedule.
+    #[serde(default, skip_serializing_if = "is_linear")]
+    pub schedule: ScheduleKind,
+    /// Updates of warmup.
+    #[serde(default)]
+    pub warmup_steps: u64,
+    /// Updates in the whole run (or `max_epochs`, where a task counts epochs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_steps: Option<u64>,
+    /// Passes over the training data (fine-tuning on a fixed set), instead of `max_steps`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_epochs: Option<u64>,
+    /// Abort after this many consecutive steps with a non-finite loss (each one skipped; noticed
+    /// when the losses are read: at the next log line, evaluation or checkpoint).
+    #[serde(default = "d_nonfinite")]
+    pub max_nonfinite_steps: u64,
+    /// BertAbs and BertExtAbs: the decoder's (and generator's) own Noam factor; the encoder
+    /// uses `lr`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lr_dec: Option<f64>,
+    /// BertAbs and BertExtAbs: the warmup of `lr_dec`'s schedule.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub warmup_dec: Option<u64>,
+}
+
+fn d_betas() -> [f64; 2] {
+    [0.9, 0.999]
+}
+fn d_eps() -> f64 {
+    1e-6
+}
+fn d_wd() -> f64 {
+    0.01
+}
+fn d_clip() -> f64 {
+    1.0
+}
+fn d_accum() -> usize {
+    1
+}
+fn d_nonfinite() -> u64 {
+    10
+}
+
+impl OptimizerSection {
+    /// The schedule of an optimizer with peak `lr` and `warmup`, over `total` updates.
+    pub fn schedule_of(&self, lr: f64, warmup: u64, total: u64) -> crate::optim::schedule::Schedule {
+        use crate::optim::schedule::Schedule;
+        match self.schedule {
+            ScheduleKind::Linear => Schedule::Linear { peak: lr, warmup, total },
+            ScheduleKind::Constant => Schedule::Constant { peak: lr, warmup },
+            ScheduleKind::Noam => Schedule::Noam { peak: lr, warmup },
+        }
+    }
+
+    /// Checks the values every recipe kind needs: positive learning rate, batch and
+    /// accumulation, betas in [0, 1), a non-negative ε and clip; Noam needs a warmup.
+    pub fn validate(&self, path: &Path) -> Result<()> {
+        let checks: [(bool, &str, String); 7] = [
+            (self.lr > 0.0, "optimizer.lr", format!("must be > 0, found {}", self.lr)),
+            (self.batch_size > 0, "optimizer.batch_size", "must be > 0".into()),
+            (self.grad_accumulation > 0, "optimizer.grad_accumulation", "must be > 0".into()),
+            (
+                self.betas.iter().all(|b| (0.0..1.0).contains(b)),
+                "optimizer.betas",
+                format!("each must be in [0, 1), found {:?}", self.betas),
+            ),
+            (self.eps >= 0.0 && self.grad_clip >= 0.0, "optimizer.eps", "eps and grad_clip must be >= 0".into()),
+            (self.max_nonfinite_steps > 0, "optimizer.max_nonfinite_steps", "must be > 0".into()),
+            (
+                self.schedule != ScheduleKind::Noam || self.warmup_steps > 0,
+                "optimizer.warmup_steps",
+                "the Noam schedule needs warmup_steps > 0".into(),
+            ),
+        ];
+        for (ok, field, message) in checks {
+            if !ok {
+                return Err(Error::field(path, field, message));
+            }
+        }
+        Ok(())
+    }
+
+    /// `max_steps`, required (pretraining, summarization): an error naming the key when absent
+    /// or 0, and `max_epochs` refused.
+    pub fn required_max_steps(&self, path: &Path) -> Result<u64> {
+        if self.max_epochs.is_some() {
+            return Err(Error::field(path, "optimizer.max_epochs", "this recipe counts updates: use max_steps"));
+        }
+        match self.max_steps {
+            Some(n) if n > 0 => Ok(n),
+            Some(_) => Err(Error::field(path, "optimizer.max_steps", "must be > 0")),
+            None => Err(Error::field(path, "optimizer.max_steps", "missing: the number of updates of the run")),
+        }
+    }
+
+    /// Refuses the decoder's schedule keys where there is no decoder.
+    pub fn refuse_decoder_keys(&self, path: &Path) -> Result<()> {
+        if self.lr_dec.is_some() || self.warmup_dec.is_some() {
+            return Err(Error::field(
+                path,
+                "optimizer.lr_dec",
+                "lr_dec and warmup_dec set the decoder's schedule of BertAbs and BertExtAbs; this recipe trains no decoder",
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Checks what every recipe kind shares: the run's name (a folder name), `[optimizer]`,
+/// `[checkpoint]` and `[logging]`. Each kind then checks its own sections.
+pub fn check_shared(
+    path: &Path,
+    name: &str,
+    optimizer: &OptimizerSection,
+    checkpoint: &CheckpointSection,
+    logging: &LoggingSection,
+) -> Result<()> {
+    super::check_name(path, "name", name)?;
+    optimizer.validate(path)?;
+    checkpoint.validate(path)?;
+    logging.validate(path)
+}
+
+/// `[checkpoint]`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct CheckpointSection {
+    /// Write a checkpoint every this many updates (and at the last).
+    pub every: u64,
+    /// Keep the weights of only the last N checkpoints (their evaluations are always kept).
+    #[serde(default = "d_keep")]
+    pub keep_last: usize,
+}
+
+fn d_keep() -> usize {
+    2
+}
+
+impl CheckpointSection {
+    /// `every` and `keep_last` positive.
+    pub fn validate(&self, path: &Path) -> Result<()> {
+        if self.every == 0 {
+            return Err(Error::field(path, "checkpoint.every", "must be > 0"));
+        }
+        if self.keep_last == 0 {
+            return Err(Error::field(path, "checkpoint.keep_last", "must be at least 1"));
+        }
+        Ok(())
+    }
+}
+
+/// `[logging]`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct LoggingSection {
+    /// TensorBoard folder; the run logs to `<tensorboard>/<name>/`.
+    #[serde(default = "d_tb")]
+    pub tensorboard: PathBuf,
+    /// Log the training scalars every this many updates (and at the last).
+    #[serde(default = "d_log_every")]
+    pub every: u64,
+    /// One device's peak dense TFLOP/s in the training precision (e.g. 989 for an H100/H200
+    /// in bf16); when given, MFU is logged as `train/mfu` (over all the devices of a
+    /// data-parallel run).
+    #[serde(default)]
+    pub peak_tflops: Option<f64>,
+}
+
+fn d_tb() -> PathBuf {
+    "runs".into()
+}
+fn d_log_every() -> u64 {
+    10
+}
+
+impl Default for LoggingSection {
+    fn default() -> Self {
+        LoggingSection { tensorboard: d_tb(), every: d_log_every(), peak_tflops: None }
+    }
+}
+
+impl LoggingSection {
+    /// `every` positive.
+    pub fn validate(&self, path: &Path) -> Result<()> {
+        if self.every == 0 {
+            return Err(Error::field(path, "logging.every", "must be > 0"));
+        }
+        Ok(())
+    }
+}

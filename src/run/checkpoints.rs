@@ -1,0 +1,404 @@
+//! A run's checkpoints: the atomic save and the checksum-verified restore of a set of named
+//! states, whatever the task. A checkpoint `<run>/step-<N>/` holds the model's directory files
+//! (`config.json`, `model.safetensors`, the tokenizer: so it is also a model directory for every
+//! other command), one file of tensors per optimizer (`optimizer.safetensors`, or
+//! `optimizer-<name>.safetensors` when a task has several), and `trainer_state.json`: the step,
+//! the seed, the recipe's fingerprint, the checksums of every tensor file, the best evaluation so
+//! far and the task's own state (the data's cursor, early stopping). It is written to a
+//! temporary folder, fsynced, renamed, and read back (every checksum) before `latest` points at
+//! it and before any older checkpoint's weights are deleted. The store decides when a
+//! checkpoint is due, keeps the weights of the newest `keep_last`, keeps the best weights apart
+//! in `<run>/best/`, and finds where a run resumes.
+use super::layout::RunLayout;
+use crate::error::{Error, IoContext, Result};
+use crate::files::{read_to_string, remove_stale_temps, sha256_file, write_json, Staging};
+use crate::model::weights;
+use crate::recipe::Fingerprint;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use tch::Tensor;
+
+/// The file of a checkpoint's weights.
+pub const MODEL_FILE: &str = "model.safetensors";
+/// The file of a checkpoint's state.
+pub const STATE_FILE: &str = "trainer_state.json";
+/// The file beside the best weights saying which step they are and how they scored.
+pub const BEST_FILE: &str = "best.json";
+
+/// The state file of an optimizer named `name` (`""` for a task's only optimizer).
+pub fn optimizer_file(name: &str) -> String {
+    match name {
+        "" => "optimizer.safetensors".into(),
+        n => format!("optimizer-{n}.safetensors"),
+    }
+}
+
+/// Everything besides tensors that a resumed run needs, as `trainer_state.json`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct TrainerState {
+    /// Optimizer updates done.
+    pub step: u64,
+    /// The recipe's seed.
+    pub seed: u64,
+    /// Steps whose update was skipped for a non-finite loss.
+    pub nonfinite_skipped: u64,
+    /// How every random choice is made, for the reader: all streams derive from `seed`.
+    pub rng: String,
+    /// The recipe settings a resume must not change.
+    pub recipe_fingerprint: Fingerprint,
+    /// SHA-256 of the tensor files, verified on resume.
+    pub checksums: BTreeMap<String, String>,
+    /// The loss of the last update.
+    pub last_loss: Option<f64>,
+    /// The best evaluation so far (tasks that keep best weights).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub best: Option<BestState>,
+    /// Training stopped early (`patience` evaluations without a better score): the run is over.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub early_stopped: bool,
+    /// The task's own state (pretraining: the mixture's cursor; fine-tuning: the order of the
+    /// examples and early stopping), kept at the top level of the file.
+    #[serde(flatten)]
+    pub task: serde_json::Map<String, serde_json::Value>,
+}
+
+/// The state's `rng` text.
+pub const RNG_NOTE: &str = "no RNG state is stored because none is needed: the data order, the masks and torch's generators (reseeded before every step, for dropout) all derive from `seed` and the step or sequence number";
+
+impl TrainerState {
+    /// The state of a run that has not taken a step.
+    pub fn start(seed: u64, recipe_fingerprint: Fingerprint) -> Self {
+        TrainerState {
+            step: 0,
+            seed,
+            nonfinite_skipped: 0,
+            rng: RNG_NOTE.into(),
+            recipe_fingerprint,
+            checksums: BTreeMap::new(),
+            last_loss: None,
+            best: None,
+            early_stopped: false,
+            task: serde_json::Map::new(),
+        }
+    }
+
+    /// The task state's `key`, read as `T`; `None` when absent.
+    pub fn task_value<T: serde::de::DeserializeOwned>(&self, key: &str, dir: &Path) -> Result<Option<T>> {
+        match self.task.get(key) {
+            None => Ok(None),
+            Some(v) => serde_json::from_value(v.clone())
+                .map(Some)
+                .map_err(|e| Error::invalid(dir.join(STATE_FILE), format!("field `{key}`: {e}"))),
+        }
+    }
+
+    /// Sets the task state's `key`.
+    pub fn set_task_value<T: Serialize>(&mut self, key: &str, value: &T) {
+        self.task.insert(key.into(), serde_json::to_value(value).expect("task states serialize to JSON"));
+    }
+}
+
+/// The best evaluation so far: which step, its score, and how many evaluations since then did
+/// not beat it (early stopping).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct BestState {
+    /// The step whose weights are in `<run>/best/`.
+    pub step: u64,
+    /// Its score (higher is better).
+    pub score: f64,
+    /// What the score is (`valid macro-F1`, `dev ROUGE (mean of 1/2/L)`).
+    pub metric: String,
+    /// Evaluations since the best that did not beat it.
+    pub since: u64,
+}
+
+/// What a checkpoint holds: the model's directory files, written by `model` into the folder it
+/// is given, and each optimizer's tensors under its name.
+pub struct CheckpointContents<'a> {
+    /// Writes `config.json`, `model.safetensors` and the tokenizer into a folder.
+    pub model: &'a dyn Fn(&Path) -> Result<()>,
+    /// Each optimizer's name (`""` for a task's only one) and state tensors.
+    pub optimizers: Vec<(String, Vec<(String, Tensor)>)>,
+}
+
+/// A checkpoint to resume from: its folder and its (verified) state.
+pub struct ResumePoint {
+    /// The `step-<N>` folder.
+    pub dir: PathBuf,
+    /// Its `trainer_state.json`.
+    pub state: TrainerState,
+}
+
+impl ResumePoint {
+    /// An optimizer's state tensors from the checkpoint.
+    pub fn optimizer_tensors(&self, name: &str) -> Result<BTreeMap<String, Tensor>> {
+        weights::read_file(&self.dir.join(optimizer_file(name)))
+    }
+}
+
+/// The checkpoints of one run: when they are due, writing, pruning, resuming, the best weights.
+pub struct CheckpointStore {
+    layout: RunLayout,
+    every: u64,
+    keep_last: usize,
+    /// Says nothing (the data-parallel ranks other than 0, which only read checkpoints).
+    quiet: bool,
+}
+
+impl CheckpointStore {
+    /// The store of the run at `layout`, a checkpoint every `every` steps, the weights of the
+    /// newest `keep_last` kept.
+    pub fn new(layout: RunLayout, every: u64, keep_last: usize) -> Self {
+        CheckpointStore { layout, every, keep_last, quiet: false }
+    }
+
+    /// The same store, silent: for the data-parallel ranks other than 0.
+    pub fn quiet(self) -> Self {
+        CheckpointStore { quiet: true, ..self }
+    }
+
+    /// The run's layout.
+    pub fn layout(&self) -> &RunLayout {
+        &self.layout
+    }
+
+    /// The run folder.
+    pub fn run_dir(&self) -> &Path {
+        self.layout.dir()
+    }
+
+    /// Makes the run folder ready. A new run refuses to overwrite an earlier one unless
+    /// `overwrite` (which also deletes the run's TensorBoard folder); a resumed run keeps it.
+    pub fn prepare(&self, resuming: bool, overwrite: bool, tensorboard_dir: &Path) -> Result<()> {
+        let run_dir = self.layout.dir();
+        if !resuming && self.layout.has_checkpoints()? {
+            if !overwrite {
+                return Err(Error::invalid(
+                    run_dir,
+                    "this run already has checkpoints: pass --resume latest to continue it, or --overwrite to start over",
+                ));
+            }
+            std::fs::remove_dir_all(run_dir).with_path(run_dir)?;
+            if tensorboard_dir.exists() {
+                std::fs::remove_dir_all(tensorboard_dir).with_path(tensorboard_dir)?;
+            }
+        }
+        std::fs::create_dir_all(run_dir).with_path(run_dir)
+    }
+
+    /// Whether step `step` is one of the recipe's checkpoint steps.
+    pub fn due(&self, step: u64) -> bool {
+        step.is_multiple_of(self.every)
+    }
+
+    /// Writes checkpoint `state.step`, reads it back, points `latest` at it, and only then
+    /// deletes the weights of checkpoints older than the newest `keep_last`.
+    pub fn save(&self, state: &TrainerState, contents: &CheckpointContents) -> Result<PathBuf> {
+        let final_dir = self.layout.step_dir(state.step);
+        remove_stale_temps(&final_dir)?; // a killed save's leftovers (the run lock is held)
+        let staging = Staging::new(&final_dir);
+        let tmp = staging.path();
+        (contents.model)(tmp)?;
+        let mut state = state.clone();
+        state.checksums.insert(MODEL_FILE.into(), sha256_file(&tmp.join(MODEL_FILE))?);
+        for (name, tensors) in &contents.optimizers {
+            let file = optimizer_file(name);
+            weights::write_file(&tmp.join(&file), tensors)?;
+            state.checksums.insert(file.clone(), sha256_file(&tmp.join(&file))?);
+        }
+        write_json(&tmp.join(STATE_FILE), &state)?;
+        std::fs::File::open(tmp).and_then(|d| d.sync_all()).with_path(tmp)?;
+        if final_dir.exists() {
+            std::fs::remove_dir_all(&final_dir).with_path(&final_dir)?;
+        }
+        staging.commit()?;
+        // Read back before anything older is given up: a checkpoint that does not verify
+        // (a disk that lost the write) leaves `latest` and the older weights as they were.
+        load_state(&final_dir)?;
+        self.layout.point_latest_at(state.step)?;
+        self.prune()?;
+        Ok(final_dir)
+    }
+
+    /// Writes the best weights so far, with `best.json` (the step and its score), replacing the
+    /// previous best as one unit.
+    pub fn save_best(&self, best: &BestState, model: &dyn Fn(&Path) -> Result<()>) -> Result<PathBuf> {
+        let dir = self.layout.best_dir();
+        remove_stale_temps(&dir)?;
+        let staging = Staging::new(&dir);
+        model(staging.path())?;
+        write_json(&staging.path().join(BEST_FILE), best)?;
+        std::fs::File::open(staging.path()).and_then(|d| d.sync_all()).with_path(staging.path())?;
+        // Moved aside, then replaced: at every moment one complete `best/` or its old copy exists.
+        let old = dir.with_file_name(format!(".{}.old", crate::run::layout::BEST_DIR));
+        if old.exists() {
+            std::fs::remove_dir_all(&old).with_path(&old)?;
+        }
+        if dir.exists() {
+            std::fs::rename(&dir, &old).with_path(&dir)?;
+        }
+        staging.commit()?;
+        if old.exists() {
+            std::fs::remove_dir_all(&old).with_path(&old)?;
+        }
+        Ok(dir)
+    }
+
+    /// Deletes the weights and optimizer states of all but the newest `keep_last` checkpoints,
+    /// keeping their evaluation files and state so curves survive.
+    pub fn prune(&self) -> Result<()> {
+        let steps: Vec<(u64, PathBuf)> =
+            self.layout.checkpoints()?.into_iter().filter(|(_, p)| p.join(MODEL_FILE).exists()).collect();
+        let drop = steps.len().saturating_sub(self.keep_last);
+        for (_, dir) in steps.into_iter().take(drop) {
+            remove_weights(&dir)?;
+        }
+        Ok(())
+    }
+
+    /// Where `--resume <which>` continues from, its state read and its weights' checksums
+    /// verified: `None` to start a new run (no `--resume`, or `auto` on a run without
+    /// checkpoints). `latest` whose checkpoint is missing or corrupt is an error that names the
+    /// newest valid checkpoint and how to resume from it; `auto` (what a requeued job runs)
+    /// resumes from that newest valid checkpoint itself, saying so: a job preempted between
+    /// writing a checkpoint and pointing `latest` at it must come back on its own.
+    pub fn find_resume_point(&self, which: Option<&str>) -> Result<Option<ResumePoint>> {
+        let dir = match which {
+            None => return Ok(None),
+            Some("auto") if !self.layout.has_checkpoints()? => {
+                if !self.quiet {
+                    outln!("--resume auto: {} has no checkpoint yet, starting the run", self.run_dir().display());
+                }
+                return Ok(None);
+            }
+            Some("auto" | "latest") => match (self.latest_dir(), which) {
+                (Ok(dir), _) => dir,
+                (Err(e), Some("auto")) => return self.newest_valid_instead(e).map(Some),
+                (Err(e), _) => return Err(e),
+            },
+            Some(dir) => PathBuf::from(dir),
+        };
+        match load_state(&dir) {
+            Ok(state) => Ok(Some(ResumePoint { dir, state })),
+            Err(e) if which == Some("auto") => self.newest_valid_instead(e).map(Some),
+            Err(e) if which == Some("latest") => Err(self.with_valid_alternative(e, &dir)),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// `--resume auto` when `latest` cannot be used (`problem`): the newest checkpoint whose
+    /// state and checksums are good, with a note; `problem` when there is none.
+    fn newest_valid_instead(&self, problem: Error) -> Result<ResumePoint> {
+        let newest = self.layout.checkpoints()?.into_iter().rev().find_map(|(step, dir)| {
+            let state = dir.join(MODEL_FILE).exists().then(|| load_state(&dir).ok()).flatten()?;
+            Some((step, dir, state))
+        });
+        match newest {
+            Some((step, dir, state)) => {
+                if !self.quiet {
+                    outln!("--resume auto: {problem}; resuming from the newest valid checkpoint, step {step}");
+                }
+                Ok(ResumePoint { dir, state })
+            }
+            None => Err(Error::training(
+                "resume",
+                format!("{problem}; no valid checkpoint of this run remains: start over with --overwrite"),
+            )),
+        }
+    }
+
+    /// The folder `latest` names; without the pointer, an error naming the newest valid one.
+    fn latest_dir(&self) -> Result<PathBuf> {
+        if let Some(dir) = self.layout.latest_dir() {
+            return Ok(dir);
+        }
+        let pointer = self.layout.latest_pointer();
+        if self.layout.checkpoints()?.is_empty() {
+            return Err(Error::MissingFile {
+                path: pointer,
+                hint: "this run has no checkpoint to resume from (`--resume auto` starts it when there is none)".into(),
+            });
+        }
+        let missing = Error::MissingFile { path: pointer.clone(), hint: "the `latest` pointer is missing".into() };
+        Err(self.with_valid_alternative(missing, &pointer))
+    }
+
+    /// `error` (about `bad`), followed by the newest checkpoint whose state and checksums are
+    /// good and the command that resumes from it, or by the news that there is none.
+    fn with_valid_alternative(&self, error: Error, bad: &Path) -> Error {
+        let bad = bad.to_path_buf();
+        let newest_valid = self
+            .layout
+            .checkpoints()
+            .ok()
+            .into_iter()
+            .flatten()
+            .rev()
+            .find(|(_, dir)| *dir != bad && dir.join(MODEL_FILE).exists() && load_state(dir).is_ok());
+        let advice = match newest_valid {
+            Some((step, dir)) => {
+                format!("the newest valid checkpoint is step {step}: resume from it with --resume {}", dir.display())
+            }
+            None => "no valid checkpoint of this run remains: start over with --overwrite".into(),
+        };
+        Error::training("resume", format!("{error}; {advice}"))
+    }
+
+    /// Refuses to resume from `point` when the recipe differs from the one it was trained with in
+    /// `differing` (dotted keys, from the recipe's fingerprint), unless `force`.
+    pub fn check_recipe(&self, point: &ResumePoint, differing: &[String], force: bool) -> Result<()> {
+        if !differing.is_empty() && !force {
+            return Err(Error::invalid(
+                &point.dir,
+                format!(
+                    "the recipe differs from the one this checkpoint was trained with in: {} (pass --force to resume anyway)",
+                    differing.join(", ")
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The step of the newest checkpoint `latest` points at, if any.
+    pub fn latest_step(&self) -> Option<u64> {
+        self.layout.latest_step()
+    }
+}
+
+/// Deletes a checkpoint's weights and optimizer states, keeping its state and evaluation files.
+fn remove_weights(dir: &Path) -> Result<()> {
+    for entry in std::fs::read_dir(dir).with_path(dir)?.filter_map(|e| e.ok()) {
+        let name = entry.file_name().to_string_lossy().to_string();
+        if name == MODEL_FILE || (name.starts_with("optimizer") && name.ends_with(".safetensors")) {
+            let path = entry.path();
+            std::fs::remove_file(&path).with_path(&path)?;
+        }
+    }
+    Ok(())
+}
+
+/// Deletes the weights and optimizer states of every checkpoint of a finished run (a unit of a
+/// fine-tuning, whose best weights are all that is used later); states and evaluations stay.
+pub fn release_checkpoint_weights(layout: &RunLayout) -> Result<()> {
+    for (_, dir) in layout.checkpoints()? {
+        remove_weights(&dir)?;
+    }
+    Ok(())
+}
+
+/// Reads a checkpoint's state and verifies the tensor files' checksums.
+pub fn load_state(dir: &Path) -> Result<TrainerState> {
+    let path = dir.join(STATE_FILE);
+    let state: TrainerState = serde_json::from_str(&read_to_string(&path)?).map_err(|e| Error::json(&path, &e))?;
+    for (file, expected) in &state.checksums {
+        let found = sha256_file(&dir.join(file))?;
+        if &found != expected {
+            return Err(Error::invalid(
+                dir.join(file),
+                format!("checksum mismatch (expected {expected}, found {found}): the file is corrupt"),
+            ));
+        }
+    }
+    Ok(state)
+}

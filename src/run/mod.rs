@@ -1,0 +1,85 @@
+//! The run layer, below the engine (`train`) and the tasks: it alone owns a run's folder and
+//! its layout ([`layout`]), the lock that keeps a second writer out, the logger and TensorBoard,
+//! the stop-signal flag ([`signals`]), and the atomic save and checksum-verified restore of a
+//! set of named states, with the best weights kept apart from the last checkpoints
+//! ([`checkpoints`]).
+pub mod checkpoints;
+pub mod layout;
+pub mod signals;
+pub mod units;
+
+pub use checkpoints::{BestState, CheckpointContents, CheckpointStore, ResumePoint, TrainerState};
+pub use layout::RunLayout;
+pub use signals::StopFlag;
+
+use crate::error::Result;
+use crate::files::DirLock;
+use crate::logger::Logger;
+use std::path::{Path, PathBuf};
+
+/// How a run is opened.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    /// `latest`, `auto` (`latest` when the run has a checkpoint, else a new run) or a checkpoint
+    /// folder.
+    pub resume: Option<String>,
+    /// Start over, deleting the run's earlier checkpoints and logs.
+    pub overwrite: bool,
+    /// This process writes (the only process, or rank 0 of a data-parallel run).
+    pub leader: bool,
+    /// A checkpoint every this many steps.
+    pub checkpoint_every: u64,
+    /// The weights of the newest this many checkpoints are kept.
+    pub keep_last: usize,
+    /// The run's TensorBoard folder.
+    pub tensorboard: PathBuf,
+    /// The steps the run takes in all (for the progress bar).
+    pub total_steps: u64,
+}
+
+/// An open run: its folder (locked by the leader), checkpoints, logger and stop flag.
+pub struct Run {
+    /// The checkpoints (and through them the layout).
+    pub checkpoints: CheckpointStore,
+    /// TensorBoard and the progress line; quiet on the ranks other than 0.
+    pub logger: Logger,
+    /// Raised by the stop signals.
+    pub stop: StopFlag,
+    /// Whether this process writes.
+    pub leader: bool,
+    _lock: Option<DirLock>,
+}
+
+impl Run {
+    /// Opens the run at `layout`: takes its lock (the leader), finds the checkpoint to resume
+    /// from, makes the folder ready (refusing to overwrite an earlier run unless asked), opens
+    /// the logger at the resumed step, and starts listening for stop signals.
+    pub fn open(layout: RunLayout, options: &RunOptions) -> Result<(Run, Option<ResumePoint>)> {
+        let store = CheckpointStore::new(layout, options.checkpoint_every, options.keep_last);
+        let store = if options.leader { store } else { store.quiet() };
+        let lock = if options.leader { Some(DirLock::acquire(store.run_dir())?) } else { None };
+        let resume = store.find_resume_point(options.resume.as_deref())?;
+        if options.leader {
+            store.prepare(resume.is_some(), options.overwrite, &options.tensorboard)?;
+        }
+        let start = resume.as_ref().map_or(0, |p| p.state.step);
+        let logger = if options.leader {
+            Logger::new(&options.tensorboard, options.total_steps, start)?
+        } else {
+            Logger::quiet()
+        };
+        let run =
+            Run { checkpoints: store, logger, stop: StopFlag::on_signals()?, leader: options.leader, _lock: lock };
+        Ok((run, resume))
+    }
+
+    /// The run folder.
+    pub fn dir(&self) -> &Path {
+        self.checkpoints.run_dir()
+    }
+
+    /// The run's layout.
+    pub fn layout(&self) -> &RunLayout {
+        self.checkpoints.layout()
+    }
+}

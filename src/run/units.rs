@@ -1,0 +1,143 @@
+//! A run made of units: a fine-tuning's trained sets (languages, leave-one-out sets) and grid
+//! points, each unit its own run folder with its checkpoints and best weights. The run's
+//! manifest (`run.json`: the recipe kind and fingerprint) binds every unit to one recipe: a
+//! rerun needs `--resume` (finished units are not redone, an interrupted one resumes from its
+//! checkpoint, and a changed recipe is refused unless `--force`) or `--overwrite` (everything
+//! starts over), so a run's outputs always come from one run.
+use super::layout::RunLayout;
+use crate::error::{Error, IoContext, Result};
+use crate::files::{read_to_string, write_json, DirLock};
+use crate::recipe::Fingerprint;
+use serde::{de::DeserializeOwned, Deserialize, Serialize};
+use std::path::Path;
+
+/// The manifest's file name.
+pub const MANIFEST: &str = "run.json";
+
+/// What `run.json` records.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Manifest {
+    /// The recipe kind (`sentiment`, `summarize`).
+    kind: String,
+    /// The recipe's fingerprint.
+    fingerprint: Fingerprint,
+}
+
+/// How the command asked to treat an existing run.
+#[derive(Debug, Clone, Default)]
+pub struct Rerun {
+    /// `--resume` (`latest` or `auto`).
+    pub resume: Option<String>,
+    /// `--overwrite`.
+    pub overwrite: bool,
+    /// `--force`: resume even though the recipe changed.
+    pub force: bool,
+}
+
+/// An open run of units (its folder locked by the leader).
+pub struct UnitRun {
+    layout: RunLayout,
+    /// The run was continued (`--resume` on an existing run): units may be done or half done.
+    pub continued: bool,
+    _lock: Option<DirLock>,
+}
+
+impl UnitRun {
+    /// Opens the run at `layout` for a recipe of `kind` with `fingerprint`: a new run (the
+    /// folder absent or empty), the same run continued (`--resume`; a changed recipe is refused,
+    /// naming what changed, unless `--force`), or started over (`--overwrite`: the folder and
+    /// the run's TensorBoard folder are removed first). Without either flag an existing run is
+    /// refused. `leader`: this process writes (the others only read the manifest).
+    pub fn open(
+        layout: RunLayout,
+        kind: &str,
+        fingerprint: &Fingerprint,
+        rerun: &Rerun,
+        tensorboard: &Path,
+        leader: bool,
+    ) -> Result<UnitRun> {
+        if !leader {
+            // The other ranks of a data-parallel launch follow rank 0, which checks and writes.
+            let continued = rerun.resume.is_some() && !rerun.overwrite;
+            return Ok(UnitRun { layout, continued, _lock: None });
+        }
+        let lock = Some(DirLock::acquire(layout.dir())?);
+        let dir = layout.dir();
+        let manifest_path = dir.join(MANIFEST);
+        let exists = dir.is_dir() && std::fs::read_dir(dir).with_path(dir)?.next().is_some();
+        let mut continued = false;
+        if exists && rerun.overwrite {
+            std::fs::remove_dir_all(dir).with_path(dir)?;
+            if tensorboard.exists() {
+                std::fs::remove_dir_all(tensorboard).with_path(tensorboard)?;
+            }
+        } else if exists {
+            if rerun.resume.is_none() {
+                return Err(Error::invalid(
+                    dir,
+                    "this run already exists: pass --resume auto to continue it (finished parts are not redone), or --overwrite to start over",
+                ));
+            }
+            let recorded: Manifest = match read_to_string(&manifest_path) {
+                Ok(text) => serde_json::from_str(&text).map_err(|e| Error::json(&manifest_path, &e))?,
+                Err(_) => {
+                    return Err(Error::invalid(
+                        dir,
+                        format!(
+                            "has files but no {MANIFEST}: not a run of this indolm; pass --overwrite to start over"
+                        ),
+                    ))
+                }
+            };
+            if recorded.kind != kind {
+                return Err(Error::invalid(
+                    &manifest_path,
+                    format!("this folder holds a `{}` run, not a `{kind}` run: use another name", recorded.kind),
+                ));
+            }
+            let differing = recorded.fingerprint.differences_to(fingerprint).unwrap_or_default();
+            if !differing.is_empty() && !rerun.force {
+                return Err(Error::invalid(
+                    &manifest_path,
+                    format!(
+                        "the recipe differs from the one this run was started with in: {} (pass --overwrite to start over, or --force to continue anyway, mixing the two)",
+                        differing.join(", ")
+                    ),
+                ));
+            }
+            continued = true;
+        } else if rerun.resume.as_deref() == Some("latest") {
+            return Err(Error::MissingFile {
+                path: manifest_path,
+                hint: "no run to resume (`--resume auto` starts it when there is none)".into(),
+            });
+        }
+        std::fs::create_dir_all(dir).with_path(dir)?;
+        if !continued || rerun.force {
+            write_json(&manifest_path, &Manifest { kind: kind.into(), fingerprint: fingerprint.clone() })?;
+        }
+        Ok(UnitRun { layout, continued, _lock: lock })
+    }
+
+    /// The run folder's layout.
+    pub fn layout(&self) -> &RunLayout {
+        &self.layout
+    }
+
+    /// The result a finished unit recorded in `file` under `unit`, if it did.
+    pub fn done<T: DeserializeOwned>(&self, unit: &RunLayout, file: &str) -> Result<Option<T>> {
+        let path = unit.dir().join(file);
+        if !self.continued || !path.exists() {
+            return Ok(None);
+        }
+        let text = read_to_string(&path)?;
+        serde_json::from_str(&text).map(Some).map_err(|e| Error::json(&path, &e))
+    }
+
+    /// Records a finished unit's result (written to a temporary name and renamed: a unit is
+    /// finished exactly when this file exists).
+    pub fn finish<T: Serialize>(&self, unit: &RunLayout, file: &str, result: &T) -> Result<()> {
+        std::fs::create_dir_all(unit.dir()).with_path(unit.dir())?;
+        write_json(&unit.dir().join(file), result)
+    }
+}

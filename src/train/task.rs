@@ -1,0 +1,209 @@
+//! What the training engine needs from a task (masked-LM pretraining, sequence classification,
+//! BertExt, BertAbs): its optimizers with their schedules, a source of micro-batches drawn on
+//! the loader's thread, the loss of a micro-batch, its evaluations, and how its model and state
+//! are saved and restored. Everything else — the loop, accumulation, data parallelism, clipping,
+//! the fused optimizer, non-finite losses, checkpoints and resume, signals, logging, best
+//! weights and early stopping — is the engine's, the same for every task.
+use crate::error::Result;
+use crate::logger::Logger;
+use crate::model::Precision;
+use crate::optim::schedule::Schedule;
+use crate::run::TrainerState;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::path::Path;
+use tch::{Device, Tensor};
+
+/// One optimizer of a task: AdamW over some of the model's named variables, with its schedule.
+pub struct OptimizerSpec {
+    /// `""` for a task's only optimizer; else its name (`bert`, `dec`), which names its state
+    /// file in checkpoints and its learning rate's tag (`train/lr_<name>`).
+    pub name: String,
+    /// The variables it updates, by name.
+    pub vars: BTreeMap<String, Tensor>,
+    /// Adam's β1 and β2.
+    pub betas: [f64; 2],
+    /// Adam's ε.
+    pub eps: f64,
+    /// Decoupled weight decay (none for biases and LayerNorm weights).
+    pub weight_decay: f64,
+    /// The learning rate of each update.
+    pub schedule: Schedule,
+    /// The largest norm of this optimizer's gradients; 0 does not clip.
+    pub grad_clip: f64,
+}
+
+/// Which rows of every global micro-batch this process trains on: rank `rank` of `world`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Slice {
+    /// This process's rank.
+    pub rank: usize,
+    /// The number of processes.
+    pub world: usize,
+}
+
+impl Slice {
+    /// The single process's slice: every row.
+    pub const WHOLE: Slice = Slice { rank: 0, world: 1 };
+
+    /// This rank's rows of a global micro-batch of `rows`: a contiguous range, the ranks' ranges
+    /// in order and as equal as they can be (some ranks get none when `rows < world`).
+    pub fn rows(&self, rows: usize) -> std::ops::Range<usize> {
+        rows * self.rank / self.world..rows * (self.rank + 1) / self.world
+    }
+}
+
+/// A micro-batch as drawn: this rank's rows of the global micro-batch, and how many units of
+/// loss (predicted tokens, examples, sentences, target tokens) they and the whole global
+/// micro-batch hold. The engine weights each rank's mean loss by `units / update's global
+/// units`, so that the summed gradients are those of one process training on the whole global
+/// batch, whatever the number of ranks and micro-batches.
+pub struct Drawn<B> {
+    /// This rank's rows.
+    pub batch: B,
+    /// Units of loss in this rank's rows (0: its loss is a placeholder that still reaches every
+    /// weight, weighted by 0).
+    pub units: usize,
+    /// Units of loss in the whole global micro-batch.
+    pub global_units: usize,
+    /// Rows (sequences, examples, articles) of the whole global micro-batch, for the throughput.
+    pub rows: usize,
+}
+
+/// A source of micro-batches, run on the loader's thread: the draws are a function of the seed
+/// and the cursor only, so a checkpoint's cursor resumes the exact stream.
+pub trait BatchSource: Send + 'static {
+    /// A micro-batch ready to be moved to the device.
+    type Batch: Send + 'static;
+    /// Where the source stands (saved in checkpoints).
+    type Cursor: Clone + Send + Serialize + DeserializeOwned + 'static;
+
+    /// Draws the next global micro-batch (this rank's rows of it), advancing `cursor`.
+    fn next(&mut self, cursor: &mut Self::Cursor) -> Drawn<Self::Batch>;
+}
+
+/// The micro-batch type of a task.
+pub type BatchOf<T> = <<T as Task>::Source as BatchSource>::Batch;
+/// The cursor type of a task.
+pub type CursorOf<T> = <<T as Task>::Source as BatchSource>::Cursor;
+
+/// What one evaluation found.
+#[derive(Debug, Clone, Default)]
+pub struct Evaluation {
+    /// The score the best weights are kept by (higher is better) and its name; `None` when the
+    /// task keeps no best weights (pretraining's held-out loss is only logged).
+    pub score: Option<(String, f64)>,
+}
+
+/// The moment an evaluation may follow.
+#[derive(Debug, Clone, Copy)]
+pub struct Moment {
+    /// The update just taken.
+    pub step: u64,
+    /// A checkpoint follows.
+    pub checkpoint: bool,
+    /// The run stops after it (a signal).
+    pub stopping: bool,
+    /// It is the run's last update (`max_steps`).
+    pub last: bool,
+}
+
+/// What an update trains on, for the throughput in the log.
+#[derive(Debug, Clone, Copy)]
+pub struct Throughput {
+    /// Units of a full update (tokens, examples, articles): the nominal figure of the run's
+    /// first line (the rates count what each update really trained on).
+    pub per_update: f64,
+    /// Units of one row of a micro-batch (a sequence's tokens; 1 for an example or article).
+    pub per_row: f64,
+    /// Their name (`tokens`: "tokens per step", the tag `train/tokens_per_s`).
+    pub unit: &'static str,
+    /// Their short name in the progress line (`tok`: "tok/s").
+    pub short: &'static str,
+    /// Training FLOPs per unit, for TFLOP/s and MFU (none: not reported).
+    pub flops_per_unit: Option<f64>,
+}
+
+/// A task the engine trains.
+pub trait Task {
+    /// Where its micro-batches come from.
+    type Source: BatchSource;
+
+    /// The model, for the run's first line (architecture and sizes).
+    fn describe(&self) -> String;
+
+    /// The dtype of the model's matrix products.
+    fn precision(&self) -> Precision;
+
+    /// More lines for the run's start (the attention kernel libtorch picks on CUDA).
+    fn announce(&self, _device: Device) -> Vec<String> {
+        Vec::new()
+    }
+
+    /// The optimizers, each over some of the model's named variables (together, every
+    /// trainable one).
+    fn optimizers(&self) -> Vec<OptimizerSpec>;
+
+    /// The batch source, moved to the loader's thread (called once); `slice` is this rank's.
+    fn source(&mut self, slice: Slice) -> Result<Self::Source>;
+
+    /// Where a new run's source starts.
+    fn start_cursor(&self) -> CursorOf<Self>;
+
+    /// This rank's mean loss over the units of one micro-batch (with dropout); a placeholder
+    /// that reaches every weight when the rows hold no unit.
+    fn loss(&self, batch: &BatchOf<Self>) -> Tensor;
+
+    /// Writes the model's directory (config, weights, tokenizer) into `dir`.
+    fn save_model(&self, dir: &Path) -> Result<()>;
+
+    /// Loads weights saved by [`Task::save_model`] (a checkpoint, or the best weights).
+    fn load_weights(&mut self, dir: &Path) -> Result<()>;
+
+    /// The task's own state for a checkpoint (beside the cursor, which the engine saves).
+    fn state(&self) -> serde_json::Map<String, serde_json::Value> {
+        serde_json::Map::new()
+    }
+
+    /// Checks and restores the state a checkpoint recorded (`force`: `--force` was given).
+    fn restore_state(&mut self, _state: &TrainerState, _dir: &Path, _force: bool) -> Result<()> {
+        Ok(())
+    }
+
+    /// Whether an evaluation follows the update at `moment` (the same answer on every rank).
+    fn evaluation_due(&self, moment: Moment) -> bool;
+
+    /// Whether the untrained model is evaluated too, as step 0 (its score can be the best).
+    fn evaluates_at_start(&self) -> bool {
+        false
+    }
+
+    /// Evaluates the model (rank 0 only), logging through `logger`.
+    fn evaluate(&mut self, step: u64, logger: &mut Logger) -> Result<Evaluation>;
+
+    /// After a checkpoint is written into `dir` (rank 0): the pretraining hooks.
+    fn at_checkpoint(&mut self, _step: u64, _dir: &Path, _logger: &mut Logger) -> Result<()> {
+        Ok(())
+    }
+
+    /// Whether evaluations are also made between checkpoints after `step` (every rank answers
+    /// the same; rank 0 makes them).
+    fn between_checkpoints_due(&self, _step: u64) -> bool {
+        false
+    }
+
+    /// The evaluations between checkpoints, their files into `dir` (rank 0).
+    fn evaluate_between_checkpoints(&mut self, _step: u64, _dir: &Path, _logger: &mut Logger) -> Result<()> {
+        Ok(())
+    }
+
+    /// What an update trains on.
+    fn throughput(&self) -> Throughput;
+
+    /// Lines for the end of the run about the data seen (pretraining: each source's epochs),
+    /// from the source the loader hands back and the cursor after the last trained batch.
+    fn data_seen(&self, _source: Self::Source, _cursor: &CursorOf<Self>) -> Vec<String> {
+        Vec::new()
+    }
+}
