@@ -187,12 +187,12 @@ pub fn download(
     for spec in &files {
         let n = dl.fetch(spec)?;
         let checks = match (&spec.size, &spec.sha256) {
-            (_, Some(_)) => "size and SHA-256 checked",
-            (Some(_), None) => "size checked",
-            (None, None) => "length checked against the server's",
+            (_, Some(_)) => "size, SHA-256 and content checked",
+            (Some(_), None) => "size and content checked",
+            (None, None) => "content checked",
         };
         if n == 0 {
-            outln!("{}: already complete", spec.dest.display());
+            outln!("{}: already complete ({checks})", spec.dest.display());
         } else {
             outln!("{}: {n} bytes fetched ({checks})", spec.dest.display());
         }

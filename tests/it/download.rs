@@ -84,6 +84,16 @@ fn put(root: &Path, rel: &str, bytes: &[u8]) {
     std::fs::write(p, bytes).unwrap();
 }
 
+/// A real (small) Wikipedia-layout parquet shard, written by pyarrow.
+fn parquet_shard(work: &Path) -> Vec<u8> {
+    let columns =
+        serde_json::json!({"id": ["1"], "url": ["u"], "title": ["Bandung"], "text": ["Bandung di Jawa Barat."]});
+    std::fs::write(work.join("cols.json"), columns.to_string()).unwrap();
+    let path = work.join("shard.parquet");
+    reference(&["write-parquet", path.to_str().unwrap(), work.join("cols.json").to_str().unwrap()]);
+    std::fs::read(path).unwrap()
+}
+
 fn sha256(bytes: &[u8]) -> String {
     Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
 }
@@ -121,7 +131,7 @@ fn cc100_resumes_after_a_cut_connection() {
 fn wikipedia_shards_are_checked_against_the_listing() {
     let work = scratch("dl-wiki");
     let root = work.join("mirror");
-    let shard = b"PAR1 pretend parquet bytes for the transfer test PAR1".to_vec();
+    let shard = parquet_shard(&work);
     let shard_path = "20231101.su/train-00000-of-00001.parquet";
     put(&root, &format!("huggingface.co/datasets/wikimedia/wikipedia/resolve/main/{shard_path}"), &shard);
     let listing = |sha: &str| {
@@ -140,7 +150,7 @@ fn wikipedia_shards_are_checked_against_the_listing() {
     let out = work.join("out");
     let args = ["download", "wikipedia", "--lang", "su", "--out", out.to_str().unwrap(), "--mirror", &server.base];
     let (stdout, _) = indolm_ok(&args);
-    assert!(stdout.contains("size and SHA-256 checked"), "{stdout}");
+    assert!(stdout.contains("size, SHA-256 and content checked"), "{stdout}");
     assert_eq!(std::fs::read(out.join("wikipedia").join(shard_path)).unwrap(), shard);
 
     // A listing whose checksum does not match: refused, nothing left behind.
@@ -221,7 +231,10 @@ fn indommlu_csv_is_fetched() {
 fn a_cut_or_stalled_transfer_is_resumed_within_one_command() {
     let work = scratch("dl-retry");
     let root = work.join("mirror");
-    let body: Vec<u8> = (0..200_000u32).flat_map(|i| i.to_le_bytes()).collect();
+    let mut body = b"subject,level,kelas,soal,jawaban,kunci,is_for_fewshot\n".to_vec();
+    for i in 0..12_000 {
+        body.extend(format!("IPA,SD,4,Soal nomor {i} ...,\"A. satu\nB. dua\",A,0\n").as_bytes());
+    }
     put(&root, "raw.githubusercontent.com/fajri91/IndoMMLU/main/data/indoMMLU.csv", &body);
     let path = "/raw.githubusercontent.com/fajri91/IndoMMLU/main/data/indoMMLU.csv".to_string();
     for (cut, stall) in [(vec![path.clone()], vec![]), (vec![], vec![path.clone()])] {
@@ -275,4 +288,57 @@ fn a_server_that_never_answers_times_out_instead_of_hanging() {
     );
     assert!(elapsed < std::time::Duration::from_secs(20), "took {elapsed:?}");
     println!("a silent server was given up on after {:.1}s (2 attempts, 1 s timeout)", elapsed.as_secs_f64());
+}
+
+/// What comes back is checked by its content, size and checksum known or not: an HTML page
+/// saved as `.xz`, half an `.xz`, HTML as a NusaX CSV and a parquet shard that is not one are
+/// each refused, naming the URL and what came back, and nothing is left behind; a rerun checks
+/// an existing file instead of trusting it, and fetches a bad one again.
+#[test]
+fn downloads_are_checked_by_content() {
+    let work = scratch("dl-content");
+    let root = work.join("mirror");
+    let html = b"<!DOCTYPE html><html><head><title>Index of /cc-100</title></head><body></body></html>\n";
+    let text: String = (0..30000).map(|i| format!("Paragraf {i} dalam bahasa Jawa.\n")).collect();
+    let mut xz = liblzma::write::XzEncoder::new(Vec::new(), 1);
+    xz.write_all(text.as_bytes()).unwrap();
+    let whole = xz.finish().unwrap();
+    put(&root, "data.statmt.org/cc-100/jv.txt.xz", html);
+    put(&root, "data.statmt.org/cc-100/su.txt.xz", &whole[..whole.len() / 2]);
+    put(&root, "data.statmt.org/cc-100/id.txt.xz", &whole);
+    let server = serve(root.clone(), vec![]);
+    let out = work.join("out");
+    let cc100 = |lang: &str| {
+        ["download", "cc100", "--lang", lang, "--out", out.to_str().unwrap(), "--mirror", &server.base]
+            .map(String::from)
+    };
+    let run = |args: &[String]| indolm_fails(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    let err = run(&cc100("jv"));
+    assert!(
+        err.contains("/data.statmt.org/cc-100/jv.txt.xz")
+            && err.contains(&format!("not xz data: it holds an HTML page ({} bytes)", html.len()))
+            && err.contains("the download was removed"),
+        "{err}"
+    );
+    assert!(!out.join("cc100/jv.txt.xz").exists() && !out.join("cc100/jv.txt.xz.part").exists());
+    let err = run(&cc100("su"));
+    assert!(err.contains("not xz data") && err.contains("cut short"), "{err}");
+    assert!(!out.join("cc100/su.txt.xz").exists() && !out.join("cc100/su.txt.xz.part").exists());
+
+    // A bad file left by an earlier version (or by hand) is checked, not trusted, and replaced.
+    std::fs::create_dir_all(out.join("cc100")).unwrap();
+    std::fs::write(out.join("cc100/id.txt.xz"), html).unwrap();
+    let args = cc100("id");
+    let (stdout, stderr) = indolm_ok(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(stderr.contains("not xz data: it holds an HTML page") && stderr.contains("fetching it again"), "{stderr}");
+    assert!(stdout.contains("bytes fetched (content checked)"), "{stdout}");
+    assert_eq!(std::fs::read(out.join("cc100/id.txt.xz")).unwrap(), whole);
+    let (stdout, _) = indolm_ok(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(stdout.contains("already complete (content checked)"), "{stdout}");
+
+    // HTML where NusaX's CSV should be.
+    put(&root, "raw.githubusercontent.com/IndoNLP/nusax/main/datasets/sentiment/acehnese/train.csv", html);
+    let err = indolm_fails(&["download", "nusax", "--out", out.to_str().unwrap(), "--mirror", &server.base]);
+    assert!(err.contains("acehnese/train.csv") && err.contains("not a CSV file: it holds an HTML page"), "{err}");
+    assert!(!out.join("nusax/sentiment/acehnese/train.csv").exists());
 }

@@ -1,10 +1,14 @@
 //! `indolm download`: the public pretraining and evaluation sources, fetched over HTTPS with a
-//! progress bar, resumable partial downloads (`<file>.part` and an HTTP Range request), and a
-//! size and SHA-256 check where the host publishes them. A `mirror` base URL replaces every
+//! progress bar, resumable partial downloads (`<file>.part` and an HTTP Range request), a size
+//! and SHA-256 check where the host publishes them, and always a check of the content
+//! ([`content`]: xz structure, parquet footer, CSV columns) before a file counts as complete. A `mirror` base URL replaces every
 //! host (`<mirror>/<host>/<path>`), for offline mirrors and for the tests' loopback server.
 //! Every request has connect and read timeouts, and a failed transfer is retried (resuming
 //! from what arrived) with growing pauses, so a stalled mirror never hangs a job.
+pub mod content;
+
 use crate::error::{Error, IoContext, Result};
+pub use content::Content;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::io::{IsTerminal, Read, Write};
 use std::path::{Path, PathBuf};
@@ -21,6 +25,8 @@ pub struct FileSpec {
     pub size: Option<u64>,
     /// Expected SHA-256 (lowercase hex), when the host lists it.
     pub sha256: Option<String>,
+    /// What the file must hold, checked always.
+    pub content: Content,
 }
 
 const CC100: &str = "https://data.statmt.org/cc-100";
@@ -167,6 +173,7 @@ impl Downloader {
             dest: out.join("cc100").join(format!("{lang}.txt.xz")),
             size: None,
             sha256: None,
+            content: Content::Xz,
         }]
     }
 
@@ -210,6 +217,7 @@ impl Downloader {
                     dest: out.join("wikipedia").join(path),
                     size: f["size"].as_u64(),
                     sha256: f["lfs"]["oid"].as_str().map(String::from),
+                    content: Content::Parquet,
                 }
             })
             .collect();
@@ -232,6 +240,7 @@ impl Downloader {
                     dest: out.join("nusax").join("sentiment").join(lang).join(format!("{split}.csv")),
                     size: None,
                     sha256: None,
+                    content: Content::csv(&["text", "label"]),
                 })
             })
             .collect()
@@ -244,14 +253,22 @@ impl Downloader {
             dest: out.join("indommlu").join("indoMMLU.csv"),
             size: None,
             sha256: None,
+            content: Content::csv(&["subject", "level", "kelas", "soal", "jawaban", "kunci"]),
         }]
     }
 
-    /// Fetches one file: skipped when complete, resumed from `.part`, verified, renamed;
-    /// retried as [`Patience`] says. Returns the bytes this call transferred.
+    /// Fetches one file: skipped when the file there passes every check (a rerun checks it again
+    /// rather than trusting it; one that fails is fetched anew), resumed from `.part`,
+    /// verified, renamed; retried as [`Patience`] says. Returns the bytes this call transferred.
     pub fn fetch(&self, spec: &FileSpec) -> Result<u64> {
-        if spec.dest.exists() && verify(spec, &spec.dest).is_ok() {
-            return Ok(0);
+        if spec.dest.exists() {
+            match verify(spec, &spec.dest) {
+                Ok(()) => return Ok(0),
+                Err(e) => {
+                    eprintln!("warning: {e}; fetching it again");
+                    std::fs::remove_file(&spec.dest).with_path(&spec.dest)?;
+                }
+            }
         }
         if let Some(dir) = spec.dest.parent() {
             std::fs::create_dir_all(dir).with_path(dir)?;
@@ -340,7 +357,7 @@ impl Downloader {
         }
         if let Err(e) = verify(spec, &part) {
             std::fs::remove_file(&part).with_path(&part)?;
-            return Err(e.into());
+            return Err(Error::download(format!("download {url}"), format!("{e}; the download was removed")).into());
         }
         std::fs::rename(&part, &spec.dest).with_path(&spec.dest)?;
         Ok((fetched, Ok(())))
@@ -373,7 +390,8 @@ fn content_length(resp: &ureq::http::Response<ureq::Body>) -> Option<u64> {
     resp.headers().get("content-length")?.to_str().ok()?.parse().ok()
 }
 
-/// Checks a file against the expected size and SHA-256 (when known).
+/// Checks a file against the expected size and SHA-256 (when known), then its content; an
+/// error names the file and what it holds instead.
 pub fn verify(spec: &FileSpec, path: &Path) -> Result<()> {
     let len = std::fs::metadata(path).with_path(path)?.len();
     if let Some(size) = spec.size {
@@ -384,11 +402,12 @@ pub fn verify(spec: &FileSpec, path: &Path) -> Result<()> {
     if let Some(expected) = &spec.sha256 {
         let found = crate::files::sha256_file(path)?;
         if &found != expected {
-            return Err(Error::invalid(
-                path,
-                format!("SHA-256 {found}, expected {expected} (the partial download was removed; run again)"),
-            ));
+            return Err(Error::invalid(path, format!("SHA-256 {found}, expected {expected}")));
         }
+    }
+    if let Some(why) = spec.content.check(path)? {
+        let what = content::describe(path)?;
+        return Err(Error::invalid(path, format!("not {}: it holds {what}; {why}", spec.content.name())));
     }
     Ok(())
 }
@@ -421,7 +440,7 @@ mod tests {
     }
 
     #[test]
-    fn verify_checks_size_then_sha256() {
+    fn verify_checks_size_then_sha256_then_content() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("abc");
         std::fs::write(&path, b"abc").unwrap();
@@ -432,9 +451,13 @@ mod tests {
             dest: path.clone(),
             size,
             sha256: sha256.map(String::from),
+            content: Content::csv(&["a"]),
         };
+        std::fs::write(&path, b"a\n1\n").unwrap();
         assert!(verify(&spec(None, None), &path).is_ok());
-        assert!(verify(&spec(Some(3), Some(sha)), &path).is_ok());
+        std::fs::write(&path, b"abc").unwrap();
+        let err = verify(&spec(Some(3), Some(sha)), &path).unwrap_err().to_string();
+        assert!(err.contains("not a CSV file: it holds text starting \"abc\" (3 bytes)"), "{err}");
         let err = verify(&spec(Some(4), Some(sha)), &path).unwrap_err().to_string();
         assert!(err.ends_with("size 3 bytes, expected 4"), "{err}");
         let err = verify(&spec(Some(3), Some(&sha.replace('b', "c"))), &path).unwrap_err().to_string();
