@@ -102,13 +102,13 @@ pub fn run(command: ReportCommand) -> Result<()> {
             if resamples == 0 {
                 return Err(indolm::error::Error::argument("--resamples", "must be > 0"));
             }
-            let (rows, table) = bias_diff(&a, &b, Bootstrap { seed, resamples })?;
+            let (diff, table) = bias_diff(&a, &b, Bootstrap { seed, resamples })?;
             out!("{table}");
             if let Some(out) = out {
                 write_atomic(&out, table.as_bytes())?;
             }
             if let Some(json) = json {
-                write_json(&json, &rows)?;
+                write_json(&json, &diff)?;
             }
         }
         ReportCommand::BiasCompare { runs, step, out, plot, by, language } => {

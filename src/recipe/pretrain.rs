@@ -213,6 +213,16 @@ pub enum BiasMetric {
     Crows,
 }
 
+impl std::fmt::Display for BiasMetric {
+    /// As recipes and `--metric` spell it.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            BiasMetric::Pppl => "pppl",
+            BiasMetric::Crows => "crows",
+        })
+    }
+}
+
 /// How an IndoMMLU question is answered (`[eval.indommlu] mode`, `indolm eval indommlu --mode`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "kebab-case")]

@@ -3,11 +3,11 @@
 //! pairwise exact McNemar tests between the runs per language (Holm-corrected over every
 //! comparison), and a picture with every run's curve on one chart per language (or per domain
 //! of one language) with interval bands.
-use super::bias_diff::{format_p, match_pairs};
+use super::bias_diff::{format_p, match_pairs, same_folder};
 use super::chart::{panels_from_points, write_figure, Figure};
 use crate::error::{Error, Result};
 use crate::eval::bias::records::{run_evaluation, run_evaluations, StepChoice};
-use crate::eval::bias::{rate_with_interval, BiasReport, Category, PairRecord};
+use crate::eval::bias::{metric_caption, rate_with_interval, BiasReport, Category, PairRecord};
 use crate::eval::stats::{holm, mcnemar_exact};
 use std::path::{Path, PathBuf};
 
@@ -257,15 +257,37 @@ pub fn bias_compare(request: &CompareRequest) -> Result<String> {
     if request.runs.len() < 2 {
         return Err(Error::argument("RUN", "give at least two run folders to compare"));
     }
+    for (i, a) in request.runs.iter().enumerate() {
+        if let Some(b) = request.runs[i + 1..].iter().find(|b| same_folder(a, b)) {
+            return Err(Error::argument(
+                "RUN",
+                format!("{} and {} are the same run: give each run once", a.display(), b.display()),
+            ));
+        }
+    }
     let names = run_names(request.runs);
     let mut runs = Vec::new();
     for (run, name) in request.runs.iter().zip(&names) {
         let evaluation = run_evaluation(run, request.step)?;
-        let has_records = evaluation.dir.join(crate::eval::bias::records::RECORDS_FILE).exists();
-        let records = if has_records { Some(evaluation.records()?) } else { None };
-        runs.push(RunAtStep { name: name.clone(), step: evaluation.step, report: evaluation.report()?, records });
+        let (report, records) = if evaluation.has_records() {
+            let (report, records) = evaluation.read()?;
+            (report, Some(records))
+        } else {
+            (evaluation.report()?, None)
+        };
+        runs.push(RunAtStep { name: name.clone(), step: evaluation.step, report, records });
     }
-    let mut out = format!("# Bias of {} runs compared\n\n", runs.len());
+    let metric = runs[0].report.metric;
+    if let Some(other) = runs.iter().find(|r| r.report.metric != metric) {
+        return Err(Error::data(
+            "report bias-compare",
+            format!(
+                "{} was scored with metric {}, {} with {}: win rates of different metrics are not comparable; evaluate every run with the same metric",
+                runs[0].name, metric, other.name, other.report.metric
+            ),
+        ));
+    }
+    let mut out = format!("# Bias of {} runs compared\n\n{}.\n\n", runs.len(), metric_caption(metric));
     out.push_str(&win_rate_tables(&runs));
     out.push_str(&pairwise_tests(&runs)?);
     let missing: Vec<&str> = runs.iter().filter(|r| r.records.is_none()).map(|r| r.name.as_str()).collect();

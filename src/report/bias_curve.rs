@@ -2,14 +2,28 @@
 //! domain (and one for overall), one line per language with its 95% Wilson interval as a band,
 //! from every bias evaluation a run keeps (checkpoints and evaluations between them).
 use super::chart::{panels_from_points, write_figure, Figure};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::eval::bias::records::run_evaluations;
 use crate::eval::bias::BiasReport;
+
 use std::path::Path;
 
-/// (step, report) for every bias evaluation of the run, by step.
+/// (step, report) for every bias evaluation of the run, by step; evaluations of different
+/// metrics in one run are refused.
 pub fn collect_reports(run: &Path) -> Result<Vec<(u64, BiasReport)>> {
-    run_evaluations(run)?.into_iter().map(|e| Ok((e.step, e.report()?))).collect()
+    let reports: Vec<(u64, BiasReport)> =
+        run_evaluations(run)?.into_iter().map(|e| Ok((e.step, e.report()?))).collect::<Result<_>>()?;
+    let (first_step, first) = (reports[0].0, reports[0].1.metric);
+    if let Some((step, other)) = reports.iter().find(|(_, r)| r.metric != first) {
+        return Err(Error::data(
+            "report bias-curve",
+            format!(
+                "the evaluation at step {first_step} was scored with metric {first}, the one at step {step} with {}: one curve needs one metric; redo the odd ones with `indolm eval bias --run --metric`",
+                other.metric
+            ),
+        ));
+    }
+    Ok(reports)
 }
 
 /// The figure of a run's reports: a panel per domain, overall last; a line per language (and
@@ -42,7 +56,10 @@ pub fn curve_figure(run_name: &str, reports: &[(u64, BiasReport)]) -> Figure {
         legend.push("all".into());
     }
     Figure {
-        title: format!("Stereotype win rate over training (95% interval bands; 50 = no preference): {run_name}"),
+        title: format!(
+            "Stereotype win rate over training (95% interval bands; 50 = no preference; metric {}): {run_name}",
+            reports.first().map_or("pppl".to_string(), |(_, r)| r.metric.to_string())
+        ),
         panels,
         y_label: "win rate %".into(),
         y_range: (0.0, 100.0),

@@ -4,8 +4,9 @@
 //! that became or stopped being stereotype wins, and the exact McNemar test on those discordant
 //! pairs, Holm-corrected across every row shown.
 use crate::error::{Error, Result};
-use crate::eval::bias::{Bootstrap, PairRecord};
+use crate::eval::bias::{metric_caption, Bootstrap, PairRecord};
 use crate::eval::stats::{bootstrap_group_means, holm, mcnemar_exact, Interval};
+use crate::recipe::BiasMetric;
 use serde::Serialize;
 use std::collections::HashMap;
 use std::path::Path;
@@ -54,10 +55,17 @@ pub fn match_pairs<'a>(
                 ra.pair, ra.language
             ))
         })?;
-        if ra.protrope != rb.protrope || ra.antitrope != rb.antitrope {
+        let differs = if ra.protrope != rb.protrope {
+            Some(("protrope", &ra.protrope, &rb.protrope))
+        } else if ra.antitrope != rb.antitrope {
+            Some(("antitrope", &ra.antitrope, &rb.antitrope))
+        } else {
+            None
+        };
+        if let Some((which, sa, sb)) = differs {
             return Err(mismatch(format!(
-                "pair {} of language {} has other sentences in each ({:?} vs {:?}): these are not the same pair sets",
-                ra.pair, ra.language, ra.protrope, rb.protrope
+                "pair {} of language {} has another {which} in each ({sa:?} vs {sb:?}): these are not the same pair sets",
+                ra.pair, ra.language
             )));
         }
         matched.push((ra, *rb));
@@ -143,16 +151,17 @@ pub fn format_p(p: f64) -> String {
     }
 }
 
-/// The comparison as a Markdown table.
-pub fn markdown(rows: &[PairedRow], names: (&str, &str), bootstrap: Bootstrap) -> String {
+/// The comparison as a Markdown table, under its metric.
+pub fn markdown(rows: &[PairedRow], names: (&str, &str), metric: BiasMetric, bootstrap: Bootstrap) -> String {
     let mut out = format!(
-        "Paired comparison of stereotype win rates (%): A = {}, B = {}\n\n\
+        "Paired comparison of stereotype win rates (%): A = {}, B = {}; {}\n\n\
          change = B − A in points with a paired bootstrap 95% interval ({} resamples, seed {}); \
          McNemar: exact test on the pairs whose win changed; Holm: adjusted over the {} rows.\n\n\
          | language | group | pairs | A | B | change [95% interval] | became wins | stopped being wins | McNemar p | Holm p |\n\
          |---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n",
         names.0,
         names.1,
+        metric_caption(metric),
         bootstrap.resamples,
         bootstrap.seed,
         rows.len()
@@ -179,16 +188,53 @@ pub fn markdown(rows: &[PairedRow], names: (&str, &str), bootstrap: Bootstrap) -
     out
 }
 
-/// `report bias-diff`: reads both evaluations' records and compares them.
-pub fn bias_diff(a: &Path, b: &Path, bootstrap: Bootstrap) -> Result<(Vec<PairedRow>, String)> {
-    use crate::eval::bias::records::{evaluation_folder, read_records, RECORDS_FILE};
+/// What `report bias-diff` found: the metric both evaluations share, and the rows.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct BiasDiff {
+    /// The metric of both evaluations.
+    pub metric: BiasMetric,
+    /// Evaluation A, as named.
+    pub a: String,
+    /// Evaluation B, as named.
+    pub b: String,
+    /// Per language, overall then each domain.
+    pub rows: Vec<PairedRow>,
+}
+
+/// `report bias-diff`: reads both evaluations (each report with its records, checked as one)
+/// and compares them; refuses one evaluation given twice and evaluations of different metrics.
+pub fn bias_diff(a: &Path, b: &Path, bootstrap: Bootstrap) -> Result<(BiasDiff, String)> {
+    use crate::eval::bias::records::{evaluation_folder, read_evaluation};
     let (dir_a, dir_b) = (evaluation_folder(a)?, evaluation_folder(b)?);
-    let (records_a, records_b) = (read_records(&dir_a.join(RECORDS_FILE))?, read_records(&dir_b.join(RECORDS_FILE))?);
     let names = (a.display().to_string(), b.display().to_string());
+    if same_folder(&dir_a, &dir_b) {
+        return Err(Error::argument(
+            "B",
+            format!("{} and {} are the same evaluation: give two evaluations to compare", names.0, names.1),
+        ));
+    }
+    let ((report_a, records_a), (report_b, records_b)) = (read_evaluation(&dir_a)?, read_evaluation(&dir_b)?);
+    if report_a.metric != report_b.metric {
+        return Err(Error::data(
+            format!("comparing {} with {}", names.0, names.1),
+            format!(
+                "A was scored with metric {}, B with {}: their win rates decide pairs differently and are not comparable; evaluate both with the same --metric",
+                report_a.metric, report_b.metric
+            ),
+        ));
+    }
     let matched = match_pairs(&records_a, &records_b, (&names.0, &names.1))?;
     let rows = paired_rows(&matched, bootstrap);
-    let table = markdown(&rows, (&names.0, &names.1), bootstrap);
-    Ok((rows, table))
+    let table = markdown(&rows, (&names.0, &names.1), report_a.metric, bootstrap);
+    Ok((BiasDiff { metric: report_a.metric, a: names.0, b: names.1, rows }, table))
+}
+
+/// Whether two paths name one folder (after resolving links and `..`).
+pub fn same_folder(a: &Path, b: &Path) -> bool {
+    match (a.canonicalize(), b.canonicalize()) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => a == b,
+    }
 }
 
 #[cfg(test)]
@@ -218,7 +264,8 @@ mod tests {
         let holm_expected = holm(&[rows[0].p_value, rows[1].p_value, rows[2].p_value]);
         assert_eq!(rows.iter().map(|r| r.p_holm).collect::<Vec<_>>(), holm_expected);
         assert!(rows[0].change_interval.contains(25.0));
-        let md = markdown(&rows, ("a", "b"), Bootstrap::standard());
+        let md = markdown(&rows, ("a", "b"), BiasMetric::Pppl, Bootstrap::standard());
+        assert!(md.contains("metric pppl: each sentence's pseudo-perplexity"), "{md}");
         assert!(
             md.contains("| id | y | 2 | 0.0 | 100.0 | +100.0 [+100.0, +100.0] | 2 | 0 | 0.5000 | 1.0000 |"),
             "{md}"
@@ -231,7 +278,11 @@ mod tests {
         let mut b = a.clone();
         b[1].protrope = "lain".into();
         let err = match_pairs(&a, &b, ("a", "b")).unwrap_err().to_string();
-        assert!(err.contains("pair 1 of language id has other sentences"), "{err}");
+        assert!(err.contains("pair 1 of language id has another protrope in each (\"p\" vs \"lain\")"), "{err}");
+        let mut c = a.clone();
+        c[1].antitrope = "cut sho".into();
+        let err = match_pairs(&a, &c, ("a", "b")).unwrap_err().to_string();
+        assert!(err.contains("has another antitrope in each") && err.contains("\"cut sho\""), "{err}");
         let err = match_pairs(&a, &a[..1], ("a", "b")).unwrap_err().to_string();
         assert!(err.contains("pair 1 of language id is in the first but not in the second"), "{err}");
         let err = match_pairs(&a[..1], &a, ("a", "b")).unwrap_err().to_string();

@@ -7,7 +7,8 @@
 use super::chart::{Figure, Line, Panel};
 use crate::error::{Error, Result};
 use crate::eval::bias::records::run_evaluations;
-use crate::eval::bias::{PairRecord, Preference};
+use crate::eval::bias::{metric_caption, PairRecord, Preference};
+use crate::recipe::BiasMetric;
 use std::path::Path;
 
 /// One pair's preference at every evaluation.
@@ -34,11 +35,13 @@ pub struct Flips {
     pub domains: Vec<String>,
     /// Languages in order of first appearance.
     pub languages: Vec<String>,
+    /// The metric every evaluation was scored with.
+    pub metric: BiasMetric,
 }
 
 impl Flips {
     /// Lines up the records of successive evaluations pair by pair (by language and pair row).
-    pub fn new(evaluations: Vec<(u64, Vec<PairRecord>)>) -> Result<Self> {
+    pub fn new(evaluations: Vec<(u64, Vec<PairRecord>)>, metric: BiasMetric) -> Result<Self> {
         if evaluations.len() < 2 {
             return Err(Error::data(
                 "bias-flips",
@@ -73,6 +76,20 @@ impl Flips {
                         format!("step {step} has pair {} of {} that step {first_step} lacks", r.pair, r.language),
                     )
                 })?;
+                let f = &first[*i];
+                for (which, here, there) in
+                    [("protrope", &r.protrope, &f.protrope), ("antitrope", &r.antitrope, &f.antitrope)]
+                {
+                    if here != there {
+                        return Err(Error::data(
+                            "bias-flips",
+                            format!(
+                                "pair {} of {} has another {which} at step {step} ({here:?}) than at step {first_step} ({there:?}): evaluations of one run must use the same pairs",
+                                r.pair, r.language
+                            ),
+                        ));
+                    }
+                }
                 histories[*i].preferences.push(r.preferred);
             }
         }
@@ -86,7 +103,7 @@ impl Flips {
                 languages.push(h.language.clone());
             }
         }
-        Ok(Flips { steps: evaluations.iter().map(|(s, _)| *s).collect(), histories, domains, languages })
+        Ok(Flips { steps: evaluations.iter().map(|(s, _)| *s).collect(), histories, domains, languages, metric })
     }
 
     /// Pairs of `domain` (all when `None`) whose preference changed between evaluation `k − 1`
@@ -120,13 +137,14 @@ impl Flips {
     pub fn markdown(&self, run_name: &str) -> String {
         let mut out = format!(
             "# When the preferences of {run_name} settle\n\n\
-             {} evaluations with per-pair records, steps {}…{}; {} pairs ({} languages).\n\n\
+             {} evaluations with per-pair records, steps {}…{}; {} pairs ({} languages); {}.\n\n\
              ## Pairs that changed preference since the previous evaluation (count, % of the domain's pairs; all languages)\n\n| step |",
             self.steps.len(),
             self.steps[0],
             self.steps.last().unwrap(),
             self.histories.len(),
-            self.languages.len()
+            self.languages.len(),
+            metric_caption(self.metric)
         );
         for d in &self.domains {
             out.push_str(&format!(" {d} |"));
@@ -203,15 +221,31 @@ impl Flips {
     }
 }
 
-/// Reads every evaluation of `run` that has per-pair records.
+/// Reads every evaluation of `run` that has per-pair records (each report with its records,
+/// checked as one); evaluations of different metrics are refused.
 pub fn load(run: &Path) -> Result<Flips> {
     let mut evaluations = Vec::new();
+    let mut metric: Option<(u64, BiasMetric)> = None;
     for e in run_evaluations(run)? {
-        if e.dir.join(crate::eval::bias::records::RECORDS_FILE).exists() {
-            evaluations.push((e.step, e.records()?));
+        if e.has_records() {
+            let (report, records) = e.read()?;
+            match metric {
+                None => metric = Some((e.step, report.metric)),
+                Some((step, m)) if m != report.metric => {
+                    return Err(Error::data(
+                        "report bias-flips",
+                        format!(
+                            "the evaluation at step {step} was scored with metric {m}, the one at step {} with {}: preferences of different metrics are not comparable",
+                            e.step, report.metric
+                        ),
+                    ))
+                }
+                Some(_) => {}
+            }
+            evaluations.push((e.step, records));
         }
     }
-    Flips::new(evaluations)
+    Flips::new(evaluations, metric.map_or(BiasMetric::Pppl, |(_, m)| m))
 }
 
 #[cfg(test)]
@@ -226,12 +260,15 @@ mod tests {
         // Pair 1: anti throughout → settled from 0. Pair 2 (domain y): tie, pro, anti, anti → from 2.
         let at =
             |p: [Preference; 3]| records("id", &[("x", "s", p[0], 0.0), ("x", "s", p[1], 0.0), ("y", "s", p[2], 0.0)]);
-        let flips = Flips::new(vec![
-            (10, at([Pro, Anti, Tie])),
-            (20, at([Anti, Anti, Pro])),
-            (30, at([Pro, Anti, Anti])),
-            (40, at([Pro, Anti, Anti])),
-        ])
+        let flips = Flips::new(
+            vec![
+                (10, at([Pro, Anti, Tie])),
+                (20, at([Anti, Anti, Pro])),
+                (30, at([Pro, Anti, Anti])),
+                (40, at([Pro, Anti, Anti])),
+            ],
+            BiasMetric::Pppl,
+        )
         .unwrap();
         assert_eq!(flips.changes(1, None), (2, 3));
         assert_eq!(flips.changes(2, Some("x")), (1, 2));
@@ -246,6 +283,6 @@ mod tests {
         let figure = flips.figure("r");
         assert_eq!(figure.panels.len(), 1);
         assert_eq!(figure.legend, vec!["x", "y", "overall"]);
-        assert!(Flips::new(vec![(10, at([Pro, Pro, Pro]))]).is_err());
+        assert!(Flips::new(vec![(10, at([Pro, Pro, Pro]))], BiasMetric::Pppl).is_err());
     }
 }

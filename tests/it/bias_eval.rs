@@ -322,10 +322,20 @@ fn hook_writes_records_curves_and_dense_evaluations() {
         assert_eq!(report.step, Some(e.step));
         assert_eq!(report.languages.len(), 2);
         assert_eq!(report.bootstrap, Bootstrap::standard(), "the recipe's seed and the default resamples");
-        // The per-pair records re-aggregate to exactly the report written beside them.
-        let records = e.records().unwrap();
+        // The per-pair records re-aggregate to exactly the report written beside them, which
+        // names their checksum.
+        let (read_report, records) = e.read().unwrap();
+        assert_eq!(read_report, report);
         assert_eq!(records.len(), 80);
-        assert_eq!(aggregate(report.metric, report.step, &records, report.bootstrap), report, "step {}", e.step);
+        let sha = report.records_sha256.clone().expect("the report binds its records");
+        assert_eq!(indolm::files::sha256_file(&e.dir.join("bias_pairs.csv")).unwrap(), sha);
+        let reaggregated = aggregate(report.metric, report.step, &records, report.bootstrap);
+        assert_eq!(
+            indolm::eval::bias::BiasReport { records_sha256: Some(sha), ..reaggregated },
+            report,
+            "step {}",
+            e.step
+        );
         let all = report.all_languages.as_ref().expect("id and jv are row-aligned");
         let mean = (report.languages[0].overall.win_rate + report.languages[1].overall.win_rate) / 2.0;
         assert!((all.win_rate - mean).abs() < 1e-9);
@@ -431,13 +441,16 @@ fn paired_diff_compare_flips_and_retro_evaluation() {
         json.to_str().unwrap(),
     ]);
     assert!(stdout.contains("| language | group | pairs | A | B | change [95% interval] |"), "{stdout}");
-    let rows: Vec<serde_json::Value> = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let diff: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(diff["metric"], "pppl");
+    assert!(stdout.contains("metric pppl: each sentence's pseudo-perplexity"), "{stdout}");
+    let rows = diff["rows"].as_array().unwrap();
     assert_eq!(rows.len(), 12, "2 languages × (overall + 5 domains)");
     let report_2 = indolm::eval::bias::records::read_report(&run_a.join("evals/step-2/bias.json")).unwrap();
     let report_6 = indolm::eval::bias::records::read_report(&run_a.join("step-6/bias.json")).unwrap();
     assert_eq!(rows[0]["rate_a"].as_f64().unwrap(), report_2.languages[0].overall.win_rate);
     assert_eq!(rows[0]["rate_b"].as_f64().unwrap(), report_6.languages[0].overall.win_rate);
-    for r in &rows {
+    for r in rows {
         let (became, stopped) = (r["became_wins"].as_u64().unwrap(), r["stopped_being_wins"].as_u64().unwrap());
         let n = r["pairs"].as_f64().unwrap();
         let change = r["change"].as_f64().unwrap();

@@ -17,6 +17,7 @@ mod corpora;
 mod cuda;
 mod dist;
 mod download;
+mod eval_integrity;
 mod faults;
 mod finetune_engine;
 mod gpu_readiness;

@@ -112,5 +112,12 @@ pub fn aggregate(metric: BiasMetric, step: Option<u64>, records: &[PairRecord], 
         }
     }
     let languages = by_language.iter().map(|(l, rs)| language_result(l, rs, bootstrap)).collect();
-    BiasReport { metric, step, bootstrap, languages, all_languages: all_languages(&by_language, bootstrap) }
+    BiasReport {
+        metric,
+        step,
+        bootstrap,
+        languages,
+        all_languages: all_languages(&by_language, bootstrap),
+        records_sha256: None,
+    }
 }

@@ -24,7 +24,7 @@ pub use hook::BiasHook;
 pub use report::{
     gap_with_interval, rate_with_interval, BiasReport, Bootstrap, Category, LanguageResult, PairRecord, Tally,
 };
-pub use rules::{outcome, score_gap, Preference};
+pub use rules::{metric_caption, outcome, score_gap, Preference};
 pub use scoring::{evaluate, score_pairs, Evaluation};
 
 #[cfg(test)]
@@ -189,7 +189,13 @@ pub(crate) mod tests {
         let report = aggregate(BiasMetric::Pppl, Some(10), &both, Bootstrap::standard());
         let md = report.markdown();
         let lines: Vec<&str> = md.lines().collect();
-        assert_eq!(lines[0], "Stereotype win rate (%, 95% interval, pairs in brackets; 50 = unbiased), metric Pppl");
+        assert_eq!(
+            lines[0],
+            format!(
+                "Stereotype win rate (%, 95% interval, pairs in brackets; 50 = unbiased); {}",
+                metric_caption(BiasMetric::Pppl)
+            )
+        );
         assert_eq!(lines[2], "| language | gender | religion | age | overall |");
         let w = |wins, n| {
             let i = wilson(wins, n).scaled(100.0);

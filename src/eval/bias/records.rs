@@ -3,9 +3,16 @@
 //! (`<run>/step-<N>/`) or, for evaluations between checkpoints, in `<run>/evals/step-<N>/`.
 //! The reports (`report bias-diff`, `bias-compare`, `bias-flips`, `bias-curve`) find a run's
 //! evaluations and their records here.
-use super::report::{BiasReport, PairRecord};
+//!
+//! The two files are one unit: `bias.json` records the SHA-256 of the `bias_pairs.csv` it was
+//! aggregated from ([`BiasReport::records_sha256`]), written after it, and [`read_evaluation`]
+//! reads them only together: the checksum, the CSV's exact columns, every number finite, every
+//! `preferred` as the scores decide it, and each language's counts equal to the report's.
+use super::report::{BiasReport, PairRecord, Tally};
+use super::rules::{outcome, score_gap};
 use crate::error::{Error, IoContext, Result};
-use crate::files::{read_to_string, Staging};
+use crate::eval::pll::SentenceScore;
+use crate::files::{read_to_string, sha256_file, Staging};
 use crate::run::RunLayout;
 use std::path::{Path, PathBuf};
 
@@ -26,7 +33,24 @@ pub fn write_records(path: &Path, records: &[PairRecord]) -> Result<()> {
     staging.commit()
 }
 
-/// Reads the records of a `bias_pairs.csv`.
+/// The columns of `bias_pairs.csv`, in order.
+pub const RECORD_COLUMNS: [&str; 12] = [
+    "language",
+    "pair",
+    "domain",
+    "subdomain",
+    "preferred",
+    "gap",
+    "pro_pll",
+    "pro_tokens",
+    "anti_pll",
+    "anti_tokens",
+    "protrope",
+    "antitrope",
+];
+
+/// Reads the records of a `bias_pairs.csv` strictly: exactly [`RECORD_COLUMNS`] in the header
+/// and in every row, every field of its type, every number finite. Errors name the row.
 pub fn read_records(path: &Path) -> Result<Vec<PairRecord>> {
     let mut reader = csv::Reader::from_path(path).map_err(|e| match e.kind() {
         csv::ErrorKind::Io(io) if io.kind() == std::io::ErrorKind::NotFound => Error::MissingFile {
@@ -35,16 +59,127 @@ pub fn read_records(path: &Path) -> Result<Vec<PairRecord>> {
         },
         _ => Error::invalid(path, e.to_string()),
     })?;
-    reader
-        .deserialize()
-        .enumerate()
-        .map(|(i, row)| row.map_err(|e| Error::invalid(path, format!("row {}: {e}", i + 2))))
-        .collect()
+    let header: Vec<String> =
+        reader.headers().map_err(|e| Error::invalid(path, e.to_string()))?.iter().map(String::from).collect();
+    if header != RECORD_COLUMNS {
+        return Err(Error::invalid(
+            path,
+            format!("the header is {}; expected {}", header.join(","), RECORD_COLUMNS.join(",")),
+        ));
+    }
+    let mut records = Vec::new();
+    for (i, row) in reader.deserialize::<PairRecord>().enumerate() {
+        let row_number = i + 2;
+        let r = row.map_err(|e| Error::invalid(path, format!("row {row_number}: {e}")))?;
+        for (field, value) in [("gap", r.gap), ("pro_pll", r.pro_pll), ("anti_pll", r.anti_pll)] {
+            if !value.is_finite() {
+                return Err(Error::invalid(
+                    path,
+                    format!(
+                        "row {row_number} (pair {} of {}): {field} is {value}, not a finite number",
+                        r.pair, r.language
+                    ),
+                ));
+            }
+        }
+        records.push(r);
+    }
+    Ok(records)
 }
 
 /// Reads a `bias.json`.
 pub fn read_report(path: &Path) -> Result<BiasReport> {
     serde_json::from_str(&read_to_string(path)?).map_err(|e| Error::json(path, &e))
+}
+
+/// Reads the report and records of the evaluation in `dir` as one unit, refusing files of two
+/// evaluations, changed or cut ones (see the module's doc). A report written before the
+/// checksum existed is checked by its counts alone.
+pub fn read_evaluation(dir: &Path) -> Result<(BiasReport, Vec<PairRecord>)> {
+    let (report_path, records_path) = (dir.join(REPORT_FILE), dir.join(RECORDS_FILE));
+    let report = read_report(&report_path)?;
+    let redo = "redo the evaluation (`indolm eval bias`)";
+    if let Some(expected) = &report.records_sha256 {
+        let found = sha256_file(&records_path)?;
+        if &found != expected {
+            return Err(Error::invalid(
+                &records_path,
+                format!(
+                    "not the file {} was aggregated from (SHA-256 {found}, the report names {expected}): the two come from different evaluations, or this one was changed or cut; {redo}",
+                    report_path.display()
+                ),
+            ));
+        }
+    }
+    let records = read_records(&records_path)?;
+    let mut tallies: Vec<(&str, Tally)> = Vec::new();
+    for (i, r) in records.iter().enumerate() {
+        let (pro, anti) = (
+            SentenceScore { pll: r.pro_pll, tokens: r.pro_tokens },
+            SentenceScore { pll: r.anti_pll, tokens: r.anti_tokens },
+        );
+        let (decided, gap) = (outcome(report.metric, &pro, &anti), score_gap(report.metric, &pro, &anti));
+        if decided != r.preferred || gap != r.gap {
+            return Err(Error::invalid(
+                &records_path,
+                format!(
+                    "row {} (pair {} of {}, {:?}): preferred {} and gap {} do not follow from its scores, which give {} and {} under metric {}; {redo}",
+                    i + 2, r.pair, r.language, r.protrope, r.preferred.name(), r.gap, decided.name(), gap, report.metric
+                ),
+            ));
+        }
+        match tallies.iter_mut().find(|(l, _)| *l == r.language) {
+            Some((_, t)) => t.add(r.preferred),
+            None => {
+                let mut t = Tally::default();
+                t.add(r.preferred);
+                tallies.push((&r.language, t));
+            }
+        }
+    }
+    let counted = |t: &Tally| format!("{} pairs, {} wins, {} ties", t.pairs, t.wins, t.ties);
+    let in_report: Vec<&str> = report.languages.iter().map(|l| l.language.as_str()).collect();
+    let in_records: Vec<&str> = tallies.iter().map(|(l, _)| *l).collect();
+    if in_report != in_records {
+        return Err(Error::invalid(
+            &records_path,
+            format!(
+                "its languages {in_records:?} are not those of {} ({in_report:?}): the two come from different evaluations; {redo}",
+                report_path.display()
+            ),
+        ));
+    }
+    for (l, (_, t)) in report.languages.iter().zip(&tallies) {
+        if l.overall.tally != *t {
+            return Err(Error::invalid(
+                &records_path,
+                format!(
+                    "language {}: {} here, {} in {}: the two come from different evaluations; {redo}",
+                    l.language,
+                    counted(t),
+                    counted(&l.overall.tally),
+                    report_path.display()
+                ),
+            ));
+        }
+    }
+    Ok((report, records))
+}
+
+/// Writes an evaluation's two files into `dir` as one unit: the records, then the report naming
+/// their checksum, each written to a temporary name and renamed. A failure between the two
+/// leaves the new records beside an earlier report that names other ones, which readers refuse;
+/// an earlier report without a checksum (older versions) is removed first, as it could not tell.
+pub fn write_evaluation(dir: &Path, report: &BiasReport, records: &[PairRecord]) -> Result<()> {
+    let report_path = dir.join(REPORT_FILE);
+    if report_path.exists() && read_report(&report_path).map_or(true, |r| r.records_sha256.is_none()) {
+        std::fs::remove_file(&report_path).with_path(&report_path)?;
+    }
+    let records_path = dir.join(RECORDS_FILE);
+    write_records(&records_path, records)?;
+    let mut report = report.clone();
+    report.records_sha256 = Some(sha256_file(&records_path)?);
+    crate::files::write_json(&report_path, &report)
 }
 
 /// One evaluation of a run: its step and the folder holding its files.
@@ -62,9 +197,14 @@ impl EvaluationDir {
         read_report(&self.dir.join(REPORT_FILE))
     }
 
-    /// Its `bias_pairs.csv`.
-    pub fn records(&self) -> Result<Vec<PairRecord>> {
-        read_records(&self.dir.join(RECORDS_FILE))
+    /// Its report and records, read as one ([`read_evaluation`]).
+    pub fn read(&self) -> Result<(BiasReport, Vec<PairRecord>)> {
+        read_evaluation(&self.dir)
+    }
+
+    /// Whether it has per-pair records (evaluations before `bias_pairs.csv` existed do not).
+    pub fn has_records(&self) -> bool {
+        self.dir.join(RECORDS_FILE).exists()
     }
 }
 

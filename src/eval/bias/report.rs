@@ -178,6 +178,10 @@ pub struct BiasReport {
     /// its interval bootstrapped over pair rows (a row's translations resampled together).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub all_languages: Option<Category>,
+    /// SHA-256 of the `bias_pairs.csv` this report was aggregated from, binding the two files
+    /// (absent in reports written before it, and in reports not yet written).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub records_sha256: Option<String>,
 }
 
 /// `rate [low–high]` with one decimal.
@@ -241,8 +245,8 @@ impl BiasReport {
         };
         let mut out = table(
             format!(
-                "Stereotype win rate (%, 95% interval, pairs in brackets; 50 = unbiased), metric {:?}",
-                self.metric
+                "Stereotype win rate (%, 95% interval, pairs in brackets; 50 = unbiased); {}",
+                super::rules::metric_caption(self.metric)
             ),
             &|c| format!("{} ({})", rate_with_interval(c), c.tally.pairs),
         );

@@ -5,7 +5,6 @@ use super::report::{BiasReport, Bootstrap, PairRecord};
 use crate::error::Result;
 use crate::eval::pairs::PairSet;
 use crate::eval::pll::{crows_inputs, PllScorer, ScoringInput};
-use crate::files::write_json;
 use crate::recipe::BiasMetric;
 use std::path::Path;
 
@@ -67,9 +66,9 @@ pub fn evaluate(
 }
 
 impl Evaluation {
-    /// Writes `bias.json` and `bias_pairs.csv` into `dir` (each atomically).
+    /// Writes `bias_pairs.csv` and `bias.json` into `dir` as one unit
+    /// ([`super::records::write_evaluation`]).
     pub fn write(&self, dir: &Path) -> Result<()> {
-        write_json(&dir.join(super::records::REPORT_FILE), &self.report)?;
-        super::records::write_records(&dir.join(super::records::RECORDS_FILE), &self.records)
+        super::records::write_evaluation(dir, &self.report, &self.records)
     }
 }
