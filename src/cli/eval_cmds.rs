@@ -100,6 +100,10 @@ pub struct BiasArgs {
     /// runs/<run>/eval).
     #[arg(long)]
     pub logdir: Option<PathBuf>,
+    /// With --run: replace the evaluations checkpoints already hold (the training hook's);
+    /// without it, a run whose checkpoints hold one is refused.
+    #[arg(long, requires = "run")]
+    pub overwrite: bool,
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -198,13 +202,40 @@ fn bias(args: &BiasArgs, device: Device) -> Result<()> {
     if args.out.is_some() {
         return Err(Error::argument("--out", "with --run, each checkpoint's files go into its own folder"));
     }
-    let steps: Vec<(u64, PathBuf)> = indolm::run::RunLayout::new(run)
-        .checkpoints()?
-        .into_iter()
-        .filter(|(_, p)| p.join(indolm::run::checkpoints::MODEL_FILE).exists())
-        .collect();
+    // Held while the weights are read: a trainer of the run keeps them meanwhile (keep_last).
+    let layout = indolm::run::RunLayout::new(run);
+    if !run.is_dir() {
+        return Err(Error::MissingFile { path: run.into(), hint: "expected a run folder (checkpoints/<run>)".into() });
+    }
+    let _hold = indolm::run::readers::ReadHold::take(&layout)?;
+    let mut steps: Vec<(u64, PathBuf)> = Vec::new();
+    for (step, dir) in layout.checkpoints()? {
+        if !dir.join(indolm::run::checkpoints::MODEL_FILE).exists() {
+            continue;
+        }
+        if dir.join(indolm::run::layout::PENDING_EVALUATION).exists() {
+            // Its trainer evaluates it (now, or when it resumes); two writers would mix files.
+            eprintln!("note: step {step}: its evaluation is pending in the run's trainer; left to it");
+            continue;
+        }
+        steps.push((step, dir));
+    }
     if steps.is_empty() {
-        return Err(Error::invalid(run, "no checkpoint with weights (step-N/model.safetensors) in this run"));
+        return Err(Error::invalid(
+            run,
+            "no checkpoint with weights (step-N/model.safetensors) to evaluate in this run",
+        ));
+    }
+    let evaluated: Vec<String> =
+        steps.iter().filter(|(_, d)| d.join(REPORT_FILE).exists()).map(|(s, _)| format!("step-{s}")).collect();
+    if !evaluated.is_empty() && !args.overwrite {
+        return Err(Error::invalid(
+            run,
+            format!(
+                "{} already hold(s) a bias evaluation (the training hook's, or an earlier `eval bias --run`): pass --overwrite to replace them",
+                evaluated.join(", ")
+            ),
+        ));
     }
     let run_name = run.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
     let logdir = args.logdir.clone().unwrap_or_else(|| PathBuf::from("runs").join(&run_name).join("eval"));

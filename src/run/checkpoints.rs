@@ -9,7 +9,7 @@
 //! it and before any older checkpoint's weights are deleted. The store decides when a
 //! checkpoint is due, keeps the weights of the newest `keep_last`, keeps the best weights apart
 //! in `<run>/best/`, and finds where a run resumes.
-use super::layout::RunLayout;
+use super::layout::{RunLayout, PENDING_EVALUATION};
 use crate::error::{Error, IoContext, Result};
 use crate::files::{read_to_string, remove_stale_temps, sha256_file, write_json, Staging};
 use crate::model::weights;
@@ -120,6 +120,9 @@ pub struct CheckpointContents<'a> {
     pub model: &'a dyn Fn(&Path) -> Result<()>,
     /// Each optimizer's name (`""` for a task's only one) and state tensors.
     pub optimizers: Vec<(String, Vec<(String, Tensor)>)>,
+    /// Evaluations are to run on this checkpoint: it is marked pending
+    /// ([`crate::run::layout::PENDING_EVALUATION`]) until [`CheckpointStore::evaluated`].
+    pub evaluations: bool,
 }
 
 /// A checkpoint to resume from: its folder and its (verified) state.
@@ -208,6 +211,10 @@ impl CheckpointStore {
             state.checksums.insert(file.clone(), sha256_file(&tmp.join(&file))?);
         }
         write_json(&tmp.join(STATE_FILE), &state)?;
+        if contents.evaluations {
+            let marker = tmp.join(PENDING_EVALUATION);
+            std::fs::write(&marker, format!("{}\n", state.step)).with_path(&marker)?;
+        }
         std::fs::File::open(tmp).and_then(|d| d.sync_all()).with_path(tmp)?;
         if final_dir.exists() {
             std::fs::remove_dir_all(&final_dir).with_path(&final_dir)?;
@@ -245,12 +252,47 @@ impl CheckpointStore {
         Ok(dir)
     }
 
+    /// The checkpoints whose evaluations have not completed (marked pending) and whose weights
+    /// are there to redo them, oldest first.
+    pub fn pending_evaluations(&self) -> Result<Vec<(u64, PathBuf)>> {
+        Ok(self
+            .layout
+            .checkpoints()?
+            .into_iter()
+            .filter(|(_, dir)| dir.join(PENDING_EVALUATION).exists() && dir.join(MODEL_FILE).exists())
+            .collect())
+    }
+
+    /// Marks the evaluations of the checkpoint in `dir` complete, and lets its weights go when
+    /// they are no longer among the newest `keep_last`.
+    pub fn evaluated(&self, dir: &Path) -> Result<()> {
+        let marker = dir.join(PENDING_EVALUATION);
+        if marker.exists() {
+            std::fs::remove_file(&marker).with_path(&marker)?;
+        }
+        self.prune()
+    }
+
     /// Deletes the weights and optimizer states of all but the newest `keep_last` checkpoints,
-    /// keeping their evaluation files and state so curves survive.
+    /// keeping their evaluation files and state so curves survive; the weights of a checkpoint
+    /// whose evaluations are pending stay until they are done.
     pub fn prune(&self) -> Result<()> {
         let steps: Vec<(u64, PathBuf)> =
             self.layout.checkpoints()?.into_iter().filter(|(_, p)| p.join(MODEL_FILE).exists()).collect();
+        let steps: Vec<(u64, PathBuf)> =
+            steps.into_iter().filter(|(_, p)| !p.join(PENDING_EVALUATION).exists()).collect();
         let drop = steps.len().saturating_sub(self.keep_last);
+        if drop == 0 {
+            return Ok(());
+        }
+        let Some(_exclusive) = super::readers::try_exclusive(&self.layout)? else {
+            if !self.quiet {
+                eprintln!(
+                    "note: another indolm process is reading this run's checkpoints: the weights of older checkpoints are kept until a later checkpoint finds it done"
+                );
+            }
+            return Ok(());
+        };
         for (_, dir) in steps.into_iter().take(drop) {
             remove_weights(&dir)?;
         }

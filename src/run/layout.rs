@@ -21,6 +21,9 @@ pub const EVALS_DIR: &str = "evals";
 pub const BEST_DIR: &str = "best";
 /// The file naming the newest checkpoint folder.
 pub const LATEST: &str = "latest";
+/// In a checkpoint's folder while the evaluations that run on it (the checkpoint hooks) have
+/// not completed: they are redone from its weights, which are kept until then.
+pub const PENDING_EVALUATION: &str = "evaluation.pending";
 
 /// A checkpoint folder's name: `step-<N>`.
 pub fn step_dir_name(step: u64) -> String {
@@ -67,6 +70,12 @@ impl RunLayout {
     /// `<run>/<unit>`: a unit of a fine-tuning run (itself a run folder).
     pub fn unit(&self, name: &str) -> RunLayout {
         RunLayout::new(self.dir.join(name))
+    }
+
+    /// `<run>/.readers.lock`: held shared by processes that read the run's checkpoint weights
+    /// (see [`crate::run::readers`]).
+    pub fn readers_lock(&self) -> PathBuf {
+        self.dir.join(".readers.lock")
     }
 
     /// `<run>/latest`.

@@ -2,9 +2,10 @@
 //! its layout ([`layout`]), the lock that keeps a second writer out, the logger and TensorBoard,
 //! the stop-signal flag ([`signals`]), and the atomic save and checksum-verified restore of a
 //! set of named states, with the best weights kept apart from the last checkpoints
-//! ([`checkpoints`]).
+//! ([`checkpoints`]), never deleting weights that another process reads ([`readers`]).
 pub mod checkpoints;
 pub mod layout;
+pub mod readers;
 pub mod signals;
 pub mod units;
 

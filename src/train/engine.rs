@@ -158,6 +158,20 @@ impl OpCountPlan {
     }
 }
 
+/// Test-only (not a user option): `INDOLM_TEST_FAIL_EVALUATION=<where>@<step>,...` makes the
+/// evaluations of `<step>` fail as a full disk would, where `<where>` is `checkpoint` (the
+/// hooks after a checkpoint), `between` (between checkpoints) or `redo` (a pending one redone):
+/// the fault suite's way to fail an evaluation and nothing else.
+fn test_failure(step: u64, place: &str) -> Option<Error> {
+    let spec = std::env::var("INDOLM_TEST_FAIL_EVALUATION").ok()?;
+    spec.split(',').any(|s| s == format!("{place}@{step}")).then(|| {
+        Error::io(
+            Path::new("(injected by INDOLM_TEST_FAIL_EVALUATION)"),
+            std::io::Error::from_raw_os_error(28), // ENOSPC
+        )
+    })
+}
+
 /// Test-only (not a user option): `INDOLM_TEST_OOM_AT_STEP=N` makes the update of step N ask
 /// libtorch for an impossibly large tensor on the run's device, a real out-of-memory exception,
 /// so the tests can see how a failure inside an update ends the run.
@@ -305,6 +319,12 @@ impl<T: Task> Engine<T> {
     /// as the recipe says.
     pub fn run(mut self) -> Result<Finished<T>> {
         self.announce();
+        // Evaluations of earlier checkpoints that did not complete (a full disk, a kill) are
+        // redone before training goes on.
+        self.redo_pending_evaluations(None)?;
+        if let Some(p) = self.parallel.as_mut() {
+            p.barrier()?;
+        }
         if self.state.step == 0 && self.task.evaluates_at_start() {
             self.evaluate(0)?; // the untrained model: where every curve starts
         }
@@ -349,7 +369,63 @@ impl<T: Task> Engine<T> {
                 break;
             }
         }
+        self.refuse_pending_evaluations()?;
         Ok(self.finish())
+    }
+
+    /// The checkpoint evaluations still pending (other than `except`, the checkpoint just
+    /// written), each redone from its checkpoint's weights; one that fails again stays pending
+    /// with a warning. Rank 0's work (the caller's barrier makes the other ranks wait).
+    fn redo_pending_evaluations(&mut self, except: Option<u64>) -> Result<()> {
+        if self.rank() != 0 || !self.task.evaluates_checkpoints() {
+            return Ok(());
+        }
+        for (step, dir) in self.run.checkpoints.pending_evaluations()? {
+            if Some(step) == except {
+                continue;
+            }
+            self.run.logger.println(&format!(
+                "step {step}: the evaluations of this checkpoint did not complete; redoing them from its weights"
+            ));
+            let done = match test_failure(step, "redo") {
+                Some(e) => Err(e),
+                None => self.task.evaluate_saved_checkpoint(step, &dir, &mut self.run.logger),
+            };
+            if let Err(e) = done.and_then(|_| self.run.checkpoints.evaluated(&dir)) {
+                self.warn_pending(step, &e);
+            }
+        }
+        self.run.logger.flush();
+        Ok(())
+    }
+
+    /// A warning that the evaluations of checkpoint `step` failed and stay pending.
+    fn warn_pending(&mut self, step: u64, error: &Error) {
+        self.run.logger.println(&format!(
+            "warning: step {step}: the checkpoint's evaluations failed ({error}); they stay pending, its weights are kept, and they are redone at the next checkpoint and on resume"
+        ));
+    }
+
+    /// Rank 0 at the end of a run: an error when some checkpoint's evaluations are still
+    /// pending, so that a run whose curves have holes does not end as a success.
+    fn refuse_pending_evaluations(&mut self) -> Result<()> {
+        // A run stopped before its end (a signal, `--stop-after`) redoes them when it resumes.
+        let ended = self.state.step >= self.settings.max_steps || self.state.early_stopped;
+        if self.rank() != 0 || !self.task.evaluates_checkpoints() || !ended {
+            return Ok(());
+        }
+        let pending: Vec<String> =
+            self.run.checkpoints.pending_evaluations()?.iter().map(|(step, _)| step.to_string()).collect();
+        if pending.is_empty() {
+            return Ok(());
+        }
+        Err(Error::training(
+            format!("run {}", self.settings.name),
+            format!(
+                "the evaluations of the checkpoint(s) at step {} could not be completed (see the warnings above); their weights are kept: run again with --resume latest to redo them",
+                pending.join(", ")
+            ),
+        ))
     }
 
     /// What follows the update of `step`; the same on every rank. An evaluation's schedule is
@@ -571,14 +647,29 @@ impl<T: Task> Engine<T> {
         state.set_task_value("cursor", &self.cursor);
         let task = &self.task;
         let save_model = |dir: &Path| task.save_model(dir);
+        let evaluations = self.task.evaluates_checkpoints();
         let contents = CheckpointContents {
             model: &save_model,
             optimizers: self.optimizers.iter().map(|o| (o.name.clone(), o.adam.state_tensors())).collect(),
+            evaluations,
         };
         let dir = self.run.checkpoints.save(&state, &contents)?;
         self.run.logger.println(&format!("step {step}: checkpoint {}", dir.display()));
-        self.task.at_checkpoint(step, &dir, &mut self.run.logger)?;
+        if evaluations {
+            // A failed evaluation loses nothing: the checkpoint stays marked pending (its weights
+            // kept) and is redone at the next checkpoint and on resume.
+            let done = match test_failure(step, "checkpoint") {
+                Some(e) => Err(e),
+                None => self.task.at_checkpoint(step, &dir, &mut self.run.logger),
+            };
+            match done.and_then(|_| self.run.checkpoints.evaluated(&dir)) {
+                Ok(()) => {}
+                Err(e) => self.warn_pending(step, &e),
+            }
+        }
         self.run.logger.flush();
+        // Rank 0 alone redoes earlier pending evaluations; the barrier below covers them.
+        self.redo_pending_evaluations(Some(step))?;
         match self.parallel.as_mut() {
             Some(p) => p.barrier(),
             None => Ok(()),
@@ -594,10 +685,22 @@ impl<T: Task> Engine<T> {
         let step = self.state.step;
         let started = Instant::now();
         let dir = self.run.layout().evals_dir(step);
-        std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
-        self.task.evaluate_between_checkpoints(step, &dir, &mut self.run.logger)?;
+        let done = match test_failure(step, "between") {
+            Some(e) => Err(e),
+            None => std::fs::create_dir_all(&dir)
+                .map_err(|e| Error::io(&dir, e))
+                .and_then(|_| self.task.evaluate_between_checkpoints(step, &dir, &mut self.run.logger)),
+        };
         self.dense_evaluations.0 += 1;
         self.dense_evaluations.1 += started.elapsed().as_secs_f64();
+        if let Err(e) = done {
+            // The weights of this step exist only in memory: a checkpoint keeps them, and the
+            // evaluations are done on it (or stay pending on it) as at any checkpoint.
+            self.run.logger.println(&format!(
+                "warning: step {step}: the evaluations between checkpoints failed ({e}); writing a checkpoint here so that training goes on and they can be redone from its weights"
+            ));
+            return self.checkpoint();
+        }
         match self.parallel.as_mut() {
             Some(p) => p.barrier(),
             None => Ok(()),

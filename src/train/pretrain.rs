@@ -348,11 +348,30 @@ impl Task for MaskedLm {
         Ok(Evaluation::default())
     }
 
+    fn evaluates_checkpoints(&self) -> bool {
+        !self.hooks.is_empty()
+    }
+
     fn at_checkpoint(&mut self, step: u64, dir: &Path, logger: &mut Logger) -> Result<()> {
         for hook in self.hooks.iter_mut() {
             let started = Instant::now();
             hook.run(step, &self.model, &self.tokenizer, dir, logger)?;
             logger.println(&format!("step {step}: {} took {:.1}s", hook.name(), started.elapsed().as_secs_f64()));
+        }
+        Ok(())
+    }
+
+    fn evaluate_saved_checkpoint(&mut self, step: u64, dir: &Path, logger: &mut Logger) -> Result<()> {
+        let mut saved = crate::model::model_dir::load_masked_lm(dir, self.device)?;
+        saved.model.set_precision(self.precision);
+        for hook in self.hooks.iter_mut() {
+            let started = Instant::now();
+            hook.run(step, &saved.model, &saved.tokenizer, dir, logger)?;
+            logger.println(&format!(
+                "step {step}: {} (redone from the checkpoint's weights) took {:.1}s",
+                hook.name(),
+                started.elapsed().as_secs_f64()
+            ));
         }
         Ok(())
     }

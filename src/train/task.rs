@@ -182,8 +182,21 @@ pub trait Task {
     /// Evaluates the model (rank 0 only), logging through `logger`.
     fn evaluate(&mut self, step: u64, logger: &mut Logger) -> Result<Evaluation>;
 
-    /// After a checkpoint is written into `dir` (rank 0): the pretraining hooks.
+    /// Whether [`Task::at_checkpoint`] evaluates (rank 0): its checkpoints are then marked
+    /// pending until it has, and redone from their weights when it failed.
+    fn evaluates_checkpoints(&self) -> bool {
+        false
+    }
+
+    /// After a checkpoint is written into `dir` (rank 0): the pretraining hooks, on the model
+    /// in memory (the checkpoint's weights).
     fn at_checkpoint(&mut self, _step: u64, _dir: &Path, _logger: &mut Logger) -> Result<()> {
+        Ok(())
+    }
+
+    /// The checkpoint evaluations of an earlier checkpoint whose evaluations did not complete,
+    /// on its weights read from `dir` (rank 0).
+    fn evaluate_saved_checkpoint(&mut self, _step: u64, _dir: &Path, _logger: &mut Logger) -> Result<()> {
         Ok(())
     }
 

@@ -238,7 +238,7 @@ fn indobias_loader_layout_and_errors() {
 
 /// A tiny pretraining recipe with the bias hook (two languages) and IndoMMLU; `extra_bias`
 /// goes into `[eval.bias]`.
-fn hook_recipe(work: &Path, name: &str, seed: u64, extra_bias: &str) -> std::path::PathBuf {
+pub(crate) fn hook_recipe(work: &Path, name: &str, seed: u64, extra_bias: &str) -> std::path::PathBuf {
     let recipe = format!(
         r#"name = "{name}"
 seed = {seed}
@@ -537,6 +537,7 @@ fn paired_diff_compare_flips_and_retro_evaluation() {
         "id",
         "--logdir",
         logdir.to_str().unwrap(),
+        "--overwrite",
     ]);
     assert!(stdout.contains("step 6: id ") && stdout.contains("bias-<lang>"), "{stdout}");
     let boards: serde_json::Value =

@@ -192,3 +192,99 @@ fn run_reports_refuse_a_run_twice_and_mixed_metrics() {
     let (stdout, _) = indolm_ok(&["report", "bias-flips", "--run", s(&run_a)]);
     assert!(stdout.contains("metric pppl"), "{stdout}");
 }
+
+/// `indolm train <recipe> [extra]` with `INDOLM_TEST_FAIL_EVALUATION=<fail>`: (exit code,
+/// stdout, stderr).
+fn train_failing(recipe: &Path, fail: &str, extra: &[&str]) -> (Option<i32>, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_indolm"))
+        .args(["train", s(recipe)])
+        .args(extra)
+        .env("INDOLM_TEST_FAIL_EVALUATION", fail)
+        .output()
+        .unwrap();
+    let text = |b: &[u8]| String::from_utf8_lossy(b).to_string();
+    (out.status.code(), text(&out.stdout), text(&out.stderr))
+}
+
+/// Nothing that was to be measured is lost: a checkpoint's evaluation that fails (a full disk)
+/// stays pending with its weights kept (past `keep_last`), is redone at the next checkpoint or
+/// on resume, and gives the very files an undisturbed run writes; a run that ends with one still
+/// pending exits 1 and says how to redo it; a failed evaluation between checkpoints writes a
+/// checkpoint and training goes on.
+#[test]
+fn failed_evaluations_stay_pending_and_are_redone() {
+    use crate::bias_eval::hook_recipe;
+    let work = scratch("eval-pending");
+    let clean = hook_recipe(&work, "clean", 3407, "every = 2");
+    indolm_ok(&["train", s(&clean)]);
+    let records =
+        |run: &str, step: &str| std::fs::read(work.join("ck").join(run).join(step).join("bias_pairs.csv")).unwrap();
+
+    // Step 3's evaluation fails; training goes on, and checkpoint 6 redoes it.
+    let recipe = hook_recipe(&work, "redo", 3407, "every = 2");
+    let (code, stdout, _) = train_failing(&recipe, "checkpoint@3", &[]);
+    assert_eq!(code, Some(0), "{stdout}");
+    assert!(stdout.contains("warning: step 3: the checkpoint's evaluations failed"), "{stdout}");
+    assert!(stdout.contains("step 3: the evaluations of this checkpoint did not complete; redoing them"), "{stdout}");
+    assert_eq!(records("redo", "step-3"), records("clean", "step-3"), "the redone evaluation is the one it replaces");
+    let run = work.join("ck/redo");
+    assert!(!run.join("step-3/evaluation.pending").exists() && !run.join("step-3/model.safetensors").exists());
+
+    // It fails again when redone: the run ends with exit 1, step 3's weights kept past
+    // keep_last = 1; `--resume latest` redoes it.
+    let recipe = hook_recipe(&work, "again", 3407, "every = 2");
+    let (code, stdout, stderr) = train_failing(&recipe, "checkpoint@3,redo@3", &[]);
+    assert_eq!(code, Some(1), "{stdout}\n{stderr}");
+    assert!(
+        stderr.contains("the checkpoint(s) at step 3 could not be completed") && stderr.contains("--resume latest"),
+        "{stderr}"
+    );
+    let run = work.join("ck/again");
+    assert!(run.join("step-3/evaluation.pending").exists() && run.join("step-3/model.safetensors").exists());
+    assert!(!run.join("step-3/bias.json").exists());
+    let (stdout, _) = indolm_ok(&["train", s(&recipe), "--resume", "latest"]);
+    assert!(stdout.contains("step 3: the evaluations of this checkpoint did not complete; redoing them"), "{stdout}");
+    assert_eq!(records("again", "step-3"), records("clean", "step-3"));
+    assert!(!run.join("step-3/evaluation.pending").exists() && !run.join("step-3/model.safetensors").exists());
+    let (report, _) = indolm::eval::bias::records::read_evaluation(&run.join("step-3")).unwrap();
+    assert_eq!(report.step, Some(3));
+
+    // An evaluation between checkpoints fails: a checkpoint at that step, evaluated, and the
+    // run goes on to its end.
+    let recipe = hook_recipe(&work, "dense", 3407, "every = 2");
+    let (code, stdout, _) = train_failing(&recipe, "between@4", &[]);
+    assert_eq!(code, Some(0), "{stdout}");
+    assert!(stdout.contains("warning: step 4: the evaluations between checkpoints failed"), "{stdout}");
+    assert!(stdout.contains("step 4: checkpoint") && stdout.contains("finished at step 6"), "{stdout}");
+    assert_eq!(records("dense", "step-4"), records("clean", "evals/step-4"));
+}
+
+/// A reader of a run beside its trainer: while it holds the run (as `eval bias --run` does),
+/// `keep_last` deletes no weights; `eval bias --run` refuses to replace the hook's results
+/// unless `--overwrite`.
+#[test]
+fn readers_keep_their_checkpoints_and_the_hooks_results() {
+    use crate::bias_eval::hook_recipe;
+    use indolm::run::{readers::ReadHold, RunLayout};
+    let work = scratch("eval-readers");
+    let recipe = hook_recipe(&work, "r", 3407, "");
+    indolm_ok(&["train", s(&recipe), "--stop-after", "3"]);
+    let run = work.join("ck/r");
+    {
+        let _hold = ReadHold::take(&RunLayout::new(&run)).unwrap();
+        let (stdout, stderr) = indolm_ok(&["train", s(&recipe), "--resume", "latest"]);
+        assert!(stdout.contains("finished at step 6"), "{stdout}");
+        assert!(stderr.contains("another indolm process is reading this run's checkpoints"), "{stderr}");
+        assert!(run.join("step-3/model.safetensors").exists(), "keep_last = 1 deleted weights a reader holds");
+    }
+    let (pairs, tb) = (pairs(), work.join("tb"));
+    let mut args = vec!["eval", "bias", "--run", s(&run), "--pairs", s(&pairs), "--languages", "id"];
+    let hook_report = std::fs::read(run.join("step-6/bias.json")).unwrap();
+    let err = indolm_fails(&args);
+    assert!(err.contains("step-3, step-6 already hold(s) a bias evaluation") && err.contains("--overwrite"), "{err}");
+    assert_eq!(std::fs::read(run.join("step-6/bias.json")).unwrap(), hook_report);
+    args.extend(["--overwrite", "--logdir", s(&tb)]);
+    indolm_ok(&args);
+    let (report, _) = indolm::eval::bias::records::read_evaluation(&run.join("step-6")).unwrap();
+    assert_eq!(report.languages.len(), 1, "replaced by the one-language evaluation asked for");
+}
