@@ -172,7 +172,8 @@ impl CheckpointStore {
     }
 
     /// Makes the run folder ready. A new run refuses to overwrite an earlier one unless
-    /// `overwrite` (which also deletes the run's TensorBoard folder); a resumed run keeps it.
+    /// `overwrite` (which also deletes the run's TensorBoard folder, when the two hold only what
+    /// indolm wrote); a resumed run keeps it.
     pub fn prepare(&self, resuming: bool, overwrite: bool, tensorboard_dir: &Path) -> Result<()> {
         let run_dir = self.layout.dir();
         if !resuming && self.layout.has_checkpoints()? {
@@ -182,10 +183,7 @@ impl CheckpointStore {
                     "this run already has checkpoints: pass --resume latest to continue it, or --overwrite to start over",
                 ));
             }
-            std::fs::remove_dir_all(run_dir).with_path(run_dir)?;
-            if tensorboard_dir.exists() {
-                std::fs::remove_dir_all(tensorboard_dir).with_path(tensorboard_dir)?;
-            }
+            super::ownership::remove_run(run_dir, tensorboard_dir)?;
         }
         std::fs::create_dir_all(run_dir).with_path(run_dir)
     }

@@ -5,6 +5,7 @@
 //! ([`checkpoints`]), never deleting weights that another process reads ([`readers`]).
 pub mod checkpoints;
 pub mod layout;
+pub mod ownership;
 pub mod readers;
 pub mod signals;
 pub mod units;

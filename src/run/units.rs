@@ -67,10 +67,7 @@ impl UnitRun {
         let exists = dir.is_dir() && std::fs::read_dir(dir).with_path(dir)?.next().is_some();
         let mut continued = false;
         if exists && rerun.overwrite {
-            std::fs::remove_dir_all(dir).with_path(dir)?;
-            if tensorboard.exists() {
-                std::fs::remove_dir_all(tensorboard).with_path(tensorboard)?;
-            }
+            super::ownership::remove_run(dir, tensorboard)?;
         } else if exists {
             if rerun.resume.is_none() {
                 return Err(Error::invalid(

@@ -278,3 +278,23 @@ fn a_closed_pipe_neither_stops_training_nor_panics() {
     }
     assert_eq!(latest(&dir.join("checkpoints/p")).as_deref(), Some("step-20"), "training stopped early");
 }
+
+/// `--overwrite` removes only what indolm wrote: a user's file in the run's TensorBoard folder
+/// or in the run folder is named and nothing is deleted; without it, the run starts over.
+#[test]
+fn overwrite_removes_only_what_indolm_wrote() {
+    let dir = scratch("overwrite-own");
+    let recipe = write_recipe(&dir, "o", SMALL_MODEL, &run_of(10, "1e-3"), 10, "");
+    indolm_ok(&["train", s(&recipe)]);
+    let (run, tb) = (dir.join("checkpoints/o"), dir.join("runs/o"));
+    for (folder, name) in [(&tb, "notes.txt"), (&run, "step-10/my-plot.png")] {
+        let mine = folder.join(name);
+        std::fs::write(&mine, "the user's own").unwrap();
+        let err = indolm_fails(&["train", s(&recipe), "--overwrite"]);
+        assert!(err.contains(name) && err.contains("--overwrite removes only what indolm wrote"), "{err}");
+        assert!(mine.exists() && run.join("step-10/model.safetensors").exists(), "something was deleted");
+        std::fs::remove_file(&mine).unwrap();
+    }
+    let (stdout, _) = indolm_ok(&["train", s(&recipe), "--overwrite"]);
+    assert!(stdout.contains("finished at step 10"), "{stdout}");
+}
