@@ -21,10 +21,12 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     staging.commit()
 }
 
-/// A temporary sibling of `target` (`.<name>.<pid>-<n>.tmp`, unique to this process and call)
-/// to write a file or a folder into. [`Staging::commit`] renames it to `target`; dropped
+/// A temporary sibling of `target` (`.<name>.<pid>-<n>-<host>.tmp`, unique to this process and
+/// call) to write a file or a folder into. [`Staging::commit`] renames it to `target`; dropped
 /// without a commit (an error, a panic), it is deleted, so a failed write leaves nothing
-/// behind. Only SIGKILL can leave one; [`remove_stale_temps`] clears those under a lock.
+/// behind. Only SIGKILL can leave one: the next writer of the same target sweeps those of dead
+/// processes on this host ([`sweep_dead_temps`]), and [`remove_stale_temps`] clears them all
+/// under a lock.
 #[derive(Debug)]
 pub struct Staging {
     tmp: PathBuf,
@@ -33,12 +35,25 @@ pub struct Staging {
 }
 
 impl Staging {
-    /// A fresh temporary name beside `target`; nothing is created yet.
+    /// A fresh temporary name beside `target`, after sweeping the temporaries that killed
+    /// writers of `target` left; nothing is created yet.
     pub fn new(target: &Path) -> Self {
+        Self::named(target, "")
+    }
+
+    /// The same, with the temporary name ending in `target`'s extension (`….tmp.png`), for
+    /// writers that choose a format by the file name.
+    pub fn keeping_extension(target: &Path) -> Self {
+        let ext = target.extension().map(|e| format!(".{}", e.to_string_lossy())).unwrap_or_default();
+        Self::named(target, &ext)
+    }
+
+    fn named(target: &Path, ext: &str) -> Self {
         static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        sweep_dead_temps(target);
         let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let tmp = target.with_file_name(format!(".{}.{}-{n}.tmp", file_name(target), std::process::id()));
-        Staging { tmp, target: target.to_path_buf(), committed: false }
+        let name = format!(".{}.{}-{n}-{}.tmp{ext}", file_name(target), std::process::id(), host_tag());
+        Staging { tmp: target.with_file_name(name), target: target.to_path_buf(), committed: false }
     }
 
     /// The temporary path to write.
@@ -76,6 +91,80 @@ pub fn remove_stale_temps(target: &Path) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// This machine's name as temporary names carry it (letters, digits, `_`), so that a sweep on a
+/// shared filesystem touches only temporaries of processes it can see.
+fn host_tag() -> &'static str {
+    static HOST: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    HOST.get_or_init(|| {
+        let name = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+        let tag: String = name.trim().chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).collect();
+        if tag.is_empty() {
+            "host".into()
+        } else {
+            tag
+        }
+    })
+}
+
+/// The writer of a temporary `name` (a sibling of a target named `target_name`): its PID and
+/// host tag (`None` for the names of older versions, which carried no host).
+fn temp_writer(name: &str, target_name: &str) -> Option<(u32, Option<String>)> {
+    let rest = name.strip_prefix(&format!(".{target_name}."))?;
+    let core = rest.strip_suffix(".tmp").or_else(|| rest.rsplit_once(".tmp.").map(|(core, _)| core))?;
+    let mut parts = core.splitn(3, '-');
+    let pid = parts.next()?.parse().ok()?;
+    parts.next()?.parse::<u64>().ok()?;
+    Some((pid, parts.next().map(String::from)))
+}
+
+/// Whether process `pid` runs on this host.
+fn alive(pid: u32) -> bool {
+    Path::new(&format!("/proc/{pid}")).exists()
+}
+
+/// Deletes the temporaries of `target` that writers killed on this host left (their process is
+/// gone); best effort: what cannot be read or deleted stays.
+pub fn sweep_dead_temps(target: &Path) {
+    let Some(dir) = target.parent().filter(|d| d.is_dir()) else { return };
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    let name = file_name(target);
+    for entry in entries.filter_map(|e| e.ok()) {
+        let file = entry.file_name().to_string_lossy().to_string();
+        let Some((pid, host)) = temp_writer(&file, &name) else { continue };
+        if pid == std::process::id() || alive(pid) || host.is_some_and(|h| h != host_tag()) {
+            continue;
+        }
+        let path = entry.path();
+        let _ = if path.is_dir() { std::fs::remove_dir_all(&path) } else { std::fs::remove_file(&path) };
+    }
+}
+
+/// [`sweep_dead_temps`] for every file and folder under `dir`: what a run's next writer does on
+/// opening it, so temporaries of killed evaluations and outputs do not stay forever.
+pub fn sweep_dead_temps_under(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    let mut targets = std::collections::BTreeSet::new();
+    for entry in entries.filter_map(|e| e.ok()) {
+        let name = entry.file_name().to_string_lossy().to_string();
+        let path = entry.path();
+        if let Some(rest) = name.strip_prefix('.') {
+            // `.<target>.<pid>-…`: the target is everything before the last `.<digits>-`.
+            if let Some(i) = rest.match_indices('.').map(|(i, _)| i).rev().find(|&i| {
+                rest[i + 1..].split('-').next().is_some_and(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
+            }) {
+                targets.insert(dir.join(&rest[..i]));
+                continue;
+            }
+        }
+        if entry.file_type().is_ok_and(|t| t.is_dir()) {
+            sweep_dead_temps_under(&path);
+        }
+    }
+    for target in targets {
+        sweep_dead_temps(&target);
+    }
 }
 
 /// The last component of `path`, as text (empty for `/`).
@@ -180,7 +269,42 @@ mod tests {
         b.commit().unwrap();
         assert_eq!(std::fs::read(&target).unwrap(), b"x");
 
-        // What SIGKILL leaves: swept by the next writer, which holds the folder's lock.
+        // What SIGKILL leaves on this host: swept by the next writer of the same target when
+        // its process is gone; a live writer's, another host's and another target's stay.
+        let dead = dead_pid();
+        let host = host_tag();
+        let stale = [format!(".step-5.{dead}-0-{host}.tmp"), format!(".step-5.{dead}-3.tmp")];
+        let kept = [
+            format!(".step-5.{}-0-{host}.tmp", std::os::unix::process::parent_id()),
+            format!(".step-5.{dead}-0-otherhost.tmp"),
+            format!(".step-6.{dead}-0-{host}.tmp"),
+        ];
+        for name in stale.iter().chain(&kept) {
+            std::fs::write(root.join(name), b"half").unwrap();
+        }
+        std::fs::create_dir_all(root.join(format!(".step-5.{dead}-1-{host}.tmp/inner"))).unwrap();
+        let c = Staging::new(&target);
+        drop(c);
+        let mut left: Vec<String> =
+            std::fs::read_dir(&root).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().to_string()).collect();
+        left.sort();
+        let mut expected: Vec<String> = kept.to_vec();
+        expected.push("step-5".into());
+        expected.sort();
+        assert_eq!(left, expected);
+        for name in &kept {
+            std::fs::remove_file(root.join(name)).unwrap();
+        }
+        // A plot's temporary keeps its extension, and a sweep of a whole folder finds it.
+        let plot = root.join("sub/cmp.png");
+        std::fs::create_dir_all(plot.parent().unwrap()).unwrap();
+        assert!(Staging::keeping_extension(&plot).path().to_string_lossy().ends_with(".tmp.png"));
+        let stale_plot = root.join(format!("sub/.cmp.png.{dead}-0-{host}.tmp.png"));
+        std::fs::write(&stale_plot, b"half").unwrap();
+        sweep_dead_temps_under(&root);
+        assert!(!stale_plot.exists());
+
+        // Under the folder's lock, every temporary of the target goes.
         std::fs::write(root.join(".step-5.999-0.tmp"), b"half").unwrap();
         std::fs::create_dir_all(root.join(".step-5.999-1.tmp/inner")).unwrap();
         std::fs::write(root.join(".step-50.999-0.tmp"), b"another target's").unwrap();
@@ -188,7 +312,12 @@ mod tests {
         let mut left: Vec<String> =
             std::fs::read_dir(&root).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().to_string()).collect();
         left.sort();
-        assert_eq!(left, [".step-50.999-0.tmp", "step-5"]);
+        assert_eq!(left, [".step-50.999-0.tmp", "step-5", "sub"]);
         std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    /// A PID no process has.
+    fn dead_pid() -> u32 {
+        (4_000_000..).find(|p| !alive(*p)).unwrap()
     }
 }

@@ -149,8 +149,8 @@ pub fn write_figure(figure: &Figure, out: &Path, flag: &str) -> Result<()> {
     let size = (1200, 330 * rows + 40 + LEGEND_HEIGHT);
     let ext = out.extension().map(|e| e.to_string_lossy().to_lowercase()).unwrap_or_default();
     // The image encoder picks the format from the extension, so the temporary name keeps it.
-    let stem = out.file_stem().map(|s| s.to_string_lossy().to_string()).unwrap_or_default();
-    let tmp = out.with_file_name(format!(".{stem}.tmp.{ext}"));
+    let staging = crate::files::Staging::keeping_extension(out);
+    let tmp = staging.path().to_path_buf();
     let result = match ext.as_str() {
         "svg" => {
             register_system_font()?;
@@ -165,10 +165,9 @@ pub fn write_figure(figure: &Figure, out: &Path, flag: &str) -> Result<()> {
         }
     };
     if let Err(message) = result {
-        let _ = std::fs::remove_file(&tmp);
         return Err(Error::invalid(out, format!("drawing failed: {message}")));
     }
-    std::fs::rename(&tmp, out).with_path(out)
+    staging.commit()
 }
 
 /// Panels in order of first appearance with `overall` last, from (panel, label, point) items.

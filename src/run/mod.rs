@@ -60,6 +60,10 @@ impl Run {
         let store = CheckpointStore::new(layout, options.checkpoint_every, options.keep_last);
         let store = if options.leader { store } else { store.quiet() };
         let lock = if options.leader { Some(DirLock::acquire(store.run_dir())?) } else { None };
+        if options.leader {
+            // What writers killed earlier left (evaluations, outputs): their processes are gone.
+            crate::files::sweep_dead_temps_under(store.run_dir());
+        }
         let resume = store.find_resume_point(options.resume.as_deref())?;
         if options.leader {
             store.prepare(resume.is_some(), options.overwrite, &options.tensorboard)?;

@@ -63,6 +63,8 @@ impl UnitRun {
         }
         let lock = Some(DirLock::acquire(layout.dir())?);
         let dir = layout.dir();
+        // What writers killed earlier left (units' outputs, evaluations): their processes are gone.
+        crate::files::sweep_dead_temps_under(dir);
         let manifest_path = dir.join(MANIFEST);
         let exists = dir.is_dir() && std::fs::read_dir(dir).with_path(dir)?.next().is_some();
         let mut continued = false;

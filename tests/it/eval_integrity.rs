@@ -288,3 +288,52 @@ fn readers_keep_their_checkpoints_and_the_hooks_results() {
     let (report, _) = indolm::eval::bias::records::read_evaluation(&run.join("step-6")).unwrap();
     assert_eq!(report.languages.len(), 1, "replaced by the one-language evaluation asked for");
 }
+
+/// This machine's name as indolm's temporary names carry it.
+fn host_tag() -> String {
+    let name = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+    let tag: String = name.trim().chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).collect();
+    if tag.is_empty() {
+        "host".into()
+    } else {
+        tag
+    }
+}
+
+/// The temporaries SIGKILLed writers leave (an evaluation under `--out`, a run's evaluation
+/// between checkpoints, a report's picture) are swept by the next writer; a live process's stay.
+#[test]
+fn temporaries_of_killed_writers_are_swept() {
+    use crate::bias_eval::hook_recipe;
+    let work = scratch("eval-temps");
+    let dead = (4_000_000u32..).find(|p| !Path::new(&format!("/proc/{p}")).exists()).unwrap();
+    let (host, live) = (host_tag(), std::process::id());
+    let plant = |dir: &Path, names: &[String]| {
+        for n in names {
+            std::fs::write(dir.join(n), b"half").unwrap();
+        }
+    };
+    let out = work.join("out");
+    evaluate(&out, &["--languages", "id"]);
+    let stale = [format!(".bias.json.{dead}-1-{host}.tmp"), format!(".bias_pairs.csv.{dead}-0-{host}.tmp")];
+    let alive = format!(".bias.json.{live}-0-{host}.tmp");
+    plant(&out, &stale);
+    plant(&out, std::slice::from_ref(&alive));
+    evaluate(&out, &["--languages", "id"]);
+    assert!(stale.iter().all(|n| !out.join(n).exists()), "stale temporaries left under --out");
+    assert!(out.join(&alive).exists(), "a live writer's temporary was removed");
+
+    let recipe = hook_recipe(&work, "t", 3407, "every = 2");
+    indolm_ok(&["train", s(&recipe)]);
+    let evals = work.join("ck/t/evals/step-2");
+    let stale = [format!(".bias.json.{dead}-1-{host}.tmp")];
+    plant(&evals, &stale);
+    indolm_ok(&["train", s(&recipe), "--resume", "latest"]);
+    assert!(!evals.join(&stale[0]).exists(), "a run's next writer left a stale temporary");
+
+    let plot = work.join("curve.svg");
+    let stale = [format!(".curve.svg.{dead}-0-{host}.tmp.svg")];
+    plant(&work, &stale);
+    indolm_ok(&["report", "bias-curve", "--run", s(&work.join("ck/t")), "--out", s(&plot)]);
+    assert!(plot.exists() && !work.join(&stale[0]).exists());
+}
