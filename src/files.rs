@@ -188,6 +188,7 @@ pub fn sha256_file(path: &Path) -> Result<String> {
 #[derive(Debug)]
 pub struct DirLock {
     _file: std::fs::File,
+    path: PathBuf,
 }
 
 impl DirLock {
@@ -225,7 +226,13 @@ impl DirLock {
         file.set_len(0).with_path(&lock_path)?;
         file.rewind().with_path(&lock_path)?;
         writeln!(file, "{}", std::process::id()).with_path(&lock_path)?;
-        Ok(DirLock { _file: file })
+        Ok(DirLock { _file: file, path: lock_path })
+    }
+
+    /// Deletes the lock file, then releases the lock: for a folder that a refused command
+    /// created and removed again.
+    pub fn release_and_remove(self) {
+        let _ = std::fs::remove_file(&self.path);
     }
 }
 

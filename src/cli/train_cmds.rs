@@ -2,7 +2,7 @@
 //! and hands them to the trainer) and `recipe check`.
 use clap::Subcommand;
 use indolm::data::tokenizer::TextTokenizer;
-use indolm::error::Result;
+use indolm::error::{Error, Result};
 use indolm::eval::bias::BiasHook;
 use indolm::eval::indommlu::IndommluHook;
 use indolm::eval::pairs::load_indobias;
@@ -74,11 +74,31 @@ fn check_recipe(path: &Path) -> Result<()> {
         "summarize" => {
             let recipe = indolm::tasks::summarization::train::SummarizeRecipe::load(path)?;
             out!("{}", toml::to_string_pretty(&recipe).expect("recipes serialize"));
+            // The split folders `finetune summarize` reads (their articles are checked as it
+            // loads them).
+            let d = &recipe.data;
+            for split in std::iter::once(&d.train_split).chain([&d.dev_split]).chain(&d.test_splits) {
+                let dir = d.root.join(split);
+                if !dir.is_dir() {
+                    return Err(Error::MissingFile {
+                        path: dir,
+                        hint:
+                            "a Liputan6 split folder named in [data] (the release's layout: canonical/{train,dev,test})"
+                                .into(),
+                    });
+                }
+            }
             outln!("# a `finetune summarize` recipe: run folder {}", recipe.run_dir().display());
             return Ok(());
         }
         "sentiment" => {
             let recipe = indolm::tasks::sentiment::SentimentRecipe::load(path)?;
+            // Every language's three files, as `finetune sentiment` reads them before training.
+            for language in recipe.languages() {
+                for split in ["train", "valid", "test"] {
+                    indolm::tasks::sentiment::data::load_split(&recipe.data.root, &language, split)?;
+                }
+            }
             out!("{}", toml::to_string_pretty(&recipe).expect("recipes serialize"));
             outln!(
                 "# a `finetune sentiment` recipe: {} grid point(s) for each trained set; run folder {}",
@@ -90,6 +110,8 @@ fn check_recipe(path: &Path) -> Result<()> {
         _ => {}
     }
     let recipe = Recipe::load(path)?;
+    // The checkpoint evaluations' data (pairs, IndoMMLU), as `train` loads it before starting.
+    checkpoint_hooks(&recipe, Device::Cpu)?;
     out!("{}", recipe.resolved_toml());
     let tokenizer_path = recipe.resolve(&recipe.tokenizer.path);
     match TextTokenizer::from_path(&tokenizer_path) {

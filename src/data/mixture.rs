@@ -40,6 +40,9 @@ pub struct Mixture {
     sep: i64,
 }
 
+/// The shortest training sequence (`[CLS]`, six tokens, `[SEP]`), checked when a recipe is read.
+pub const MIN_SEQ_LEN: usize = 8;
+
 impl Mixture {
     /// `sources`: shards with their weights (> 0; normalised here). `heldout_fraction` of each
     /// shard's blocks (at least one when > 0) is reserved for evaluation.
@@ -51,8 +54,8 @@ impl Mixture {
         cls: i64,
         sep: i64,
     ) -> Result<Self> {
-        if seq_len < 8 {
-            return Err(Error::data("data.seq_len", format!("expected at least 8, found {seq_len}")));
+        if seq_len < MIN_SEQ_LEN {
+            return Err(Error::data("data.seq_len", format!("expected at least {MIN_SEQ_LEN}, found {seq_len}")));
         }
         let total: f64 = sources.iter().map(|(_, w)| *w).sum();
         let block = (seq_len - 2) as u64;

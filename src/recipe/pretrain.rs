@@ -321,7 +321,7 @@ impl Recipe {
         super::check_shared(path, &self.name, &self.optimizer, &self.checkpoint, &self.logging)?;
         self.optimizer.required_max_steps(path)?;
         self.optimizer.refuse_decoder_keys(path)?;
-        let checks: [(bool, &str, String); 3] = [
+        let checks: [(bool, &str, String); 4] = [
             (
                 (0.0..1.0).contains(&self.masking.probability) && self.masking.probability > 0.0,
                 "masking.probability",
@@ -333,6 +333,11 @@ impl Recipe {
                 "mask_fraction + random_fraction must be <= 1".into(),
             ),
             (!self.data.sources.is_empty(), "data.sources", "at least one source is needed".into()),
+            (
+                self.data.seq_len >= crate::data::mixture::MIN_SEQ_LEN,
+                "data.seq_len",
+                format!("expected at least {}, found {}", crate::data::mixture::MIN_SEQ_LEN, self.data.seq_len),
+            ),
         ];
         for (ok, field, message) in checks {
             if !ok {

@@ -20,15 +20,32 @@ pub fn parse_toml<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T> {
 /// never reach a path.
 pub fn check_name(recipe_path: &Path, field: &str, value: &str) -> Result<()> {
     let allowed = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.');
+    let shown = match value.chars().count() {
+        n if n > 40 => format!("{:?}… ({n} characters)", value.chars().take(40).collect::<String>()),
+        _ => format!("{value:?}"),
+    };
     if value.is_empty() || value == "." || value == ".." || !value.chars().all(allowed) {
         return Err(Error::field(
             recipe_path,
             field,
-            format!("{value:?} is not a usable name: use letters, digits, `-`, `_` and `.` (not `.` or `..`)"),
+            format!("{shown} is not a usable name: use letters, digits, `-`, `_` and `.` (not `.` or `..`)"),
+        ));
+    }
+    if value.len() > MAX_NAME_LEN {
+        return Err(Error::field(
+            recipe_path,
+            field,
+            format!(
+                "{shown} is too long: at most {MAX_NAME_LEN} characters (it names folders, lock and temporary files)"
+            ),
         ));
     }
     Ok(())
 }
+
+/// The longest run, corpus or source name: its lock file (`.<name>.lock`) and temporaries
+/// (`.<name>.<pid>-<n>-<host>.tmp`) must stay within a file name's 255 bytes.
+pub const MAX_NAME_LEN: usize = 100;
 
 /// The 1-based line and column of a byte offset.
 fn line_col(text: &str, offset: usize) -> (usize, usize) {

@@ -50,6 +50,8 @@ pub struct Run {
     /// Whether this process writes.
     pub leader: bool,
     _lock: Option<DirLock>,
+    /// The folders this open created (the run's, its TensorBoard's), for [`Run::abandon`].
+    created: Vec<PathBuf>,
 }
 
 impl Run {
@@ -65,6 +67,11 @@ impl Run {
             crate::files::sweep_dead_temps_under(store.run_dir());
         }
         let resume = store.find_resume_point(options.resume.as_deref())?;
+        let created: Vec<PathBuf> = [store.run_dir(), options.tensorboard.as_path()]
+            .into_iter()
+            .filter(|d| options.leader && !d.exists())
+            .map(Path::to_path_buf)
+            .collect();
         if options.leader {
             store.prepare(resume.is_some(), options.overwrite, &options.tensorboard)?;
         }
@@ -74,9 +81,31 @@ impl Run {
         } else {
             Logger::quiet()
         };
-        let run =
-            Run { checkpoints: store, logger, stop: StopFlag::on_signals()?, leader: options.leader, _lock: lock };
+        let run = Run {
+            checkpoints: store,
+            logger,
+            stop: StopFlag::on_signals()?,
+            leader: options.leader,
+            _lock: lock,
+            created,
+        };
         Ok((run, resume))
+    }
+
+    /// For a run refused before it trained (its task could not be set up): removes the folders
+    /// this open created, when they hold only what indolm wrote, and the lock file, so a refused
+    /// command leaves nothing behind.
+    pub fn abandon(self) {
+        let Run { logger, _lock: lock, created, .. } = self;
+        drop(logger); // its event file closed before its folder goes
+        for dir in &created {
+            if ownership::foreign_files(dir).is_ok_and(|f| f.is_empty()) {
+                let _ = std::fs::remove_dir_all(dir);
+            }
+        }
+        if let Some(lock) = lock {
+            lock.release_and_remove();
+        }
     }
 
     /// The run folder.

@@ -51,7 +51,13 @@ pub fn pretrain(
     };
     let (run, resume) = Run::open(RunLayout::new(recipe.run_dir()), &options)?;
     let settings = recipe.engine_settings(recipe_path);
-    let task = MaskedLm::new(recipe_path, recipe, opts, hooks, resume.as_ref(), parallel.as_mut(), leader)?;
+    let task = match MaskedLm::new(recipe_path, recipe, opts, hooks, resume.as_ref(), parallel.as_mut(), leader) {
+        Ok(task) => task,
+        Err(e) => {
+            run.abandon(); // refused before training: nothing of this run is left behind
+            return Err(e);
+        }
+    };
     let finished = Engine::new(task, settings, opts, run, resume, parallel)?.run()?;
     Ok((finished.summary, finished.task))
 }

@@ -298,3 +298,38 @@ fn overwrite_removes_only_what_indolm_wrote() {
     let (stdout, _) = indolm_ok(&["train", s(&recipe), "--overwrite"]);
     assert!(stdout.contains("finished at step 10"), "{stdout}");
 }
+
+/// `recipe check` refuses what `train` refuses (a sequence too short, a name too long, with a
+/// short message), and a `train` refused after it opened its run (here: no tokenizer) leaves no
+/// run folder, TensorBoard folder or lock file behind.
+#[test]
+fn recipe_check_refuses_what_train_refuses_and_a_refused_train_leaves_nothing() {
+    let dir = scratch("check-train");
+    let recipe = write_recipe(&dir, "c", SMALL_MODEL, &run_of(10, "1e-3"), 10, "");
+    let text = std::fs::read_to_string(&recipe).unwrap();
+    let variant = |name: &str, from: &str, to: &str| {
+        let path = dir.join(format!("{name}.toml"));
+        std::fs::write(&path, text.replacen(from, to, 1)).unwrap();
+        path
+    };
+    let short = variant("short", "seq_len = 64", "seq_len = 2");
+    for command in [vec!["recipe", "check", s(&short)], vec!["train", s(&short)]] {
+        let err = indolm_fails(&command);
+        assert!(err.contains("data.seq_len") && err.contains("expected at least 8, found 2"), "{command:?}: {err}");
+    }
+    for n in [250, 10_000] {
+        let long = variant(&format!("long{n}"), "name = \"c\"", &format!("name = \"{}\"", "a".repeat(n)));
+        let err = indolm_fails(&["recipe", "check", s(&long)]);
+        assert!(
+            err.contains("is too long: at most 100 characters") && err.len() < 400,
+            "{}",
+            &err[..err.len().min(500)]
+        );
+    }
+    let no_tokenizer =
+        variant("notok", &reference_model().display().to_string(), &dir.join("none").display().to_string());
+    indolm_fails(&["train", s(&no_tokenizer)]);
+    let leftovers: Vec<_> =
+        ["checkpoints/c", "checkpoints/.c.lock", "runs/c"].iter().filter(|p| dir.join(p).exists()).collect();
+    assert!(leftovers.is_empty(), "a refused train left {leftovers:?}");
+}

@@ -84,7 +84,13 @@ pub fn run(
             run.logger.println(&format!("note: {n}"));
         }
     }
-    let splits = Splits::load(recipe, &model, &run.logger)?;
+    let splits = match Splits::load(recipe, &model, &run.logger) {
+        Ok(splits) => splits,
+        Err(e) => {
+            run.abandon(); // refused before training: nothing of this run is left behind
+            return Err(e);
+        }
+    };
     let system = system_name(recipe.task);
     let tests = splits.tests;
     let task = SummarizationTask {
