@@ -4,9 +4,24 @@
 use crate::error::{Error, IoContext, Result};
 use std::path::{Path, PathBuf};
 
-/// Reads a whole file, mapping a missing file to a clear message.
+/// Reads a whole file, mapping a missing file to a clear message and text that is not UTF-8 to
+/// the line and byte where it stops being UTF-8.
 pub fn read_to_string(path: &Path) -> Result<String> {
-    std::fs::read_to_string(path).with_path(path)
+    let bytes = std::fs::read(path).with_path(path)?;
+    String::from_utf8(bytes).map_err(|e| {
+        let bytes = e.as_bytes();
+        let at = e.utf8_error().valid_up_to();
+        let line_start = bytes[..at].iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+        let line = bytes[..at].iter().filter(|&&b| b == b'\n').count() + 1;
+        Error::invalid(
+            path,
+            format!(
+                "not UTF-8 text: line {line}, byte {} of the line (offset {at} in the file) is 0x{:02x}; convert the file to UTF-8",
+                at - line_start + 1,
+                bytes[at]
+            ),
+        )
+    })
 }
 
 /// Writes `bytes` to `path` through a temporary file in the same folder, fsynced and renamed,
@@ -260,6 +275,15 @@ mod tests {
         assert!(again.is_ok(), "the lock was not released on drop");
         drop(again);
         std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn text_that_is_not_utf8_is_named_by_line_and_byte() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.txt");
+        std::fs::write(&path, b"baik sekali\nburuk \xff sekali\n").unwrap();
+        let err = read_to_string(&path).unwrap_err().to_string();
+        assert!(err.contains("line 2, byte 7 of the line (offset 18 in the file) is 0xff"), "{err}");
     }
 
     #[test]

@@ -97,8 +97,20 @@ fn predict_sentiment(model_dir: &Path, texts: &[String], file: Option<&Path>, de
     }
     model.set_precision(indolm::device::default_precision(device));
     let lines: Vec<String> = match file {
-        Some(f) => read_to_string(f)?.lines().filter(|l| !l.trim().is_empty()).map(String::from).collect(),
-        None => texts.to_vec(),
+        Some(f) => {
+            let lines: Vec<String> =
+                read_to_string(f)?.lines().filter(|l| !l.trim().is_empty()).map(String::from).collect();
+            if lines.is_empty() {
+                return Err(Error::invalid(f, "no text to classify: the file is empty or has only blank lines"));
+            }
+            lines
+        }
+        None => {
+            if let Some(i) = texts.iter().position(|t| t.trim().is_empty()) {
+                return Err(Error::argument("--text", format!("text {} is empty: give the text to classify", i + 1)));
+            }
+            texts.to_vec()
+        }
     };
     let refs: Vec<&str> = lines.iter().map(String::as_str).collect();
     let probs = model.predict(&refs, 512.min(model.config.max_position_embeddings as usize))?;
@@ -187,6 +199,28 @@ pub fn summarize(args: &SummarizeArgs, device: Device) -> Result<()> {
     }
     if let Some(i) = articles.iter().position(|a| a.is_empty()) {
         return Err(Error::invalid(source, format!("article {} is empty", i + 1)));
+    }
+    // Say how much of each article the encoder reads: what does not fit its positions is cut.
+    let mut cut = 0;
+    for (i, article) in articles.iter().enumerate() {
+        let r = model.reading(article)?;
+        if r.kept_tokens < r.tokens {
+            cut += 1;
+            if cut <= 5 {
+                eprintln!(
+                    "note: article {}: {} tokens in {} sentences; the model reads the first {} tokens ({} sentences, its {} positions) and the rest is cut",
+                    i + 1,
+                    r.tokens,
+                    r.sentences,
+                    r.kept_tokens,
+                    r.kept_sentences,
+                    model.max_positions()
+                );
+            }
+        }
+    }
+    if cut > 5 {
+        eprintln!("note: {cut} of {} articles are cut to the model's positions in all", articles.len());
     }
     let refs: Vec<&[Vec<String>]> = articles.iter().map(Vec::as_slice).collect();
     let started = std::time::Instant::now();

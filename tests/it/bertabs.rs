@@ -276,6 +276,22 @@ fn bertabs_learns_to_write_the_lead_and_bertextabs_starts_from_bertext() {
     ]);
     println!("summary of train/0000: {summary}");
     assert!(!summary.trim().is_empty());
+    // An article longer than the model's positions is summarized with a note on what was cut.
+    let long_file = work.join("long.txt");
+    let long: Vec<String> = (0..60).map(|i| format!("{} {i}.", sentences[i % sentences.len()])).collect();
+    std::fs::write(&long_file, long.join(" ")).unwrap();
+    let (_, notes) = indolm_ok(&[
+        "summarize",
+        "--model",
+        work.join("ck/abs/best").to_str().unwrap(),
+        "--file",
+        long_file.to_str().unwrap(),
+    ]);
+    assert!(
+        notes.contains("note: article 1:") && notes.contains(" sentences; the model reads the first 512 tokens"),
+        "{notes}"
+    );
+    assert!(notes.contains("and the rest is cut"), "{notes}");
 
     batched_decoding_equals_one_article_at_a_time(&work.join("ck/abs/best"), &data);
 

@@ -126,6 +126,21 @@ fn learns_indonesian_sentiment_from_random_init_and_transformers_loads_the_model
             assert!((o - t.as_f64().unwrap()).abs() < 1e-3, "{line} vs {probs}");
         }
     }
+
+    // Input that holds no text is refused, and text that is not UTF-8 is named by line and byte.
+    let m = model.to_str().unwrap();
+    for (name, bytes) in [("empty.txt", &b""[..]), ("blank.txt", &b"\n   \n\t\n"[..])] {
+        let path = dir.join(name);
+        std::fs::write(&path, bytes).unwrap();
+        let err = indolm_fails(&["predict", "sentiment", "--model", m, "--file", path.to_str().unwrap()]);
+        assert!(err.contains(name) && err.contains("no text to classify"), "{err}");
+    }
+    let err = indolm_fails(&["predict", "sentiment", "--model", m, "--text", "bagus", "--text", " "]);
+    assert!(err.contains("--text") && err.contains("text 2 is empty"), "{err}");
+    let latin1 = dir.join("latin1.txt");
+    std::fs::write(&latin1, b"bagus sekali\nmakanannya \xe9nak\n").unwrap();
+    let err = indolm_fails(&["predict", "sentiment", "--model", m, "--file", latin1.to_str().unwrap()]);
+    assert!(err.contains("latin1.txt") && err.contains("not UTF-8 text: line 2, byte 12"), "{err}");
 }
 
 #[test]

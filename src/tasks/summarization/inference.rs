@@ -118,6 +118,19 @@ impl Summarizer {
         Ok(out)
     }
 
+    /// How much of `article` the encoder reads: its tokens and sentences, and those within the
+    /// model's positions (the rest is cut, as in training).
+    pub fn reading(&self, article: &[Vec<String>]) -> Result<Reading> {
+        let all = encode_article(self.tokenizer(), usize::MAX, article)?;
+        let kept = encode_article(self.tokenizer(), self.max_positions(), article)?;
+        Ok(Reading {
+            tokens: all.len(),
+            sentences: all.cls().len(),
+            kept_tokens: kept.len(),
+            kept_sentences: kept.cls().len(),
+        })
+    }
+
     /// Articles decoded together by default: BertAbs's `decode_batch` (BertExt batches by tokens).
     pub fn default_batch_size(&self) -> usize {
         match self {
@@ -168,6 +181,19 @@ impl Summarizer {
             Summarizer::Abs(m) => m.save(dir),
         }
     }
+}
+
+/// How much of an article an encoder reads ([`Summarizer::reading`]), with `[CLS]`/`[SEP]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Reading {
+    /// Tokens of the whole article.
+    pub tokens: usize,
+    /// Its sentences.
+    pub sentences: usize,
+    /// Tokens within the model's positions.
+    pub kept_tokens: usize,
+    /// Sentences begun within them.
+    pub kept_sentences: usize,
 }
 
 /// Mean ROUGE-1/2/L of `model`'s summaries of `articles`, and the summaries (one line each).
