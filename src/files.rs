@@ -110,7 +110,7 @@ pub fn remove_stale_temps(target: &Path) -> Result<()> {
 
 /// This machine's name as temporary names carry it (letters, digits, `_`), so that a sweep on a
 /// shared filesystem touches only temporaries of processes it can see.
-fn host_tag() -> &'static str {
+pub fn host_tag() -> &'static str {
     static HOST: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     HOST.get_or_init(|| {
         let name = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();

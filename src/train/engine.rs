@@ -66,6 +66,26 @@ impl TrainOptions {
             op_counts: false,
         }
     }
+
+    /// How a task opens its run under these options (`--resume`, `--overwrite` as given), with
+    /// the recipe's `[checkpoint]` section.
+    pub fn run_options(
+        &self,
+        leader: bool,
+        checkpoint: &crate::recipe::CheckpointSection,
+        tensorboard: PathBuf,
+        total_steps: u64,
+    ) -> crate::run::RunOptions {
+        crate::run::RunOptions {
+            resume: self.resume.clone(),
+            overwrite: self.overwrite,
+            leader,
+            checkpoint_every: checkpoint.every,
+            keep_last: checkpoint.keep_last,
+            tensorboard,
+            total_steps,
+        }
+    }
 }
 
 /// The keys (with old and new values) in which a recipe differs from a checkpoint's record.

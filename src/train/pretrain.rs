@@ -19,7 +19,7 @@ use crate::logger::Logger;
 use crate::model::model_dir::{copy_into, load_masked_lm, save_model_files};
 use crate::model::{weights, BertConfig, BertForMaskedLM, Precision, IGNORE_INDEX};
 use crate::recipe::Recipe;
-use crate::run::{ResumePoint, Run, RunLayout, RunOptions, TrainerState};
+use crate::run::{ResumePoint, Run, RunLayout, TrainerState};
 use crate::seeds::salt;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -40,15 +40,7 @@ pub fn pretrain(
 ) -> Result<(EngineSummary, MaskedLm)> {
     let mut parallel = group.map(DataParallel::new).transpose()?;
     let leader = parallel.as_ref().is_none_or(|p| p.rank() == 0);
-    let options = RunOptions {
-        resume: opts.resume.clone(),
-        overwrite: opts.overwrite,
-        leader,
-        checkpoint_every: recipe.checkpoint.every,
-        keep_last: recipe.checkpoint.keep_last,
-        tensorboard: recipe.tensorboard_dir(),
-        total_steps: recipe.max_steps(),
-    };
+    let options = opts.run_options(leader, &recipe.checkpoint, recipe.tensorboard_dir(), recipe.max_steps());
     let (run, resume) = Run::open(RunLayout::new(recipe.run_dir()), &options)?;
     let settings = recipe.engine_settings(recipe_path);
     let task = match MaskedLm::new(recipe_path, recipe, opts, hooks, resume.as_ref(), parallel.as_mut(), leader) {

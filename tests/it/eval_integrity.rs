@@ -289,17 +289,6 @@ fn readers_keep_their_checkpoints_and_the_hooks_results() {
     assert_eq!(report.languages.len(), 1, "replaced by the one-language evaluation asked for");
 }
 
-/// This machine's name as indolm's temporary names carry it.
-fn host_tag() -> String {
-    let name = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
-    let tag: String = name.trim().chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).collect();
-    if tag.is_empty() {
-        "host".into()
-    } else {
-        tag
-    }
-}
-
 /// The temporaries SIGKILLed writers leave (an evaluation under `--out`, a run's evaluation
 /// between checkpoints, a report's picture) are swept by the next writer; a live process's stay.
 #[test]
@@ -307,7 +296,7 @@ fn temporaries_of_killed_writers_are_swept() {
     use crate::bias_eval::hook_recipe;
     let work = scratch("eval-temps");
     let dead = (4_000_000u32..).find(|p| !Path::new(&format!("/proc/{p}")).exists()).unwrap();
-    let (host, live) = (host_tag(), std::process::id());
+    let (host, live) = (indolm::files::host_tag(), std::process::id());
     let plant = |dir: &Path, names: &[String]| {
         for n in names {
             std::fs::write(dir.join(n), b"half").unwrap();

@@ -218,15 +218,8 @@ fn train_point(
     let tensorboard = recipe.tensorboard_dir().join(&point.plan.name).join(point.name);
     // A continued run resumes each unfinished grid point from its newest valid checkpoint.
     let resume = opts.resume.is_some().then(|| "auto".to_string());
-    let options = RunOptions {
-        resume,
-        overwrite: false,
-        leader,
-        checkpoint_every: recipe.checkpoint.every,
-        keep_last: recipe.checkpoint.keep_last,
-        tensorboard,
-        total_steps: max_steps,
-    };
+    let options =
+        RunOptions { resume, overwrite: false, ..opts.run_options(leader, &recipe.checkpoint, tensorboard, max_steps) };
     let (run, resume) = Run::open(point.unit.clone(), &options)?;
     // The new classification head is drawn from libtorch's generator.
     seed_torch(recipe.seed, salt::SENTIMENT_TORCH);

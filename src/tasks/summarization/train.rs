@@ -22,7 +22,7 @@ use crate::files::{read_to_string, write_atomic, write_json};
 use crate::logger::Logger;
 use crate::model::model_dir::copy_into;
 use crate::model::{weights, LoadNote, Precision};
-use crate::run::{Run, RunLayout, RunOptions, TrainerState};
+use crate::run::{Run, RunLayout, TrainerState};
 use crate::seeds::{salt, seed_torch, stream_rng};
 use crate::train::data_parallel::DataParallel;
 use crate::train::engine::{Engine, EngineSettings, TrainOptions};
@@ -69,15 +69,7 @@ pub fn run(
     model.set_precision(precision);
     let parallel = group.map(DataParallel::new).transpose()?;
     let leader = parallel.as_ref().is_none_or(|p| p.rank() == 0);
-    let options = RunOptions {
-        resume: opts.resume.clone(),
-        overwrite: opts.overwrite,
-        leader,
-        checkpoint_every: recipe.checkpoint.every,
-        keep_last: recipe.checkpoint.keep_last,
-        tensorboard: recipe.tensorboard_dir(),
-        total_steps: recipe.max_steps(),
-    };
+    let options = opts.run_options(leader, &recipe.checkpoint, recipe.tensorboard_dir(), recipe.max_steps());
     let (run, resume) = Run::open(RunLayout::new(recipe.run_dir()), &options)?;
     if leader && resume.is_none() {
         for n in notes {
