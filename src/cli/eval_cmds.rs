@@ -226,8 +226,11 @@ fn bias(args: &BiasArgs, device: Device) -> Result<()> {
             "no checkpoint with weights (step-N/model.safetensors) to evaluate in this run",
         ));
     }
-    let evaluated: Vec<String> =
-        steps.iter().filter(|(_, d)| d.join(REPORT_FILE).exists()).map(|(s, _)| format!("step-{s}")).collect();
+    let evaluated: Vec<String> = steps
+        .iter()
+        .filter(|(_, d)| d.join(REPORT_FILE).exists())
+        .map(|(s, _)| indolm::run::layout::step_dir_name(*s))
+        .collect();
     if !evaluated.is_empty() && !args.overwrite {
         return Err(Error::invalid(
             run,
