@@ -16,8 +16,8 @@ help:
 	@echo "make setup   create .venv (torch $(TORCH_VERSION) + test references) and build indolm"
 	@echo "make test    setup, then run the whole test suite"
 	@echo "make lint    rustfmt --check and clippy with warnings as errors"
-	@echo "make demo    setup, then run the demo pretraining on the embedded sample corpus"
-	@echo "make demo-bias  two seeds of the demo with dense bias curves, compared (report bias-*)"
+	@echo "make demo    setup, then pretrain the tiny demo on the Indonesian text in the repository"
+	@echo "make demo-bias  two seeds of the sample recipe with dense bias curves, compared (report bias-*)"
 
 # The venv is rebuilt only when the pinned requirements change.
 $(VENV)/.installed: tests/reference/requirements.txt
@@ -48,27 +48,38 @@ lint: $(VENV)/.installed $(VENV)/.cuda-headers
 	cargo fmt --check
 	cargo clippy --release --all-targets -- -D warnings
 
-# The main job on the embedded default: train a tokenizer on the sample corpus, prepare it,
-# pretrain the tiny recipe with checkpoints and evaluations, and say where the logs are.
-DEMO_RECIPE := recipes/tiny/sample.toml
+# The main job: train a tokenizer on the Indonesian text in the repository, prepare it, pretrain
+# the tiny demo recipe with checkpoints, held-out losses and bias evaluations, then ask its first
+# and last checkpoints to fill the same [MASK] (what it learned in between) and say where the
+# logs are.
+DEMO_RECIPE := recipes/tiny/demo.toml
+DEMO_RUN := checkpoints/tiny-demo
+DEMO_FIRST := $(DEMO_RUN)/step-500
+DEMO_LAST := $(DEMO_RUN)/step-3000
+DEMO_TEXT := Petani menanam [MASK] di sawah.
 demo: setup
-	$(BIN) tokenizer train --recipe $(DEMO_RECIPE) --vocab-size 3000 --overwrite
+	$(BIN) tokenizer train --recipe $(DEMO_RECIPE) --vocab-size 4000 --overwrite
 	$(BIN) corpus prepare $(DEMO_RECIPE)
 	$(BIN) train $(DEMO_RECIPE) --overwrite
-	$(BIN) fill-mask --model checkpoints/tiny-sample/step-600 --text "Petani menanam [MASK] di sawah."
-	$(BIN) report bias-curve --run checkpoints/tiny-sample --out runs/tiny-sample/bias-curve.png
 	@echo
-	@echo "Checkpoints (bias.json and bias_pairs.csv at each): checkpoints/tiny-sample/"
-	@echo "TensorBoard logs: runs/tiny-sample/ (bias curves: one run per language, bias-<lang>/; interval bands in the Custom Scalars tab)"
-	@echo "Bias-over-steps picture: runs/tiny-sample/bias-curve.png"
+	@echo "Before: after 500 steps ($(DEMO_FIRST)) the model fills the mask with"
+	@$(BIN) fill-mask --model $(DEMO_FIRST) --text "$(DEMO_TEXT)"
+	@echo "After: at the last step ($(DEMO_LAST))"
+	@$(BIN) fill-mask --model $(DEMO_LAST) --text "$(DEMO_TEXT)"
+	$(BIN) report bias-curve --run $(DEMO_RUN) --out runs/tiny-demo/bias-curve.png
+	@echo
+	@echo "Checkpoints (bias.json and bias_pairs.csv at each): $(DEMO_RUN)/"
+	@echo "TensorBoard logs: runs/tiny-demo/ (bias curves: one run per language, bias-<lang>/; interval bands in the Custom Scalars tab)"
+	@echo "Bias-over-steps picture: runs/tiny-demo/bias-curve.png"
 	@echo "View the curves with:  $(VENV)/bin/tensorboard --logdir runs"
 
 # The bias reports on two tiny runs that differ only in their seed, each with dense curves (a
 # bias evaluation every 20 steps as well as at checkpoints): the runs side by side with pairwise
 # tests, a paired diff of two checkpoints, and when each pair's preference settles.
 BIAS_REPORT := runs/bias-report
+SAMPLE_RECIPE := recipes/tiny/sample.toml
 demo-bias: setup
-	test -f corpora/sample-tokenizer/tokenizer.json || $(BIN) tokenizer train --recipe $(DEMO_RECIPE) --vocab-size 3000
+	test -f corpora/sample-tokenizer/tokenizer.json || $(BIN) tokenizer train --recipe $(SAMPLE_RECIPE) --vocab-size 3000
 	$(BIN) train recipes/tiny/bias-seed-a.toml --overwrite
 	$(BIN) train recipes/tiny/bias-seed-b.toml --overwrite
 	mkdir -p $(BIAS_REPORT)

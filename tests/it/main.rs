@@ -16,6 +16,7 @@ mod common;
 mod corpora;
 mod cuda;
 mod dist;
+mod docs;
 mod download;
 mod eval_integrity;
 mod faults;

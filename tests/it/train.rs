@@ -403,7 +403,7 @@ fn shipped_recipes_parse() {
             }
         }
     }
-    assert_eq!(n, 11);
+    assert_eq!(n, 12);
 }
 
 /// Non-finite losses: each bad step is skipped and counted; after `max_nonfinite_steps` in a row
