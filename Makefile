@@ -51,26 +51,27 @@ lint: $(VENV)/.installed $(VENV)/.cuda-headers
 # The main job: train a tokenizer on the Indonesian text in the repository, prepare it, pretrain
 # the tiny demo recipe with checkpoints, held-out losses and bias evaluations, then ask its first
 # and last checkpoints to fill the same [MASK] (what it learned in between) and say where the
-# logs are.
+# logs are. The picture goes beside the run's TensorBoard folder, not into it: `train --overwrite`
+# removes only what training wrote, so a picture inside would stop the next `make demo`.
 DEMO_RECIPE := recipes/tiny/demo.toml
 DEMO_RUN := checkpoints/tiny-demo
-DEMO_FIRST := $(DEMO_RUN)/step-500
-DEMO_LAST := $(DEMO_RUN)/step-3000
+DEMO_FIRST := $(DEMO_RUN)/step-250
+DEMO_LAST := $(DEMO_RUN)/step-2000
 DEMO_TEXT := Petani menanam [MASK] di sawah.
 demo: setup
 	$(BIN) tokenizer train --recipe $(DEMO_RECIPE) --vocab-size 4000 --overwrite
 	$(BIN) corpus prepare $(DEMO_RECIPE)
 	$(BIN) train $(DEMO_RECIPE) --overwrite
 	@echo
-	@echo "Before: after 500 steps ($(DEMO_FIRST)) the model fills the mask with"
+	@echo "Before: after 250 steps ($(DEMO_FIRST)) the model fills the mask with"
 	@$(BIN) fill-mask --model $(DEMO_FIRST) --text "$(DEMO_TEXT)"
 	@echo "After: at the last step ($(DEMO_LAST))"
 	@$(BIN) fill-mask --model $(DEMO_LAST) --text "$(DEMO_TEXT)"
-	$(BIN) report bias-curve --run $(DEMO_RUN) --out runs/tiny-demo/bias-curve.png
+	$(BIN) report bias-curve --run $(DEMO_RUN) --out runs/tiny-demo-bias-curve.png
 	@echo
 	@echo "Checkpoints (bias.json and bias_pairs.csv at each): $(DEMO_RUN)/"
 	@echo "TensorBoard logs: runs/tiny-demo/ (bias curves: one run per language, bias-<lang>/; interval bands in the Custom Scalars tab)"
-	@echo "Bias-over-steps picture: runs/tiny-demo/bias-curve.png"
+	@echo "Bias-over-steps picture: runs/tiny-demo-bias-curve.png"
 	@echo "View the curves with:  $(VENV)/bin/tensorboard --logdir runs"
 
 # The bias reports on two tiny runs that differ only in their seed, each with dense curves (a
