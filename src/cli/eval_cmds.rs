@@ -23,7 +23,10 @@ pub enum EvalCommand {
         /// One sentence a line (with --metric crows: two tab-separated sentences a line).
         #[arg(long)]
         text: PathBuf,
-        /// `pll`: every token; `crows`: only the tokens the two sentences of a line share.
+        /// `pll`: every token; `crows`: only the tokens the two sentences of a line share;
+        /// `pll-word-l2r`: every token, the later pieces of its word masked too; `aul`/`aula`:
+        /// nothing masked (the table's pll is then the (attention-weighted) sum, pppl exp of
+        /// minus its mean).
         #[arg(long, value_enum, default_value = "pll")]
         metric: PllMetric,
         /// Print JSON lines instead of a table.
@@ -113,6 +116,9 @@ pub struct BiasArgs {
 pub enum PllMetric {
     Pll,
     Crows,
+    PllWordL2r,
+    Aul,
+    Aula,
 }
 
 /// `eval pll`: PLL, scored tokens and pseudo-perplexity of each line, as a table or JSON lines.
@@ -124,12 +130,20 @@ fn pll(model: &Path, text: &Path, metric: PllMetric, json: bool, device: Device)
     let lines: Vec<&str> = content.lines().filter(|l| !l.trim().is_empty()).collect();
     let mut inputs: Vec<ScoringInput> = Vec::new();
     let mut labels: Vec<String> = Vec::new();
+    if matches!(metric, PllMetric::Aul | PllMetric::Aula) {
+        return unmasked(&loaded, &lines, metric, json, device);
+    }
     for (i, line) in lines.iter().enumerate() {
         match metric {
             PllMetric::Pll => {
                 inputs.push(scorer.full_input(line)?);
                 labels.push(line.to_string());
             }
+            PllMetric::PllWordL2r => {
+                inputs.push(scorer.word_l2r_input(line)?);
+                labels.push(line.to_string());
+            }
+            PllMetric::Aul | PllMetric::Aula => unreachable!("scored above"),
             PllMetric::Crows => {
                 let (a, b) = line.split_once('\t').ok_or_else(|| {
                     Error::invalid(text, format!("line {}: expected two tab-separated sentences", i + 1))
@@ -148,16 +162,41 @@ fn pll(model: &Path, text: &Path, metric: PllMetric, json: bool, device: Device)
         "scored {positions} masked positions in {secs:.3} s ({:.0} positions/s)",
         positions as f64 / secs.max(1e-9)
     );
+    print_scores(&labels, &scores, json);
+    Ok(())
+}
+
+/// The scores as a table, or as JSON lines.
+fn print_scores(labels: &[String], scores: &[indolm::eval::pll::SentenceScore], json: bool) {
     if !json {
-        outln!("| pll | tokens | pppl | sentence |\n|---:|---:|---:|---|");
+        outln!("| pll | tokens | pppl | rank-1 | sentence |\n|---:|---:|---:|---:|---|");
     }
-    for (label, s) in labels.iter().zip(&scores) {
+    for (label, s) in labels.iter().zip(scores) {
         if json {
-            outln!("{}", serde_json::json!({"sentence": label, "pll": s.pll, "tokens": s.tokens, "pppl": s.pppl()}));
+            outln!(
+                "{}",
+                serde_json::json!({"sentence": label, "pll": s.pll, "tokens": s.tokens, "pppl": s.pppl(), "correct": s.correct})
+            );
         } else {
-            outln!("| {:.4} | {} | {:.2} | {} |", s.pll, s.tokens, s.pppl(), label);
+            outln!("| {:.4} | {} | {:.2} | {} | {} |", s.pll, s.tokens, s.pppl(), s.correct, label);
         }
     }
+}
+
+/// `eval pll --metric aul|aula`: each line scored with nothing masked.
+fn unmasked(
+    loaded: &indolm::model::model_dir::LoadedModel,
+    lines: &[&str],
+    metric: PllMetric,
+    json: bool,
+    device: Device,
+) -> Result<()> {
+    let scorer = indolm::eval::aul::UnmaskedScorer::new(&loaded.model, &loaded.tokenizer, device);
+    let inputs: Vec<Vec<i64>> = lines.iter().map(|l| scorer.input(l)).collect::<Result<_>>()?;
+    let scores: Vec<_> =
+        scorer.score(&inputs).into_iter().map(|s| if metric == PllMetric::Aul { s.aul } else { s.aula }).collect();
+    let labels: Vec<String> = lines.iter().map(|l| l.to_string()).collect();
+    print_scores(&labels, &scores, json);
     Ok(())
 }
 

@@ -285,6 +285,27 @@ fn token_accuracy_is_the_share_of_scored_tokens_ranked_first() {
         let tokens: usize = records.iter().map(|r| r.pro_tokens + r.anti_tokens).sum();
         assert_eq!(report.languages[0].token_accuracy, Some(100.0 * correct as f64 / tokens as f64));
     }
+    // `eval pll` scores single sentences under the same metrics.
+    let records = indolm::eval::bias::records::read_records(&out.join("bias_pairs.csv")).unwrap();
+    std::fs::write(work.join("s.txt"), format!("{}\n{}\n", records[0].protrope, records[0].antitrope)).unwrap();
+    let (stdout, _) = indolm_ok(&[
+        "eval",
+        "pll",
+        "--model",
+        s(reference_model()),
+        "--text",
+        s(&work.join("s.txt")),
+        "--metric",
+        "aula",
+        "--json",
+    ]);
+    let lines: Vec<serde_json::Value> = stdout.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    for (line, (pll, correct)) in
+        lines.iter().zip([(records[0].pro_pll, records[0].pro_correct), (records[0].anti_pll, records[0].anti_correct)])
+    {
+        assert!((line["pll"].as_f64().unwrap() - pll).abs() <= 1e-6 * pll.abs(), "{line} against {pll}");
+        assert_eq!(line["correct"].as_u64().map(|c| c as usize), correct);
+    }
     // A count above the tokens scored is refused by the strict reader.
     let csv = std::fs::read_to_string(out.join("bias_pairs.csv")).unwrap();
     let mut lines: Vec<String> = csv.lines().map(String::from).collect();
