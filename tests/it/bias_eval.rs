@@ -23,20 +23,25 @@ fn shared_sentences(n_ud: usize, n_nusax: usize) -> Vec<String> {
     out
 }
 
+/// The reference's per-sentence scores (`hf_reference.py COMMAND MODEL SENTENCES OUT`) of
+/// `sentences` on the reference model, one JSON object a sentence.
+fn reference_scores(command: &str, work: &Path, sentences: &[String]) -> Vec<serde_json::Value> {
+    std::fs::write(work.join("s.txt"), sentences.join("\n")).unwrap();
+    reference(&[
+        command,
+        reference_model().to_str().unwrap(),
+        work.join("s.txt").to_str().unwrap(),
+        work.join("ref.json").to_str().unwrap(),
+    ]);
+    serde_json::from_str(&std::fs::read_to_string(work.join("ref.json")).unwrap()).unwrap()
+}
+
 #[test]
 fn pll_matches_transformers_per_token_loop() {
     let model_dir = reference_model();
     let work = scratch("pll-parity");
     let sentences = shared_sentences(12, 8);
-    std::fs::write(work.join("s.txt"), sentences.join("\n")).unwrap();
-    reference(&[
-        "pll",
-        model_dir.to_str().unwrap(),
-        work.join("s.txt").to_str().unwrap(),
-        work.join("ref.json").to_str().unwrap(),
-    ]);
-    let expected: Vec<serde_json::Value> =
-        serde_json::from_str(&std::fs::read_to_string(work.join("ref.json")).unwrap()).unwrap();
+    let expected = reference_scores("pll", &work, &sentences);
     let loaded = load_masked_lm(model_dir, Device::Cpu).unwrap();
     let mut scorer = PllScorer::new(&loaded.model, &loaded.tokenizer, Device::Cpu);
     scorer.token_budget = 1024; // several batches of mixed lengths
@@ -62,15 +67,7 @@ fn aul_and_aula_match_kaneko_and_bollegala_on_transformers() {
     let model_dir = reference_model();
     let work = scratch("aul-parity");
     let sentences = shared_sentences(12, 8);
-    std::fs::write(work.join("s.txt"), sentences.join("\n")).unwrap();
-    reference(&[
-        "aul",
-        model_dir.to_str().unwrap(),
-        work.join("s.txt").to_str().unwrap(),
-        work.join("ref.json").to_str().unwrap(),
-    ]);
-    let expected: Vec<serde_json::Value> =
-        serde_json::from_str(&std::fs::read_to_string(work.join("ref.json")).unwrap()).unwrap();
+    let expected = reference_scores("aul", &work, &sentences);
     let loaded = load_masked_lm(model_dir, Device::Cpu).unwrap();
     let mut scorer = UnmaskedScorer::new(&loaded.model, &loaded.tokenizer, Device::Cpu);
     scorer.token_budget = 256; // several padded batches of mixed lengths
@@ -95,15 +92,7 @@ fn pll_word_l2r_matches_a_reference_masking_by_word_ids() {
     let model_dir = reference_model();
     let work = scratch("pll-word-l2r-parity");
     let sentences = shared_sentences(8, 6);
-    std::fs::write(work.join("s.txt"), sentences.join("\n")).unwrap();
-    reference(&[
-        "pll-word-l2r",
-        model_dir.to_str().unwrap(),
-        work.join("s.txt").to_str().unwrap(),
-        work.join("ref.json").to_str().unwrap(),
-    ]);
-    let expected: Vec<serde_json::Value> =
-        serde_json::from_str(&std::fs::read_to_string(work.join("ref.json")).unwrap()).unwrap();
+    let expected = reference_scores("pll-word-l2r", &work, &sentences);
     let loaded = load_masked_lm(model_dir, Device::Cpu).unwrap();
     let mut scorer = PllScorer::new(&loaded.model, &loaded.tokenizer, Device::Cpu);
     scorer.token_budget = 1024;
@@ -313,9 +302,30 @@ fn indobias_loader_layout_and_errors() {
 /// A tiny pretraining recipe with the bias hook (two languages) and IndoMMLU; `extra_bias`
 /// goes into `[eval.bias]`.
 pub(crate) fn hook_recipe(work: &Path, name: &str, seed: u64, extra_bias: &str) -> std::path::PathBuf {
+    let bias = format!(
+        "pairs = \"{}\"\nlanguages = [\"indonesian\", \"jv\"]\n{extra_bias}",
+        root().join("tests/fixtures/indobias").display()
+    );
+    let indommlu = format!(
+        "[eval.indommlu]\ndata = \"{}\"\nmode = \"letter\"\nsubsample = 12",
+        root().join("tests/fixtures/indommlu/indoMMLU-fixture.csv").display()
+    );
+    tiny_bias_recipe(work, name, &format!("seed = {seed}"), reference_model(), &bias, &indommlu)
+}
+
+/// A tiny pretraining recipe over one UD split, 6 steps with checkpoints at 3 and 6: `head`
+/// holds the seed lines, `bias` the `[eval.bias]` keys, `sections` any further sections.
+pub(crate) fn tiny_bias_recipe(
+    work: &Path,
+    name: &str,
+    head: &str,
+    tokenizer: &Path,
+    bias: &str,
+    sections: &str,
+) -> std::path::PathBuf {
     let recipe = format!(
         r#"name = "{name}"
-seed = {seed}
+{head}
 output_dir = "{out}"
 [model]
 preset = "tiny"
@@ -341,23 +351,16 @@ max_steps = 6
 every = 3
 keep_last = 1
 [eval.bias]
-pairs = "{pairs}"
-languages = ["indonesian", "jv"]
-{extra_bias}
-[eval.indommlu]
-data = "{mmlu}"
-mode = "letter"
-subsample = 12
+{bias}
+{sections}
 [logging]
 tensorboard = "{runs}"
 every = 3
 "#,
         out = work.join("ck").display(),
-        tok = reference_model().display(),
+        tok = tokenizer.display(),
         corpora = work.join("corpora").display(),
         ud = test_data().join("ud-indonesian/id_gsd-ud-dev.conllu").display(),
-        pairs = root().join("tests/fixtures/indobias").display(),
-        mmlu = root().join("tests/fixtures/indommlu/indoMMLU-fixture.csv").display(),
         runs = work.join("runs").display()
     );
     let path = work.join(format!("{name}.toml"));

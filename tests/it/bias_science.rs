@@ -22,55 +22,28 @@ fn tiled_pairs(work: &Path, languages: &[&str], times: usize) -> PathBuf {
     work.join("pairs")
 }
 
-/// A tiny pretraining recipe over one UD split with the bias hook (main metric aul, aula
-/// beside it in the same pass) and `seeds`.
+/// The tiny hook recipe with `seeds`, its tokenizer in `work/tokenizer`, and the bias hook
+/// on `pairs` (main metric aul, aula beside it in the same pass).
 fn seeds_recipe(work: &Path, name: &str, seeds: &str, pairs: &Path) -> PathBuf {
-    let recipe = format!(
-        r#"name = "{name}"
-{seeds}
-output_dir = "{out}"
-[model]
-preset = "tiny"
-hidden_size = 32
-num_attention_heads = 2
-intermediate_size = 64
-[tokenizer]
-path = "{tok}"
-[data]
-corpus = "c"
-corpora_dir = "{corpora}"
-seq_len = 32
-[[data.sources]]
-name = "ud"
-lang = "id"
-paths = ["{ud}"]
-[optimizer]
-lr = 1e-3
-batch_size = 4
-warmup_steps = 2
-max_steps = 6
-[checkpoint]
-every = 3
-keep_last = 1
-[eval.bias]
-pairs = "{pairs}"
-languages = ["id", "jv"]
-metric = "aul"
-extra_metrics = ["aula"]
-[logging]
-tensorboard = "{runs}"
-every = 3
-"#,
-        out = work.join("ck").display(),
-        tok = work.join("tokenizer").display(),
-        corpora = work.join("corpora").display(),
-        ud = test_data().join("ud-indonesian/id_gsd-ud-dev.conllu").display(),
-        pairs = pairs.display(),
-        runs = work.join("runs").display()
+    let bias = format!(
+        "pairs = \"{}\"\nlanguages = [\"id\", \"jv\"]\nmetric = \"aul\"\nextra_metrics = [\"aula\"]",
+        pairs.display()
     );
-    let path = work.join(format!("{name}.toml"));
-    std::fs::write(&path, recipe).unwrap();
-    path
+    crate::bias_eval::tiny_bias_recipe(work, name, seeds, &work.join("tokenizer"), &bias, "")
+}
+
+/// `eval bias` of the reference model on the fixture pairs of `languages` under `metrics`,
+/// written to `out`.
+fn evaluate_fixture(out: &Path, languages: &[&str], metrics: &[&str]) {
+    let mut args = vec!["eval", "bias", "--model", s(reference_model()), "--pairs"];
+    let pairs = root().join("tests/fixtures/indobias");
+    args.push(s(&pairs));
+    args.push("--languages");
+    args.extend(languages);
+    args.push("--metric");
+    args.extend(metrics);
+    args.extend(["--out", s(out)]);
+    indolm_ok(&args);
 }
 
 fn s(p: &Path) -> &str {
@@ -264,21 +237,7 @@ fn seeds_train_as_runs_and_the_multibootstrap_matches_numpy() {
 fn token_accuracy_is_the_share_of_scored_tokens_ranked_first() {
     let work = scratch("bias-accuracy");
     let out = work.join("eval");
-    indolm_ok(&[
-        "eval",
-        "bias",
-        "--model",
-        s(reference_model()),
-        "--pairs",
-        s(&root().join("tests/fixtures/indobias")),
-        "--languages",
-        "id",
-        "--metric",
-        "aula",
-        "pppl-word-l2r",
-        "--out",
-        s(&out),
-    ]);
+    evaluate_fixture(&out, &["id"], &["aula", "pppl-word-l2r"]);
     for dir in [out.clone(), out.join("bias-pppl-word-l2r")] {
         let (report, records) = indolm::eval::bias::records::read_evaluation(&dir).unwrap();
         let correct: usize = records.iter().map(|r| r.pro_correct.unwrap() + r.anti_correct.unwrap()).sum();
@@ -322,22 +281,7 @@ fn token_accuracy_is_the_share_of_scored_tokens_ranked_first() {
 fn bias_validity_lists_failing_pairs_and_recomputes_win_rates() {
     let work = scratch("bias-validity");
     let out = work.join("eval");
-    indolm_ok(&[
-        "eval",
-        "bias",
-        "--model",
-        s(reference_model()),
-        "--pairs",
-        s(&root().join("tests/fixtures/indobias")),
-        "--languages",
-        "id",
-        "su",
-        "--metric",
-        "aul",
-        "crows",
-        "--out",
-        s(&out),
-    ]);
+    evaluate_fixture(&out, &["id", "su"], &["aul", "crows"]);
     let json = work.join("validity.json");
     let (stdout, _) = indolm_ok(&[
         "report",
