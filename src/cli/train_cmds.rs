@@ -165,7 +165,18 @@ fn check_recipe(path: &Path) -> Result<()> {
         let files = source.files(&recipe.base_dir)?;
         outln!("# source {} ({}): {} file(s), weight {}", source.name, source.lang, files.len(), source.weight);
     }
-    outln!("# run directory {}, TensorBoard {}", recipe.run_dir().display(), recipe.tensorboard_dir().display());
+    if recipe.seeds.is_empty() {
+        outln!("# run directory {}, TensorBoard {}", recipe.run_dir().display(), recipe.tensorboard_dir().display());
+    } else {
+        for &seed in &recipe.seeds {
+            let run = recipe.clone().with_seed(seed, path)?;
+            outln!(
+                "# seed {seed}: run directory {}, TensorBoard {}",
+                run.run_dir().display(),
+                run.tensorboard_dir().display()
+            );
+        }
+    }
     Ok(())
 }
 

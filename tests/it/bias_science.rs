@@ -58,6 +58,11 @@ fn seeds_train_as_runs_and_the_multibootstrap_matches_numpy() {
     // indolm's own WordPiece (deterministic), so that the runs, and the numbers below, are the
     // same at every test run.
     indolm_ok(&["tokenizer", "train", "--recipe", s(&recipe), "--vocab-size", "1000"]);
+    let (stdout, _) = indolm_ok(&["recipe", "check", s(&recipe)]);
+    assert!(stdout.contains("# seed 2: run directory") && stdout.contains("comp-seed2"), "{stdout}");
+    let twice = seeds_recipe(&work, "twice", "seeds = [1, 2, 1]", &pairs);
+    let err = indolm_fails(&["recipe", "check", s(&twice)]);
+    assert!(err.contains("seed 1 is listed twice"), "{err}");
     // `train` on a recipe listing seeds trains each in turn, as `<name>-seed<N>`.
     let (stdout, _) = indolm_ok(&["train", s(&recipe)]);
     assert!(stdout.contains("seed 1 (1 of 3): run comp-seed1") && stdout.contains("seed 3 (3 of 3)"), "{stdout}");
