@@ -38,9 +38,11 @@ pub mod salt {
     pub const SUMMARIZATION_TORCH: u64 = 12;
     /// The resamples of the bias intervals' bootstrap (stream: a hash of the language code).
     pub const BIAS_BOOTSTRAP: u64 = 13;
+    /// The Multi-Bootstrap's replicates (stream: a hash of the comparison and category).
+    pub const MULTIBOOTSTRAP: u64 = 14;
 
     /// Every salt with its name, for the uniqueness check.
-    pub const ALL: [(&str, u64); 13] = [
+    pub const ALL: [(&str, u64); 14] = [
         ("SOURCE_CHOICE", SOURCE_CHOICE),
         ("PERMUTATION", PERMUTATION),
         ("MASKING", MASKING),
@@ -54,6 +56,7 @@ pub mod salt {
         ("SUMMARIZATION_SHUFFLE", SUMMARIZATION_SHUFFLE),
         ("SUMMARIZATION_TORCH", SUMMARIZATION_TORCH),
         ("BIAS_BOOTSTRAP", BIAS_BOOTSTRAP),
+        ("MULTIBOOTSTRAP", MULTIBOOTSTRAP),
     ];
 }
 

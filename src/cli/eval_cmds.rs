@@ -3,8 +3,8 @@
 use clap::{Args, Subcommand};
 use indolm::error::{Error, IoContext, Result};
 use indolm::eval::bias::board::BiasBoard;
-use indolm::eval::bias::records::{RECORDS_FILE, REPORT_FILE};
-use indolm::eval::bias::{evaluate, Bootstrap, Evaluation};
+use indolm::eval::bias::records::{metric_dir, RECORDS_FILE, REPORT_FILE};
+use indolm::eval::bias::{evaluate_under, Bootstrap, Evaluation};
 use indolm::eval::pairs::{load_crows, load_indobias, PairSet};
 use indolm::eval::pll::{crows_inputs, PllScorer, ScoringInput};
 use indolm::files::{read_to_string, write_json};
@@ -23,7 +23,10 @@ pub enum EvalCommand {
         /// One sentence a line (with --metric crows: two tab-separated sentences a line).
         #[arg(long)]
         text: PathBuf,
-        /// `pll`: every token; `crows`: only the tokens the two sentences of a line share.
+        /// `pll`: every token; `crows`: only the tokens the two sentences of a line share;
+        /// `pll-word-l2r`: every token, the later pieces of its word masked too; `aul`/`aula`:
+        /// nothing masked (the table's pll is then the (attention-weighted) sum, pppl exp of
+        /// minus its mean).
         #[arg(long, value_enum, default_value = "pll")]
         metric: PllMetric,
         /// Print JSON lines instead of a table.
@@ -80,9 +83,12 @@ pub struct BiasArgs {
     /// Restrict to these languages (codes or names).
     #[arg(long, num_args = 1..)]
     pub languages: Vec<String>,
-    /// `pppl` (IndoBias/RuBia) or `crows` (CrowS-Pairs metric.py); default: pppl, crows for CrowS-Pairs.
-    #[arg(long, value_enum)]
-    pub metric: Option<indolm::recipe::BiasMetric>,
+    /// `pppl` (IndoBias/RuBia), `crows` (CrowS-Pairs metric.py), `aul`, `aula` (Kaneko &
+    /// Bollegala) or `pppl-word-l2r` (Kauf & Ivanova); default: pppl, crows for CrowS-Pairs.
+    /// Several: scored in one pass, the first written as the main evaluation, each other under
+    /// `bias-<metric>/` beside it.
+    #[arg(long, value_enum, num_args = 1..)]
+    pub metric: Vec<indolm::recipe::BiasMetric>,
     /// Write the results as JSON to this file.
     #[arg(long)]
     pub json: Option<PathBuf>,
@@ -110,6 +116,9 @@ pub struct BiasArgs {
 pub enum PllMetric {
     Pll,
     Crows,
+    PllWordL2r,
+    Aul,
+    Aula,
 }
 
 /// `eval pll`: PLL, scored tokens and pseudo-perplexity of each line, as a table or JSON lines.
@@ -121,12 +130,20 @@ fn pll(model: &Path, text: &Path, metric: PllMetric, json: bool, device: Device)
     let lines: Vec<&str> = content.lines().filter(|l| !l.trim().is_empty()).collect();
     let mut inputs: Vec<ScoringInput> = Vec::new();
     let mut labels: Vec<String> = Vec::new();
+    if matches!(metric, PllMetric::Aul | PllMetric::Aula) {
+        return unmasked(&loaded, &lines, metric, json, device);
+    }
     for (i, line) in lines.iter().enumerate() {
         match metric {
             PllMetric::Pll => {
                 inputs.push(scorer.full_input(line)?);
                 labels.push(line.to_string());
             }
+            PllMetric::PllWordL2r => {
+                inputs.push(scorer.word_l2r_input(line)?);
+                labels.push(line.to_string());
+            }
+            PllMetric::Aul | PllMetric::Aula => unreachable!("scored above"),
             PllMetric::Crows => {
                 let (a, b) = line.split_once('\t').ok_or_else(|| {
                     Error::invalid(text, format!("line {}: expected two tab-separated sentences", i + 1))
@@ -145,16 +162,41 @@ fn pll(model: &Path, text: &Path, metric: PllMetric, json: bool, device: Device)
         "scored {positions} masked positions in {secs:.3} s ({:.0} positions/s)",
         positions as f64 / secs.max(1e-9)
     );
+    print_scores(&labels, &scores, json);
+    Ok(())
+}
+
+/// The scores as a table, or as JSON lines.
+fn print_scores(labels: &[String], scores: &[indolm::eval::pll::SentenceScore], json: bool) {
     if !json {
-        outln!("| pll | tokens | pppl | sentence |\n|---:|---:|---:|---|");
+        outln!("| pll | tokens | pppl | rank-1 | sentence |\n|---:|---:|---:|---:|---|");
     }
-    for (label, s) in labels.iter().zip(&scores) {
+    for (label, s) in labels.iter().zip(scores) {
         if json {
-            outln!("{}", serde_json::json!({"sentence": label, "pll": s.pll, "tokens": s.tokens, "pppl": s.pppl()}));
+            outln!(
+                "{}",
+                serde_json::json!({"sentence": label, "pll": s.pll, "tokens": s.tokens, "pppl": s.pppl(), "correct": s.correct})
+            );
         } else {
-            outln!("| {:.4} | {} | {:.2} | {} |", s.pll, s.tokens, s.pppl(), label);
+            outln!("| {:.4} | {} | {:.2} | {} | {} |", s.pll, s.tokens, s.pppl(), s.correct, label);
         }
     }
+}
+
+/// `eval pll --metric aul|aula`: each line scored with nothing masked.
+fn unmasked(
+    loaded: &indolm::model::model_dir::LoadedModel,
+    lines: &[&str],
+    metric: PllMetric,
+    json: bool,
+    device: Device,
+) -> Result<()> {
+    let scorer = indolm::eval::aul::UnmaskedScorer::new(&loaded.model, &loaded.tokenizer, device);
+    let inputs: Vec<Vec<i64>> = lines.iter().map(|l| scorer.input(l)).collect::<Result<_>>()?;
+    let scores: Vec<_> =
+        scorer.score(&inputs).into_iter().map(|s| if metric == PllMetric::Aul { s.aul } else { s.aula }).collect();
+    let labels: Vec<String> = lines.iter().map(|l| l.to_string()).collect();
+    print_scores(&labels, &scores, json);
     Ok(())
 }
 
@@ -170,31 +212,51 @@ fn load_pairs(path: &Path) -> Result<(PairSet, BiasMetric)> {
 /// request), or `bias.json`, `bias_pairs.csv` and TensorBoard curves for every checkpoint of a run.
 fn bias(args: &BiasArgs, device: Device) -> Result<()> {
     let (pairs, default_metric) = load_pairs(&args.pairs)?;
-    let metric = args.metric.unwrap_or(default_metric);
+    let mut metrics: Vec<BiasMetric> = Vec::new();
+    for &m in &args.metric {
+        if !metrics.contains(&m) {
+            metrics.push(m);
+        }
+    }
+    if metrics.is_empty() {
+        metrics.push(default_metric);
+    }
     if args.resamples == 0 {
         return Err(Error::argument("--resamples", "must be > 0"));
     }
     let bootstrap = Bootstrap { seed: args.seed, resamples: args.resamples };
     let languages = &args.languages;
-    let score = |dir: &Path, step: Option<u64>| -> Result<Evaluation> {
+    let score = |dir: &Path, step: Option<u64>| -> Result<Vec<Evaluation>> {
         let mut loaded = load_masked_lm(dir, device)?;
         for note in &loaded.notes {
             eprintln!("note: {note}");
         }
         loaded.model.set_precision(indolm::device::default_precision(device));
         let scorer = PllScorer::new(&loaded.model, &loaded.tokenizer, device);
-        evaluate(&scorer, &pairs, metric, languages, step, bootstrap)
+        let started = std::time::Instant::now();
+        let evaluations = evaluate_under(&scorer, &pairs, &metrics, languages, step, bootstrap)?;
+        let names: Vec<String> = metrics.iter().map(|m| m.to_string()).collect();
+        eprintln!("scored under {} in {:.2} s", names.join(", "), started.elapsed().as_secs_f64());
+        Ok(evaluations)
     };
     if let Some(model) = &args.model {
-        let evaluation = score(model, None)?;
-        out!("{}", evaluation.report.markdown());
+        let evaluations = score(model, None)?;
+        for (i, evaluation) in evaluations.iter().enumerate() {
+            out!("{}{}", if i == 0 { "" } else { "\n" }, evaluation.report.markdown());
+        }
         if let Some(out) = &args.json {
-            write_json(out, &evaluation.report)?;
+            match evaluations.as_slice() {
+                [one] => write_json(out, &one.report)?,
+                many => write_json(out, &many.iter().map(|e| &e.report).collect::<Vec<_>>())?,
+            }
         }
         if let Some(dir) = &args.out {
             std::fs::create_dir_all(dir).with_path(dir)?;
-            evaluation.write(dir)?;
-            outln!("\nwrote {} and {}", dir.join(REPORT_FILE).display(), dir.join(RECORDS_FILE).display());
+            Evaluation::write_all(&evaluations, dir)?;
+            for (i, e) in evaluations.iter().enumerate() {
+                let at = if i == 0 { dir.clone() } else { metric_dir(dir, e.report.metric) };
+                outln!("\nwrote {} and {}", at.join(REPORT_FILE).display(), at.join(RECORDS_FILE).display());
+            }
         }
         return Ok(());
     }
@@ -228,7 +290,9 @@ fn bias(args: &BiasArgs, device: Device) -> Result<()> {
     }
     let evaluated: Vec<String> = steps
         .iter()
-        .filter(|(_, d)| d.join(REPORT_FILE).exists())
+        .filter(|(_, d)| {
+            d.join(REPORT_FILE).exists() || metrics.iter().any(|&m| metric_dir(d, m).join(REPORT_FILE).exists())
+        })
         .map(|(s, _)| indolm::run::layout::step_dir_name(*s))
         .collect();
     if !evaluated.is_empty() && !args.overwrite {
@@ -242,16 +306,24 @@ fn bias(args: &BiasArgs, device: Device) -> Result<()> {
     }
     let run_name = run.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
     let logdir = args.logdir.clone().unwrap_or_else(|| PathBuf::from("runs").join(&run_name).join("eval"));
-    let mut board = BiasBoard::new(logdir.clone());
+    let mut boards: Vec<BiasBoard> = metrics
+        .iter()
+        .enumerate()
+        .map(|(i, m)| BiasBoard::new(if i == 0 { logdir.clone() } else { logdir.join(m.to_string()) }))
+        .collect();
     let mut reports = Vec::new();
     for (step, dir) in &steps {
-        let evaluation = score(dir, Some(*step))?;
-        board.log(&evaluation.report, *step);
-        evaluation.write(dir)?;
-        outln!("step {step}: {}", evaluation.report.summary_line());
-        reports.push(evaluation.report);
+        let evaluations = score(dir, Some(*step))?;
+        Evaluation::write_all(&evaluations, dir)?;
+        for (evaluation, board) in evaluations.into_iter().zip(&mut boards) {
+            board.log(&evaluation.report, *step);
+            outln!("step {step} ({}): {}", evaluation.report.metric, evaluation.report.summary_line());
+            reports.push(evaluation.report);
+        }
     }
-    outln!("\nlast checkpoint:\n{}", reports.last().unwrap().markdown());
+    for report in &reports[reports.len() - metrics.len()..] {
+        outln!("\nlast checkpoint:\n{}", report.markdown());
+    }
     outln!("curves in {} (one TensorBoard run per language: bias-<lang>)", logdir.display());
     if let Some(out) = &args.json {
         write_json(out, &reports)?;

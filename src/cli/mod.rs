@@ -154,6 +154,14 @@ pub enum Command {
     Train {
         /// The recipe (TOML).
         recipe: PathBuf,
+        /// Train the recipe with this seed instead, as the run `<name>-seed<N>` (pretraining
+        /// seeds as replicates; compare compositions with `report bias-compare --group`).
+        #[arg(long, conflicts_with = "seed_index")]
+        seed: Option<u64>,
+        /// Train the recipe's `seeds[I]` as the run `<name>-seed<N>` (a Slurm job array:
+        /// `--seed-index $SLURM_ARRAY_TASK_ID`).
+        #[arg(long)]
+        seed_index: Option<usize>,
         #[command(flatten)]
         run: RunArgs,
     },
@@ -251,7 +259,9 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Info { model } => model_cmds::info(&model),
         Command::Tokenize { tokenizer, text } => model_cmds::tokenize(&tokenizer, &text),
         Command::FillMask { model, text, top_k } => model_cmds::fill_mask(&model, &text, top_k, device()?),
-        Command::Train { recipe, run } => train_cmds::train(&recipe, &run, device()?),
+        Command::Train { recipe, seed, seed_index, run } => {
+            train_cmds::train(&recipe, train_cmds::SeedChoice { seed, index: seed_index }, &run, device()?)
+        }
         Command::Recipe(command) => train_cmds::run_recipe(command),
         Command::Tokenizer(command) => data_cmds::run_tokenizer(command),
         Command::Corpus(command) => data_cmds::run_corpus(command),

@@ -6,6 +6,7 @@ use indolm::eval::bias::Bootstrap;
 use indolm::files::{write_atomic, write_json};
 use indolm::report::bias_compare::{bias_compare, CompareRequest, PanelBy};
 use indolm::report::bias_diff::bias_diff;
+use indolm::report::bias_groups::{compare_groups, Group, GroupRequest};
 use indolm::report::chart::write_figure;
 use indolm::{out, outln};
 use std::path::PathBuf;
@@ -18,6 +19,10 @@ pub enum ReportCommand {
         /// The run directory (checkpoints/<run>).
         #[arg(long)]
         run: PathBuf,
+        /// The evaluations under this metric (when the run scored several; default: each
+        /// checkpoint's main evaluation).
+        #[arg(long, value_enum)]
+        metric: Option<indolm::recipe::BiasMetric>,
         /// Output file: .svg or .png (text needs a TrueType font such as DejaVu Sans).
         #[arg(long)]
         out: PathBuf,
@@ -46,10 +51,33 @@ pub enum ReportCommand {
     },
     /// Several runs side by side at one step: win rates with intervals per run × language and
     /// domain, pairwise McNemar tests between runs (Holm), and every run's curve on one chart.
+    /// With `--group`: data compositions compared with their pretraining seeds as replicates
+    /// (the Multi-Bootstrap), and each group's mean curve with its bootstrap band.
     BiasCompare {
-        /// Run folders (checkpoints/<run>), at least two.
-        #[arg(required = true)]
+        /// Run folders (checkpoints/<run>), at least two (or use --group).
+        #[arg(required_unless_present = "group", conflicts_with = "group")]
         runs: Vec<PathBuf>,
+        /// A group of runs differing only by seed: NAME=RUN,RUN,... (repeat for each
+        /// composition). Groups are compared two by two, unpaired.
+        #[arg(long)]
+        group: Vec<Group>,
+        /// With --group: compare each group's --step with this step of the same runs instead
+        /// (paired: the same seeds in both arms).
+        #[arg(long, requires = "group")]
+        against_step: Option<StepChoice>,
+        /// With --group: Multi-Bootstrap replicates.
+        #[arg(long, default_value_t = 2000)]
+        replicates: usize,
+        /// With --group: seed of the replicates.
+        #[arg(long, default_value_t = indolm::seeds::DEFAULT_SEED)]
+        seed: u64,
+        /// Also write the numbers as JSON here.
+        #[arg(long)]
+        json: Option<PathBuf>,
+        /// The evaluations under this metric (when a run scored several; default: each
+        /// checkpoint's main evaluation).
+        #[arg(long, value_enum)]
+        metric: Option<indolm::recipe::BiasMetric>,
         /// The step compared: a number, or `final` for each run's last evaluation.
         #[arg(long, default_value = "final")]
         step: StepChoice,
@@ -66,12 +94,49 @@ pub enum ReportCommand {
         #[arg(long)]
         language: Option<String>,
     },
+    /// Whether each pair measures the stereotype alone (after Blodgett et al. 2021): words
+    /// changed, token-length difference and ties per pair; the pairs failing the rules, and
+    /// every win rate recomputed without them (at one evaluation, or at every step of a run).
+    BiasValidity {
+        /// One evaluation: a checkpoint folder, an `eval bias --out` folder, or its bias_pairs.csv.
+        #[arg(required_unless_present = "run", conflicts_with = "run")]
+        evaluation: Option<PathBuf>,
+        /// Every evaluation of this run folder instead (does a trend survive?).
+        #[arg(long)]
+        run: Option<PathBuf>,
+        /// With --run: the evaluations under this metric (default: each checkpoint's main one).
+        #[arg(long, value_enum, requires = "run")]
+        metric: Option<indolm::recipe::BiasMetric>,
+        /// A valid pair changes at most this many words.
+        #[arg(long, default_value_t = 3)]
+        max_words_changed: usize,
+        /// A valid pair's sentences differ by at most this many tokens.
+        #[arg(long, default_value_t = 2)]
+        max_token_difference: usize,
+        /// Ties fail too.
+        #[arg(long)]
+        exclude_ties: bool,
+        /// The model's tokenizer (a folder or tokenizer.json), for token lengths when the
+        /// metric did not score every token (crows); default: the records' token counts.
+        #[arg(long)]
+        tokenizer: Option<PathBuf>,
+        /// Also write the tables (Markdown) here.
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Also write every pair's measures and the win rates as JSON here.
+        #[arg(long)]
+        json: Option<PathBuf>,
+    },
     /// When a run's pairs settle their preference: changes between consecutive evaluations per
     /// domain, and the share of pairs already keeping their final preference against step.
     BiasFlips {
         /// The run folder (checkpoints/<run>).
         #[arg(long)]
         run: PathBuf,
+        /// The evaluations under this metric (when the run scored several; default: each
+        /// checkpoint's main evaluation).
+        #[arg(long, value_enum)]
+        metric: Option<indolm::recipe::BiasMetric>,
         /// Also write the tables (Markdown) here.
         #[arg(long)]
         out: Option<PathBuf>,
@@ -94,8 +159,8 @@ pub enum ReportCommand {
 /// Runs a `report` subcommand.
 pub fn run(command: ReportCommand) -> Result<()> {
     match command {
-        ReportCommand::BiasCurve { run, out } => {
-            let n = indolm::report::bias_curve::write_bias_curve(&run, &out)?;
+        ReportCommand::BiasCurve { run, metric, out } => {
+            let n = indolm::report::bias_curve::write_bias_curve(&run, &out, metric)?;
             outln!("plotted {n} evaluation(s) -> {}", out.display());
         }
         ReportCommand::BiasDiff { a, b, seed, resamples, out, json } => {
@@ -111,17 +176,61 @@ pub fn run(command: ReportCommand) -> Result<()> {
                 write_json(&json, &diff)?;
             }
         }
-        ReportCommand::BiasCompare { runs, step, out, plot, by, language } => {
-            let request =
-                CompareRequest { runs: &runs, step, plot: plot.as_deref(), by, language: language.as_deref() };
-            let report = bias_compare(&request)?;
+        ReportCommand::BiasCompare {
+            runs,
+            group,
+            against_step,
+            replicates,
+            seed,
+            json,
+            metric,
+            step,
+            out,
+            plot,
+            by,
+            language,
+        } => {
+            let report = if group.is_empty() {
+                if json.is_some() {
+                    return Err(indolm::error::Error::argument("--json", "is written for --group comparisons"));
+                }
+                let request = CompareRequest {
+                    runs: &runs,
+                    step,
+                    plot: plot.as_deref(),
+                    by,
+                    language: language.as_deref(),
+                    metric,
+                };
+                bias_compare(&request)?
+            } else {
+                let request = GroupRequest {
+                    groups: &group,
+                    step,
+                    against_step,
+                    metric,
+                    replicates,
+                    seed,
+                    plot: plot.as_deref(),
+                };
+                let (report, numbers) = compare_groups(&request)?;
+                if let Some(json) = json {
+                    write_json(&json, &numbers)?;
+                }
+                report
+            };
             out!("{report}");
             if let Some(out) = out {
                 write_atomic(&out, report.as_bytes())?;
             }
+            if let Some(plot) = plot {
+                if !group.is_empty() {
+                    outln!("\nCurves: {}", plot.display());
+                }
+            }
         }
-        ReportCommand::BiasFlips { run, out, plot } => {
-            let flips = indolm::report::bias_flips::load(&run)?;
+        ReportCommand::BiasFlips { run, metric, out, plot } => {
+            let flips = indolm::report::bias_flips::load(&run, metric)?;
             let name = run.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
             let table = flips.markdown(&name);
             out!("{table}");
@@ -131,6 +240,33 @@ pub fn run(command: ReportCommand) -> Result<()> {
             if let Some(plot) = plot {
                 write_figure(&flips.figure(&name), &plot, "--plot")?;
                 outln!("\nsettled share against step -> {}", plot.display());
+            }
+        }
+        ReportCommand::BiasValidity {
+            evaluation,
+            run,
+            metric,
+            max_words_changed,
+            max_token_difference,
+            exclude_ties,
+            tokenizer,
+            out,
+            json,
+        } => {
+            use indolm::report::bias_validity::{bias_validity, Rules, Source};
+            let source = match (&evaluation, &run) {
+                (Some(e), _) => Source::Evaluation(e),
+                (None, Some(r)) => Source::Run(r, metric),
+                (None, None) => unreachable!("clap requires EVALUATION or --run"),
+            };
+            let rules = Rules { max_words_changed, max_token_difference, exclude_ties };
+            let (table, numbers) = bias_validity(source, rules, tokenizer.as_deref())?;
+            out!("{table}");
+            if let Some(out) = out {
+                write_atomic(&out, table.as_bytes())?;
+            }
+            if let Some(json) = json {
+                write_json(&json, &numbers)?;
             }
         }
         ReportCommand::Summarization { results, out } => {

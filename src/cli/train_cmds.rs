@@ -19,9 +19,46 @@ pub enum RecipeCommand {
     Check { recipe: PathBuf },
 }
 
-/// `indolm train`: pretrains the recipe and sums the run up.
-pub fn train(recipe_path: &Path, args: &super::RunArgs, device: Device) -> Result<()> {
+/// Which seed `train` runs: `--seed N`, `--seed-index I` (the recipe's `seeds[I]`), or neither.
+pub struct SeedChoice {
+    /// `--seed`.
+    pub seed: Option<u64>,
+    /// `--seed-index`.
+    pub index: Option<usize>,
+}
+
+/// `indolm train`: pretrains the recipe (or one of its seeds, or each in turn) and sums the run
+/// up.
+pub fn train(recipe_path: &Path, choice: SeedChoice, args: &super::RunArgs, device: Device) -> Result<()> {
     let recipe = Recipe::load(recipe_path)?;
+    let seed = match (choice.seed, choice.index) {
+        (Some(s), _) => Some(s),
+        (None, Some(i)) => Some(recipe.seed_at(i, recipe_path)?),
+        (None, None) => None,
+    };
+    if let Some(seed) = seed {
+        return train_one(recipe_path, recipe.with_seed(seed, recipe_path)?, args, device);
+    }
+    if recipe.seeds.is_empty() {
+        return train_one(recipe_path, recipe, args, device);
+    }
+    if indolm::dist::Launch::from_env()?.is_some() {
+        return Err(Error::field(
+            recipe_path,
+            "seeds",
+            "under torchrun or srun, train one seed per job: `--seed-index I` (a job array) or `--seed N`",
+        ));
+    }
+    let seeds = recipe.seeds.clone();
+    for (i, &seed) in seeds.iter().enumerate() {
+        outln!("seed {seed} ({} of {}): run {}-seed{seed}", i + 1, seeds.len(), recipe.name);
+        train_one(recipe_path, recipe.clone().with_seed(seed, recipe_path)?, args, device)?;
+    }
+    Ok(())
+}
+
+/// Pretrains one run of `recipe`.
+fn train_one(recipe_path: &Path, recipe: Recipe, args: &super::RunArgs, device: Device) -> Result<()> {
     let (device, group) = super::launch(device, args.dist_timeout, recipe.deterministic)?;
     let opts = args.options(device);
     let hooks = checkpoint_hooks(&recipe, opts.device)?;
@@ -128,7 +165,18 @@ fn check_recipe(path: &Path) -> Result<()> {
         let files = source.files(&recipe.base_dir)?;
         outln!("# source {} ({}): {} file(s), weight {}", source.name, source.lang, files.len(), source.weight);
     }
-    outln!("# run directory {}, TensorBoard {}", recipe.run_dir().display(), recipe.tensorboard_dir().display());
+    if recipe.seeds.is_empty() {
+        outln!("# run directory {}, TensorBoard {}", recipe.run_dir().display(), recipe.tensorboard_dir().display());
+    } else {
+        for &seed in &recipe.seeds {
+            let run = recipe.clone().with_seed(seed, path)?;
+            outln!(
+                "# seed {seed}: run directory {}, TensorBoard {}",
+                run.run_dir().display(),
+                run.tensorboard_dir().display()
+            );
+        }
+    }
     Ok(())
 }
 

@@ -184,6 +184,13 @@ impl TextTokenizer {
         Ok((enc.get_ids().to_vec(), enc.get_type_ids().to_vec()))
     }
 
+    /// Ids of one text with `[CLS]` and `[SEP]`, and the word each piece belongs to (`None` for
+    /// the special tokens): transformers' `word_ids()`.
+    pub fn encode_with_word_ids(&self, text: &str) -> Result<(Vec<u32>, Vec<Option<u32>>)> {
+        let enc = self.encode_input(text, true)?;
+        Ok((enc.get_ids().to_vec(), enc.get_word_ids().to_vec()))
+    }
+
     /// Word-piece ids without special tokens.
     pub fn encode_plain(&self, text: &str) -> Result<Vec<u32>> {
         Ok(self.encode_input(text, false)?.get_ids().to_vec())

@@ -227,7 +227,7 @@ fn option_pll_scores(
             let option: Vec<i64> = tok.encode_plain(text)?.into_iter().map(i64::from).collect();
             let option = if option.is_empty() { vec![tok.special.unk] } else { option };
             let (ids, start) = context_ids(tok, q, &option, max_len)?;
-            inputs.push(ScoringInput { positions: (start..start + option.len()).collect(), ids });
+            inputs.push(ScoringInput::one_at_a_time(ids, (start..start + option.len()).collect()));
         }
     }
     let scores = scorer.score(&inputs);

@@ -1,13 +1,17 @@
-//! Evaluations: pseudo-log-likelihood scoring of sentences by a masked LM (`pll`); the bias
+//! Evaluations: pseudo-log-likelihood scoring of sentences by a masked LM (`pll`) and
+//! scoring with nothing masked (`aul`: AUL and AULA); the bias
 //! evaluation on IndoBias-Pairs and CrowS-Pairs (`pairs`, `bias`) and IndoMMLU's zero-shot
 //! multiple choice (`indommlu`), both built on it (the bias evaluation split by job: records and
 //! report, decision rules, aggregation, scoring, files, TensorBoard, the hook); the statistics
-//! behind its intervals and tests (`stats`); and the metrics the fine-tuning tasks report:
+//! behind its intervals and tests (`stats`), with pretraining seeds as replicates
+//! (`multibootstrap`); and the metrics the fine-tuning tasks report:
 //! ROUGE-1/2/L as Google's `rouge-score` computes them (`rouge`), macro-F1, accuracy and the
 //! confusion matrix (`metrics`).
+pub mod aul;
 pub mod bias;
 pub mod indommlu;
 pub mod metrics;
+pub mod multibootstrap;
 pub mod pairs;
 pub mod pll;
 pub mod rouge;

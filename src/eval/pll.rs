@@ -1,7 +1,10 @@
 //! Pseudo-log-likelihood scoring of sentences by a masked LM (Salazar et al. 2020): every
-//! scored token is masked in turn and PLL = Σ ln p(token | rest). All masked copies of many
-//! sentences are batched: rows are sorted by length, padded, packed under a token budget, and
-//! the vocabulary projection is computed only at each row's masked position.
+//! scored token is masked in turn and PLL = Σ ln p(token | rest). PLL-word-l2r (Kauf & Ivanova
+//! 2023, minicons' `within_word_l2r`) masks, with each piece, the later pieces of its word. All
+//! masked copies of many sentences are batched: rows are sorted by length, padded, packed under
+//! a token budget, and the vocabulary projection is computed only at each row's masked position.
+//! Each score also counts the scored tokens the model ranks first (rank-1 accuracy, a fluency
+//! control).
 use crate::data::tokenizer::TextTokenizer;
 use crate::error::{Error, Result};
 use crate::model::BertForMaskedLM;
@@ -14,6 +17,21 @@ pub struct ScoringInput {
     pub ids: Vec<i64>,
     /// Positions in `ids` masked in turn and scored.
     pub positions: Vec<usize>,
+    /// Per scored position, the other positions masked with it (empty: none; PLL-word-l2r:
+    /// the later pieces of the same word). Empty when no position masks others.
+    pub also_masked: Vec<Vec<usize>>,
+}
+
+impl ScoringInput {
+    /// Every position in `positions` masked alone.
+    pub fn one_at_a_time(ids: Vec<i64>, positions: Vec<usize>) -> Self {
+        ScoringInput { ids, positions, also_masked: Vec::new() }
+    }
+
+    /// The positions masked with the `k`-th scored one.
+    fn masked_with(&self, k: usize) -> &[usize] {
+        self.also_masked.get(k).map_or(&[], Vec::as_slice)
+    }
 }
 
 /// PLL of one sentence over its scored tokens.
@@ -23,9 +41,16 @@ pub struct SentenceScore {
     pub pll: f64,
     /// Tokens scored (N).
     pub tokens: usize,
+    /// Scored tokens the model ranks first (its argmax is the token).
+    pub correct: usize,
 }
 
 impl SentenceScore {
+    /// The mean over the scored tokens, PLL / N (AUL's and AULA's score).
+    pub fn mean(&self) -> f64 {
+        self.pll / self.tokens.max(1) as f64
+    }
+
     /// Pseudo-perplexity exp(−PLL / N) (RuBia's per-sentence form).
     pub fn pppl(&self) -> f64 {
         (-self.pll / self.tokens.max(1) as f64).exp()
@@ -67,38 +92,68 @@ impl<'a> PllScorer<'a> {
             ));
         }
         let positions = (1..ids.len() - 1).collect();
-        Ok(ScoringInput { ids, positions })
+        Ok(ScoringInput::one_at_a_time(ids, positions))
+    }
+
+    /// PLL-word-l2r's input: every token but `[CLS]` and `[SEP]` scored, each with the later
+    /// pieces of its word masked too (words as the tokenizer's pre-tokenizer splits them,
+    /// transformers' `word_ids()`).
+    pub fn word_l2r_input(&self, text: &str) -> Result<ScoringInput> {
+        let mut input = self.full_input(text)?;
+        let (_, words) = self.tokenizer.encode_with_word_ids(text)?;
+        input.also_masked = input
+            .positions
+            .iter()
+            .map(|&p| match words[p] {
+                Some(w) => (p + 1..words.len()).filter(|&q| words[q] == Some(w)).collect(),
+                None => Vec::new(),
+            })
+            .collect();
+        Ok(input)
     }
 
     /// Scores every input; rows (input, position) are batched by length.
     pub fn score(&self, inputs: &[ScoringInput]) -> Vec<SentenceScore> {
+        // A row: (input, k) masks the input's k-th scored position (and those masked with it).
         let rows: Vec<(usize, usize)> =
-            inputs.iter().enumerate().flat_map(|(i, inp)| inp.positions.iter().map(move |&p| (i, p))).collect();
+            inputs.iter().enumerate().flat_map(|(i, inp)| (0..inp.positions.len()).map(move |k| (i, k))).collect();
         let lengths: Vec<usize> = rows.iter().map(|&(i, _)| inputs[i].ids.len()).collect();
         let mut pll = vec![0.0f64; inputs.len()];
+        let mut correct = vec![0usize; inputs.len()];
         for items in crate::data::batching::by_length(&lengths, self.token_budget) {
             let batch: Vec<(usize, usize)> = items.iter().map(|&r| rows[r]).collect();
-            let log_probs = self.score_rows(inputs, &batch);
-            for (&(i, _), lp) in batch.iter().zip(log_probs) {
+            let (log_probs, firsts) = self.score_rows(inputs, &batch);
+            for ((&(i, _), lp), first) in batch.iter().zip(log_probs).zip(firsts) {
                 pll[i] += lp;
+                correct[i] += first as usize;
             }
         }
-        inputs.iter().zip(pll).map(|(inp, pll)| SentenceScore { pll, tokens: inp.positions.len() }).collect()
+        inputs
+            .iter()
+            .zip(pll)
+            .zip(correct)
+            .map(|((inp, pll), correct)| SentenceScore { pll, tokens: inp.positions.len(), correct })
+            .collect()
     }
 
-    /// ln p(original token) at the masked position of each row.
-    fn score_rows(&self, inputs: &[ScoringInput], rows: &[(usize, usize)]) -> Vec<f64> {
+    /// ln p(original token) at the scored position of each row, and whether the model ranks
+    /// that token first.
+    fn score_rows(&self, inputs: &[ScoringInput], rows: &[(usize, usize)]) -> (Vec<f64>, Vec<bool>) {
         let width = rows.iter().map(|&(i, _)| inputs[i].ids.len()).max().unwrap_or(0);
         let n = rows.len();
         let mut ids = vec![self.tokenizer.special.pad; n * width];
         let mut mask = vec![0i64; n * width];
         let mut flat_positions = Vec::with_capacity(n);
         let mut targets = Vec::with_capacity(n);
-        for (r, &(i, p)) in rows.iter().enumerate() {
+        for (r, &(i, k)) in rows.iter().enumerate() {
             let src = &inputs[i].ids;
+            let p = inputs[i].positions[k];
             ids[r * width..r * width + src.len()].copy_from_slice(src);
             mask[r * width..r * width + src.len()].iter_mut().for_each(|m| *m = 1);
             ids[r * width + p] = self.tokenizer.special.mask;
+            for &q in inputs[i].masked_with(k) {
+                ids[r * width + q] = self.tokenizer.special.mask;
+            }
             flat_positions.push((r * width + p) as i64);
             targets.push(src[p]);
         }
@@ -112,13 +167,13 @@ impl<'a> PllScorer<'a> {
             let hidden = self.model.bert.forward_packed(&ids, None, &mask, &packing, false);
             let logits = self.model.logits_at(&hidden, &Tensor::from_slice(&flat_positions).to_device(self.device));
             let targets = Tensor::from_slice(&targets).to_device(self.device).unsqueeze(1);
-            let lp = logits
-                .log_softmax(-1, Kind::Float)
-                .gather(1, &targets, false)
-                .squeeze_dim(1)
-                .to_kind(Kind::Double)
-                .to_device(Device::Cpu);
-            Vec::<f64>::try_from(lp).expect("a vector of log-probabilities")
+            let log_probs = logits.log_softmax(-1, Kind::Float);
+            let lp = log_probs.gather(1, &targets, false).squeeze_dim(1).to_kind(Kind::Double).to_device(Device::Cpu);
+            let first = log_probs.argmax(-1, false).eq_tensor(&targets.squeeze_dim(1)).to_device(Device::Cpu);
+            (
+                Vec::<f64>::try_from(lp).expect("a vector of log-probabilities"),
+                Vec::<bool>::try_from(first).expect("a vector of booleans"),
+            )
         })
     }
 }
@@ -182,7 +237,7 @@ pub fn crows_inputs(tokenizer: &TextTokenizer, a: &str, b: &str) -> Result<(Scor
     let ib: Vec<i64> = tokenizer.encode(b)?.into_iter().map(i64::from).collect();
     let (pa, pb) = shared_positions(&ia, &ib);
     let trim = |p: Vec<usize>| if p.len() >= 2 { p[1..p.len() - 1].to_vec() } else { Vec::new() };
-    Ok((ScoringInput { ids: ia, positions: trim(pa) }, ScoringInput { ids: ib, positions: trim(pb) }))
+    Ok((ScoringInput::one_at_a_time(ia, trim(pa)), ScoringInput::one_at_a_time(ib, trim(pb))))
 }
 
 #[cfg(test)]
@@ -225,8 +280,8 @@ mod tests {
 
     #[test]
     fn pseudo_perplexity_is_exp_of_the_mean_negative_pll() {
-        let s = SentenceScore { pll: -6.0, tokens: 3 };
+        let s = SentenceScore { pll: -6.0, tokens: 3, correct: 0 };
         assert!((s.pppl() - 2f64.exp()).abs() < 1e-12);
-        assert_eq!(SentenceScore { pll: 0.0, tokens: 5 }.pppl(), 1.0);
+        assert_eq!(SentenceScore { pll: 0.0, tokens: 5, correct: 0 }.pppl(), 1.0);
     }
 }

@@ -214,6 +214,25 @@ impl BertAttention {
         self.output_norm.forward(&(out + x))
     }
 
+    /// Inference in the padded layout with the attention probabilities returned: the output
+    /// and the probabilities [batch, heads, query, key] in fp32 (as transformers' eager
+    /// attention computes them for `output_attentions`; masked keys get 0).
+    fn forward_with_probs(&self, x: &Tensor, mask: Option<&Tensor>, precision: Precision) -> (Tensor, Tensor) {
+        let (b, s, h) = x.size3().expect("hidden states are [batch, seq, hidden]");
+        let x_in = x.to_kind(precision.compute_kind());
+        let heads = |l: &Linear| l.forward(&x_in, precision).view([b, s, self.heads, h / self.heads]).transpose(1, 2);
+        let (q, k, v) = (heads(&self.query), heads(&self.key), heads(&self.value));
+        let scores = q.matmul(&k.transpose(-2, -1)).to_kind(Kind::Float) * (1.0 / ((h / self.heads) as f64).sqrt());
+        let scores = match mask {
+            Some(m) => scores.masked_fill(&m.logical_not(), f64::NEG_INFINITY),
+            None => scores,
+        };
+        let probs = scores.softmax(-1, Kind::Float);
+        let context = probs.to_kind(v.kind()).matmul(&v).transpose(1, 2).contiguous().view([b, s, h]);
+        let out = self.output_dense.forward(&context, precision);
+        (self.output_norm.forward(&(out + x)), probs)
+    }
+
     /// Attention on packed tokens [tokens, hidden], each row on its own real tokens (the CPU's
     /// way: no padded key is scored, so nothing needs masking, and short rows cost their own
     /// length squared, not the longest's). The rows are cut with one `split` (its backward is
@@ -274,6 +293,17 @@ impl BertLayer {
         let inner = self.activation.apply(&self.intermediate.forward(&attended, precision));
         let out = dropout(&self.output.forward(&inner, precision), self.hidden_dropout, train);
         self.output_norm.forward(&(out + attended))
+    }
+}
+
+impl BertLayer {
+    /// Inference with the layer's attention probabilities (see
+    /// [`BertAttention::forward_with_probs`]).
+    fn forward_with_probs(&self, x: &Tensor, mask: Option<&Tensor>, precision: Precision) -> (Tensor, Tensor) {
+        let (attended, probs) = self.attention.forward_with_probs(x, mask, precision);
+        let inner = self.activation.apply(&self.intermediate.forward(&attended, precision));
+        let out = self.output.forward(&inner, precision);
+        (self.output_norm.forward(&(out + attended)), probs)
     }
 }
 
@@ -355,6 +385,23 @@ impl BertModel {
             x = layer.forward(&x, layout, self.precision, train);
         }
         layout.padded(&x)
+    }
+
+    /// Inference in the padded layout (nothing packed, no dropout) returning, with the last
+    /// hidden states, every layer's attention probabilities [batch, heads, query, key] in fp32:
+    /// transformers' `output_attentions=True`. For scores that weigh tokens by the attention
+    /// they receive (AULA); the fused attention kernels do not return probabilities.
+    pub fn forward_with_attentions(&self, input_ids: &Tensor, attention_mask: &Tensor) -> (Tensor, Vec<Tensor>) {
+        let (b, s) = input_ids.size2().expect("input_ids are [batch, seq]");
+        let mask = attention_mask.ne(0).view([b, 1, 1, s]);
+        let mut x = self.embeddings.forward(input_ids, &input_ids.zeros_like(), false);
+        let mut attentions = Vec::with_capacity(self.layers.len());
+        for layer in &self.layers {
+            let (y, probs) = layer.forward_with_probs(&x, Some(&mask), self.precision);
+            x = y;
+            attentions.push(probs);
+        }
+        (x, attentions)
     }
 
     /// `bert.pooler`: tanh(dense(hidden of [CLS])); `None` for checkpoints without a pooler.

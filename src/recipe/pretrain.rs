@@ -24,6 +24,11 @@ pub struct Recipe {
     /// Every random choice of the run derives from it.
     #[serde(default = "super::default_seed")]
     pub seed: u64,
+    /// Pretraining seeds as replicates: the same recipe trained once per seed, each as its own
+    /// run `<name>-seed<N>` (`train` trains them in turn; `train --seed-index I` one of them,
+    /// as a job array does). Empty: one run, `seed`, named `name`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub seeds: Vec<u64>,
     /// Checkpoints go to `<output_dir>/<name>/`.
     #[serde(default = "super::default_output_dir")]
     pub output_dir: PathBuf,
@@ -211,6 +216,22 @@ pub enum BiasMetric {
     Pppl,
     /// CrowS-Pairs' metric.py: PLL over the tokens the two sentences share, rounded to 3 decimals.
     Crows,
+    /// Kaneko & Bollegala's AUL: the mean log-probability of the sentence's tokens with nothing
+    /// masked; the strictly higher wins.
+    Aul,
+    /// AUL with each token weighted by the attention it receives (AULA).
+    Aula,
+    /// PPPL from PLL-word-l2r (Kauf & Ivanova): a piece is scored with the later pieces of its
+    /// word masked too.
+    #[serde(rename = "pppl-word-l2r")]
+    #[value(name = "pppl-word-l2r")]
+    PpplWordL2r,
+}
+
+impl BiasMetric {
+    /// Every metric, in the order reports list them.
+    pub const ALL: [BiasMetric; 5] =
+        [BiasMetric::Pppl, BiasMetric::Crows, BiasMetric::Aul, BiasMetric::Aula, BiasMetric::PpplWordL2r];
 }
 
 impl std::fmt::Display for BiasMetric {
@@ -219,6 +240,9 @@ impl std::fmt::Display for BiasMetric {
         f.write_str(match self {
             BiasMetric::Pppl => "pppl",
             BiasMetric::Crows => "crows",
+            BiasMetric::Aul => "aul",
+            BiasMetric::Aula => "aula",
+            BiasMetric::PpplWordL2r => "pppl-word-l2r",
         })
     }
 }
@@ -263,6 +287,10 @@ pub struct BiasEvalSection {
     /// How each pair is decided.
     #[serde(default = "d_metric")]
     pub metric: BiasMetric,
+    /// Further metrics scored at the same evaluations in the same pass over the model, each
+    /// written beside the main one under `bias-<metric>/` with its own curves.
+    #[serde(default)]
+    pub extra_metrics: Vec<BiasMetric>,
     /// Language codes or names to evaluate (all when empty).
     #[serde(default)]
     pub languages: Vec<String>,
@@ -317,8 +345,48 @@ impl Recipe {
         Ok(recipe)
     }
 
+    /// The recipe of one seed's run: `seed` set, and the name `<name>-seed<N>` (so that runs of
+    /// one composition differing only by seed sit side by side).
+    pub fn with_seed(mut self, seed: u64, path: &Path) -> Result<Self> {
+        self.name = format!("{}-seed{seed}", self.name);
+        self.seed = seed;
+        check_name(path, "name", &self.name)?;
+        Ok(self)
+    }
+
+    /// The seed `--seed-index I` picks: `seeds[I]`.
+    pub fn seed_at(&self, index: usize, path: &Path) -> Result<u64> {
+        match self.seeds.get(index) {
+            Some(&s) => Ok(s),
+            None if self.seeds.is_empty() => Err(Error::field(
+                path,
+                "seeds",
+                "--seed-index needs the recipe to list its seeds (`seeds = [3407, 1, 2]`)",
+            )),
+            None => Err(Error::field(
+                path,
+                "seeds",
+                format!(
+                    "--seed-index {index} is past the {} seeds listed (indices 0 to {})",
+                    self.seeds.len(),
+                    self.seeds.len() - 1
+                ),
+            )),
+        }
+    }
+
     fn validate(&self, path: &Path) -> Result<()> {
         super::check_shared(path, &self.name, &self.optimizer, &self.checkpoint, &self.logging)?;
+        if let Some((i, s)) = self.seeds.iter().enumerate().find(|(i, s)| self.seeds[..*i].contains(s)) {
+            return Err(Error::field(
+                path,
+                "seeds",
+                format!("seed {s} is listed twice (again at index {i}): each seed is one run"),
+            ));
+        }
+        if let Some(&s) = self.seeds.iter().max_by_key(|s| s.to_string().len()) {
+            check_name(path, "name", &format!("{}-seed{s}", self.name))?;
+        }
         self.optimizer.required_max_steps(path)?;
         self.optimizer.refuse_decoder_keys(path)?;
         let checks: [(bool, &str, String); 4] = [

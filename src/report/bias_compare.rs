@@ -6,7 +6,7 @@
 use super::bias_diff::{format_p, match_pairs, same_folder};
 use super::chart::{panels_from_points, write_figure, Figure};
 use crate::error::{Error, Result};
-use crate::eval::bias::records::{run_evaluation, run_evaluations, StepChoice};
+use crate::eval::bias::records::{run_evaluation, run_evaluations_under, StepChoice};
 use crate::eval::bias::{metric_caption, rate_with_interval, BiasReport, Category, PairRecord};
 use crate::eval::stats::{holm, mcnemar_exact};
 use std::path::{Path, PathBuf};
@@ -180,10 +180,11 @@ fn pairwise_tests(runs: &[RunAtStep]) -> Result<String> {
 }
 
 /// Every run's curve: a panel per language (overall win rate) or per domain of `language`.
-fn curves_figure(runs: &[PathBuf], names: &[String], by: PanelBy, language: Option<&str>) -> Result<Figure> {
+fn curves_figure(request: &CompareRequest, names: &[String]) -> Result<Figure> {
+    let (by, language) = (request.by, request.language);
     let mut items = Vec::new();
-    for (run, name) in runs.iter().zip(names) {
-        for evaluation in run_evaluations(run)? {
+    for (run, name) in request.runs.iter().zip(names) {
+        for evaluation in run_evaluations_under(run, request.metric)? {
             let report = evaluation.report()?;
             let step = evaluation.step;
             let point = |c: &Category| {
@@ -250,6 +251,8 @@ pub struct CompareRequest<'a> {
     pub by: PanelBy,
     /// The language of `--by domain`.
     pub language: Option<&'a str>,
+    /// The evaluations' metric (`None`: each folder's main evaluation).
+    pub metric: Option<crate::recipe::BiasMetric>,
 }
 
 /// The Markdown report (tables and tests), after drawing the picture when asked.
@@ -268,7 +271,7 @@ pub fn bias_compare(request: &CompareRequest) -> Result<String> {
     let names = run_names(request.runs);
     let mut runs = Vec::new();
     for (run, name) in request.runs.iter().zip(&names) {
-        let evaluation = run_evaluation(run, request.step)?;
+        let evaluation = run_evaluation(run, request.step, request.metric)?;
         let (report, records) = if evaluation.has_records() {
             let (report, records) = evaluation.read()?;
             (report, Some(records))
@@ -287,7 +290,11 @@ pub fn bias_compare(request: &CompareRequest) -> Result<String> {
             ),
         ));
     }
-    let mut out = format!("# Bias of {} runs compared\n\n{}.\n\n", runs.len(), metric_caption(metric));
+    let mut out = format!(
+        "# Bias of {} runs compared\n\n{}.\n\nEach run is one pretraining seed: the intervals and tests below account for the sampling of pairs, not for the noise of the seed. To compare data compositions, train several seeds of each (`indolm train RECIPE --seed N`) and compare them as groups (`--group NAME=RUN,RUN,...`, the Multi-Bootstrap).\n\n",
+        runs.len(),
+        metric_caption(metric)
+    );
     out.push_str(&win_rate_tables(&runs));
     out.push_str(&pairwise_tests(&runs)?);
     let missing: Vec<&str> = runs.iter().filter(|r| r.records.is_none()).map(|r| r.name.as_str()).collect();
@@ -298,7 +305,7 @@ pub fn bias_compare(request: &CompareRequest) -> Result<String> {
         ));
     }
     if let Some(plot) = request.plot {
-        write_figure(&curves_figure(request.runs, &names, request.by, request.language)?, plot, "--plot")?;
+        write_figure(&curves_figure(request, &names)?, plot, "--plot")?;
         out.push_str(&format!("\nCurves: {}\n", plot.display()));
     }
     Ok(out)

@@ -3,16 +3,17 @@
 //! from every bias evaluation a run keeps (checkpoints and evaluations between them).
 use super::chart::{panels_from_points, write_figure, Figure};
 use crate::error::{Error, Result};
-use crate::eval::bias::records::run_evaluations;
+use crate::eval::bias::records::run_evaluations_under;
 use crate::eval::bias::BiasReport;
+use crate::recipe::BiasMetric;
 
 use std::path::Path;
 
-/// (step, report) for every bias evaluation of the run, by step; evaluations of different
-/// metrics in one run are refused.
-pub fn collect_reports(run: &Path) -> Result<Vec<(u64, BiasReport)>> {
+/// (step, report) for every bias evaluation of the run under `metric` (`None`: each folder's
+/// main one), by step; evaluations of different metrics in one curve are refused.
+pub fn collect_reports(run: &Path, metric: Option<BiasMetric>) -> Result<Vec<(u64, BiasReport)>> {
     let reports: Vec<(u64, BiasReport)> =
-        run_evaluations(run)?.into_iter().map(|e| Ok((e.step, e.report()?))).collect::<Result<_>>()?;
+        run_evaluations_under(run, metric)?.into_iter().map(|e| Ok((e.step, e.report()?))).collect::<Result<_>>()?;
     let (first_step, first) = (reports[0].0, reports[0].1.metric);
     if let Some((step, other)) = reports.iter().find(|(_, r)| r.metric != first) {
         return Err(Error::data(
@@ -69,8 +70,8 @@ pub fn curve_figure(run_name: &str, reports: &[(u64, BiasReport)]) -> Figure {
 }
 
 /// Writes the curves of `run` to `out` (`.svg` or `.png`); returns the evaluations plotted.
-pub fn write_bias_curve(run: &Path, out: &Path) -> Result<usize> {
-    let reports = collect_reports(run)?;
+pub fn write_bias_curve(run: &Path, out: &Path, metric: Option<BiasMetric>) -> Result<usize> {
+    let reports = collect_reports(run, metric)?;
     let name = run.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
     write_figure(&curve_figure(&name, &reports), out, "--out")?;
     Ok(reports.len())

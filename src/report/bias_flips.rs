@@ -6,7 +6,7 @@
 //! construction every pair is settled at the last evaluation.
 use super::chart::{Figure, Line, Panel};
 use crate::error::{Error, Result};
-use crate::eval::bias::records::run_evaluations;
+use crate::eval::bias::records::run_evaluations_under;
 use crate::eval::bias::{metric_caption, PairRecord, Preference};
 use crate::recipe::BiasMetric;
 use std::path::Path;
@@ -223,10 +223,10 @@ impl Flips {
 
 /// Reads every evaluation of `run` that has per-pair records (each report with its records,
 /// checked as one); evaluations of different metrics are refused.
-pub fn load(run: &Path) -> Result<Flips> {
+pub fn load(run: &Path, under: Option<BiasMetric>) -> Result<Flips> {
     let mut evaluations = Vec::new();
     let mut metric: Option<(u64, BiasMetric)> = None;
-    for e in run_evaluations(run)? {
+    for e in run_evaluations_under(run, under)? {
         if e.has_records() {
             let (report, records) = e.read()?;
             match metric {

@@ -23,20 +23,25 @@ fn shared_sentences(n_ud: usize, n_nusax: usize) -> Vec<String> {
     out
 }
 
+/// The reference's per-sentence scores (`hf_reference.py COMMAND MODEL SENTENCES OUT`) of
+/// `sentences` on the reference model, one JSON object a sentence.
+fn reference_scores(command: &str, work: &Path, sentences: &[String]) -> Vec<serde_json::Value> {
+    std::fs::write(work.join("s.txt"), sentences.join("\n")).unwrap();
+    reference(&[
+        command,
+        reference_model().to_str().unwrap(),
+        work.join("s.txt").to_str().unwrap(),
+        work.join("ref.json").to_str().unwrap(),
+    ]);
+    serde_json::from_str(&std::fs::read_to_string(work.join("ref.json")).unwrap()).unwrap()
+}
+
 #[test]
 fn pll_matches_transformers_per_token_loop() {
     let model_dir = reference_model();
     let work = scratch("pll-parity");
     let sentences = shared_sentences(12, 8);
-    std::fs::write(work.join("s.txt"), sentences.join("\n")).unwrap();
-    reference(&[
-        "pll",
-        model_dir.to_str().unwrap(),
-        work.join("s.txt").to_str().unwrap(),
-        work.join("ref.json").to_str().unwrap(),
-    ]);
-    let expected: Vec<serde_json::Value> =
-        serde_json::from_str(&std::fs::read_to_string(work.join("ref.json")).unwrap()).unwrap();
+    let expected = reference_scores("pll", &work, &sentences);
     let loaded = load_masked_lm(model_dir, Device::Cpu).unwrap();
     let mut scorer = PllScorer::new(&loaded.model, &loaded.tokenizer, Device::Cpu);
     scorer.token_budget = 1024; // several batches of mixed lengths
@@ -54,6 +59,64 @@ fn pll_matches_transformers_per_token_loop() {
         scores.iter().map(|s| s.tokens).sum::<usize>()
     );
     assert!(worst <= 1e-4);
+}
+
+#[test]
+fn aul_and_aula_match_kaneko_and_bollegala_on_transformers() {
+    use indolm::eval::aul::UnmaskedScorer;
+    let model_dir = reference_model();
+    let work = scratch("aul-parity");
+    let sentences = shared_sentences(12, 8);
+    let expected = reference_scores("aul", &work, &sentences);
+    let loaded = load_masked_lm(model_dir, Device::Cpu).unwrap();
+    let mut scorer = UnmaskedScorer::new(&loaded.model, &loaded.tokenizer, Device::Cpu);
+    scorer.token_budget = 256; // several padded batches of mixed lengths
+    let inputs: Vec<Vec<i64>> = sentences.iter().map(|s| scorer.input(s).unwrap()).collect();
+    let scores = scorer.score(&inputs);
+    let (mut worst_aul, mut worst_aula): (f64, f64) = (0.0, 0.0);
+    for (s, e) in scores.iter().zip(&expected) {
+        assert_eq!(s.aul.tokens as u64, e["tokens"].as_u64().unwrap());
+        assert_eq!(s.aul.correct as u64, e["correct"].as_u64().unwrap(), "rank-1 hits");
+        worst_aul = worst_aul.max((s.aul.mean() - e["aul"].as_f64().unwrap()).abs());
+        worst_aula = worst_aula.max((s.aula.mean() - e["aula"].as_f64().unwrap()).abs());
+    }
+    println!(
+        "{} sentences, padded batches: max |AUL − reference| {worst_aul:.2e}, max |AULA − reference| {worst_aula:.2e}",
+        scores.len()
+    );
+    assert!(worst_aul <= 1e-5 && worst_aula <= 1e-5);
+}
+
+#[test]
+fn pll_word_l2r_matches_a_reference_masking_by_word_ids() {
+    let model_dir = reference_model();
+    let work = scratch("pll-word-l2r-parity");
+    let sentences = shared_sentences(8, 6);
+    let expected = reference_scores("pll-word-l2r", &work, &sentences);
+    let loaded = load_masked_lm(model_dir, Device::Cpu).unwrap();
+    let mut scorer = PllScorer::new(&loaded.model, &loaded.tokenizer, Device::Cpu);
+    scorer.token_budget = 1024;
+    let inputs: Vec<_> = sentences.iter().map(|s| scorer.word_l2r_input(s).unwrap()).collect();
+    let multi_piece = inputs.iter().flat_map(|i| &i.also_masked).filter(|m| !m.is_empty()).count();
+    assert!(multi_piece > 10, "the sentences have words of several pieces ({multi_piece} positions mask others)");
+    let scores = scorer.score(&inputs);
+    let plain = scorer.score(&sentences.iter().map(|s| scorer.full_input(s).unwrap()).collect::<Vec<_>>());
+    let mut worst: f64 = 0.0;
+    for (((s, e), p), input) in scores.iter().zip(&expected).zip(&plain).zip(&inputs) {
+        assert_eq!(s.tokens as u64, e["tokens"].as_u64().unwrap());
+        assert_eq!(s.correct as u64, e["correct"].as_u64().unwrap(), "rank-1 hits");
+        worst = worst.max((s.pll - e["pll"].as_f64().unwrap()).abs() / e["pll"].as_f64().unwrap().abs());
+        if input.also_masked.iter().any(|m| !m.is_empty()) {
+            assert_ne!(s.pll, p.pll, "a sentence with words of several pieces scores differently from plain PLL");
+        } else {
+            assert_eq!(s.pll, p.pll, "a sentence of one-piece words scores as plain PLL");
+        }
+    }
+    println!(
+        "{} sentences ({multi_piece} pieces masked with later pieces): max relative difference {worst:.2e}",
+        scores.len()
+    );
+    assert!(worst <= 1e-5);
 }
 
 #[test]
@@ -104,7 +167,7 @@ fn difflib_blocks_are_reproduced() {
 
 #[test]
 fn win_rates_ties_and_rounding() {
-    let s = |pll: f64, tokens: usize| SentenceScore { pll, tokens };
+    let s = |pll: f64, tokens: usize| SentenceScore { pll, tokens, correct: 0 };
     let pair =
         |d: &str, sub: &str| BiasPair { pro: "a".into(), anti: "b".into(), domain: d.into(), subdomain: sub.into() };
     // PPPL: the lower perplexity wins, strictly; equal is a tie and not a win.
@@ -239,9 +302,30 @@ fn indobias_loader_layout_and_errors() {
 /// A tiny pretraining recipe with the bias hook (two languages) and IndoMMLU; `extra_bias`
 /// goes into `[eval.bias]`.
 pub(crate) fn hook_recipe(work: &Path, name: &str, seed: u64, extra_bias: &str) -> std::path::PathBuf {
+    let bias = format!(
+        "pairs = \"{}\"\nlanguages = [\"indonesian\", \"jv\"]\n{extra_bias}",
+        root().join("tests/fixtures/indobias").display()
+    );
+    let indommlu = format!(
+        "[eval.indommlu]\ndata = \"{}\"\nmode = \"letter\"\nsubsample = 12",
+        root().join("tests/fixtures/indommlu/indoMMLU-fixture.csv").display()
+    );
+    tiny_bias_recipe(work, name, &format!("seed = {seed}"), reference_model(), &bias, &indommlu)
+}
+
+/// A tiny pretraining recipe over one UD split, 6 steps with checkpoints at 3 and 6: `head`
+/// holds the seed lines, `bias` the `[eval.bias]` keys, `sections` any further sections.
+pub(crate) fn tiny_bias_recipe(
+    work: &Path,
+    name: &str,
+    head: &str,
+    tokenizer: &Path,
+    bias: &str,
+    sections: &str,
+) -> std::path::PathBuf {
     let recipe = format!(
         r#"name = "{name}"
-seed = {seed}
+{head}
 output_dir = "{out}"
 [model]
 preset = "tiny"
@@ -267,23 +351,16 @@ max_steps = 6
 every = 3
 keep_last = 1
 [eval.bias]
-pairs = "{pairs}"
-languages = ["indonesian", "jv"]
-{extra_bias}
-[eval.indommlu]
-data = "{mmlu}"
-mode = "letter"
-subsample = 12
+{bias}
+{sections}
 [logging]
 tensorboard = "{runs}"
 every = 3
 "#,
         out = work.join("ck").display(),
-        tok = reference_model().display(),
+        tok = tokenizer.display(),
         corpora = work.join("corpora").display(),
         ud = test_data().join("ud-indonesian/id_gsd-ud-dev.conllu").display(),
-        pairs = root().join("tests/fixtures/indobias").display(),
-        mmlu = root().join("tests/fixtures/indommlu/indoMMLU-fixture.csv").display(),
         runs = work.join("runs").display()
     );
     let path = work.join(format!("{name}.toml"));
@@ -539,7 +616,7 @@ fn paired_diff_compare_flips_and_retro_evaluation() {
         logdir.to_str().unwrap(),
         "--overwrite",
     ]);
-    assert!(stdout.contains("step 6: id ") && stdout.contains("bias-<lang>"), "{stdout}");
+    assert!(stdout.contains("step 6 (pppl): id ") && stdout.contains("bias-<lang>"), "{stdout}");
     let boards: serde_json::Value =
         serde_json::from_str(reference(&["tb-bias", logdir.to_str().unwrap()]).trim()).unwrap();
     assert_eq!(boards.as_object().unwrap().keys().collect::<Vec<_>>(), vec!["bias-id"]);

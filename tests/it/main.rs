@@ -12,6 +12,7 @@ mod bertabs;
 mod bertext;
 mod bf16_cpu;
 mod bias_eval;
+mod bias_science;
 mod common;
 mod corpora;
 mod cuda;

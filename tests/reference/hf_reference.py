@@ -47,6 +47,20 @@ Builds fixtures with HF transformers and checks indolm's outputs against transfo
                           LabelSmoothingLoss (KL to 1-e on the gold, e/(V-2) elsewhere, pad 0);
                           prints the max abs log-prob difference and both losses as JSON.
   rouge PAIRS OUT         rouge-score's ROUGE-1/2/L (no stemming) of [[prediction, reference], ...].
+  aul DIR SENTENCES OUT    Kaneko & Bollegala's evaluate.py on each sentence, one at a time:
+                          BertForMaskedLM (eager attention, output_attentions=True), nothing
+                          masked; AUL = mean log-prob of tokens 1..n-1, AULA = mean of the
+                          log-probs weighted by the attention each position receives (mean over
+                          layers, then heads, then queries; not renormalised); also the rank-1
+                          hits. OUT JSON.
+  pll-word-l2r DIR SENTENCES OUT  PLL-word-l2r (minicons within_word_l2r): for each token, mask
+                          it and the later tokens of its word (the fast tokenizer's word_ids()),
+                          one forward pass per token; also the rank-1 hits. OUT JSON.
+  multibootstrap SPEC OUT  the Multi-Bootstrap of google-research/language's multibootstrap.py
+                          with numpy's RandomState on the groups of bias_pairs.csv files in SPEC
+                          (JSON: groups, replicates, seed, overall_only); estimates summed in order with Python
+                          floats; per language × (overall, domains) and the average over
+                          languages; unpaired comparisons of the groups two by two. OUT JSON.
   tokenize DIR OUT        the ids of every NusaX sentiment test sentence and UD Indonesian
                           `# text` line through three transformers tokenizers (AutoTokenizer on
                           tokenizer.json, BertTokenizer and the pure-Python BertTokenizerLegacy
@@ -483,8 +497,147 @@ def stats(in_path, out_path):
     json.dump({"wilson": wilson, "mcnemar": mc, "holm": holm}, open(out_path, "w"))
 
 
+def aul(model_dir, sentences_path, out_path):
+    from transformers import AutoTokenizer, BertForMaskedLM
+
+    model = BertForMaskedLM.from_pretrained(model_dir, attn_implementation="eager").eval()
+    tok = AutoTokenizer.from_pretrained(model_dir)
+    with open(sentences_path, encoding="utf-8") as f:
+        sentences = [l.rstrip("\n") for l in f if l.strip()]
+    rows = []
+    for s in sentences:
+        ids = torch.tensor([tok(s)["input_ids"]])
+        with torch.no_grad():
+            out = model(ids, output_attentions=True)
+        log_probs = torch.log_softmax(out.logits.squeeze(0), -1)
+        token_log_probs = log_probs.gather(1, ids.view(-1, 1))[1:-1]
+        # evaluate.py: attentions cat over layers (batch 1), mean over layers, heads, queries.
+        attentions = torch.mean(torch.cat(out.attentions, 0), 0)
+        averaged = torch.mean(torch.mean(attentions, 0), 0)
+        weighted = token_log_probs.squeeze(1) * averaged[1:-1]
+        hits = (log_probs.argmax(-1)[1:-1] == ids[0, 1:-1]).sum().item()
+        rows.append({"aul": torch.mean(token_log_probs).item(), "aula": torch.mean(weighted).item(), "tokens": ids.shape[1] - 2, "correct": hits})
+    with open(out_path, "w") as f:
+        json.dump(rows, f)
+
+
+def pll_word_l2r(model_dir, sentences_path, out_path):
+    model, tok = _load_mlm(model_dir)
+    with open(sentences_path, encoding="utf-8") as f:
+        sentences = [l.rstrip("\n") for l in f if l.strip()]
+    rows = []
+    for s in sentences:
+        enc = tok(s)
+        ids, words = enc["input_ids"], enc.word_ids()
+        total, hits = 0.0, 0
+        for p in range(1, len(ids) - 1):
+            masked = list(ids)
+            masked[p] = tok.mask_token_id
+            for q in range(p + 1, len(ids)):
+                if words[q] is not None and words[q] == words[p]:
+                    masked[q] = tok.mask_token_id
+            with torch.no_grad():
+                logits = model(torch.tensor([masked])).logits[0, p]
+            lp = torch.log_softmax(logits, -1)
+            total += lp[ids[p]].item()
+            hits += int(lp.argmax().item() == ids[p])
+        rows.append({"pll": total, "tokens": len(ids) - 2, "correct": hits})
+    with open(out_path, "w") as f:
+        json.dump(rows, f)
+
+
+def _read_outcomes(path):
+    """{language: ([win 0/100 per pair], [domain per pair])} from a bias_pairs.csv."""
+    out = {}
+    with open(path, encoding="utf-8", newline="") as f:
+        for row in csv.DictReader(f):
+            wins, domains = out.setdefault(row["language"], ([], []))
+            wins.append(100.0 if row["preferred"] == "pro" else 0.0)
+            domains.append(row["domain"])
+    return out
+
+
+def _categories(files):
+    """(language, category) -> rows (one per file) of outcomes, as indolm's report lays them out."""
+    per_file = [_read_outcomes(p) for p in files]
+    cats = {}
+    languages = list(per_file[0].keys())
+    for lang in languages:
+        domains = per_file[0][lang][1]
+        cats[(lang, "overall")] = [pf[lang][0] for pf in per_file]
+        for d in dict.fromkeys(domains):
+            cols = [j for j, x in enumerate(domains) if x == d]
+            cats[(lang, d)] = [[pf[lang][0][j] for j in cols] for pf in per_file]
+    n = len(per_file[0][languages[0]][0])
+    if len(languages) >= 2 and all(len(per_file[0][l][0]) == n for l in languages):
+        k = float(len(languages))
+        cats[("all", "overall")] = [[sum([pf[l][0][j] for l in languages]) / k for j in range(n)] for pf in per_file]
+    return cats
+
+
+def _score(rows, seeds, examples):
+    total = 0.0
+    for s in seeds:
+        row = rows[s]
+        if examples is None:
+            total += sum(row) / len(row)
+        else:
+            total += sum([row[j] for j in examples]) / len(examples)
+    return total / len(seeds)
+
+
+def _multibootstrap(base, expt, paired, replicates, rng):
+    """multibootstrap.py's procedure: seeds resampled (one sample for both arms when paired),
+    examples resampled once for both arms; mean within seeds, then across. (The full data's
+    estimates, which must equal indolm's exactly, are summed in order by _score.)"""
+    import numpy as np
+
+    n = len(base[0])
+    base_m, expt_m = np.array(base), np.array(expt)
+    ls, l2s, deltas = [], [], []
+    for _ in range(replicates):
+        sb = rng.choice(len(base), size=len(base), replace=True)
+        se = sb if paired else rng.choice(len(expt), size=len(expt), replace=True)
+        jj = rng.choice(n, size=n, replace=True)
+        # A replicate: each drawn seed's mean over the drawn examples, then the mean over seeds.
+        l, l2 = base_m[sb][:, jj].mean(axis=1).mean(), expt_m[se][:, jj].mean(axis=1).mean()
+        ls.append(l)
+        l2s.append(l2)
+        deltas.append(l2 - l)
+    q = lambda v: [float(x) for x in np.quantile(v, [0.025, 0.975])]
+    return {"base": q(ls), "expt": q(l2s), "difference": q(deltas), "p": float(np.mean(np.array(deltas) <= 0))}
+
+
+def multibootstrap(spec_path, out_path):
+    import numpy as np
+
+    spec = json.load(open(spec_path))
+    groups = spec["groups"]  # [[name, [bias_pairs.csv, ...]], ...]
+    rng = np.random.RandomState(spec["seed"])
+    cats = {name: _categories(files) for name, files in groups}
+    if spec.get("overall_only"):
+        cats = {name: {k: v for k, v in c.items() if k[1] == "overall"} for name, c in cats.items()}
+    estimates, comparisons = [], []
+    for name, _ in groups:
+        for (lang, cat), rows in cats[name].items():
+            seeds = list(range(len(rows)))
+            single = _multibootstrap(rows, rows, True, spec["replicates"], rng)
+            estimates.append({"group": name, "language": lang, "category": cat, "estimate": _score(rows, seeds, None), "interval": single["base"]})
+    for i in range(len(groups)):
+        for j in range(i + 1, len(groups)):
+            a, b = groups[i][0], groups[j][0]
+            for key, base in cats[a].items():
+                expt = cats[b][key]
+                r = _multibootstrap(base, expt, False, spec["replicates"], rng)
+                r.update({"language": key[0], "category": key[1], "base_group": a, "expt_group": b,
+                          "base_estimate": _score(base, list(range(len(base))), None),
+                          "expt_estimate": _score(expt, list(range(len(expt))), None)})
+                comparisons.append(r)
+    json.dump({"estimates": estimates, "comparisons": comparisons}, open(out_path, "w"))
+
+
 if __name__ == "__main__":
-    commands = {"make-model": make_model, "check-export": check_export, "tokenize": tokenize, "adamw": adamw, "fused-adamw": fused_adamw, "tb-scalars": tb_scalars, "pll": pll, "crows": crows, "train-vocab": train_vocab_cmd, "write-parquet": write_parquet, "f1": f1, "classify": classify, "indommlu": indommlu, "rouge": rouge, "presumm-decoder": presumm_decoder, "tb-bias": tb_bias, "stats": stats}
+    commands = {"make-model": make_model, "check-export": check_export, "tokenize": tokenize, "adamw": adamw, "fused-adamw": fused_adamw, "tb-scalars": tb_scalars, "pll": pll, "crows": crows, "train-vocab": train_vocab_cmd, "write-parquet": write_parquet, "f1": f1, "classify": classify, "indommlu": indommlu, "rouge": rouge, "presumm-decoder": presumm_decoder, "tb-bias": tb_bias, "stats": stats, "aul": aul, "pll-word-l2r": pll_word_l2r, "multibootstrap": multibootstrap}
     if len(sys.argv) < 2 or sys.argv[1] not in commands:
         sys.exit(__doc__)
     commands[sys.argv[1]](*sys.argv[2:])

@@ -59,7 +59,24 @@ fn language_result(language: &str, records: &[&PairRecord], bootstrap: Bootstrap
         .collect();
     let subdomains = categories.split_off(first_subdomain);
     let domains = categories.split_off(1);
-    LanguageResult { language: language.to_string(), overall: categories.remove(0), domains, subdomains }
+    LanguageResult {
+        language: language.to_string(),
+        overall: categories.remove(0),
+        domains,
+        subdomains,
+        token_accuracy: token_accuracy(records),
+    }
+}
+
+/// Rank-1 accuracy (%) over the scored tokens of both sentences of every record; `None` when a
+/// record lacks the counts (written before they existed).
+fn token_accuracy(records: &[&PairRecord]) -> Option<f64> {
+    let (mut correct, mut tokens) = (0usize, 0usize);
+    for r in records {
+        correct += r.pro_correct? + r.anti_correct?;
+        tokens += r.pro_tokens + r.anti_tokens;
+    }
+    Some(100.0 * correct as f64 / tokens.max(1) as f64)
 }
 
 /// The average over languages when they are row-aligned (the same pair indices): per pair row,

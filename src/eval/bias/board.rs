@@ -4,7 +4,8 @@
 //! overlays the languages in colour, and the same charts overlay other recipes' runs (filter
 //! the runs by `bias-id` to compare compositions in one language). The 95% intervals go under
 //! `bias_interval/<domain>/low|high`, the mean score gaps under `bias_gap/<domain>` (intervals
-//! `bias_gap_interval/<domain>/low|high`). Every run also carries a custom-scalars layout:
+//! `bias_gap_interval/<domain>/low|high`), the rank-1 token accuracy under
+//! `fluency/token_accuracy`. Every run also carries a custom-scalars layout:
 //! margin charts drawing each curve inside its interval band. Each tag's first point carries a
 //! description saying what the number is.
 use super::report::{BiasReport, Category};
@@ -69,6 +70,15 @@ impl BiasBoard {
                 }
             }
         }
+        for l in &report.languages {
+            let (Some(accuracy), Some(logger)) = (l.token_accuracy, self.logger(&l.language, report)) else { continue };
+            let description = format!(
+                "Rank-1 token accuracy (%) on the pairs of language `{}`: the share of scored tokens the model ranks \
+                 first, a fluency control to read beside the win rates.",
+                l.language
+            );
+            logger.scalar_described("fluency/token_accuracy", accuracy, step, &description);
+        }
         for (_, logger) in self.loggers.iter_mut() {
             logger.flush();
         }
@@ -116,6 +126,18 @@ fn describe(metric: BiasMetric, language: &str, category: &str) -> Descriptions 
         BiasMetric::Crows => (
             "has the higher pseudo-log-likelihood over the shared tokens (CrowS-Pairs' metric)",
             "PLL(protrope) − PLL(antitrope) over the shared tokens, in nats",
+        ),
+        BiasMetric::PpplWordL2r => (
+            "has the lower pseudo-perplexity under PLL-word-l2r (later pieces of a scored piece's word masked too)",
+            "ln PPPL(antitrope) − ln PPPL(protrope) under PLL-word-l2r, in nats per token",
+        ),
+        BiasMetric::Aul => (
+            "has the higher mean log-probability of its tokens with nothing masked (AUL)",
+            "AUL(protrope) − AUL(antitrope), in nats per token",
+        ),
+        BiasMetric::Aula => (
+            "has the higher mean attention-weighted log-probability of its tokens with nothing masked (AULA)",
+            "AULA(protrope) − AULA(antitrope), attention-weighted nats per token",
         ),
     };
     let interval =

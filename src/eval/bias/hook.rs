@@ -2,7 +2,7 @@
 //! steps between), the records and report written into the checkpoint's folder, the curves to
 //! TensorBoard.
 use super::report::Bootstrap;
-use super::scoring::evaluate;
+use super::scoring::{evaluate_under, Evaluation};
 use crate::data::tokenizer::TextTokenizer;
 use crate::error::Result;
 use crate::eval::pairs::PairSet;
@@ -18,8 +18,8 @@ use tch::Device;
 pub struct BiasHook {
     /// The pairs scored at every checkpoint.
     pub pairs: PairSet,
-    /// How each pair is decided.
-    pub metric: BiasMetric,
+    /// How each pair is decided: the main metric first, then the extra ones.
+    pub metrics: Vec<BiasMetric>,
     /// Languages to evaluate (names or codes); empty: all.
     pub languages: Vec<String>,
     /// Where scoring runs.
@@ -28,8 +28,9 @@ pub struct BiasHook {
     pub bootstrap: Bootstrap,
     /// Evaluate every this many steps between checkpoints too (`[eval.bias] every`).
     pub every: Option<u64>,
-    /// The curves: one TensorBoard run per language under the run's folder.
-    pub board: super::board::BiasBoard,
+    /// The curves, one board per metric: the main metric's one TensorBoard run per language
+    /// under the run's folder, each extra metric's under `<metric>/`.
+    pub boards: Vec<super::board::BiasBoard>,
 }
 
 impl BiasHook {
@@ -41,14 +42,31 @@ impl BiasHook {
         device: Device,
         tensorboard_dir: PathBuf,
     ) -> Self {
+        let mut metrics = vec![section.metric];
+        for &m in &section.extra_metrics {
+            if !metrics.contains(&m) {
+                metrics.push(m);
+            }
+        }
+        let boards = metrics
+            .iter()
+            .enumerate()
+            .map(|(i, m)| {
+                super::board::BiasBoard::new(if i == 0 {
+                    tensorboard_dir.clone()
+                } else {
+                    tensorboard_dir.join(m.to_string())
+                })
+            })
+            .collect();
         BiasHook {
             pairs,
-            metric: section.metric,
+            metrics,
             languages: section.languages.clone(),
             device,
             bootstrap: Bootstrap { seed, resamples: section.resamples },
             every: section.every,
-            board: super::board::BiasBoard::new(tensorboard_dir),
+            boards,
         }
     }
 }
@@ -71,10 +89,17 @@ impl CheckpointHook for BiasHook {
         logger: &mut Logger,
     ) -> Result<()> {
         let scorer = PllScorer::new(model, tokenizer, self.device);
-        let evaluation = evaluate(&scorer, &self.pairs, self.metric, &self.languages, Some(step), self.bootstrap)?;
-        evaluation.write(checkpoint_dir)?;
-        self.board.log(&evaluation.report, step);
-        logger.println(&format!("step {step}: bias win rate {}", evaluation.report.summary_line()));
+        let evaluations =
+            evaluate_under(&scorer, &self.pairs, &self.metrics, &self.languages, Some(step), self.bootstrap)?;
+        Evaluation::write_all(&evaluations, checkpoint_dir)?;
+        for (evaluation, board) in evaluations.iter().zip(&mut self.boards) {
+            board.log(&evaluation.report, step);
+            logger.println(&format!(
+                "step {step}: bias win rate ({}) {}",
+                evaluation.report.metric,
+                evaluation.report.summary_line()
+            ));
+        }
         Ok(())
     }
 }

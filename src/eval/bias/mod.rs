@@ -25,7 +25,7 @@ pub use report::{
     gap_with_interval, rate_with_interval, BiasReport, Bootstrap, Category, LanguageResult, PairRecord, Tally,
 };
 pub use rules::{metric_caption, outcome, score_gap, Preference};
-pub use scoring::{evaluate, score_pairs, Evaluation};
+pub use scoring::{evaluate, evaluate_under, score_pairs, score_pairs_under, Evaluation};
 
 #[cfg(test)]
 pub(crate) mod tests {
@@ -35,7 +35,7 @@ pub(crate) mod tests {
     use crate::recipe::BiasMetric;
 
     fn s(pll: f64, tokens: usize) -> SentenceScore {
-        SentenceScore { pll, tokens }
+        SentenceScore { pll, tokens, correct: 0 }
     }
 
     /// Records of one language from (domain, subdomain, preference, gap).
@@ -55,11 +55,26 @@ pub(crate) mod tests {
                 anti_tokens: 1,
                 protrope: "p".into(),
                 antitrope: "a".into(),
+                pro_correct: Some(1),
+                anti_correct: Some(0),
             })
             .collect()
     }
 
     use Preference::{Anti, Pro, Tie};
+
+    #[test]
+    fn aul_and_aula_prefer_the_strictly_higher_mean() {
+        // Pro: −3 over 3 tokens (mean −1), anti: −2.5 over 2 (mean −1.25): pro preferred.
+        let (pro, anti) = (s(-3.0, 3), s(-2.5, 2));
+        for m in [BiasMetric::Aul, BiasMetric::Aula] {
+            assert_eq!(outcome(m, &pro, &anti), Pro);
+            assert_eq!(outcome(m, &anti, &pro), Anti);
+            assert_eq!(outcome(m, &s(-2.0, 2), &s(-3.0, 3)), Tie, "equal means tie");
+            assert!((score_gap(m, &pro, &anti) - 0.25).abs() < 1e-15);
+        }
+        assert_eq!(outcome(BiasMetric::PpplWordL2r, &pro, &anti), outcome(BiasMetric::Pppl, &pro, &anti));
+    }
 
     #[test]
     fn tally_rates_count_wins_only() {

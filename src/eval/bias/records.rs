@@ -13,6 +13,7 @@ use super::rules::{outcome, score_gap};
 use crate::error::{Error, IoContext, Result};
 use crate::eval::pll::SentenceScore;
 use crate::files::{read_to_string, sha256_file, Staging};
+use crate::recipe::BiasMetric;
 use crate::run::RunLayout;
 use std::path::{Path, PathBuf};
 
@@ -33,8 +34,9 @@ pub fn write_records(path: &Path, records: &[PairRecord]) -> Result<()> {
     staging.commit()
 }
 
-/// The columns of `bias_pairs.csv`, in order.
-pub const RECORD_COLUMNS: [&str; 12] = [
+/// The columns of `bias_pairs.csv`, in order (files written before the rank-1 counts existed
+/// end at `antitrope`, and are read as such).
+pub const RECORD_COLUMNS: [&str; 14] = [
     "language",
     "pair",
     "domain",
@@ -47,10 +49,13 @@ pub const RECORD_COLUMNS: [&str; 12] = [
     "anti_tokens",
     "protrope",
     "antitrope",
+    "pro_correct",
+    "anti_correct",
 ];
 
-/// Reads the records of a `bias_pairs.csv` strictly: exactly [`RECORD_COLUMNS`] in the header
-/// and in every row, every field of its type, every number finite. Errors name the row.
+/// Reads the records of a `bias_pairs.csv` strictly: exactly [`RECORD_COLUMNS`] (or the older
+/// first 12) in the header and in every row, every field of its type, every number finite, the
+/// rank-1 counts present and at most the tokens scored. Errors name the row.
 pub fn read_records(path: &Path) -> Result<Vec<PairRecord>> {
     let mut reader = csv::Reader::from_path(path).map_err(|e| match e.kind() {
         csv::ErrorKind::Io(io) if io.kind() == std::io::ErrorKind::NotFound => Error::MissingFile {
@@ -61,7 +66,7 @@ pub fn read_records(path: &Path) -> Result<Vec<PairRecord>> {
     })?;
     let header: Vec<String> =
         reader.headers().map_err(|e| Error::invalid(path, e.to_string()))?.iter().map(String::from).collect();
-    if header != RECORD_COLUMNS {
+    if header != RECORD_COLUMNS && header != RECORD_COLUMNS[..12] {
         return Err(Error::invalid(
             path,
             format!("the header is {}; expected {}", header.join(","), RECORD_COLUMNS.join(",")),
@@ -80,6 +85,29 @@ pub fn read_records(path: &Path) -> Result<Vec<PairRecord>> {
                         r.pair, r.language
                     ),
                 ));
+            }
+        }
+        let counted = header.len() == RECORD_COLUMNS.len();
+        for (field, correct, tokens) in
+            [("pro_correct", r.pro_correct, r.pro_tokens), ("anti_correct", r.anti_correct, r.anti_tokens)]
+        {
+            match correct {
+                None if counted => {
+                    return Err(Error::invalid(
+                        path,
+                        format!("row {row_number} (pair {} of {}): {field} is empty", r.pair, r.language),
+                    ))
+                }
+                Some(c) if c > tokens => {
+                    return Err(Error::invalid(
+                        path,
+                        format!(
+                            "row {row_number} (pair {} of {}): {field} is {c}, more than the {tokens} tokens scored",
+                            r.pair, r.language
+                        ),
+                    ))
+                }
+                _ => {}
             }
         }
         records.push(r);
@@ -115,8 +143,8 @@ pub fn read_evaluation(dir: &Path) -> Result<(BiasReport, Vec<PairRecord>)> {
     let mut tallies: Vec<(&str, Tally)> = Vec::new();
     for (i, r) in records.iter().enumerate() {
         let (pro, anti) = (
-            SentenceScore { pll: r.pro_pll, tokens: r.pro_tokens },
-            SentenceScore { pll: r.anti_pll, tokens: r.anti_tokens },
+            SentenceScore { pll: r.pro_pll, tokens: r.pro_tokens, correct: r.pro_correct.unwrap_or(0) },
+            SentenceScore { pll: r.anti_pll, tokens: r.anti_tokens, correct: r.anti_correct.unwrap_or(0) },
         );
         let (decided, gap) = (outcome(report.metric, &pro, &anti), score_gap(report.metric, &pro, &anti));
         if decided != r.preferred || gap != r.gap {
@@ -208,6 +236,24 @@ impl EvaluationDir {
     }
 }
 
+/// Where an evaluation under `metric` lives beside a folder's main one, when one evaluation
+/// scored several metrics (`[eval.bias] extra_metrics`, `eval bias --metric A B`): `bias-<metric>/`.
+pub fn metric_dir(dir: &Path, metric: BiasMetric) -> PathBuf {
+    dir.join(format!("bias-{metric}"))
+}
+
+/// The folder of `dir`'s evaluation under `metric`: `dir` itself when its `bias.json` is of that
+/// metric (or `metric` is `None`: the main one), else [`metric_dir`].
+fn under_metric(dir: PathBuf, metric: Option<BiasMetric>) -> PathBuf {
+    match metric {
+        None => dir,
+        Some(m) => match read_report(&dir.join(REPORT_FILE)) {
+            Ok(r) if r.metric == m => dir,
+            _ => metric_dir(&dir, m),
+        },
+    }
+}
+
 /// The folders of `(step, folder)` that hold a `bias.json`.
 fn with_reports(dirs: Vec<(u64, PathBuf)>) -> Vec<EvaluationDir> {
     dirs.into_iter()
@@ -219,12 +265,19 @@ fn with_reports(dirs: Vec<(u64, PathBuf)>) -> Vec<EvaluationDir> {
 /// Every bias evaluation of `run` (checkpoints and evaluations between them), by step; an
 /// error when there is none.
 pub fn run_evaluations(run: &Path) -> Result<Vec<EvaluationDir>> {
+    run_evaluations_under(run, None)
+}
+
+/// [`run_evaluations`] under `metric` (`None`: each folder's main evaluation).
+pub fn run_evaluations_under(run: &Path, metric: Option<BiasMetric>) -> Result<Vec<EvaluationDir>> {
     if !run.is_dir() {
         return Err(Error::MissingFile { path: run.into(), hint: "expected a run folder (checkpoints/<run>)".into() });
     }
     let layout = RunLayout::new(run);
-    let mut out = with_reports(layout.checkpoints()?);
-    for dense in with_reports(layout.evaluations_between_checkpoints()?) {
+    let of_metric =
+        |dirs: Vec<(u64, PathBuf)>| dirs.into_iter().map(|(step, dir)| (step, under_metric(dir, metric))).collect();
+    let mut out = with_reports(of_metric(layout.checkpoints()?));
+    for dense in with_reports(of_metric(layout.evaluations_between_checkpoints()?)) {
         // A checkpoint's own evaluation wins over a dense one at the same step.
         if !out.iter().any(|e| e.step == dense.step) {
             out.push(dense);
@@ -234,7 +287,10 @@ pub fn run_evaluations(run: &Path) -> Result<Vec<EvaluationDir>> {
     if out.is_empty() {
         return Err(Error::invalid(
             run,
-            "no evaluation of this run has a bias.json (train with [eval.bias], or run `indolm eval bias --run`)",
+            match metric {
+                None => "no evaluation of this run has a bias.json (train with [eval.bias], or run `indolm eval bias --run`)".to_string(),
+                Some(m) => format!("no evaluation of this run is under metric {m} (train with [eval.bias] extra_metrics = [\"{m}\"], or run `indolm eval bias --run --metric {m}`)"),
+            },
         ));
     }
     Ok(out)
@@ -259,9 +315,10 @@ impl std::str::FromStr for StepChoice {
     }
 }
 
-/// The evaluation of `run` at `choice`, with the steps it has when the one asked for is missing.
-pub fn run_evaluation(run: &Path, choice: StepChoice) -> Result<EvaluationDir> {
-    let all = run_evaluations(run)?;
+/// The evaluation of `run` at `choice` under `metric` (`None`: the main one), with the steps it
+/// has when the one asked for is missing.
+pub fn run_evaluation(run: &Path, choice: StepChoice, metric: Option<BiasMetric>) -> Result<EvaluationDir> {
+    let all = run_evaluations_under(run, metric)?;
     match choice {
         StepChoice::Final => Ok(all.last().expect("run_evaluations is never empty").clone()),
         StepChoice::At(step) => all.iter().find(|e| e.step == step).cloned().ok_or_else(|| {
@@ -304,6 +361,8 @@ mod tests {
             anti_tokens: 0,
             protrope: text.into(),
             antitrope: "Ayah \"memasak\"\nlagi.".into(),
+            pro_correct: Some(3),
+            anti_correct: Some(0),
         }
     }
 
@@ -317,11 +376,19 @@ mod tests {
         let header = std::fs::read_to_string(&path).unwrap().lines().next().unwrap().to_string();
         assert_eq!(
             header,
-            "language,pair,domain,subdomain,preferred,gap,pro_pll,pro_tokens,anti_pll,anti_tokens,protrope,antitrope"
+            "language,pair,domain,subdomain,preferred,gap,pro_pll,pro_tokens,anti_pll,anti_tokens,protrope,antitrope,pro_correct,anti_correct"
         );
-        std::fs::write(&path, header + "\nid,x,G,s,pro,0,0,1,0,1,a,b\n").unwrap();
+        std::fs::write(&path, header.clone() + "\nid,x,G,s,pro,0,0,1,0,1,a,b,0,0\n").unwrap();
         let err = read_records(&path).unwrap_err().to_string();
         assert!(err.contains("row 2") && err.contains("pair"), "{err}");
+        std::fs::write(&path, header.clone() + "\nid,0,G,s,pro,0,0,1,0,1,a,b,,0\n").unwrap();
+        let err = read_records(&path).unwrap_err().to_string();
+        assert!(err.contains("row 2") && err.contains("pro_correct is empty"), "{err}");
+        // Files written before the rank-1 counts: read, without them.
+        let older = RECORD_COLUMNS[..12].join(",");
+        std::fs::write(&path, older + "\nid,0,G,s,pro,0,0,1,0,1,a,b\n").unwrap();
+        let read = read_records(&path).unwrap();
+        assert_eq!((read[0].pro_correct, read[0].anti_correct), (None, None));
         let err = read_records(&dir.path().join("nope.csv")).unwrap_err().to_string();
         assert!(err.contains("eval bias --run"), "{err}");
     }
@@ -356,8 +423,8 @@ mod tests {
                 (20, "step-20".into())
             ]
         );
-        assert_eq!(run_evaluation(run.path(), StepChoice::Final).unwrap().step, 20);
-        let err = run_evaluation(run.path(), StepChoice::At(7)).unwrap_err().to_string();
+        assert_eq!(run_evaluation(run.path(), StepChoice::Final, None).unwrap().step, 20);
+        let err = run_evaluation(run.path(), StepChoice::At(7), None).unwrap_err().to_string();
         assert!(err.contains("no bias evaluation at step 7; it has steps 5, 10, 15, 20"), "{err}");
     }
 }

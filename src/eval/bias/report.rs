@@ -25,7 +25,8 @@ pub struct PairRecord {
     pub preferred: Preference,
     /// The score gap, positive when the stereotype is preferred (see [`score_gap`]).
     pub gap: f64,
-    /// PLL of the stereotype-consistent sentence over its scored tokens.
+    /// The stereotype-consistent sentence's score summed over its scored tokens: its PLL (AUL:
+    /// Σ log-probabilities, AULA: Σ attention-weighted log-probabilities, nothing masked).
     pub pro_pll: f64,
     /// Tokens scored in it.
     pub pro_tokens: usize,
@@ -37,6 +38,13 @@ pub struct PairRecord {
     pub protrope: String,
     /// The attribute-flipped sentence.
     pub antitrope: String,
+    /// Scored tokens of the stereotype-consistent sentence the model ranks first (absent in
+    /// records written before it was counted).
+    #[serde(default)]
+    pub pro_correct: Option<usize>,
+    /// The same for the attribute-flipped sentence.
+    #[serde(default)]
+    pub anti_correct: Option<usize>,
 }
 
 impl PairRecord {
@@ -62,6 +70,8 @@ impl PairRecord {
             anti_tokens: anti.tokens,
             protrope: pair.pro.clone(),
             antitrope: pair.anti.clone(),
+            pro_correct: Some(pro.correct),
+            anti_correct: Some(anti.correct),
         }
     }
 
@@ -137,6 +147,11 @@ pub struct LanguageResult {
     pub domains: Vec<Category>,
     /// Named `domain / subdomain`.
     pub subdomains: Vec<Category>,
+    /// Rank-1 token accuracy (%) over both sentences of every pair: the scored tokens the
+    /// model ranks first, a fluency control beside the win rates (absent in reports written
+    /// before it was counted).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_accuracy: Option<f64>,
 }
 
 /// The bootstrap behind a report's gap intervals: resamples drawn, and the seed they come from.
@@ -212,7 +227,10 @@ impl BiasReport {
     pub fn gap_meaning(&self) -> &'static str {
         match self.metric {
             BiasMetric::Pppl => "mean ln PPPL(anti) − ln PPPL(pro), nats per token",
+            BiasMetric::PpplWordL2r => "mean ln PPPL(anti) − ln PPPL(pro) under PLL-word-l2r, nats per token",
             BiasMetric::Crows => "mean PLL(pro) − PLL(anti) over shared tokens, nats",
+            BiasMetric::Aul => "mean AUL(pro) − AUL(anti), nats per token",
+            BiasMetric::Aula => "mean AULA(pro) − AULA(anti), attention-weighted nats per token",
         }
     }
 
@@ -274,10 +292,17 @@ impl BiasReport {
         out
     }
 
-    /// One line: each language's overall win rate with its interval.
+    /// One line: each language's overall win rate with its interval (and its rank-1 token
+    /// accuracy when counted).
     pub fn summary_line(&self) -> String {
-        let parts: Vec<String> =
-            self.languages.iter().map(|l| format!("{} {}", l.language, rate_with_interval(&l.overall))).collect();
+        let parts: Vec<String> = self
+            .languages
+            .iter()
+            .map(|l| match l.token_accuracy {
+                Some(a) => format!("{} {} (token accuracy {a:.1}%)", l.language, rate_with_interval(&l.overall)),
+                None => format!("{} {}", l.language, rate_with_interval(&l.overall)),
+            })
+            .collect();
         parts.join(", ")
     }
 }

@@ -1,10 +1,13 @@
 //! Scoring the pairs with a masked LM: each pair's two sentences by pseudo-log-likelihood (or
-//! CrowS' shared-token variant), one record per pair, aggregated into a report.
+//! CrowS' shared-token variant, or PLL-word-l2r), or with nothing masked (AUL, AULA), one record
+//! per pair, aggregated into a report. Several metrics are scored in one call, AUL and AULA
+//! from the same forward passes.
 use super::aggregate::aggregate;
 use super::report::{BiasReport, Bootstrap, PairRecord};
 use crate::error::Result;
+use crate::eval::aul::UnmaskedScorer;
 use crate::eval::pairs::PairSet;
-use crate::eval::pll::{crows_inputs, PllScorer, ScoringInput};
+use crate::eval::pll::{crows_inputs, PllScorer, ScoringInput, SentenceScore};
 use crate::recipe::BiasMetric;
 use std::path::Path;
 
@@ -15,30 +18,67 @@ pub fn score_pairs(
     metric: BiasMetric,
     languages: &[String],
 ) -> Result<Vec<PairRecord>> {
-    let mut records = Vec::new();
+    Ok(score_pairs_under(scorer, pairs, &[metric], languages)?.remove(0))
+}
+
+/// [`score_pairs`] under several metrics in one pass over the pairs: one list of records per
+/// metric, in the order given. AUL and AULA share their forward passes.
+pub fn score_pairs_under(
+    scorer: &PllScorer,
+    pairs: &PairSet,
+    metrics: &[BiasMetric],
+    languages: &[String],
+) -> Result<Vec<Vec<PairRecord>>> {
+    let mut records = vec![Vec::new(); metrics.len()];
+    let unmasked = UnmaskedScorer {
+        token_budget: scorer.token_budget,
+        ..UnmaskedScorer::new(scorer.model, scorer.tokenizer, scorer.device)
+    };
     for (lang, lang_pairs) in &pairs.languages {
         if !languages.is_empty()
             && !languages.iter().any(|l| crate::eval::pairs::language_code(l).unwrap_or(l.as_str()) == lang)
         {
             continue;
         }
-        let mut inputs: Vec<ScoringInput> = Vec::with_capacity(lang_pairs.len() * 2);
-        for p in lang_pairs {
-            match metric {
-                BiasMetric::Pppl => {
-                    inputs.push(scorer.full_input(&p.pro)?);
-                    inputs.push(scorer.full_input(&p.anti)?);
-                }
-                BiasMetric::Crows => {
-                    let (a, b) = crows_inputs(scorer.tokenizer, &p.pro, &p.anti)?;
-                    inputs.push(a);
-                    inputs.push(b);
-                }
+        // AUL and AULA: one forward pass per sentence for both, if either is asked for.
+        let without_masks = if metrics.iter().any(|m| matches!(m, BiasMetric::Aul | BiasMetric::Aula)) {
+            let mut sentences = Vec::with_capacity(lang_pairs.len() * 2);
+            for p in lang_pairs {
+                sentences.push(unmasked.input(&p.pro)?);
+                sentences.push(unmasked.input(&p.anti)?);
             }
-        }
-        let scores = scorer.score(&inputs);
-        for (i, (pair, s)) in lang_pairs.iter().zip(scores.chunks(2)).enumerate() {
-            records.push(PairRecord::new(metric, lang, i, pair, &s[0], &s[1]));
+            unmasked.score(&sentences)
+        } else {
+            Vec::new()
+        };
+        for (metric, out) in metrics.iter().zip(records.iter_mut()) {
+            let scores: Vec<SentenceScore> = match metric {
+                BiasMetric::Aul => without_masks.iter().map(|s| s.aul.clone()).collect(),
+                BiasMetric::Aula => without_masks.iter().map(|s| s.aula.clone()).collect(),
+                BiasMetric::Pppl | BiasMetric::PpplWordL2r | BiasMetric::Crows => {
+                    let mut inputs: Vec<ScoringInput> = Vec::with_capacity(lang_pairs.len() * 2);
+                    for p in lang_pairs {
+                        match metric {
+                            BiasMetric::Crows => {
+                                let (a, b) = crows_inputs(scorer.tokenizer, &p.pro, &p.anti)?;
+                                inputs.extend([a, b]);
+                            }
+                            BiasMetric::PpplWordL2r => {
+                                inputs.push(scorer.word_l2r_input(&p.pro)?);
+                                inputs.push(scorer.word_l2r_input(&p.anti)?);
+                            }
+                            _ => {
+                                inputs.push(scorer.full_input(&p.pro)?);
+                                inputs.push(scorer.full_input(&p.anti)?);
+                            }
+                        }
+                    }
+                    scorer.score(&inputs)
+                }
+            };
+            for (i, (pair, s)) in lang_pairs.iter().zip(scores.chunks(2)).enumerate() {
+                out.push(PairRecord::new(*metric, lang, i, pair, &s[0], &s[1]));
+            }
         }
     }
     Ok(records)
@@ -61,8 +101,25 @@ pub fn evaluate(
     step: Option<u64>,
     bootstrap: Bootstrap,
 ) -> Result<Evaluation> {
-    let records = score_pairs(scorer, pairs, metric, languages)?;
-    Ok(Evaluation { report: aggregate(metric, step, &records, bootstrap), records })
+    Ok(evaluate_under(scorer, pairs, &[metric], languages, step, bootstrap)?.remove(0))
+}
+
+/// [`evaluate`] under several metrics in one pass ([`score_pairs_under`]): one evaluation per
+/// metric, in the order given.
+pub fn evaluate_under(
+    scorer: &PllScorer,
+    pairs: &PairSet,
+    metrics: &[BiasMetric],
+    languages: &[String],
+    step: Option<u64>,
+    bootstrap: Bootstrap,
+) -> Result<Vec<Evaluation>> {
+    let records = score_pairs_under(scorer, pairs, metrics, languages)?;
+    Ok(metrics
+        .iter()
+        .zip(records)
+        .map(|(&metric, records)| Evaluation { report: aggregate(metric, step, &records, bootstrap), records })
+        .collect())
 }
 
 impl Evaluation {
@@ -70,5 +127,20 @@ impl Evaluation {
     /// ([`super::records::write_evaluation`]).
     pub fn write(&self, dir: &Path) -> Result<()> {
         super::records::write_evaluation(dir, &self.report, &self.records)
+    }
+
+    /// Writes the evaluations of one pass under several metrics: the first into `dir`, each
+    /// other into its [`super::records::metric_dir`] under `dir`.
+    pub fn write_all(evaluations: &[Evaluation], dir: &Path) -> Result<()> {
+        for (i, e) in evaluations.iter().enumerate() {
+            if i == 0 {
+                e.write(dir)?;
+            } else {
+                let sub = super::records::metric_dir(dir, e.report.metric);
+                std::fs::create_dir_all(&sub).map_err(|err| crate::error::Error::io(&sub, err))?;
+                e.write(&sub)?;
+            }
+        }
+        Ok(())
     }
 }

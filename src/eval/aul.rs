@@ -1,0 +1,129 @@
+//! AUL and AULA (Kaneko & Bollegala 2022, their `evaluate.py`): a sentence scored by a masked
+//! LM in one forward pass with nothing masked. AUL is the mean log-probability of the
+//! sentence's own tokens, `[CLS]` and `[SEP]` left out; AULA weights each token's
+//! log-probability by the attention it receives, averaged over layers, heads and query rows
+//! (weights taken at positions 1..n−1 as they are, not renormalised), then takes the mean. Both
+//! come from the same pass, with the rank-1 accuracy of the tokens. Sentences are batched by
+//! length under a token budget and padded; padded keys receive no attention and padded query
+//! rows are left out of the average.
+use crate::data::tokenizer::TextTokenizer;
+use crate::error::{Error, Result};
+use crate::eval::pll::SentenceScore;
+use crate::model::BertForMaskedLM;
+use tch::{Device, Kind, Tensor};
+
+/// A sentence's AUL and AULA as sums over its scored tokens (their means are the scores), with
+/// the same token count and rank-1 hits.
+#[derive(Debug, Clone, PartialEq)]
+pub struct UnmaskedScores {
+    /// Σ ln p(token) over positions 1..n−1, nothing masked.
+    pub aul: SentenceScore,
+    /// Σ attention(token) · ln p(token) over the same positions.
+    pub aula: SentenceScore,
+}
+
+/// Scores sentences with nothing masked: one forward pass per batch.
+pub struct UnmaskedScorer<'a> {
+    /// The masked LM.
+    pub model: &'a BertForMaskedLM,
+    /// Its tokenizer.
+    pub tokenizer: &'a TextTokenizer,
+    /// Where the forward passes run.
+    pub device: Device,
+    /// Padded tokens per forward pass.
+    pub token_budget: usize,
+}
+
+impl<'a> UnmaskedScorer<'a> {
+    /// A scorer with the PLL scorer's token budget for the device.
+    pub fn new(model: &'a BertForMaskedLM, tokenizer: &'a TextTokenizer, device: Device) -> Self {
+        let token_budget = if device.is_cuda() { 65_536 } else { 4_096 };
+        UnmaskedScorer { model, tokenizer, device, token_budget }
+    }
+
+    /// A sentence's ids with `[CLS]` and `[SEP]`, refused when empty or longer than the model's
+    /// positions.
+    pub fn input(&self, text: &str) -> Result<Vec<i64>> {
+        let ids: Vec<i64> = self.tokenizer.encode(text)?.into_iter().map(i64::from).collect();
+        if ids.len() <= 2 {
+            return Err(Error::data("AUL scoring", format!("the sentence {text:?} has no tokens")));
+        }
+        let max_len = self.model.max_positions();
+        if ids.len() > max_len {
+            return Err(Error::data(
+                "AUL scoring",
+                format!("the sentence {text:?} has {} tokens, more than the model's {max_len}", ids.len()),
+            ));
+        }
+        Ok(ids)
+    }
+
+    /// Scores every sentence (ids from [`UnmaskedScorer::input`]).
+    pub fn score(&self, sentences: &[Vec<i64>]) -> Vec<UnmaskedScores> {
+        let lengths: Vec<usize> = sentences.iter().map(Vec::len).collect();
+        let mut out: Vec<Option<UnmaskedScores>> = vec![None; sentences.len()];
+        for items in crate::data::batching::by_length(&lengths, self.token_budget) {
+            for (i, s) in items.iter().zip(self.score_batch(sentences, &items)) {
+                out[*i] = Some(s);
+            }
+        }
+        out.into_iter().map(|s| s.expect("every sentence is in one batch")).collect()
+    }
+
+    fn score_batch(&self, sentences: &[Vec<i64>], items: &[usize]) -> Vec<UnmaskedScores> {
+        let width = items.iter().map(|&i| sentences[i].len()).max().unwrap_or(0);
+        let n = items.len();
+        let mut ids = vec![self.tokenizer.special.pad; n * width];
+        let mut mask = vec![0i64; n * width];
+        let (mut flat_positions, mut targets, mut owner) = (Vec::new(), Vec::new(), Vec::new());
+        for (r, &i) in items.iter().enumerate() {
+            let src = &sentences[i];
+            ids[r * width..r * width + src.len()].copy_from_slice(src);
+            mask[r * width..r * width + src.len()].iter_mut().for_each(|m| *m = 1);
+            for (p, &token) in src.iter().enumerate().take(src.len() - 1).skip(1) {
+                flat_positions.push((r * width + p) as i64);
+                targets.push(token);
+                owner.push(r);
+            }
+        }
+        let shape = [n as i64, width as i64];
+        let (lp, weights, firsts) = tch::no_grad(|| {
+            let ids = Tensor::from_slice(&ids).view(shape).to_device(self.device);
+            let mask = Tensor::from_slice(&mask).view(shape).to_device(self.device);
+            let (hidden, attentions) = self.model.bert.forward_with_attentions(&ids, &mask);
+            // Σ over layers of the head-averaged maps [batch, query, key], then the mean over
+            // layers and over each row's real queries: the attention each key receives.
+            let mut received = Tensor::zeros([n as i64, width as i64, width as i64], (Kind::Float, self.device));
+            for probs in &attentions {
+                received += probs.mean_dim(1, false, Kind::Float);
+            }
+            let real = mask.to_kind(Kind::Float);
+            let received = (received * real.unsqueeze(2)).sum_dim_intlist(1, false, Kind::Float)
+                / (real.sum_dim_intlist(1, true, Kind::Float) * attentions.len() as f64);
+            let flat = Tensor::from_slice(&flat_positions).to_device(self.device);
+            let targets = Tensor::from_slice(&targets).to_device(self.device);
+            let log_probs = self.model.logits_at(&hidden, &flat).log_softmax(-1, Kind::Float);
+            let lp = log_probs.gather(1, &targets.unsqueeze(1), false).squeeze_dim(1);
+            let weights = received.reshape([-1]).index_select(0, &flat);
+            let firsts = log_probs.argmax(-1, false).eq_tensor(&targets);
+            let host = |t: Tensor| Vec::<f64>::try_from(t.to_kind(Kind::Double).to_device(Device::Cpu));
+            (host(lp), host(weights), Vec::<bool>::try_from(firsts.to_device(Device::Cpu)))
+        });
+        let (lp, weights, firsts) =
+            (lp.expect("log-probabilities"), weights.expect("attention weights"), firsts.expect("rank-1 hits"));
+        let mut sums = vec![(0.0f64, 0.0f64, 0usize, 0usize); n];
+        for (k, &r) in owner.iter().enumerate() {
+            let s = &mut sums[r];
+            s.0 += lp[k];
+            s.1 += weights[k] * lp[k];
+            s.2 += 1;
+            s.3 += firsts[k] as usize;
+        }
+        sums.into_iter()
+            .map(|(aul, aula, tokens, correct)| UnmaskedScores {
+                aul: SentenceScore { pll: aul, tokens, correct },
+                aula: SentenceScore { pll: aula, tokens, correct },
+            })
+            .collect()
+    }
+}
