@@ -318,7 +318,7 @@ fn parse_help(help: &str) -> (Vec<String>, Vec<String>) {
             // descriptions start further in.
             "Options:" if (2..=6).contains(&indent) => {
                 let first = line.trim_start().trim_start_matches(|c: char| c == '-' || c.is_alphanumeric());
-                let long = if first.starts_with(", ") { &first[2..] } else { line.trim_start() };
+                let long = first.strip_prefix(", ").unwrap_or_else(|| line.trim_start());
                 if let Some(flag) = long.split([' ', '=']).next().filter(|f| f.starts_with("--")) {
                     if flag != "--help" {
                         flags.push(flag.to_string());
