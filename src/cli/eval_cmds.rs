@@ -65,6 +65,10 @@ pub enum EvalCommand {
         /// Write the results as JSON to this file.
         #[arg(long)]
         json: Option<PathBuf>,
+        /// Write indommlu.json and the per-question records indommlu_questions.csv (each
+        /// option's score, the prediction, the key) into this folder.
+        #[arg(long)]
+        out: Option<PathBuf>,
     },
 }
 
@@ -337,6 +341,7 @@ fn indommlu(
     data: &Path,
     mode: indolm::recipe::IndommluMode,
     json: Option<&Path>,
+    out_dir: Option<&Path>,
     device: Device,
 ) -> Result<()> {
     let questions = indolm::eval::indommlu::load(data)?;
@@ -345,10 +350,16 @@ fn indommlu(
         eprintln!("note: {note}");
     }
     loaded.model.set_precision(indolm::device::default_precision(device));
-    let report = indolm::eval::indommlu::evaluate(&loaded.model, &loaded.tokenizer, &questions, mode, device, None)?;
+    let (report, records) =
+        indolm::eval::indommlu::evaluate(&loaded.model, &loaded.tokenizer, &questions, mode, device, None)?;
     out!("{}", report.markdown());
     if let Some(out) = json {
         write_json(out, &report)?;
+    }
+    if let Some(dir) = out_dir {
+        std::fs::create_dir_all(dir).with_path(dir)?;
+        indolm::eval::indommlu::write_evaluation(dir, &report, &records)?;
+        eprintln!("wrote {} and {}", dir.join("indommlu.json").display(), dir.join("indommlu_questions.csv").display());
     }
     Ok(())
 }
@@ -379,7 +390,9 @@ pub fn run(command: EvalCommand, device: &dyn Fn() -> Result<Device>) -> Result<
         EvalCommand::Bias(args) => bias(&args, device()?),
         EvalCommand::Rouge { pred, reference } => rouge(&pred, &reference),
         EvalCommand::SummarizationBaselines { data, split } => summarization_baselines(&data, &split),
-        EvalCommand::Indommlu { model, data, mode, json } => indommlu(&model, &data, mode, json.as_deref(), device()?),
+        EvalCommand::Indommlu { model, data, mode, json, out } => {
+            indommlu(&model, &data, mode, json.as_deref(), out.as_deref(), device()?)
+        }
     }
 }
 

@@ -26,6 +26,11 @@ pub enum ReportCommand {
         /// Output file: .svg or .png (text needs a TrueType font such as DejaVu Sans).
         #[arg(long)]
         out: PathBuf,
+        /// Other models' evaluations drawn beside the run as flat bands (public models, other
+        /// runs' last evaluations): `eval bias --out`, checkpoint or run folders, as PATH or
+        /// NAME=PATH.
+        #[arg(long, num_args = 1..)]
+        reference: Vec<indolm::report::bias_table::TableModel>,
     },
     /// A paired comparison of two bias evaluations of the same pairs (two checkpoints, two runs at
     /// a step, two models): change in win rate with a paired bootstrap interval and an exact
@@ -144,6 +149,26 @@ pub enum ReportCommand {
         #[arg(long)]
         plot: Option<PathBuf>,
     },
+    /// Models side by side as the IndoBias paper's Tables 2-3: per language, a row per model
+    /// with the overall and per-domain win rates, their 95% intervals and pairs.
+    BiasTable {
+        /// Evaluations: `eval bias --out` folders, checkpoint folders or run folders (their last
+        /// evaluation), each as PATH or NAME=PATH.
+        #[arg(required = true)]
+        models: Vec<indolm::report::bias_table::TableModel>,
+        /// The evaluations under this metric (when one scored several; default: the main one).
+        #[arg(long, value_enum)]
+        metric: Option<indolm::recipe::BiasMetric>,
+        /// Only these languages (codes as in bias.json).
+        #[arg(long, num_args = 1..)]
+        language: Vec<String>,
+        /// Also write the tables (Markdown) here.
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Also write every cell (model, language, category, win rate, interval, pairs) as JSON here.
+        #[arg(long)]
+        json: Option<PathBuf>,
+    },
     /// The Liputan6 paper's Table 4 from `finetune summarize` runs: Lead-1/2/3, Oracle and each
     /// run's system, ROUGE-1/2/L per test split (canonical and Xtreme side by side).
     Summarization {
@@ -159,8 +184,8 @@ pub enum ReportCommand {
 /// Runs a `report` subcommand.
 pub fn run(command: ReportCommand) -> Result<()> {
     match command {
-        ReportCommand::BiasCurve { run, metric, out } => {
-            let n = indolm::report::bias_curve::write_bias_curve(&run, &out, metric)?;
+        ReportCommand::BiasCurve { run, metric, out, reference } => {
+            let n = indolm::report::bias_curve::write_bias_curve(&run, &out, metric, &reference)?;
             outln!("plotted {n} evaluation(s) -> {}", out.display());
         }
         ReportCommand::BiasDiff { a, b, seed, resamples, out, json } => {
@@ -267,6 +292,16 @@ pub fn run(command: ReportCommand) -> Result<()> {
             }
             if let Some(json) = json {
                 write_json(&json, &numbers)?;
+            }
+        }
+        ReportCommand::BiasTable { models, metric, language, out, json } => {
+            let table = indolm::report::bias_table::bias_table(&models, metric, &language)?;
+            out!("{}", table.markdown);
+            if let Some(out) = out {
+                write_atomic(&out, table.markdown.as_bytes())?;
+            }
+            if let Some(json) = json {
+                write_json(&json, &table.cells)?;
             }
         }
         ReportCommand::Summarization { results, out } => {

@@ -6,11 +6,12 @@
 //! after the prompt; the question is truncated from the left to fit) and `letter` (one
 //! `[MASK]` after `Jawaban:` and the logits of the option letters). Accuracy per subject and
 //! level, per area (mean of its subjects), the average of the areas, the random baseline from
-//! the option counts, pass/fail at 65, and accuracy with and without negation.
+//! the option counts, pass/fail at 65, and accuracy with and without negation. Every
+//! evaluation also keeps its per-question records ([`super::indommlu_records`]).
+use super::indommlu_records::{write_question_records, QuestionRecord, RECORDS_FILE};
 use super::pll::{PllScorer, ScoringInput};
 use crate::data::tokenizer::TextTokenizer;
 use crate::error::{Error, Result};
-use crate::eval::metrics::argmax;
 use crate::files::write_json;
 use crate::hooks::CheckpointHook;
 use crate::logger::Logger;
@@ -42,6 +43,9 @@ pub const AREAS: &[(&str, &[&str])] = &[
         ],
     ),
 ];
+/// The report's file name in a checkpoint or `eval indommlu --out` folder.
+pub const REPORT_FILE: &str = "indommlu.json";
+
 /// The paper's pass mark: accuracy (%) a subject and level needs to count as passed.
 pub const PASS_MARK: f64 = 65.0;
 const NEGATIONS: [&str; 3] = ["kecuali", "yang bukan", "yang tidak"];
@@ -385,6 +389,15 @@ pub struct IndommluReport {
     pub unmapped_subjects: Vec<String>,
 }
 
+/// What aggregation needs of one answered question.
+struct Answered<'a> {
+    subject: &'a str,
+    level: &'a str,
+    options: usize,
+    negated: bool,
+    correct: bool,
+}
+
 /// Aggregates predictions (the index of each question's best option).
 pub fn aggregate(
     questions: &[Question],
@@ -392,14 +405,42 @@ pub fn aggregate(
     mode: IndommluMode,
     step: Option<u64>,
 ) -> IndommluReport {
+    let answered = questions.iter().zip(predictions).map(|(q, &p)| Answered {
+        subject: &q.subject,
+        level: &q.level,
+        options: q.options.len(),
+        negated: q.negated(),
+        correct: p == q.answer,
+    });
+    tally(answered, questions.len(), mode, step)
+}
+
+/// Aggregates per-question records (read back from `indommlu_questions.csv`, say): the report
+/// the evaluation that wrote them wrote.
+pub fn aggregate_records(records: &[QuestionRecord], mode: IndommluMode, step: Option<u64>) -> IndommluReport {
+    let answered = records.iter().map(|r| Answered {
+        subject: &r.subject,
+        level: &r.level,
+        options: r.scores.len(),
+        negated: r.negated,
+        correct: r.correct(),
+    });
+    tally(answered, records.len(), mode, step)
+}
+
+fn tally<'a>(
+    answered: impl Iterator<Item = Answered<'a>>,
+    questions: usize,
+    mode: IndommluMode,
+    step: Option<u64>,
+) -> IndommluReport {
     let (mut subject_level, mut subjects) = (BTreeMap::<String, Cell>::new(), BTreeMap::<String, Cell>::new());
     let (mut negated, mut not_negated) = (Cell::default(), Cell::default());
-    for (q, &p) in questions.iter().zip(predictions) {
-        let ok = p == q.answer;
-        let n = q.options.len();
-        subject_level.entry(format!("{} / {}", q.subject, q.level)).or_default().add(ok, n);
-        subjects.entry(q.subject.clone()).or_default().add(ok, n);
-        if q.negated() {
+    for a in answered {
+        let (ok, n) = (a.correct, a.options);
+        subject_level.entry(format!("{} / {}", a.subject, a.level)).or_default().add(ok, n);
+        subjects.entry(a.subject.to_string()).or_default().add(ok, n);
+        if a.negated {
             negated.add(ok, n)
         } else {
             not_negated.add(ok, n)
@@ -424,7 +465,7 @@ pub fn aggregate(
     IndommluReport {
         mode,
         step,
-        questions: questions.len(),
+        questions,
         average: areas.iter().map(|a| a.accuracy).sum::<f64>() / n,
         random_average: areas.iter().map(|a| a.random).sum::<f64>() / n,
         areas,
@@ -436,7 +477,7 @@ pub fn aggregate(
     }
 }
 
-/// Scores and aggregates.
+/// Scores the questions: their records, and the report aggregated from them.
 pub fn evaluate(
     model: &BertForMaskedLM,
     tok: &TextTokenizer,
@@ -444,10 +485,17 @@ pub fn evaluate(
     mode: IndommluMode,
     device: Device,
     step: Option<u64>,
-) -> Result<IndommluReport> {
+) -> Result<(IndommluReport, Vec<QuestionRecord>)> {
     let scores = score_questions(model, tok, questions, mode, device)?;
-    let predictions: Vec<usize> = scores.iter().map(|s| argmax(s)).collect();
-    Ok(aggregate(questions, &predictions, mode, step))
+    let records: Vec<QuestionRecord> = questions.iter().zip(scores).map(|(q, s)| QuestionRecord::new(q, s)).collect();
+    Ok((aggregate_records(&records, mode, step), records))
+}
+
+/// Writes an evaluation into `dir`: the records (`indommlu_questions.csv`), then the report
+/// (`indommlu.json`), each atomically.
+pub fn write_evaluation(dir: &Path, report: &IndommluReport, records: &[QuestionRecord]) -> Result<()> {
+    write_question_records(&dir.join(RECORDS_FILE), records)?;
+    write_json(&dir.join(REPORT_FILE), report)
 }
 
 impl IndommluReport {
@@ -526,8 +574,8 @@ impl CheckpointHook for IndommluHook {
         dir: &Path,
         logger: &mut Logger,
     ) -> Result<()> {
-        let report = evaluate(model, tokenizer, &self.questions, self.mode, self.device, Some(step))?;
-        write_json(&dir.join("indommlu.json"), &report)?;
+        let (report, records) = evaluate(model, tokenizer, &self.questions, self.mode, self.device, Some(step))?;
+        write_evaluation(dir, &report, &records)?;
         for a in &report.areas {
             logger.scalar(&format!("indommlu/{}", a.area.replace(' ', "_")), a.accuracy, step);
         }

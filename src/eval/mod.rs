@@ -10,6 +10,7 @@
 pub mod aul;
 pub mod bias;
 pub mod indommlu;
+pub mod indommlu_records;
 pub mod metrics;
 pub mod multibootstrap;
 pub mod pairs;

@@ -1,9 +1,13 @@
 //! `indolm report bias-curve`: stereotype win rate against training step, one panel per
 //! domain (and one for overall), one line per language with its 95% Wilson interval as a band,
-//! from every bias evaluation a run keeps (checkpoints and evaluations between them).
-use super::chart::{panels_from_points, write_figure, Figure};
+//! from every bias evaluation a run keeps (checkpoints and evaluations between them). Other
+//! models' evaluations (`--reference`: public models, other runs' final checkpoints) are drawn
+//! beside them as flat bands over the run's steps, a line per model and language.
+use super::bias_table::{evaluation_of, TableModel};
+use super::chart::{panels_from_points, write_figure, Figure, Point};
 use crate::error::{Error, Result};
 use crate::eval::bias::records::run_evaluations_under;
+use crate::eval::bias::records::{read_report, REPORT_FILE};
 use crate::eval::bias::BiasReport;
 use crate::recipe::BiasMetric;
 
@@ -30,6 +34,16 @@ pub fn collect_reports(run: &Path, metric: Option<BiasMetric>) -> Result<Vec<(u6
 /// The figure of a run's reports: a panel per domain, overall last; a line per language (and
 /// `all` for the average over languages in the overall panel).
 pub fn curve_figure(run_name: &str, reports: &[(u64, BiasReport)]) -> Figure {
+    curve_figure_with_references(run_name, reports, &[])
+}
+
+/// [`curve_figure`] with each reference model's win rates as flat lines with their bands over
+/// the run's steps, labelled `<model> <language>`, in the panels of the run's languages.
+pub fn curve_figure_with_references(
+    run_name: &str,
+    reports: &[(u64, BiasReport)],
+    references: &[(String, BiasReport)],
+) -> Figure {
     let mut items = Vec::new();
     for (step, report) in reports {
         for lang in &report.languages {
@@ -43,7 +57,6 @@ pub fn curve_figure(run_name: &str, reports: &[(u64, BiasReport)]) -> Figure {
             items.push(("overall".to_string(), "all".to_string(), (*step, all.win_rate, Some((i.low, i.high)))));
         }
     }
-    let panels = panels_from_points(items);
     // Languages in the pair set's order, the average last.
     let mut legend: Vec<String> = Vec::new();
     for (_, report) in reports {
@@ -56,6 +69,23 @@ pub fn curve_figure(run_name: &str, reports: &[(u64, BiasReport)]) -> Figure {
     if reports.iter().any(|(_, r)| r.all_languages.is_some()) {
         legend.push("all".into());
     }
+    let steps = (reports.iter().map(|r| r.0).min(), reports.iter().map(|r| r.0).max());
+    if let (Some(first), Some(last)) = steps {
+        let run_languages = legend.clone();
+        for (name, report) in references {
+            for lang in report.languages.iter().filter(|l| run_languages.contains(&l.language)) {
+                let label = format!("{name} {}", lang.language);
+                for c in lang.domains.iter().chain(std::iter::once(&lang.overall)) {
+                    let i = c.tally.interval();
+                    let flat = |step: u64| -> Point { (step, c.win_rate, Some((i.low, i.high))) };
+                    items.push((c.name.clone(), label.clone(), flat(first)));
+                    items.push((c.name.clone(), label.clone(), flat(last)));
+                }
+                legend.push(label);
+            }
+        }
+    }
+    let panels = panels_from_points(items);
     Figure {
         title: format!(
             "Stereotype win rate over training (95% interval bands; 50 = no preference; metric {}): {run_name}",
@@ -69,11 +99,22 @@ pub fn curve_figure(run_name: &str, reports: &[(u64, BiasReport)]) -> Figure {
     }
 }
 
-/// Writes the curves of `run` to `out` (`.svg` or `.png`); returns the evaluations plotted.
-pub fn write_bias_curve(run: &Path, out: &Path, metric: Option<BiasMetric>) -> Result<usize> {
+/// Writes the curves of `run` to `out` (`.svg` or `.png`), with `references` beside them;
+/// returns the evaluations plotted.
+pub fn write_bias_curve(
+    run: &Path,
+    out: &Path,
+    metric: Option<BiasMetric>,
+    references: &[TableModel],
+) -> Result<usize> {
     let reports = collect_reports(run, metric)?;
     let name = run.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
-    write_figure(&curve_figure(&name, &reports), out, "--out")?;
+    let mut loaded = Vec::new();
+    for r in references {
+        let report = read_report(&evaluation_of(&r.path, metric)?.join(REPORT_FILE))?;
+        loaded.push((r.name.clone(), report));
+    }
+    write_figure(&curve_figure_with_references(&name, &reports, &loaded), out, "--out")?;
     Ok(reports.len())
 }
 
@@ -126,5 +167,24 @@ mod tests {
         let band = figure.panels[3].lines[0].points[0].2.unwrap();
         let w = crate::eval::stats::wilson(1, 2).scaled(100.0);
         assert_eq!(band, (w.low, w.high));
+    }
+
+    #[test]
+    fn reference_models_are_flat_bands_over_the_run_s_steps_in_its_languages() {
+        let reports = [
+            report(100, &[("id", &["gender", "religion"], &[true, false])]),
+            report(300, &[("id", &["gender", "religion"], &[true, true])]),
+        ];
+        // A public model scored on id and su: su is not the run's, so it is left out.
+        let public = report(0, &[("id", &["gender", "religion"], &[false, true]), ("su", &["gender"], &[true])]).1;
+        let figure = curve_figure_with_references("r", &reports, &[("xlmr".to_string(), public)]);
+        assert_eq!(figure.legend, vec!["id", "xlmr id"]);
+        let gender = &figure.panels[0];
+        let flat = gender.lines.iter().find(|l| l.label == "xlmr id").unwrap();
+        let w = crate::eval::stats::wilson(0, 1).scaled(100.0);
+        assert_eq!(flat.points, vec![(100, 0.0, Some((w.low, w.high))), (300, 0.0, Some((w.low, w.high)))]);
+        let overall = figure.panels.iter().find(|p| p.title == "overall").unwrap();
+        let flat = overall.lines.iter().find(|l| l.label == "xlmr id").unwrap();
+        assert_eq!((flat.points[0].1, flat.points[1].1), (50.0, 50.0));
     }
 }

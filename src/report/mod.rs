@@ -1,12 +1,14 @@
 //! Reports without TensorBoard, from evaluations already on disk: pictures of a run's bias
 //! curves (`bias_curve`), paired comparisons of two evaluations (`bias_diff`), several runs side
 //! by side (`bias_compare`), data compositions with their seeds as replicates (`bias_groups`,
-//! the Multi-Bootstrap), pair validity (`bias_validity`), when pairs settle their preference (`bias_flips`), and the chart
+//! the Multi-Bootstrap), pair validity (`bias_validity`), models side by side in the paper's
+//! table layout (`bias_table`), when pairs settle their preference (`bias_flips`), and the chart
 //! drawing they share (`chart`).
 pub mod bias_compare;
 pub mod bias_curve;
 pub mod bias_diff;
 pub mod bias_flips;
 pub mod bias_groups;
+pub mod bias_table;
 pub mod bias_validity;
 pub mod chart;

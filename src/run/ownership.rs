@@ -5,7 +5,7 @@ use crate::error::{Error, IoContext, Result};
 use std::path::{Path, PathBuf};
 
 /// The file names indolm writes into run folders (checkpoints, units, evaluations, results).
-const FILES: [&str; 20] = [
+const FILES: [&str; 21] = [
     super::layout::LATEST,
     super::layout::PENDING_EVALUATION,
     "train_log.jsonl",
@@ -25,6 +25,7 @@ const FILES: [&str; 20] = [
     "bias.json",
     "bias_pairs.csv",
     "indommlu.json",
+    "indommlu_questions.csv",
     ".readers.lock",
 ];
 

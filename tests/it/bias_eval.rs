@@ -467,6 +467,12 @@ fn hook_writes_records_curves_and_dense_evaluations() {
     let mmlu: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(run.join("step-6/indommlu.json")).unwrap()).unwrap();
     assert_eq!(mmlu["questions"], 12);
+    // The hook keeps the per-question records beside it, and they aggregate to it.
+    let records =
+        indolm::eval::indommlu_records::read_question_records(&run.join("step-6/indommlu_questions.csv")).unwrap();
+    let written: indolm::eval::indommlu::IndommluReport = serde_json::from_value(mmlu.clone()).unwrap();
+    assert_eq!(records.len(), 12);
+    assert_eq!(indolm::eval::indommlu::aggregate_records(&records, written.mode, Some(6)), written);
     assert!(stdout.contains("step 6: IndoMMLU average"), "{stdout}");
 
     // The same curves as a picture, without TensorBoard.
@@ -592,6 +598,68 @@ fn paired_diff_compare_flips_and_retro_evaluation() {
     let err =
         indolm_fails(&["report", "bias-compare", run_a.to_str().unwrap(), run_b.to_str().unwrap(), "--step", "2"]);
     assert!(err.contains("no bias evaluation at step 2; it has steps 3, 6"), "{err}");
+
+    // Models side by side in the paper's table layout: an `eval bias --out` folder, a checkpoint
+    // and a run folder (its last evaluation); every cell is its bias.json's number.
+    let cells_json = work.join("table.json");
+    let (stdout, _) = indolm_ok(&[
+        "report",
+        "bias-table",
+        &format!("retro scored={}", again.display()),
+        run_a.join("step-6").to_str().unwrap(),
+        run_b.to_str().unwrap(),
+        "--json",
+        cells_json.to_str().unwrap(),
+    ]);
+    assert!(stdout.contains("| model | overall | "), "{stdout}");
+    assert!(stdout.contains("| retro scored | pppl |") && stdout.contains("| seed-b | pppl | 6 |"), "{stdout}");
+    let report_b = indolm::eval::bias::records::read_report(&run_b.join("step-6/bias.json")).unwrap();
+    let cells: Vec<serde_json::Value> = serde_json::from_str(&std::fs::read_to_string(&cells_json).unwrap()).unwrap();
+    let mut checked = 0;
+    for (model, report) in [("retro scored", &report_6), ("step-6", &report_6), ("seed-b", &report_b)] {
+        for l in &report.languages {
+            for c in std::iter::once(&l.overall).chain(&l.domains) {
+                let category = if std::ptr::eq(c, &l.overall) { "overall" } else { c.name.as_str() };
+                let cell = cells
+                    .iter()
+                    .find(|x| x["model"] == model && x["language"] == l.language.as_str() && x["category"] == category)
+                    .unwrap_or_else(|| panic!("no cell for {model} {} {category}", l.language));
+                assert_eq!(cell["win_rate"].as_f64().unwrap(), c.win_rate);
+                assert_eq!(
+                    (cell["low"].as_f64().unwrap(), cell["high"].as_f64().unwrap()),
+                    (c.interval.low, c.interval.high)
+                );
+                assert_eq!(cell["pairs"].as_u64().unwrap() as usize, c.tally.pairs);
+                checked += 1;
+            }
+        }
+    }
+    assert_eq!(checked, 3 * 2 * 6, "3 models x 2 languages x (overall + 5 domains)");
+    let row =
+        format!("| seed-b | {} ({}) |", indolm::eval::bias::rate_with_interval(&report_b.languages[0].overall), 40);
+    assert!(stdout.contains(&row), "{row} in {stdout}");
+    let err = indolm_fails(&["report", "bias-table", run_b.to_str().unwrap(), run_b.to_str().unwrap()]);
+    assert!(err.contains("two models are named \"seed-b\""), "{err}");
+
+    // A run's curves with other models' win rates beside them as flat bands.
+    let svg = work.join("with-references.svg");
+    let (stdout, _) = indolm_ok(&[
+        "report",
+        "bias-curve",
+        "--run",
+        run_a.to_str().unwrap(),
+        "--out",
+        svg.to_str().unwrap(),
+        "--reference",
+        &format!("public={}", again.display()),
+        run_b.to_str().unwrap(),
+    ]);
+    assert!(stdout.contains("plotted"), "{stdout}");
+    let svg = std::fs::read_to_string(&svg).unwrap();
+    assert!(
+        svg.contains("public id") && svg.contains("public jv") && svg.contains("seed-b jv"),
+        "legend of {svg:.300}"
+    );
 
     // When preferences settle.
     let svg = work.join("flips.svg");

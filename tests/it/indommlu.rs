@@ -1,7 +1,8 @@
 //! IndoMMLU: option-PLL and letter scores against transformers on the same checkpoint, the
 //! aggregation arithmetic on the fixture (hand-computed), and bad CSV input.
 use crate::common::*;
-use indolm::eval::indommlu::{aggregate, load, score_questions};
+use indolm::eval::indommlu::{aggregate, aggregate_records, load, score_questions, IndommluReport};
+use indolm::eval::indommlu_records::read_question_records;
 use indolm::model::model_dir::load_masked_lm;
 use indolm::recipe::IndommluMode;
 use std::path::PathBuf;
@@ -53,6 +54,54 @@ fn option_pll_matches_transformers() {
 #[test]
 fn letter_mode_matches_transformers() {
     parity(IndommluMode::Letter, "letter");
+}
+
+/// `eval indommlu --out` keeps every question's record: the option scores equal transformers',
+/// rows and keys are the CSV's, and the records alone aggregate to the written report.
+#[test]
+fn per_question_records_hold_the_reference_scores_and_give_back_the_report() {
+    let dir = long_model();
+    let scratch_dir = scratch("indommlu-records");
+    let reference_out = scratch_dir.join("ref.json");
+    reference(&[
+        "indommlu",
+        dir.to_str().unwrap(),
+        fixture().to_str().unwrap(),
+        "letter",
+        reference_out.to_str().unwrap(),
+    ]);
+    let expected: Vec<Vec<f64>> = serde_json::from_str(&std::fs::read_to_string(&reference_out).unwrap()).unwrap();
+    let out = scratch_dir.join("eval");
+    let fixture = fixture();
+    indolm_ok(&[
+        "--threads",
+        "1",
+        "eval",
+        "indommlu",
+        "--model",
+        dir.to_str().unwrap(),
+        "--data",
+        fixture.to_str().unwrap(),
+        "--mode",
+        "letter",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let records = read_question_records(&out.join("indommlu_questions.csv")).unwrap();
+    let questions = load(&fixture).unwrap();
+    assert_eq!(records.len(), questions.len());
+    let mut worst: f64 = 0.0;
+    for ((r, q), e) in records.iter().zip(&questions).zip(&expected) {
+        assert_eq!((r.row, r.key, r.scores.len()), (q.row, q.answer, q.options.len()));
+        for (a, b) in r.scores.iter().zip(e) {
+            worst = worst.max((a - b).abs() / b.abs().max(1e-9));
+        }
+    }
+    println!("records: {} questions, max relative difference of the option scores {worst:.2e}", records.len());
+    assert!(worst <= 1e-4);
+    let written: IndommluReport =
+        serde_json::from_str(&std::fs::read_to_string(out.join("indommlu.json")).unwrap()).unwrap();
+    assert_eq!(aggregate_records(&records, IndommluMode::Letter, None), written);
 }
 
 #[test]

@@ -244,7 +244,7 @@ pub fn metric_dir(dir: &Path, metric: BiasMetric) -> PathBuf {
 
 /// The folder of `dir`'s evaluation under `metric`: `dir` itself when its `bias.json` is of that
 /// metric (or `metric` is `None`: the main one), else [`metric_dir`].
-fn under_metric(dir: PathBuf, metric: Option<BiasMetric>) -> PathBuf {
+pub fn evaluation_under_metric(dir: PathBuf, metric: Option<BiasMetric>) -> PathBuf {
     match metric {
         None => dir,
         Some(m) => match read_report(&dir.join(REPORT_FILE)) {
@@ -274,8 +274,9 @@ pub fn run_evaluations_under(run: &Path, metric: Option<BiasMetric>) -> Result<V
         return Err(Error::MissingFile { path: run.into(), hint: "expected a run folder (checkpoints/<run>)".into() });
     }
     let layout = RunLayout::new(run);
-    let of_metric =
-        |dirs: Vec<(u64, PathBuf)>| dirs.into_iter().map(|(step, dir)| (step, under_metric(dir, metric))).collect();
+    let of_metric = |dirs: Vec<(u64, PathBuf)>| {
+        dirs.into_iter().map(|(step, dir)| (step, evaluation_under_metric(dir, metric))).collect()
+    };
     let mut out = with_reports(of_metric(layout.checkpoints()?));
     for dense in with_reports(of_metric(layout.evaluations_between_checkpoints()?)) {
         // A checkpoint's own evaluation wins over a dense one at the same step.
