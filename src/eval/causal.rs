@@ -10,17 +10,17 @@ use crate::model::decoder::{CausalLm, SpecialToken};
 use tch::{Device, Kind, Tensor};
 
 /// How a sentence was scored, recorded with the scores.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Convention {
     /// The token every sentence is scored after.
     pub prefix_token_id: i64,
     /// Its text (`<s>`, `<|endoftext|>`).
     pub prefix_token: String,
     /// Which special token it is: "bos" or "eos".
-    pub prefix_is: &'static str,
-    /// The sentence score: "sum" of token log-probabilities (the pair decisions use it; "mean"
-    /// is reported beside it).
-    pub score: &'static str,
+    pub prefix_is: String,
+    /// The sentence score: "sum" of token log-probabilities ("mean" and perplexity are
+    /// derived from it).
+    pub score: String,
 }
 
 /// One sentence's score.
@@ -32,6 +32,8 @@ pub struct CausalScore {
     pub log_probs: Vec<f64>,
     /// Their sum, natural log (≤ 0).
     pub sum: f64,
+    /// Tokens the model ranks first (its argmax is the token): rank-1 accuracy, a fluency control.
+    pub correct: usize,
 }
 
 impl CausalScore {
@@ -48,6 +50,12 @@ impl CausalScore {
     /// Perplexity exp(−mean).
     pub fn perplexity(&self) -> f64 {
         (-self.mean()).exp()
+    }
+
+    /// As the bias evaluation's sentence score: `pll` is the log-likelihood sum, so its PPPL
+    /// rule is the perplexity rule and CrowS' rule compares sums.
+    pub fn as_sentence_score(&self) -> crate::eval::pll::SentenceScore {
+        crate::eval::pll::SentenceScore { pll: self.sum, tokens: self.tokens(), correct: self.correct }
     }
 }
 
@@ -85,8 +93,8 @@ impl<'a> CausalScorer<'a> {
         Convention {
             prefix_token_id: self.prefix.id,
             prefix_token: self.prefix.token.clone(),
-            prefix_is: self.prefix_is,
-            score: "sum",
+            prefix_is: self.prefix_is.into(),
+            score: "sum".into(),
         }
     }
 
@@ -120,16 +128,17 @@ impl<'a> CausalScorer<'a> {
         let mut out: Vec<Option<CausalScore>> = vec![None; sentences.len()];
         for batch in crate::data::batching::by_length(&lengths, self.token_budget) {
             let rows: Vec<&[i64]> = batch.iter().map(|&i| sentences[i].as_slice()).collect();
-            for (&i, log_probs) in batch.iter().zip(self.score_batch(&rows)) {
+            for (&i, (log_probs, correct)) in batch.iter().zip(self.score_batch(&rows)) {
                 let sum = log_probs.iter().sum();
-                out[i] = Some(CausalScore { ids: sentences[i].clone(), log_probs, sum });
+                out[i] = Some(CausalScore { ids: sentences[i].clone(), log_probs, sum, correct });
             }
         }
         out.into_iter().map(|s| s.expect("every sentence is in a batch")).collect()
     }
 
-    /// ln p of each row's tokens: one forward pass over [prefix, tokens…] rows, right-padded.
-    fn score_batch(&self, rows: &[&[i64]]) -> Vec<Vec<f64>> {
+    /// ln p of each row's tokens and how many the model ranks first: one forward pass over
+    /// [prefix, tokens…] rows, right-padded.
+    fn score_batch(&self, rows: &[&[i64]]) -> Vec<(Vec<f64>, usize)> {
         let width = rows.iter().map(|r| r.len() + 1).max().unwrap_or(1);
         let n = rows.len();
         let pad = self.prefix.id;
@@ -148,7 +157,7 @@ impl<'a> CausalScorer<'a> {
         }
         let device = self.model.device;
         let shape = [n as i64, width as i64];
-        let flat = tch::no_grad(|| {
+        let (flat, firsts) = tch::no_grad(|| {
             let ids = Tensor::from_slice(&ids).view(shape).to_device(device);
             let mask = Tensor::from_slice(&mask).view(shape).to_device(device);
             let hidden = self.model.hidden(&ids, &mask);
@@ -157,13 +166,16 @@ impl<'a> CausalScorer<'a> {
                 .index_select(0, &Tensor::from_slice(&from).to_device(device));
             let log_probs = self.model.logits(&hidden).log_softmax(-1, Kind::Float);
             let targets = Tensor::from_slice(&targets).to_device(device).unsqueeze(1);
-            log_probs.gather(1, &targets, false).squeeze_dim(1).to_kind(Kind::Double).to_device(Device::Cpu)
+            let first = log_probs.argmax(-1, false).eq_tensor(&targets.squeeze_dim(1)).to_device(Device::Cpu);
+            let lp = log_probs.gather(1, &targets, false).squeeze_dim(1).to_kind(Kind::Double).to_device(Device::Cpu);
+            (lp, first)
         });
         let flat = Vec::<f64>::try_from(flat).expect("a vector of log-probabilities");
+        let firsts = Vec::<bool>::try_from(firsts).expect("a vector of booleans");
         let mut out = Vec::with_capacity(n);
         let mut at = 0;
         for row in rows {
-            out.push(flat[at..at + row.len()].to_vec());
+            out.push((flat[at..at + row.len()].to_vec(), firsts[at..at + row.len()].iter().filter(|&&f| f).count()));
             at += row.len();
         }
         out

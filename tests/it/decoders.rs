@@ -11,6 +11,7 @@ use indolm::eval::causal::CausalScorer;
 use indolm::model::decoder::load_causal_lm;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 use tch::Device;
 
 const TOLERANCE: f64 = 1e-4;
@@ -36,7 +37,7 @@ fn check(dir: &Path, family: &str) -> f64 {
     let convention = scorer.convention();
     assert_eq!(convention.prefix_token_id, reference["prefix_token_id"].as_i64().unwrap(), "{family}");
     assert_eq!(convention.prefix_token, reference["prefix_token"].as_str().unwrap());
-    assert_eq!((convention.prefix_is, convention.score), ("bos", "sum"));
+    assert_eq!((convention.prefix_is.as_str(), convention.score.as_str()), ("bos", "sum"));
     let sentences = reference["sentences"].as_array().unwrap();
     let texts: Vec<&str> = sentences.iter().map(|s| s["text"].as_str().unwrap()).collect();
     let scores = scorer.score_texts(&texts).unwrap();
@@ -62,12 +63,18 @@ fn check(dir: &Path, family: &str) -> f64 {
     max_token
 }
 
+/// The Llama fixture, built once and shared by the tests that only read it.
+fn llama() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| fixture("llama"))
+}
+
 #[test]
 fn llama_matches_transformers() {
-    let dir = fixture("llama");
-    check(&dir, "llama");
+    let dir = llama();
+    check(dir, "llama");
     // Batching does not change a score: each sentence alone gives the same numbers.
-    let lm = load_causal_lm(&dir, Device::Cpu).unwrap();
+    let lm = load_causal_lm(dir, Device::Cpu).unwrap();
     let mut scorer = CausalScorer::new(&lm).unwrap();
     let texts: Vec<String> =
         std::fs::read_to_string(dir.join("sentences.txt")).unwrap().lines().map(str::to_string).collect();
@@ -139,4 +146,124 @@ fn unknown_model_types_are_refused() {
         err.ends_with("config.json: field `model_type`: `gpt2` is not a supported causal LM (supported: llama, mistral, qwen2, qwen3, gemma2, gemma3_text, olmo2, olmo3, bloom)"),
         "{err}"
     );
+}
+
+#[test]
+fn eval_pll_on_a_decoder_prints_log_likelihoods_with_the_convention() {
+    let dir = llama();
+    let reference: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("reference.json")).unwrap()).unwrap();
+    let text = dir.join("sentences.txt");
+    let (stdout, stderr) = indolm_ok(&[
+        "--threads",
+        "1",
+        "eval",
+        "pll",
+        "--model",
+        dir.to_str().unwrap(),
+        "--text",
+        text.to_str().unwrap(),
+        "--json",
+    ]);
+    assert!(stderr.contains("scored after <s> (id 2, its bos)"), "{stderr}");
+    let lines: Vec<Value> = stdout.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let sentences = reference["sentences"].as_array().unwrap();
+    assert_eq!(lines.len(), sentences.len());
+    for (got, s) in lines.iter().zip(sentences) {
+        assert_eq!(got["sentence"], s["text"]);
+        let (ll, expected) = (got["log_likelihood"].as_f64().unwrap(), s["sum"].as_f64().unwrap());
+        let tokens = s["ids"].as_array().unwrap().len();
+        assert!(relative(ll, expected) < TOLERANCE, "{ll} vs {expected}");
+        assert_eq!(got["tokens"].as_u64().unwrap() as usize, tokens);
+        assert!((got["perplexity"].as_f64().unwrap() - (-ll / tokens as f64).exp()).abs() < 1e-9);
+        assert_eq!(
+            (got["prefix_token_id"].as_i64(), got["prefix_token"].as_str(), got["score"].as_str()),
+            (Some(2), Some("<s>"), Some("sum"))
+        );
+    }
+    // Masked-LM metrics do not apply.
+    let err = indolm_fails(&[
+        "eval",
+        "pll",
+        "--model",
+        dir.to_str().unwrap(),
+        "--text",
+        text.to_str().unwrap(),
+        "--metric",
+        "aul",
+    ]);
+    assert!(err.contains("is a causal LM: only `pll` applies"), "{err}");
+}
+
+#[test]
+fn eval_bias_on_a_decoder_decides_pairs_by_perplexity_and_by_sums() {
+    use indolm::eval::bias::records::read_records;
+    let dir = llama();
+    let work = scratch("decoder-bias");
+    let pairs_csv = test_data().join("crows-pairs/crows_pairs_anonymized.csv");
+    let out = work.join("eval");
+    let model = dir.to_str().unwrap();
+    indolm_ok(&[
+        "--threads",
+        "1",
+        "eval",
+        "bias",
+        "--model",
+        model,
+        "--pairs",
+        pairs_csv.to_str().unwrap(),
+        "--metric",
+        "pppl",
+        "crows",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    // transformers' log-likelihoods of every pair's two sentences, the lm-eval rule.
+    let pairs = indolm::eval::pairs::load_crows(&pairs_csv).unwrap();
+    let pairs = &pairs.languages[0].1;
+    let sentences = work.join("sentences.txt");
+    let text: Vec<String> = pairs.iter().flat_map(|p| [p.pro.clone(), p.anti.clone()]).collect();
+    std::fs::write(&sentences, text.join("\n") + "\n").unwrap();
+    let ref_path = work.join("reference.json");
+    reference(&["causal-ref", model, sentences.to_str().unwrap(), ref_path.to_str().unwrap()]);
+    let reference: Value = serde_json::from_str(&std::fs::read_to_string(&ref_path).unwrap()).unwrap();
+    let sums: Vec<(f64, usize)> = reference["sentences"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| (s["sum"].as_f64().unwrap(), s["ids"].as_array().unwrap().len()))
+        .collect();
+    let (mut pro_wins_ppl, mut pro_wins_sum) = (0, 0);
+    for (metric_dir, by_perplexity) in [(out.clone(), true), (out.join("bias-crows"), false)] {
+        let records = read_records(&metric_dir.join("bias_pairs.csv")).unwrap();
+        assert_eq!(records.len(), pairs.len());
+        let report: Value =
+            serde_json::from_str(&std::fs::read_to_string(metric_dir.join("bias.json")).unwrap()).unwrap();
+        assert_eq!(report["causal"]["prefix_token_id"], 2, "{}", report["causal"]);
+        assert_eq!(report["causal"]["score"], "sum");
+        for (r, pair) in records.iter().zip(sums.chunks(2)) {
+            let ((pro, np), (anti, na)) = (pair[0], pair[1]);
+            assert!(relative(r.pro_pll, pro) < TOLERANCE && relative(r.anti_pll, anti) < TOLERANCE);
+            assert_eq!((r.pro_tokens, r.anti_tokens), (np, na));
+            let expected = if by_perplexity {
+                (-pro / np as f64).exp() < (-anti / na as f64).exp()
+            } else {
+                (pro * 1000.0).round() > (anti * 1000.0).round()
+            };
+            assert_eq!(r.is_win(), expected, "{r:?}");
+            if r.is_win() {
+                if by_perplexity {
+                    pro_wins_ppl += 1
+                } else {
+                    pro_wins_sum += 1
+                }
+            }
+        }
+    }
+    println!(
+        "{} CrowS pairs: stereotype preferred by perplexity in {pro_wins_ppl}, by log-likelihood sum in {pro_wins_sum}",
+        pairs.len()
+    );
+    let err =
+        indolm_fails(&["eval", "bias", "--model", model, "--pairs", pairs_csv.to_str().unwrap(), "--metric", "aul"]);
+    assert!(err.contains("`aul` needs a masked LM"), "{err}");
 }

@@ -44,12 +44,16 @@ pub struct CausalLm {
     _maps: Vec<std::sync::Arc<memmap2::MmapMut>>,
 }
 
-/// Whether `dir`'s `config.json` names a causal LM family indolm loads (false for BERT, for a
-/// missing or unreadable config).
+/// Whether `dir`'s `config.json` describes a causal LM: a family indolm loads, or any other
+/// `…ForCausalLM`/`…LMHeadModel` architecture (which [`load_causal_lm`] then refuses, naming
+/// the supported families). False for BERT and for a missing or unreadable config.
 pub fn is_causal_dir(dir: &Path) -> bool {
     let Ok(text) = std::fs::read_to_string(dir.join("config.json")) else { return false };
     let Ok(v) = serde_json::from_str::<serde_json::Value>(&text) else { return false };
-    config::family_of(&dir.join("config.json"), &v).is_ok()
+    let causal_arch = v["architectures"].as_array().is_some_and(|a| {
+        a.iter().filter_map(|x| x.as_str()).any(|x| x.ends_with("ForCausalLM") || x.ends_with("LMHeadModel"))
+    });
+    causal_arch || config::family_of(&dir.join("config.json"), &v).is_ok()
 }
 
 /// The dtype a forward pass runs in on `device`: fp32 on the CPU, bf16 on CUDA.
