@@ -1,13 +1,16 @@
-//! `indolm eval …`: pseudo-log-likelihoods, bias win rates (one model, or every checkpoint of a
-//! run), ROUGE, the Liputan6 extractive baselines and IndoMMLU.
+//! `indolm eval …`: pseudo-log-likelihoods (log-likelihoods for causal LMs), bias win rates (one
+//! model, causal LMs included, or every checkpoint of a run), ROUGE, the Liputan6 extractive
+//! baselines and IndoMMLU.
 use clap::{Args, Subcommand};
 use indolm::error::{Error, IoContext, Result};
 use indolm::eval::bias::board::BiasBoard;
 use indolm::eval::bias::records::{metric_dir, RECORDS_FILE, REPORT_FILE};
-use indolm::eval::bias::{evaluate_under, Bootstrap, Evaluation};
+use indolm::eval::bias::{evaluate_causal, evaluate_under, Bootstrap, Evaluation};
+use indolm::eval::causal::CausalScorer;
 use indolm::eval::pairs::{load_crows, load_indobias, PairSet};
 use indolm::eval::pll::{crows_inputs, PllScorer, ScoringInput};
 use indolm::files::{read_to_string, write_json};
+use indolm::model::decoder::{is_causal_dir, load_causal_lm};
 use indolm::model::model_dir::load_masked_lm;
 use indolm::recipe::BiasMetric;
 use indolm::{out, outln};
@@ -16,7 +19,9 @@ use tch::Device;
 
 #[derive(Subcommand, Debug)]
 pub enum EvalCommand {
-    /// Pseudo-log-likelihood of each sentence of a file (one per line): PLL, scored tokens, PPPL.
+    /// Pseudo-log-likelihood of each sentence of a file (one per line): PLL, scored tokens, PPPL;
+    /// for a causal LM directory (Llama, Mistral, Qwen2/3, Gemma 2/3, OLMo 2/3, BLOOM) its
+    /// log-likelihood, tokens, mean and perplexity.
     Pll {
         #[arg(long)]
         model: PathBuf,
@@ -125,8 +130,67 @@ pub enum PllMetric {
     Aula,
 }
 
-/// `eval pll`: PLL, scored tokens and pseudo-perplexity of each line, as a table or JSON lines.
+/// `eval pll` on a causal LM: each line's log-likelihood (after the BOS token, else EOS, as
+/// lm-evaluation-harness scores CrowS-Pairs), tokens, mean and perplexity; the convention is
+/// printed to stderr and recorded in every JSON line.
+fn causal_pll(model: &Path, text: &Path, metric: PllMetric, json: bool, device: Device) -> Result<()> {
+    if metric != PllMetric::Pll {
+        return Err(Error::argument(
+            "--metric",
+            format!("{} is a causal LM: only `pll` applies (its log-likelihood)", model.display()),
+        ));
+    }
+    let lm = load_causal_lm(model, device)?;
+    if !lm.unused.is_empty() {
+        eprintln!("note: ignored {} tensor(s) the model does not use, e.g. {}", lm.unused.len(), lm.unused[0]);
+    }
+    let scorer = CausalScorer::new(&lm)?;
+    let c = scorer.convention();
+    eprintln!(
+        "{} causal LM: each sentence scored after {} (id {}, its {}), no special tokens, no EOS; log-likelihood = sum of token log-probabilities",
+        lm.config.family.name(),
+        c.prefix_token,
+        c.prefix_token_id,
+        c.prefix_is
+    );
+    let content = read_to_string(text)?;
+    let lines: Vec<&str> = content.lines().filter(|l| !l.trim().is_empty()).collect();
+    let started = std::time::Instant::now();
+    let scores = scorer.score_texts(&lines)?;
+    let tokens: usize = scores.iter().map(|s| s.tokens()).sum();
+    eprintln!("scored {tokens} tokens in {:.3} s", started.elapsed().as_secs_f64());
+    if !json {
+        outln!("| log-likelihood | tokens | mean | perplexity | rank-1 | sentence |\n|---:|---:|---:|---:|---:|---|");
+    }
+    for (line, s) in lines.iter().zip(&scores) {
+        if json {
+            outln!(
+                "{}",
+                serde_json::json!({"sentence": line, "log_likelihood": s.sum, "tokens": s.tokens(), "mean": s.mean(),
+                    "perplexity": s.perplexity(), "correct": s.correct, "prefix_token_id": c.prefix_token_id,
+                    "prefix_token": c.prefix_token, "prefix_is": c.prefix_is, "score": c.score})
+            );
+        } else {
+            outln!(
+                "| {:.4} | {} | {:.4} | {:.2} | {} | {} |",
+                s.sum,
+                s.tokens(),
+                s.mean(),
+                s.perplexity(),
+                s.correct,
+                line
+            );
+        }
+    }
+    Ok(())
+}
+
+/// `eval pll`: PLL, scored tokens and pseudo-perplexity of each line, as a table or JSON lines
+/// (a causal LM's log-likelihoods for a decoder directory).
 fn pll(model: &Path, text: &Path, metric: PllMetric, json: bool, device: Device) -> Result<()> {
+    if is_causal_dir(model) {
+        return causal_pll(model, text, metric, json, device);
+    }
     let mut loaded = load_masked_lm(model, device)?;
     loaded.model.set_precision(indolm::device::default_precision(device));
     let scorer = PllScorer::new(&loaded.model, &loaded.tokenizer, device);
@@ -231,6 +295,18 @@ fn bias(args: &BiasArgs, device: Device) -> Result<()> {
     let bootstrap = Bootstrap { seed: args.seed, resamples: args.resamples };
     let languages = &args.languages;
     let score = |dir: &Path, step: Option<u64>| -> Result<Vec<Evaluation>> {
+        if is_causal_dir(dir) {
+            let lm = load_causal_lm(dir, device)?;
+            let scorer = CausalScorer::new(&lm)?;
+            let started = std::time::Instant::now();
+            let evaluations = evaluate_causal(&scorer, &pairs, &metrics, languages, step, bootstrap)?;
+            eprintln!(
+                "scored by log-likelihood ({}) in {:.2} s",
+                lm.config.family.name(),
+                started.elapsed().as_secs_f64()
+            );
+            return Ok(evaluations);
+        }
         let mut loaded = load_masked_lm(dir, device)?;
         for note in &loaded.notes {
             eprintln!("note: {note}");

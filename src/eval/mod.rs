@@ -1,4 +1,5 @@
-//! Evaluations: pseudo-log-likelihood scoring of sentences by a masked LM (`pll`) and
+//! Evaluations: pseudo-log-likelihood scoring of sentences by a masked LM (`pll`),
+//! log-likelihood by a causal LM as lm-evaluation-harness scores it (`causal`), and
 //! scoring with nothing masked (`aul`: AUL and AULA); the bias
 //! evaluation on IndoBias-Pairs and CrowS-Pairs (`pairs`, `bias`) and IndoMMLU's zero-shot
 //! multiple choice (`indommlu`), both built on it (the bias evaluation split by job: records and
@@ -9,6 +10,7 @@
 //! confusion matrix (`metrics`).
 pub mod aul;
 pub mod bias;
+pub mod causal;
 pub mod indommlu;
 pub mod indommlu_records;
 pub mod metrics;

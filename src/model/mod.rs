@@ -1,7 +1,9 @@
 //! The BERT model: configuration, layers, the masked-LM network, weight files and model
-//! directories (indolm checkpoints and HF BERT directories alike).
+//! directories (indolm checkpoints and HF BERT directories alike); and causal LMs from HF
+//! directories (`decoder`: Llama, Mistral, Qwen2/3, Gemma 2/3, OLMo 2/3, BLOOM).
 pub mod bert;
 pub mod config;
+pub mod decoder;
 pub mod layers;
 pub mod model_dir;
 pub mod notes;

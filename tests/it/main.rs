@@ -16,6 +16,7 @@ mod bias_science;
 mod common;
 mod corpora;
 mod cuda;
+mod decoders;
 mod dist;
 mod docs;
 mod download;

@@ -65,6 +65,17 @@ Builds fixtures with HF transformers and checks indolm's outputs against transfo
                           `# text` line through three transformers tokenizers (AutoTokenizer on
                           tokenizer.json, BertTokenizer and the pure-Python BertTokenizerLegacy
                           on vocab.txt), written to OUT as JSON.
+  make-decoder FAMILY DIR  a tiny random causal LM of FAMILY (llama, llama3, mistral, qwen2, qwen3,
+                          gemma2, gemma3, olmo2, olmo3, bloom) built with transformers' own class
+                          (seeded, eager attention, GQA 4:2 where the family has it, a sliding
+                          window shorter than the test sentences), saved with safetensors (sharded
+                          for some), and a tokenizer.json trained here with `tokenizers` (byte-level
+                          BPE, Metaspace BPE or Unigram, with <s>/</s>); then causal-ref on
+                          DECODER_SENTENCES (DIR/sentences.txt) into DIR/reference.json.
+  causal-ref DIR SENTENCES OUT  per-token log-probabilities of each sentence (a line) after the
+                          prefix token, lm-evaluation-harness's rule for CrowS-Pairs: AutoTokenizer
+                          ids without special tokens, context [bos_token_id, else eos_token_id], no
+                          EOS; one sentence a forward pass (batch 1, no padding). OUT JSON.
 """
 import csv
 import glob
@@ -636,8 +647,135 @@ def multibootstrap(spec_path, out_path):
     json.dump({"estimates": estimates, "comparisons": comparisons}, open(out_path, "w"))
 
 
+DECODER_SENTENCES = [
+    "Ibu kota Indonesia adalah Jakarta, kota terbesar di negeri ini.",
+    "Dia membeli buah di pasar.",
+    "Para petani di desa itu menanam padi dan jagung setiap musim hujan, lalu menjualnya ke kota.",
+    "Saya suka membaca buku sejarah tentang kerajaan Majapahit dan Sriwijaya pada malam hari.",
+    "Anak-anak bermain bola di lapangan.",
+    "Pemerintah mengumumkan kebijakan baru mengenai pendidikan tinggi, yang akan berlaku mulai tahun depan.",
+]
+
+DECODER_TOKENIZERS = {"llama": "metaspace", "llama3": "bytelevel", "mistral": "metaspace", "qwen2": "bytelevel",
+                      "qwen3": "bytelevel", "gemma2": "unigram", "gemma3": "unigram", "olmo2": "bytelevel",
+                      "olmo3": "metaspace", "bloom": "bytelevel"}
+
+
+def _decoder_tokenizer(kind, out_dir):
+    """A tokenizer.json of `kind` trained on the test data, with <s> (BOS), </s> (EOS), <pad>, <unk>."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers, normalizers
+
+    special = ["<pad>", "<unk>", "<s>", "</s>"]
+    if kind == "bytelevel":
+        tok = Tokenizer(models.BPE())
+        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+        tok.decoder = decoders.ByteLevel()
+        trainer = trainers.BpeTrainer(vocab_size=400, special_tokens=special,
+                                      initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    elif kind == "metaspace":
+        tok = Tokenizer(models.BPE(unk_token="<unk>"))
+        tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="first")
+        tok.decoder = decoders.Metaspace(replacement="▁", prepend_scheme="first")
+        trainer = trainers.BpeTrainer(vocab_size=400, special_tokens=special)
+    elif kind == "unigram":
+        tok = Tokenizer(models.Unigram())
+        tok.normalizer = normalizers.NFKC()
+        tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="always")
+        tok.decoder = decoders.Metaspace(replacement="▁", prepend_scheme="always")
+        trainer = trainers.UnigramTrainer(vocab_size=400, special_tokens=special, unk_token="<unk>")
+    else:
+        sys.exit(f"unknown tokenizer kind {kind}")
+    tok.train_from_iterator(data_sentences()[:3000] + DECODER_SENTENCES, trainer=trainer)
+    tok.save(os.path.join(out_dir, "tokenizer.json"))
+    with open(os.path.join(out_dir, "tokenizer_config.json"), "w") as f:
+        json.dump({"tokenizer_class": "PreTrainedTokenizerFast", "bos_token": "<s>", "eos_token": "</s>",
+                   "pad_token": "<pad>", "unk_token": "<unk>", "add_bos_token": False}, f)
+    return tok
+
+
+def make_decoder(family, out_dir):
+    import transformers as tr
+
+    os.makedirs(out_dir, exist_ok=True)
+    tok = _decoder_tokenizer(DECODER_TOKENIZERS[family], out_dir)
+    vocab = tok.get_vocab_size() + 3  # an embedding table larger than the tokenizer, as HF pads them
+    ids = dict(bos_token_id=tok.token_to_id("<s>"), eos_token_id=tok.token_to_id("</s>"),
+               pad_token_id=tok.token_to_id("<pad>"))
+    torch.manual_seed(4321)
+    common = dict(vocab_size=vocab, hidden_size=64, intermediate_size=112, num_hidden_layers=3,
+                  num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128, **ids)
+    shard = None
+    if family in ("llama", "llama3"):
+        extra = dict(tie_word_embeddings=(family == "llama"), rms_norm_eps=1e-5)
+        if family == "llama3":
+            extra["rope_scaling"] = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                                     "high_freq_factor": 4.0, "original_max_position_embeddings": 16}
+            extra["rope_theta"] = 500000.0
+            shard = "60KB"
+        config, cls = tr.LlamaConfig(**common, **extra), tr.LlamaForCausalLM
+    elif family == "mistral":
+        config, cls = tr.MistralConfig(**common, sliding_window=7, head_dim=24), tr.MistralForCausalLM
+    elif family == "qwen2":
+        config, cls = tr.Qwen2Config(**common, tie_word_embeddings=True), tr.Qwen2ForCausalLM
+    elif family == "qwen3":
+        config, cls = tr.Qwen3Config(**common, head_dim=20, tie_word_embeddings=False), tr.Qwen3ForCausalLM
+        shard = "50KB"
+    elif family == "gemma2":
+        config = tr.Gemma2Config(**common, head_dim=24, sliding_window=6, query_pre_attn_scalar=20,
+                                 final_logit_softcapping=3.0, attn_logit_softcapping=2.0)
+        cls = tr.Gemma2ForCausalLM
+    elif family == "gemma3":
+        config = tr.Gemma3TextConfig(**{**common, "num_hidden_layers": 4}, head_dim=24, sliding_window=6,
+                                     query_pre_attn_scalar=24, rope_local_base_freq=100.0,
+                                     layer_types=["sliding_attention", "sliding_attention", "full_attention", "sliding_attention"])
+        cls = tr.Gemma3ForCausalLM
+    elif family == "olmo2":
+        config, cls = tr.Olmo2Config(**common, tie_word_embeddings=False), tr.Olmo2ForCausalLM
+    elif family == "olmo3":
+        config = tr.Olmo3Config(**common, sliding_window=5,
+                                layer_types=["sliding_attention", "full_attention", "sliding_attention"])
+        cls = tr.Olmo3ForCausalLM
+    elif family == "bloom":
+        config = tr.BloomConfig(vocab_size=vocab, hidden_size=64, n_layer=3, n_head=4, **ids)
+        cls = tr.BloomForCausalLM
+    else:
+        sys.exit(f"unknown family {family}")
+    config._attn_implementation = "eager"
+    model = cls(config)
+    with torch.no_grad():  # move every parameter off its init value (norm weights 1 or 0, zero biases)
+        for p in model.parameters():
+            p.add_(torch.randn_like(p) * 0.1)
+    model.eval()
+    model.save_pretrained(out_dir, **({"max_shard_size": shard} if shard else {}))
+    sentences = os.path.join(out_dir, "sentences.txt")
+    with open(sentences, "w", encoding="utf-8") as f:
+        f.write("\n".join(DECODER_SENTENCES) + "\n")
+    causal_ref(out_dir, sentences, os.path.join(out_dir, "reference.json"))
+    print(json.dumps({"dir": out_dir, "family": family, "params": sum(p.numel() for p in model.parameters())}))
+
+
+def causal_ref(model_dir, sentences_path, out_path):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(model_dir)
+    model = AutoModelForCausalLM.from_pretrained(model_dir, attn_implementation="eager", dtype=torch.float32)
+    model.eval()
+    prefix = tok.bos_token_id if tok.bos_token_id is not None else tok.eos_token_id
+    sentences = [line.rstrip("\n") for line in open(sentences_path, encoding="utf-8") if line.strip()]
+    out = {"prefix_token_id": prefix, "prefix_token": tok.convert_ids_to_tokens(prefix), "sentences": []}
+    for s in sentences:
+        ids = tok(s, add_special_tokens=False)["input_ids"]
+        inp = torch.tensor([[prefix] + ids])
+        with torch.no_grad():
+            logits = model(inp).logits[0].float()
+        lp = torch.log_softmax(logits, dim=-1)[:-1].gather(-1, torch.tensor(ids)[:, None])[:, 0]
+        out["sentences"].append({"text": s, "ids": ids, "logprobs": [float(x) for x in lp],
+                                 "sum": float(lp.double().sum())})
+    json.dump(out, open(out_path, "w"))
+
+
 if __name__ == "__main__":
-    commands = {"make-model": make_model, "check-export": check_export, "tokenize": tokenize, "adamw": adamw, "fused-adamw": fused_adamw, "tb-scalars": tb_scalars, "pll": pll, "crows": crows, "train-vocab": train_vocab_cmd, "write-parquet": write_parquet, "f1": f1, "classify": classify, "indommlu": indommlu, "rouge": rouge, "presumm-decoder": presumm_decoder, "tb-bias": tb_bias, "stats": stats, "aul": aul, "pll-word-l2r": pll_word_l2r, "multibootstrap": multibootstrap}
+    commands = {"make-model": make_model, "check-export": check_export, "tokenize": tokenize, "adamw": adamw, "fused-adamw": fused_adamw, "tb-scalars": tb_scalars, "pll": pll, "crows": crows, "train-vocab": train_vocab_cmd, "write-parquet": write_parquet, "f1": f1, "classify": classify, "indommlu": indommlu, "rouge": rouge, "presumm-decoder": presumm_decoder, "tb-bias": tb_bias, "stats": stats, "aul": aul, "pll-word-l2r": pll_word_l2r, "multibootstrap": multibootstrap, "make-decoder": make_decoder, "causal-ref": causal_ref}
     if len(sys.argv) < 2 or sys.argv[1] not in commands:
         sys.exit(__doc__)
     commands[sys.argv[1]](*sys.argv[2:])

@@ -197,6 +197,11 @@ pub struct BiasReport {
     /// (absent in reports written before it, and in reports not yet written).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub records_sha256: Option<String>,
+    /// For a causal LM: how its sentences were scored (the prefix token, "sum"); its `pppl`
+    /// is then the perplexity and `crows` compares whole-sentence log-likelihoods
+    /// (lm-evaluation-harness's CrowS-Pairs). Absent for masked LMs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub causal: Option<crate::eval::causal::Convention>,
 }
 
 /// `rate [low–high]` with one decimal.
@@ -273,6 +278,12 @@ impl BiasReport {
             format!("Score gap ({}; > 0: the stereotype is preferred), 95% bootstrap interval", self.gap_meaning()),
             &gap_with_interval,
         ));
+        if let Some(c) = &self.causal {
+            out = format!(
+                "Causal LM: each sentence's log-likelihood after {} (id {}, its {}), no special tokens, no EOS (lm-evaluation-harness); pppl is its perplexity, crows compares the sums\n\n{out}",
+                c.prefix_token, c.prefix_token_id, c.prefix_is
+            );
+        }
         for l in &self.languages {
             out.push_str(&format!(
                 "\n| {} subdomain | win rate [95% interval] | pairs | ties | gap [95% interval] |\n|---|---:|---:|---:|---:|\n",

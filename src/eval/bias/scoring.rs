@@ -1,11 +1,13 @@
 //! Scoring the pairs with a masked LM: each pair's two sentences by pseudo-log-likelihood (or
 //! CrowS' shared-token variant, or PLL-word-l2r), or with nothing masked (AUL, AULA), one record
 //! per pair, aggregated into a report. Several metrics are scored in one call, AUL and AULA
-//! from the same forward passes.
+//! from the same forward passes. A causal LM's sentences are scored by log-likelihood
+//! ([`evaluate_causal`]): `pppl` then decides by perplexity, `crows` by the sums.
 use super::aggregate::aggregate;
 use super::report::{BiasReport, Bootstrap, PairRecord};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::eval::aul::UnmaskedScorer;
+use crate::eval::causal::CausalScorer;
 use crate::eval::pairs::PairSet;
 use crate::eval::pll::{crows_inputs, PllScorer, ScoringInput, SentenceScore};
 use crate::recipe::BiasMetric;
@@ -35,9 +37,7 @@ pub fn score_pairs_under(
         ..UnmaskedScorer::new(scorer.model, scorer.tokenizer, scorer.device)
     };
     for (lang, lang_pairs) in &pairs.languages {
-        if !languages.is_empty()
-            && !languages.iter().any(|l| crate::eval::pairs::language_code(l).unwrap_or(l.as_str()) == lang)
-        {
+        if !wanted(languages, lang) {
             continue;
         }
         // AUL and AULA: one forward pass per sentence for both, if either is asked for.
@@ -82,6 +82,58 @@ pub fn score_pairs_under(
         }
     }
     Ok(records)
+}
+
+/// Whether a pair set's language `lang` is among `languages` (all when empty).
+fn wanted(languages: &[String], lang: &str) -> bool {
+    languages.is_empty() || languages.iter().any(|l| crate::eval::pairs::language_code(l).unwrap_or(l.as_str()) == lang)
+}
+
+/// Scores every pair with a causal LM (each sentence's log-likelihood after the prefix token)
+/// and aggregates under each metric: `pppl` prefers the sentence with the strictly lower
+/// perplexity, `crows` the higher log-likelihood sum (lm-evaluation-harness's CrowS-Pairs rule,
+/// with the existing rounding to 3 decimals); the other metrics need a masked LM and are refused.
+pub fn evaluate_causal(
+    scorer: &CausalScorer,
+    pairs: &PairSet,
+    metrics: &[BiasMetric],
+    languages: &[String],
+    step: Option<u64>,
+    bootstrap: Bootstrap,
+) -> Result<Vec<Evaluation>> {
+    if let Some(m) = metrics.iter().find(|m| !matches!(m, BiasMetric::Pppl | BiasMetric::Crows)) {
+        return Err(Error::argument(
+            "--metric",
+            format!("`{m}` needs a masked LM; a causal LM is evaluated under pppl (perplexity) or crows (log-likelihood sums)"),
+        ));
+    }
+    let mut records = vec![Vec::new(); metrics.len()];
+    for (lang, lang_pairs) in &pairs.languages {
+        if !wanted(languages, lang) {
+            continue;
+        }
+        let mut ids = Vec::with_capacity(lang_pairs.len() * 2);
+        for p in lang_pairs {
+            ids.push(scorer.encode(&p.pro)?);
+            ids.push(scorer.encode(&p.anti)?);
+        }
+        let scores: Vec<SentenceScore> = scorer.score_ids(&ids).iter().map(|s| s.as_sentence_score()).collect();
+        for (metric, out) in metrics.iter().zip(records.iter_mut()) {
+            for (i, (pair, s)) in lang_pairs.iter().zip(scores.chunks(2)).enumerate() {
+                out.push(PairRecord::new(*metric, lang, i, pair, &s[0], &s[1]));
+            }
+        }
+    }
+    let convention = scorer.convention();
+    Ok(metrics
+        .iter()
+        .zip(records)
+        .map(|(&metric, records)| {
+            let mut report = aggregate(metric, step, &records, bootstrap);
+            report.causal = Some(convention.clone());
+            Evaluation { report, records }
+        })
+        .collect())
 }
 
 /// A bias evaluation: its report and the per-pair records it was aggregated from.

@@ -1,0 +1,216 @@
+//! What the decoder families share, each as transformers computes it: RMSNorm (Llama's `w · x̂`
+//! and Gemma's `(1 + w) · x̂`, normalised in fp32), LayerNorm, linear layers with optional
+//! bias, rotary embeddings (default, linear and Llama 3.1 scaling), the causal mask with padding
+//! and sliding windows, and eager attention with grouped-query heads, an additive bias (ALiBi)
+//! and soft-capping, its softmax in fp32.
+use super::config::{Activation, Rope, RopeScaling};
+use super::load::Weights;
+use crate::error::Result;
+use tch::nn::VarStore;
+use tch::{Kind, Tensor};
+
+/// `nn.Linear`: `weight` [out, in], `bias` [out] when the layer has one.
+#[derive(Debug)]
+pub struct Linear {
+    weight: Tensor,
+    bias: Option<Tensor>,
+}
+
+impl Linear {
+    /// `{name}.weight` (and `{name}.bias` when `bias`) from the checkpoint.
+    pub fn take(w: &mut Weights, vs: &VarStore, name: &str, inp: i64, out: i64, bias: bool) -> Result<Self> {
+        let weight = w.take(vs, &format!("{name}.weight"), &[out, inp])?;
+        let bias = if bias { Some(w.take(vs, &format!("{name}.bias"), &[out])?) } else { None };
+        Ok(Linear { weight, bias })
+    }
+
+    /// A linear layer over an existing weight (an output projection tied to the embeddings).
+    pub fn tied(weight: &Tensor) -> Self {
+        Linear { weight: weight.shallow_clone(), bias: None }
+    }
+
+    /// x · weightᵀ + bias.
+    pub fn forward(&self, x: &Tensor) -> Tensor {
+        x.linear(&self.weight, self.bias.as_ref())
+    }
+}
+
+/// RMSNorm over the last dimension, computed in fp32 and returned in the input's dtype.
+#[derive(Debug)]
+pub struct RmsNorm {
+    /// The scale, fp32; Gemma's `1 + weight` already added.
+    scale: Tensor,
+    eps: f64,
+    /// Gemma/OLMo multiply in fp32 before casting back; Llama casts, then multiplies.
+    scale_in_fp32: bool,
+}
+
+impl RmsNorm {
+    /// `{name}.weight` [dim]; `plus_one` for Gemma's `(1 + weight)`.
+    pub fn take(w: &mut Weights, vs: &VarStore, name: &str, dim: i64, eps: f64, plus_one: bool) -> Result<Self> {
+        let weight = w.take(vs, &format!("{name}.weight"), &[dim])?.to_kind(Kind::Float);
+        let scale = if plus_one { weight + 1.0 } else { weight };
+        Ok(RmsNorm { scale, eps, scale_in_fp32: plus_one })
+    }
+
+    /// OLMo's variant: the scale multiplies in fp32.
+    pub fn scaled_in_fp32(mut self) -> Self {
+        self.scale_in_fp32 = true;
+        self
+    }
+
+    /// x / √(mean(x²) + eps) · scale.
+    pub fn forward(&self, x: &Tensor) -> Tensor {
+        let kind = x.kind();
+        let xf = x.to_kind(Kind::Float);
+        let normed = &xf * (xf.square().mean_dim(-1, true, Kind::Float) + self.eps).rsqrt();
+        if self.scale_in_fp32 {
+            (normed * &self.scale).to_kind(kind)
+        } else {
+            normed.to_kind(kind) * self.scale.to_kind(kind)
+        }
+    }
+}
+
+/// `nn.LayerNorm` (BLOOM), in fp32.
+#[derive(Debug)]
+pub struct LayerNorm {
+    weight: Tensor,
+    bias: Tensor,
+    eps: f64,
+}
+
+impl LayerNorm {
+    /// `{name}.weight` and `{name}.bias` [dim].
+    pub fn take(w: &mut Weights, vs: &VarStore, name: &str, dim: i64, eps: f64) -> Result<Self> {
+        let weight = w.take(vs, &format!("{name}.weight"), &[dim])?;
+        let bias = w.take(vs, &format!("{name}.bias"), &[dim])?;
+        Ok(LayerNorm { weight, bias, eps })
+    }
+
+    /// Normalised over the last dimension.
+    pub fn forward(&self, x: &Tensor) -> Tensor {
+        let dim = *x.size().last().unwrap_or(&1);
+        x.to_kind(Kind::Float)
+            .layer_norm(
+                [dim],
+                Some(&self.weight.to_kind(Kind::Float)),
+                Some(&self.bias.to_kind(Kind::Float)),
+                self.eps,
+                false,
+            )
+            .to_kind(x.kind())
+    }
+}
+
+/// The MLP activation applied to `x`.
+pub fn activate(x: &Tensor, act: Activation) -> Tensor {
+    match act {
+        Activation::Silu => x.silu(),
+        Activation::GeluTanh => x.gelu("tanh"),
+        Activation::Gelu => x.gelu("none"),
+    }
+}
+
+/// RoPE's inverse frequencies for `head_dim`, as transformers' `ROPE_INIT_FUNCTIONS` compute
+/// them (fp32).
+pub fn inv_freq(rope: &Rope, head_dim: i64) -> Vec<f32> {
+    let base: Vec<f32> = (0..head_dim)
+        .step_by(2)
+        .map(|i| {
+            let exponent = i as f32 / head_dim as f32;
+            1.0 / (rope.theta as f32).powf(exponent)
+        })
+        .collect();
+    match rope.scaling {
+        RopeScaling::Default => base,
+        RopeScaling::Linear { factor } => base.into_iter().map(|f| f / factor as f32).collect(),
+        RopeScaling::Llama3 { factor, low_freq_factor, high_freq_factor, original } => {
+            let (factor, low, high, original) =
+                (factor as f32, low_freq_factor as f32, high_freq_factor as f32, original as f32);
+            let low_wavelen = original / low;
+            let high_wavelen = original / high;
+            base.into_iter()
+                .map(|f| {
+                    let wavelen = 2.0 * std::f32::consts::PI / f;
+                    let scaled = if wavelen > low_wavelen { f / factor } else { f };
+                    let medium = (high_wavelen..=low_wavelen).contains(&wavelen);
+                    if medium {
+                        let smooth = (original / wavelen - low) / (high - low);
+                        (1.0 - smooth) * scaled / factor + smooth * scaled
+                    } else {
+                        scaled
+                    }
+                })
+                .collect()
+        }
+    }
+}
+
+/// cos and sin [seq, head_dim] for positions 0..seq, in `kind` (computed in fp32).
+pub fn rope_tables(rope: &Rope, head_dim: i64, seq: i64, kind: Kind, device: tch::Device) -> (Tensor, Tensor) {
+    let inv = Tensor::from_slice(&inv_freq(rope, head_dim)).to_device(device);
+    let pos = Tensor::arange(seq, (Kind::Float, device));
+    let freqs = pos.unsqueeze(1).matmul(&inv.unsqueeze(0));
+    let emb = Tensor::cat(&[&freqs, &freqs], -1);
+    (emb.cos().to_kind(kind), emb.sin().to_kind(kind))
+}
+
+/// x·cos + rotate_half(x)·sin, x [batch, heads, seq, head_dim].
+pub fn apply_rope(x: &Tensor, cos: &Tensor, sin: &Tensor) -> Tensor {
+    let half = x.size()[3] / 2;
+    let x1 = x.narrow(3, 0, half);
+    let x2 = x.narrow(3, half, half);
+    let rotated = Tensor::cat(&[&(-x2), &x1], 3);
+    x * cos + rotated * sin
+}
+
+/// Where a query may look [batch, 1, seq, seq] (bool): earlier or equal positions, real keys,
+/// and, with a window, keys fewer than `window` positions back.
+pub fn allowed(key_real: &Tensor, window: Option<i64>) -> Tensor {
+    let seq = key_real.size()[1];
+    let device = key_real.device();
+    let q = Tensor::arange(seq, (Kind::Int64, device)).unsqueeze(1);
+    let k = Tensor::arange(seq, (Kind::Int64, device)).unsqueeze(0);
+    let mut ok = k.le_tensor(&q);
+    if let Some(w) = window {
+        ok = ok.logical_and(&k.gt_tensor(&(&q - w)));
+    }
+    ok.unsqueeze(0).logical_and(&key_real.to_kind(Kind::Bool).unsqueeze(1)).unsqueeze(1)
+}
+
+/// Eager attention: q [b, heads, s, d], k/v [b, kv_heads, s, d]; scores scaled, plus `bias`
+/// (broadcast), soft-capped, masked to `allowed` (the dtype's minimum elsewhere, as transformers
+/// does), softmax in fp32; returns [b, s, heads·d].
+pub fn attend(
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    scale: f64,
+    bias: Option<&Tensor>,
+    softcap: Option<f64>,
+    allowed: &Tensor,
+) -> Tensor {
+    let (b, heads, s, d) = q.size4().expect("[batch, heads, seq, head_dim]");
+    let groups = heads / k.size()[1];
+    let (k, v) = if groups > 1 {
+        (k.repeat_interleave_self_int(groups, 1, None), v.repeat_interleave_self_int(groups, 1, None))
+    } else {
+        (k.shallow_clone(), v.shallow_clone())
+    };
+    let mut scores = q.matmul(&k.transpose(2, 3)) * scale;
+    if let Some(bias) = bias {
+        scores += bias;
+    }
+    if let Some(cap) = softcap {
+        scores = (scores / cap).tanh() * cap;
+    }
+    let min = match scores.kind() {
+        Kind::BFloat16 => -3.389_531_4e38,
+        Kind::Half => -65504.0,
+        _ => f32::MIN as f64,
+    };
+    let scores = scores.masked_fill(&allowed.logical_not(), min);
+    let probs = scores.softmax(-1, Kind::Float).to_kind(q.kind());
+    probs.matmul(&v).transpose(1, 2).reshape([b, s, heads * d])
+}

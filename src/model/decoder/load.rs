@@ -1,0 +1,159 @@
+//! A decoder's weights, memory-mapped: every safetensors file of the directory (single or
+//! sharded) is mapped copy-on-write and its tensors are views of the mapping, never read into a
+//! buffer first. [`Weights::take`] checks a tensor's shape, casts it to the run's dtype and device
+//! (no copy at all when both already match) and registers it in the `VarStore` under its HF
+//! name, so the store's paths are the checkpoint's tensor names.
+use crate::error::{Error, IoContext, Result};
+use safetensors::{Dtype, SafeTensors};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use tch::nn::VarStore;
+use tch::{Device, Kind, Tensor};
+
+/// The tensors of a model directory, as views of their mapped files.
+pub struct Weights {
+    /// `model.safetensors` or the shard index, for messages.
+    pub path: PathBuf,
+    tensors: BTreeMap<String, Tensor>,
+    /// The mappings the views point into; each loaded model keeps them alive.
+    pub maps: Vec<Arc<memmap2::MmapMut>>,
+    kind: Kind,
+    device: Device,
+}
+
+fn kind_of(dtype: Dtype) -> Option<Kind> {
+    Some(match dtype {
+        Dtype::F32 => Kind::Float,
+        Dtype::F16 => Kind::Half,
+        Dtype::BF16 => Kind::BFloat16,
+        Dtype::F64 => Kind::Double,
+        _ => return None,
+    })
+}
+
+/// Maps one file and makes a tensor view of each of its tensors.
+fn map_file(path: &Path, out: &mut BTreeMap<String, Tensor>) -> Result<Arc<memmap2::MmapMut>> {
+    let file = std::fs::File::open(path).with_path(path)?;
+    // SAFETY: a private copy-on-write mapping: writes (none are made) would not reach the file,
+    // and the views below never outlive it (the model holds the Arc).
+    let map = Arc::new(unsafe { memmap2::MmapOptions::new().map_copy(&file) }.with_path(path)?);
+    let st = SafeTensors::deserialize(&map[..])
+        .map_err(|e| Error::invalid(path, format!("not a valid safetensors file: {e}")))?;
+    for (name, view) in st.tensors() {
+        let kind = kind_of(view.dtype()).ok_or_else(|| {
+            Error::invalid(path, format!("tensor `{name}` has dtype {:?} (expected F32, F16 or BF16)", view.dtype()))
+        })?;
+        let shape: Vec<i64> = view.shape().iter().map(|&d| d as i64).collect();
+        let elt = kind.elt_size_in_bytes();
+        let data = view.data();
+        if !(data.as_ptr() as usize).is_multiple_of(elt) {
+            // Unaligned in the file (safetensors does not promise alignment): copy this one.
+            let t = Tensor::f_from_data_size(data, &shape, kind)
+                .map_err(|e| Error::torch(format!("tensor `{name}`"), e))?;
+            out.insert(name, t);
+            continue;
+        }
+        let mut strides = vec![1i64; shape.len()];
+        for i in (0..shape.len().saturating_sub(1)).rev() {
+            strides[i] = strides[i + 1] * shape[i + 1];
+        }
+        // SAFETY: `data` lies inside the mapping, which outlives the tensor (kept in `Weights`
+        // and then in the model), and its length is the shape's size (checked by safetensors).
+        let t = unsafe { Tensor::f_from_blob(data.as_ptr(), &shape, &strides, kind, Device::Cpu) }
+            .map_err(|e| Error::torch(format!("mapping tensor `{name}`"), e))?;
+        out.insert(name, t);
+    }
+    Ok(map)
+}
+
+impl Weights {
+    /// Maps `model.safetensors`, or every shard named by `model.safetensors.index.json`; the
+    /// tensors will be cast to `kind` on `device` as they are taken.
+    pub fn open(dir: &Path, kind: Kind, device: Device) -> Result<Self> {
+        let single = dir.join("model.safetensors");
+        let index = dir.join("model.safetensors.index.json");
+        let mut tensors = BTreeMap::new();
+        let mut maps = Vec::new();
+        let path = if single.exists() {
+            maps.push(map_file(&single, &mut tensors)?);
+            single
+        } else if index.exists() {
+            let text = crate::files::read_to_string(&index)?;
+            let json: serde_json::Value = serde_json::from_str(&text).map_err(|e| Error::json(&index, &e))?;
+            let map = json
+                .get("weight_map")
+                .and_then(|m| m.as_object())
+                .ok_or_else(|| Error::field(&index, "weight_map", "missing or not an object"))?;
+            let mut shards: Vec<&str> = map.values().filter_map(|v| v.as_str()).collect();
+            shards.sort_unstable();
+            shards.dedup();
+            for shard in shards {
+                maps.push(map_file(&dir.join(shard), &mut tensors)?);
+            }
+            index
+        } else {
+            return Err(Error::MissingFile {
+                path: single,
+                hint: "expected model.safetensors or model.safetensors.index.json (pytorch_model.bin is not read)"
+                    .into(),
+            });
+        };
+        Ok(Weights { path, tensors, maps, kind, device })
+    }
+
+    /// Whether the checkpoint has `name`.
+    pub fn has(&self, name: &str) -> bool {
+        self.tensors.contains_key(name)
+    }
+
+    /// Renames every tensor without `prefix` to `prefix` + its name (BLOOM checkpoints saved
+    /// from the bare model lack `transformer.`).
+    pub fn add_prefix_if_bare(&mut self, prefix: &str, probe: &str) {
+        if !self.tensors.contains_key(&format!("{prefix}{probe}")) && self.tensors.contains_key(probe) {
+            let old = std::mem::take(&mut self.tensors);
+            self.tensors =
+                old.into_iter()
+                    .map(|(n, t)| {
+                        if n.starts_with(prefix) || n == "lm_head.weight" {
+                            (n, t)
+                        } else {
+                            (format!("{prefix}{n}"), t)
+                        }
+                    })
+                    .collect();
+        }
+    }
+
+    /// The tensor `name` with shape `shape`, in the run's dtype and device, registered in `vs`
+    /// at the path `name`.
+    pub fn take(&mut self, vs: &VarStore, name: &str, shape: &[i64]) -> Result<Tensor> {
+        let t = self.tensors.remove(name).ok_or_else(|| {
+            Error::invalid(
+                &self.path,
+                format!("tensor `{name}` is missing (is this checkpoint the family config.json names?)"),
+            )
+        })?;
+        if t.size() != shape {
+            return Err(Error::Shape {
+                path: self.path.clone(),
+                tensor: name.into(),
+                expected: shape.to_vec(),
+                found: t.size(),
+            });
+        }
+        let t = t.to_device(self.device).to_kind(self.kind);
+        let mut parts: Vec<&str> = name.split('.').collect();
+        let last = parts.pop().unwrap_or(name);
+        let mut p = vs.root();
+        for part in parts {
+            p = p.sub(part);
+        }
+        Ok(p.add(last, t, false))
+    }
+
+    /// Names left untaken, sorted (for a note).
+    pub fn leftover(&self) -> Vec<String> {
+        self.tensors.keys().cloned().collect()
+    }
+}

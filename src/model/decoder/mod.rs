@@ -1,0 +1,125 @@
+//! Causal (decoder-only) LMs from Hugging Face directories: the family chosen by
+//! `config.json` (`config`), the weights memory-mapped from single or sharded safetensors
+//! (`load`), the shared pieces (`layers`), the RoPE families in one network with per-family
+//! switches (`rope`: Llama, Mistral, Qwen2/3, Gemma 2/3, OLMo 2/3), BLOOM (`bloom`), and the
+//! directory's own `tokenizer.json` with its BOS/EOS (`tokenizer`). Weights keep HF's names as
+//! `VarStore` paths. BERT directories are loaded by `model_dir`, untouched by this.
+pub mod bloom;
+pub mod config;
+pub mod layers;
+pub mod load;
+pub mod rope;
+pub mod tokenizer;
+
+pub use config::{DecoderConfig, Family};
+pub use tokenizer::{CausalTokenizer, SpecialToken};
+
+use crate::error::{Error, Result};
+use std::path::Path;
+use tch::nn::VarStore;
+use tch::{Device, Kind, Tensor};
+
+/// The network of one family.
+#[derive(Debug)]
+enum Net {
+    Rope(rope::RopeDecoder),
+    Bloom(bloom::Bloom),
+}
+
+/// A causal LM ready to score: network, variables, configuration, tokenizer.
+pub struct CausalLm {
+    net: Net,
+    /// Its weights under their HF names (views of the mapped files where dtype and device allow).
+    pub vs: VarStore,
+    /// The configuration.
+    pub config: DecoderConfig,
+    /// The directory's tokenizer.
+    pub tokenizer: CausalTokenizer,
+    /// The dtype the forward pass runs in (fp32 on CPU, bf16 on CUDA).
+    pub kind: Kind,
+    /// Where it runs.
+    pub device: Device,
+    /// Checkpoint tensors the network does not use (sorted).
+    pub unused: Vec<String>,
+    _maps: Vec<std::sync::Arc<memmap2::MmapMut>>,
+}
+
+/// Whether `dir`'s `config.json` describes a causal LM: a family indolm loads, or any other
+/// `…ForCausalLM`/`…LMHeadModel` architecture (which [`load_causal_lm`] then refuses, naming
+/// the supported families). False for BERT and for a missing or unreadable config.
+pub fn is_causal_dir(dir: &Path) -> bool {
+    let Ok(text) = std::fs::read_to_string(dir.join("config.json")) else { return false };
+    let Ok(v) = serde_json::from_str::<serde_json::Value>(&text) else { return false };
+    let causal_arch = v["architectures"].as_array().is_some_and(|a| {
+        a.iter().filter_map(|x| x.as_str()).any(|x| x.ends_with("ForCausalLM") || x.ends_with("LMHeadModel"))
+    });
+    causal_arch || config::family_of(&dir.join("config.json"), &v).is_ok()
+}
+
+/// The dtype a forward pass runs in on `device`: fp32 on the CPU, bf16 on CUDA.
+pub fn run_kind(device: Device) -> Kind {
+    if device.is_cuda() {
+        Kind::BFloat16
+    } else {
+        Kind::Float
+    }
+}
+
+/// Loads the causal LM in `dir` onto `device`, in [`run_kind`]'s dtype.
+pub fn load_causal_lm(dir: &Path, device: Device) -> Result<CausalLm> {
+    load_causal_lm_as(dir, device, run_kind(device))
+}
+
+/// Loads the causal LM in `dir` onto `device`, its weights cast to `kind`.
+pub fn load_causal_lm_as(dir: &Path, device: Device, kind: Kind) -> Result<CausalLm> {
+    let config_path = dir.join("config.json");
+    if !config_path.exists() {
+        return Err(Error::MissingFile {
+            path: config_path,
+            hint: "a causal LM directory holds config.json, model.safetensors (or shards) and tokenizer.json".into(),
+        });
+    }
+    let config = DecoderConfig::from_file(&config_path)?;
+    let tokenizer = CausalTokenizer::from_dir(dir, config.bos_token_id, config.eos_token_id)?;
+    let tokens = tokenizer.vocab_size() as i64;
+    if tokens > config.vocab_size {
+        return Err(Error::field(
+            &config_path,
+            "vocab_size",
+            format!(
+                "the tokenizer ({}) has {tokens} tokens but the model's vocab_size is {}",
+                tokenizer.source.display(),
+                config.vocab_size
+            ),
+        ));
+    }
+    let mut weights = load::Weights::open(dir, kind, device)?;
+    let vs = VarStore::new(device);
+    let net = tch::no_grad(|| -> Result<Net> {
+        Ok(match config.family {
+            Family::Bloom => Net::Bloom(bloom::Bloom::take(&mut weights, &vs, &config)?),
+            _ => Net::Rope(rope::RopeDecoder::take(&mut weights, &vs, &config)?),
+        })
+    })?;
+    let unused = weights.leftover();
+    Ok(CausalLm { net, vs, config, tokenizer, kind, device, unused, _maps: weights.maps })
+}
+
+impl CausalLm {
+    /// Final hidden states [batch, seq, hidden] of right-padded `ids` [batch, seq] whose real
+    /// tokens are marked 1 in `mask`.
+    pub fn hidden(&self, ids: &Tensor, mask: &Tensor) -> Tensor {
+        match &self.net {
+            Net::Rope(n) => n.hidden(ids, mask),
+            Net::Bloom(n) => n.hidden(ids, mask),
+        }
+    }
+
+    /// Next-token logits (fp32) of hidden states [.., hidden].
+    pub fn logits(&self, hidden: &Tensor) -> Tensor {
+        match &self.net {
+            Net::Rope(n) => n.logits(hidden),
+            Net::Bloom(n) => n.logits(hidden),
+        }
+    }
+}

@@ -1,0 +1,269 @@
+//! Causal LMs against transformers: for each family a tiny random model built with
+//! transformers' own class (`hf_reference.py make-decoder`: seeded, eager attention, GQA 4:2,
+//! sliding windows shorter than the sentences, soft-capping for Gemma 2, tied and untied
+//! embeddings, Llama 3.1 RoPE scaling, sharded weights for two) and a tokenizer trained with
+//! `tokenizers` (byte-level BPE, Metaspace BPE, Unigram). indolm's token ids must equal
+//! `AutoTokenizer`'s, its per-token log-probabilities transformers' (batch of one, no padding)
+//! within 1e-4 relative while indolm scores all sentences in one right-padded batch, and its
+//! sentence sums lm-evaluation-harness's rule computed in Python.
+use crate::common::*;
+use indolm::eval::causal::CausalScorer;
+use indolm::model::decoder::load_causal_lm;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+use tch::Device;
+
+const TOLERANCE: f64 = 1e-4;
+
+/// Builds `family`'s fixture (model, tokenizer, reference.json) in a fresh scratch directory.
+fn fixture(family: &str) -> PathBuf {
+    let dir = scratch(&format!("decoder-{family}"));
+    reference(&["make-decoder", family, dir.to_str().unwrap()]);
+    dir
+}
+
+fn relative(a: f64, b: f64) -> f64 {
+    (a - b).abs() / b.abs().max(1e-3)
+}
+
+/// Scores the reference sentences with indolm and compares; returns the max relative
+/// difference of the per-token log-probabilities.
+fn check(dir: &Path, family: &str) -> f64 {
+    let reference: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("reference.json")).unwrap()).unwrap();
+    let lm = load_causal_lm(dir, Device::Cpu).unwrap();
+    assert!(lm.unused.is_empty(), "{family}: unused tensors {:?}", lm.unused);
+    let scorer = CausalScorer::new(&lm).unwrap();
+    let convention = scorer.convention();
+    assert_eq!(convention.prefix_token_id, reference["prefix_token_id"].as_i64().unwrap(), "{family}");
+    assert_eq!(convention.prefix_token, reference["prefix_token"].as_str().unwrap());
+    assert_eq!((convention.prefix_is.as_str(), convention.score.as_str()), ("bos", "sum"));
+    let sentences = reference["sentences"].as_array().unwrap();
+    let texts: Vec<&str> = sentences.iter().map(|s| s["text"].as_str().unwrap()).collect();
+    let scores = scorer.score_texts(&texts).unwrap();
+    let (mut max_token, mut max_sum) = (0f64, 0f64);
+    for (s, got) in sentences.iter().zip(&scores) {
+        let ids: Vec<i64> = s["ids"].as_array().unwrap().iter().map(|v| v.as_i64().unwrap()).collect();
+        assert_eq!(got.ids, ids, "{family}: token ids differ from AutoTokenizer's for {:?}", s["text"]);
+        let expected: Vec<f64> = s["logprobs"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect();
+        assert_eq!(got.log_probs.len(), expected.len());
+        for (a, b) in got.log_probs.iter().zip(&expected) {
+            max_token = max_token.max(relative(*a, *b));
+        }
+        max_sum = max_sum.max(relative(got.sum, s["sum"].as_f64().unwrap()));
+    }
+    let lengths: Vec<usize> = scores.iter().map(|s| s.tokens()).collect();
+    println!(
+        "{family}: {} sentences of {lengths:?} tokens after {:?} (id {}); max relative difference per token {max_token:.2e}, per sentence sum {max_sum:.2e}",
+        scores.len(),
+        convention.prefix_token,
+        convention.prefix_token_id
+    );
+    assert!(max_token < TOLERANCE && max_sum < TOLERANCE, "{family}: {max_token:e} / {max_sum:e}");
+    max_token
+}
+
+/// The Llama fixture, built once and shared by the tests that only read it.
+fn llama() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| fixture("llama"))
+}
+
+#[test]
+fn llama_matches_transformers() {
+    let dir = llama();
+    check(dir, "llama");
+    // Batching does not change a score: each sentence alone gives the same numbers.
+    let lm = load_causal_lm(dir, Device::Cpu).unwrap();
+    let mut scorer = CausalScorer::new(&lm).unwrap();
+    let texts: Vec<String> =
+        std::fs::read_to_string(dir.join("sentences.txt")).unwrap().lines().map(str::to_string).collect();
+    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+    let batched = scorer.score_texts(&refs).unwrap();
+    scorer.token_budget = 1;
+    let alone = scorer.score_texts(&refs).unwrap();
+    for (a, b) in batched.iter().zip(&alone) {
+        assert!((a.sum - b.sum).abs() < 1e-4 * b.sum.abs(), "{} vs {}", a.sum, b.sum);
+        assert!((a.perplexity() - (-a.sum / a.tokens() as f64).exp()).abs() < 1e-9);
+    }
+}
+
+#[test]
+fn llama3_with_rope_scaling_and_shards_matches_transformers() {
+    let dir = fixture("llama3");
+    assert!(dir.join("model.safetensors.index.json").exists());
+    check(&dir, "llama3");
+}
+
+#[test]
+fn mistral_with_a_sliding_window_matches_transformers() {
+    check(&fixture("mistral"), "mistral");
+}
+
+#[test]
+fn qwen2_matches_transformers() {
+    check(&fixture("qwen2"), "qwen2");
+}
+
+#[test]
+fn qwen3_matches_transformers() {
+    let dir = fixture("qwen3");
+    assert!(dir.join("model.safetensors.index.json").exists());
+    check(&dir, "qwen3");
+}
+
+#[test]
+fn gemma2_matches_transformers() {
+    check(&fixture("gemma2"), "gemma2");
+}
+
+#[test]
+fn gemma3_matches_transformers() {
+    check(&fixture("gemma3"), "gemma3");
+}
+
+#[test]
+fn olmo2_matches_transformers() {
+    check(&fixture("olmo2"), "olmo2");
+}
+
+#[test]
+fn olmo3_matches_transformers() {
+    check(&fixture("olmo3"), "olmo3");
+}
+
+#[test]
+fn bloom_matches_transformers() {
+    check(&fixture("bloom"), "bloom");
+}
+
+#[test]
+fn unknown_model_types_are_refused() {
+    let dir = scratch("decoder-unknown");
+    std::fs::write(dir.join("config.json"), r#"{"model_type": "gpt2", "architectures": ["GPT2LMHeadModel"]}"#).unwrap();
+    let err = load_causal_lm(&dir, Device::Cpu).err().expect("refused").to_string();
+    assert!(
+        err.ends_with("config.json: field `model_type`: `gpt2` is not a supported causal LM (supported: llama, mistral, qwen2, qwen3, gemma2, gemma3_text, olmo2, olmo3, bloom)"),
+        "{err}"
+    );
+}
+
+#[test]
+fn eval_pll_on_a_decoder_prints_log_likelihoods_with_the_convention() {
+    let dir = llama();
+    let reference: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("reference.json")).unwrap()).unwrap();
+    let text = dir.join("sentences.txt");
+    let (stdout, stderr) = indolm_ok(&[
+        "--threads",
+        "1",
+        "eval",
+        "pll",
+        "--model",
+        dir.to_str().unwrap(),
+        "--text",
+        text.to_str().unwrap(),
+        "--json",
+    ]);
+    assert!(stderr.contains("scored after <s> (id 2, its bos)"), "{stderr}");
+    let lines: Vec<Value> = stdout.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let sentences = reference["sentences"].as_array().unwrap();
+    assert_eq!(lines.len(), sentences.len());
+    for (got, s) in lines.iter().zip(sentences) {
+        assert_eq!(got["sentence"], s["text"]);
+        let (ll, expected) = (got["log_likelihood"].as_f64().unwrap(), s["sum"].as_f64().unwrap());
+        let tokens = s["ids"].as_array().unwrap().len();
+        assert!(relative(ll, expected) < TOLERANCE, "{ll} vs {expected}");
+        assert_eq!(got["tokens"].as_u64().unwrap() as usize, tokens);
+        assert!((got["perplexity"].as_f64().unwrap() - (-ll / tokens as f64).exp()).abs() < 1e-9);
+        assert_eq!(
+            (got["prefix_token_id"].as_i64(), got["prefix_token"].as_str(), got["score"].as_str()),
+            (Some(2), Some("<s>"), Some("sum"))
+        );
+    }
+    // Masked-LM metrics do not apply.
+    let err = indolm_fails(&[
+        "eval",
+        "pll",
+        "--model",
+        dir.to_str().unwrap(),
+        "--text",
+        text.to_str().unwrap(),
+        "--metric",
+        "aul",
+    ]);
+    assert!(err.contains("is a causal LM: only `pll` applies"), "{err}");
+}
+
+#[test]
+fn eval_bias_on_a_decoder_decides_pairs_by_perplexity_and_by_sums() {
+    use indolm::eval::bias::records::read_records;
+    let dir = llama();
+    let work = scratch("decoder-bias");
+    let pairs_csv = test_data().join("crows-pairs/crows_pairs_anonymized.csv");
+    let out = work.join("eval");
+    let model = dir.to_str().unwrap();
+    indolm_ok(&[
+        "--threads",
+        "1",
+        "eval",
+        "bias",
+        "--model",
+        model,
+        "--pairs",
+        pairs_csv.to_str().unwrap(),
+        "--metric",
+        "pppl",
+        "crows",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    // transformers' log-likelihoods of every pair's two sentences, the lm-eval rule.
+    let pairs = indolm::eval::pairs::load_crows(&pairs_csv).unwrap();
+    let pairs = &pairs.languages[0].1;
+    let sentences = work.join("sentences.txt");
+    let text: Vec<String> = pairs.iter().flat_map(|p| [p.pro.clone(), p.anti.clone()]).collect();
+    std::fs::write(&sentences, text.join("\n") + "\n").unwrap();
+    let ref_path = work.join("reference.json");
+    reference(&["causal-ref", model, sentences.to_str().unwrap(), ref_path.to_str().unwrap()]);
+    let reference: Value = serde_json::from_str(&std::fs::read_to_string(&ref_path).unwrap()).unwrap();
+    let sums: Vec<(f64, usize)> = reference["sentences"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| (s["sum"].as_f64().unwrap(), s["ids"].as_array().unwrap().len()))
+        .collect();
+    let (mut pro_wins_ppl, mut pro_wins_sum) = (0, 0);
+    for (metric_dir, by_perplexity) in [(out.clone(), true), (out.join("bias-crows"), false)] {
+        let records = read_records(&metric_dir.join("bias_pairs.csv")).unwrap();
+        assert_eq!(records.len(), pairs.len());
+        let report: Value =
+            serde_json::from_str(&std::fs::read_to_string(metric_dir.join("bias.json")).unwrap()).unwrap();
+        assert_eq!(report["causal"]["prefix_token_id"], 2, "{}", report["causal"]);
+        assert_eq!(report["causal"]["score"], "sum");
+        for (r, pair) in records.iter().zip(sums.chunks(2)) {
+            let ((pro, np), (anti, na)) = (pair[0], pair[1]);
+            assert!(relative(r.pro_pll, pro) < TOLERANCE && relative(r.anti_pll, anti) < TOLERANCE);
+            assert_eq!((r.pro_tokens, r.anti_tokens), (np, na));
+            let expected = if by_perplexity {
+                (-pro / np as f64).exp() < (-anti / na as f64).exp()
+            } else {
+                (pro * 1000.0).round() > (anti * 1000.0).round()
+            };
+            assert_eq!(r.is_win(), expected, "{r:?}");
+            if r.is_win() {
+                if by_perplexity {
+                    pro_wins_ppl += 1
+                } else {
+                    pro_wins_sum += 1
+                }
+            }
+        }
+    }
+    println!(
+        "{} CrowS pairs: stereotype preferred by perplexity in {pro_wins_ppl}, by log-likelihood sum in {pro_wins_sum}",
+        pairs.len()
+    );
+    let err =
+        indolm_fails(&["eval", "bias", "--model", model, "--pairs", pairs_csv.to_str().unwrap(), "--metric", "aul"]);
+    assert!(err.contains("`aul` needs a masked LM"), "{err}");
+}
