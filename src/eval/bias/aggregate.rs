@@ -136,5 +136,6 @@ pub fn aggregate(metric: BiasMetric, step: Option<u64>, records: &[PairRecord], 
         languages,
         all_languages: all_languages(&by_language, bootstrap),
         records_sha256: None,
+        warning: None,
     }
 }
