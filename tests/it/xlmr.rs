@@ -230,3 +230,51 @@ fn xlmr_without_mlm_head_is_refused_for_scoring_unless_allowed() {
         assert!(csv.starts_with("# warning: the MLM head was initialised randomly"), "{}", &csv[..80]);
     }
 }
+
+#[test]
+fn xlmr_sentiment_finetune_saves_what_transformers_loads_with_the_same_outputs() {
+    use indolm::tasks::classifier::SequenceClassifier;
+    let dir = scratch("xlmr-sentiment");
+    let recipe = dir.join("xlmr.toml");
+    let text = format!(
+        "name = \"xlmr\"\nseed = 3407\noutput_dir = \"{out}\"\ninit = \"{init}\"\n[data]\nroot = \"{root}\"\nlanguages = [\"indonesian\"]\nsetting = \"monolingual\"\nmax_len = 64\n[optimizer]\nlr = 1e-3\nbatch_size = 64\nmax_epochs = 1\nschedule = \"constant\"\neps = 1e-8\nweight_decay = 0.0\ngrad_clip = 10.0\n[eval]\npatience = 3\n[checkpoint]\nevery = 50\n[logging]\ntensorboard = \"{runs}\"\nevery = 5\n",
+        out = dir.join("ck").display(),
+        runs = dir.join("runs").display(),
+        init = xlmr_model().display(),
+        root = test_data().join("nusax/sentiment").display()
+    );
+    std::fs::write(&recipe, text).unwrap();
+    let (stdout, _) = indolm_ok(&["--threads", "1", "finetune", "sentiment", recipe.to_str().unwrap()]);
+    assert!(stdout.contains("no classifier in the checkpoint"), "{stdout}");
+    let model = dir.join("ck/xlmr/indonesian");
+    let config: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(model.join("config.json")).unwrap()).unwrap();
+    assert_eq!(config["model_type"], "xlm-roberta");
+    assert_eq!(config["architectures"][0], "XLMRobertaForSequenceClassification");
+    let names = weights::read_file(&model.join("model.safetensors")).unwrap().into_keys().collect::<Vec<_>>();
+    assert!(names.iter().all(|n| n.starts_with("roberta.") || n.starts_with("classifier.")), "{names:?}");
+    assert!(names.contains(&"classifier.out_proj.weight".to_string()) && !names.iter().any(|n| n.contains("pooler")));
+    // Texts of different lengths: transformers pads them into one batch.
+    let texts = [
+        "Makanannya enak sekali dan pelayanannya ramah.",
+        "Saya kecewa, pesanan datang terlambat dan makanannya dingin.",
+        "Toko buka pukul delapan pagi.",
+    ];
+    std::fs::write(dir.join("texts.txt"), texts.join("\n")).unwrap();
+    let out = dir.join("hf.json");
+    reference(&["classify", model.to_str().unwrap(), dir.join("texts.txt").to_str().unwrap(), out.to_str().unwrap()]);
+    let hf: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    assert_eq!(hf["id2label"]["0"], "negative");
+    let labels: Vec<String> = (0..3).map(|i| hf["id2label"][i.to_string()].as_str().unwrap().to_string()).collect();
+    let (classifier, notes) = SequenceClassifier::load(&model, &labels, Device::Cpu).unwrap();
+    assert!(notes.is_empty(), "{:?}", notes.iter().map(|n| n.to_string()).collect::<Vec<_>>());
+    let ours = classifier.predict(&texts, 128).unwrap();
+    let mut worst: f64 = 0.0;
+    for (o, t) in ours.iter().zip(hf["probs"].as_array().unwrap()) {
+        for (a, b) in o.iter().zip(t.as_array().unwrap()) {
+            worst = worst.max((a - b.as_f64().unwrap()).abs());
+        }
+    }
+    println!("fine-tuned XLM-R in transformers: max |probability difference| {worst:.2e}");
+    assert!(worst < 1e-5);
+}
