@@ -37,6 +37,10 @@ pub enum EvalCommand {
         /// Print JSON lines instead of a table.
         #[arg(long)]
         json: bool,
+        /// Score a model whose checkpoint has no MLM head (initialised randomly; refused
+        /// otherwise): every output then carries a warning.
+        #[arg(long)]
+        allow_random_head: bool,
     },
     /// Stereotype win rates on IndoBias-Pairs (or CrowS-Pairs) per language, domain and subdomain.
     Bias(BiasArgs),
@@ -119,6 +123,10 @@ pub struct BiasArgs {
     /// without it, a run whose checkpoints hold one is refused.
     #[arg(long, requires = "run")]
     pub overwrite: bool,
+    /// Score a model whose checkpoint has no MLM head (initialised randomly; refused
+    /// otherwise): bias.json, the tables, the summary and bias_pairs.csv then carry a warning.
+    #[arg(long)]
+    pub allow_random_head: bool,
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -187,11 +195,19 @@ fn causal_pll(model: &Path, text: &Path, metric: PllMetric, json: bool, device: 
 
 /// `eval pll`: PLL, scored tokens and pseudo-perplexity of each line, as a table or JSON lines
 /// (a causal LM's log-likelihoods for a decoder directory).
-fn pll(model: &Path, text: &Path, metric: PllMetric, json: bool, device: Device) -> Result<()> {
+fn pll(
+    model: &Path,
+    text: &Path,
+    metric: PllMetric,
+    json: bool,
+    allow_random_head: bool,
+    device: Device,
+) -> Result<()> {
     if is_causal_dir(model) {
         return causal_pll(model, text, metric, json, device);
     }
     let mut loaded = load_masked_lm(model, device)?;
+    let warning = loaded.require_trained_head(model, allow_random_head)?;
     loaded.model.set_precision(indolm::device::default_precision(device));
     let scorer = PllScorer::new(&loaded.model, &loaded.tokenizer, device);
     let content = read_to_string(text)?;
@@ -199,7 +215,7 @@ fn pll(model: &Path, text: &Path, metric: PllMetric, json: bool, device: Device)
     let mut inputs: Vec<ScoringInput> = Vec::new();
     let mut labels: Vec<String> = Vec::new();
     if matches!(metric, PllMetric::Aul | PllMetric::Aula) {
-        return unmasked(&loaded, &lines, metric, json, device);
+        return unmasked(&loaded, &lines, metric, json, warning.as_deref(), device);
     }
     for (i, line) in lines.iter().enumerate() {
         match metric {
@@ -230,21 +246,28 @@ fn pll(model: &Path, text: &Path, metric: PllMetric, json: bool, device: Device)
         "scored {positions} masked positions in {secs:.3} s ({:.0} positions/s)",
         positions as f64 / secs.max(1e-9)
     );
-    print_scores(&labels, &scores, json);
+    print_scores(&labels, &scores, json, warning.as_deref());
     Ok(())
 }
 
-/// The scores as a table, or as JSON lines.
-fn print_scores(labels: &[String], scores: &[indolm::eval::pll::SentenceScore], json: bool) {
+/// The scores as a table (after the warning, if any), or as JSON lines (each with it).
+fn print_scores(labels: &[String], scores: &[indolm::eval::pll::SentenceScore], json: bool, warning: Option<&str>) {
+    if let Some(w) = warning {
+        eprintln!("warning: {w}");
+    }
     if !json {
+        if let Some(w) = warning {
+            outln!("**Warning:** {w}\n");
+        }
         outln!("| pll | tokens | pppl | rank-1 | sentence |\n|---:|---:|---:|---:|---|");
     }
     for (label, s) in labels.iter().zip(scores) {
         if json {
-            outln!(
-                "{}",
-                serde_json::json!({"sentence": label, "pll": s.pll, "tokens": s.tokens, "pppl": s.pppl(), "correct": s.correct})
-            );
+            let mut line = serde_json::json!({"sentence": label, "pll": s.pll, "tokens": s.tokens, "pppl": s.pppl(), "correct": s.correct});
+            if let Some(w) = warning {
+                line["warning"] = w.into();
+            }
+            outln!("{line}");
         } else {
             outln!("| {:.4} | {} | {:.2} | {} | {} |", s.pll, s.tokens, s.pppl(), s.correct, label);
         }
@@ -257,6 +280,7 @@ fn unmasked(
     lines: &[&str],
     metric: PllMetric,
     json: bool,
+    warning: Option<&str>,
     device: Device,
 ) -> Result<()> {
     let scorer = indolm::eval::aul::UnmaskedScorer::new(&loaded.model, &loaded.tokenizer, device);
@@ -264,7 +288,7 @@ fn unmasked(
     let scores: Vec<_> =
         scorer.score(&inputs).into_iter().map(|s| if metric == PllMetric::Aul { s.aul } else { s.aula }).collect();
     let labels: Vec<String> = lines.iter().map(|l| l.to_string()).collect();
-    print_scores(&labels, &scores, json);
+    print_scores(&labels, &scores, json, warning);
     Ok(())
 }
 
@@ -308,13 +332,20 @@ fn bias(args: &BiasArgs, device: Device) -> Result<()> {
             return Ok(evaluations);
         }
         let mut loaded = load_masked_lm(dir, device)?;
+        let warning = loaded.require_trained_head(dir, args.allow_random_head)?;
         for note in &loaded.notes {
             eprintln!("note: {note}");
+        }
+        if let Some(w) = &warning {
+            eprintln!("warning: {w}");
         }
         loaded.model.set_precision(indolm::device::default_precision(device));
         let scorer = PllScorer::new(&loaded.model, &loaded.tokenizer, device);
         let started = std::time::Instant::now();
-        let evaluations = evaluate_under(&scorer, &pairs, &metrics, languages, step, bootstrap)?;
+        let mut evaluations = evaluate_under(&scorer, &pairs, &metrics, languages, step, bootstrap)?;
+        for evaluation in &mut evaluations {
+            evaluation.report.warning = warning.clone();
+        }
         let names: Vec<String> = metrics.iter().map(|m| m.to_string()).collect();
         eprintln!("scored under {} in {:.2} s", names.join(", "), started.elapsed().as_secs_f64());
         Ok(evaluations)
@@ -462,7 +493,9 @@ fn rouge(pred: &Path, reference: &Path) -> Result<()> {
 /// Runs an `eval` subcommand; `device` parses `--device` for the ones that load a model.
 pub fn run(command: EvalCommand, device: &dyn Fn() -> Result<Device>) -> Result<()> {
     match command {
-        EvalCommand::Pll { model, text, metric, json } => pll(&model, &text, metric, json, device()?),
+        EvalCommand::Pll { model, text, metric, json, allow_random_head } => {
+            pll(&model, &text, metric, json, allow_random_head, device()?)
+        }
         EvalCommand::Bias(args) => bias(&args, device()?),
         EvalCommand::Rouge { pred, reference } => rouge(&pred, &reference),
         EvalCommand::SummarizationBaselines { data, split } => summarization_baselines(&data, &split),

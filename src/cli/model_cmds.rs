@@ -100,13 +100,17 @@ pub fn fill_mask(model: &Path, text: &str, top_k: i64, device: Device) -> Result
     let mut loaded = load_masked_lm(model, device)?;
     print_notes(&loaded.notes);
     loaded.model.set_precision(indolm::device::default_precision(device));
-    let ids: Vec<i64> = loaded.tokenizer.encode(text)?.into_iter().map(i64::from).collect();
+    let ids: Vec<i64> =
+        loaded.tokenizer.encode(&loaded.tokenizer.with_model_mask(text))?.into_iter().map(i64::from).collect();
     let mask_id = loaded.tokenizer.special.mask;
     let positions: Vec<i64> = ids.iter().enumerate().filter(|(_, &t)| t == mask_id).map(|(i, _)| i as i64).collect();
     if positions.is_empty() {
-        return Err(Error::argument("--text", "the text has no [MASK] token"));
+        return Err(Error::argument(
+            "--text",
+            format!("the text has no [MASK] token (or the model's {})", loaded.tokenizer.special_names.mask()),
+        ));
     }
-    let limit = loaded.config.max_position_embeddings;
+    let limit = loaded.model.max_positions() as i64;
     if ids.len() as i64 > limit {
         return Err(Error::argument(
             "--text",

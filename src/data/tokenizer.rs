@@ -1,6 +1,9 @@
 //! The tokenizer: an uncased BERT WordPiece loaded from an HF `tokenizer.json` or a BERT
-//! `vocab.txt` through the `tokenizers` crate, with batch encoding into padded tensors and
-//! saving in the layout transformers' `AutoTokenizer` loads.
+//! `vocab.txt` through the `tokenizers` crate, or any other `tokenizer.json` (XLM-R's
+//! SentencePiece Unigram) whose special tokens are named by the directory's
+//! `special_tokens_map.json` / `tokenizer_config.json`, its post-processor, or BERT's or
+//! RoBERTa's usual names; with batch encoding into padded tensors and saving in the layout
+//! transformers' `AutoTokenizer` loads.
 use crate::error::{Error, Result};
 use crate::files::{read_to_string, write_atomic, write_json};
 use std::path::{Path, PathBuf};
@@ -15,7 +18,27 @@ use tokenizers::{AddedToken, Tokenizer};
 /// BERT's special tokens; every vocabulary must have them.
 pub const SPECIAL_TOKENS: [&str; 5] = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"];
 
-/// Ids of the special tokens BERT needs.
+/// RoBERTa's (XLM-R's) names for the special tokens, in `SPECIAL_TOKENS`' order.
+pub const ROBERTA_SPECIAL_TOKENS: [&str; 5] = ["<pad>", "<unk>", "<s>", "</s>", "<mask>"];
+
+/// The special-token keys of `special_tokens_map.json` / `tokenizer_config.json`, in
+/// `SPECIAL_TOKENS`' order.
+const SPECIAL_KEYS: [&str; 5] = ["pad_token", "unk_token", "cls_token", "sep_token", "mask_token"];
+
+/// The text of the special tokens (`[PAD]` … for BERT, `<pad>` … for XLM-R), in the order of
+/// [`SpecialIds`]' fields.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SpecialNames(pub [String; 5]);
+
+impl SpecialNames {
+    /// The mask token's text (`[MASK]`, `<mask>`).
+    pub fn mask(&self) -> &str {
+        &self.0[4]
+    }
+}
+
+/// Ids of the special tokens BERT needs (XLM-R's `<pad> <unk> <s> </s> <mask>` play the same
+/// parts).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SpecialIds {
     /// `[PAD]`: fills rows up to the batch's longest.
@@ -51,6 +74,11 @@ pub struct TextTokenizer {
     pub source: PathBuf,
     /// Ids of the special tokens, checked present when loaded.
     pub special: SpecialIds,
+    /// Their texts, saved in `special_tokens_map.json`.
+    pub special_names: SpecialNames,
+    /// `tokenizer_config.json`'s `tokenizer_class` when one was read (saved back); WordPiece
+    /// tokenizers are saved as `BertTokenizer`.
+    pub tokenizer_class: Option<String>,
     /// Whether the normalizer lowercases (saved as `do_lower_case`).
     pub lowercase: bool,
 }
@@ -62,7 +90,8 @@ impl TextTokenizer {
         let json = dir.join("tokenizer.json");
         let vocab = dir.join("vocab.txt");
         if json.exists() {
-            let tokenizer = Self::from_tokenizer_json(&json)?;
+            let mut tokenizer = Self::from_tokenizer_json_declared(&json, declared_special_names(dir)?)?;
+            tokenizer.tokenizer_class = read_tokenizer_class(dir)?;
             // HF's slow tokenizer reads vocab.txt and its fast one tokenizer.json: when both are
             // here they must be the same vocabulary (a cut-short copy of one is not).
             if let Ok(text) = std::fs::read_to_string(&vocab) {
@@ -99,6 +128,11 @@ impl TextTokenizer {
     /// Loads an HF `tokenizer.json`; `lowercase` comes from its BERT normalizer (false for any
     /// other normalizer).
     pub fn from_tokenizer_json(path: &Path) -> Result<Self> {
+        Self::from_tokenizer_json_declared(path, [None, None, None, None, None])
+    }
+
+    /// As `from_tokenizer_json`, with special-token texts a directory's files declare.
+    fn from_tokenizer_json_declared(path: &Path, declared: [Option<String>; 5]) -> Result<Self> {
         if !path.exists() {
             return Err(Error::MissingFile { path: path.into(), hint: String::new() });
         }
@@ -108,7 +142,7 @@ impl TextTokenizer {
             Some(tokenizers::NormalizerWrapper::BertNormalizer(n)) => n.lowercase,
             _ => false,
         };
-        Self::with_special_ids(inner, path, lowercase)
+        Self::with_special_ids(inner, path, lowercase, declared)
     }
 
     /// The pipeline HF builds from a `vocab.txt` (see `bert_pipeline`), WordPiece with `[UNK]`
@@ -123,29 +157,63 @@ impl TextTokenizer {
             .build()
             .map_err(|e| Error::Tokenizer { path: path.into(), message: e.to_string() })?;
         let inner = bert_pipeline(model, lowercase);
-        Self::with_special_ids(inner, path, lowercase)
+        Self::with_special_ids(inner, path, lowercase, Default::default())
     }
 
     /// Wraps a tokenizer built in code (e.g. just trained), checking its special tokens.
     pub fn from_tokenizer(inner: Tokenizer, source: &Path, lowercase: bool) -> Result<Self> {
-        Self::with_special_ids(inner, source, lowercase)
+        Self::with_special_ids(inner, source, lowercase, Default::default())
     }
 
-    fn with_special_ids(inner: Tokenizer, path: &Path, lowercase: bool) -> Result<Self> {
-        let id = |token: &str| {
+    /// Finds the special tokens: each as `declared` (a directory's files) if it is, else the
+    /// post-processor's `cls`/`sep` (BERT's, RoBERTa's or a template's first and last special
+    /// token), else BERT's name if the vocabulary has it, else RoBERTa's.
+    fn with_special_ids(inner: Tokenizer, path: &Path, lowercase: bool, declared: [Option<String>; 5]) -> Result<Self> {
+        let (cls, sep) = post_processor_cls_sep(&inner);
+        let from_processor = [None, None, cls, sep, None];
+        let names: Vec<String> = (0..5)
+            .map(|i| {
+                declared[i].clone().or_else(|| from_processor[i].clone()).unwrap_or_else(|| {
+                    if inner.token_to_id(SPECIAL_TOKENS[i]).is_some()
+                        || inner.token_to_id(ROBERTA_SPECIAL_TOKENS[i]).is_none()
+                    {
+                        SPECIAL_TOKENS[i].to_string()
+                    } else {
+                        ROBERTA_SPECIAL_TOKENS[i].to_string()
+                    }
+                })
+            })
+            .collect();
+        let id = |i: usize| {
+            let token = &names[i];
             inner.token_to_id(token).map(i64::from).ok_or_else(|| Error::Tokenizer {
                 path: path.into(),
-                message: format!("the vocabulary has no {token} token (BERT needs {})", SPECIAL_TOKENS.join(" ")),
+                message: format!(
+                    "the vocabulary has no {token} token for its {} (BERT needs {}, XLM-R {})",
+                    SPECIAL_KEYS[i],
+                    SPECIAL_TOKENS.join(" "),
+                    ROBERTA_SPECIAL_TOKENS.join(" ")
+                ),
             })
         };
-        let special = SpecialIds {
-            pad: id("[PAD]")?,
-            unk: id("[UNK]")?,
-            cls: id("[CLS]")?,
-            sep: id("[SEP]")?,
-            mask: id("[MASK]")?,
-        };
-        Ok(TextTokenizer { inner, source: path.into(), special, lowercase })
+        let special = SpecialIds { pad: id(0)?, unk: id(1)?, cls: id(2)?, sep: id(3)?, mask: id(4)? };
+        let special_names = SpecialNames(names.try_into().expect("five names"));
+        Ok(TextTokenizer { inner, source: path.into(), special, special_names, tokenizer_class: None, lowercase })
+    }
+
+    /// `text` with BERT's `[MASK]` written as this tokenizer's mask token (`<mask>` for XLM-R),
+    /// so users mark masks the same way whatever the model.
+    pub fn with_model_mask(&self, text: &str) -> String {
+        if self.special_names.mask() == "[MASK]" {
+            text.to_string()
+        } else {
+            text.replace("[MASK]", self.special_names.mask())
+        }
+    }
+
+    /// Whether the model is a WordPiece (BERT's `vocab.txt` describes it).
+    fn is_wordpiece(&self) -> bool {
+        matches!(self.inner.get_model(), tokenizers::ModelWrapper::WordPiece(_))
     }
 
     /// Number of ids the tokenizer can produce (largest id + 1).
@@ -278,18 +346,32 @@ impl TextTokenizer {
             .to_string(true)
             .map_err(|e| Error::Tokenizer { path: self.source.clone(), message: e.to_string() })?;
         write_atomic(&dir.join("tokenizer.json"), json.as_bytes())?;
-        write_atomic(&dir.join("vocab.txt"), self.vocab_txt()?.as_bytes())?;
-        let config = serde_json::json!({
-            "tokenizer_class": "BertTokenizer",
-            "do_lower_case": self.lowercase,
-            "strip_accents": null,
-            "tokenize_chinese_chars": true,
-            "model_max_length": 512,
-            "unk_token": "[UNK]", "sep_token": "[SEP]", "pad_token": "[PAD]", "cls_token": "[CLS]", "mask_token": "[MASK]",
-        });
-        let specials = serde_json::json!({
-            "unk_token": "[UNK]", "sep_token": "[SEP]", "pad_token": "[PAD]", "cls_token": "[CLS]", "mask_token": "[MASK]",
-        });
+        let specials: serde_json::Map<String, serde_json::Value> =
+            SPECIAL_KEYS.iter().zip(&self.special_names.0).map(|(k, v)| (k.to_string(), v.clone().into())).collect();
+        let mut config = if self.is_wordpiece() {
+            write_atomic(&dir.join("vocab.txt"), self.vocab_txt()?.as_bytes())?;
+            serde_json::json!({
+                "tokenizer_class": self.tokenizer_class.as_deref().unwrap_or("BertTokenizer"),
+                "do_lower_case": self.lowercase,
+                "strip_accents": null,
+                "tokenize_chinese_chars": true,
+                "model_max_length": 512,
+            })
+        } else {
+            // tokenizer.json is the whole tokenizer; the class only tells AutoTokenizer which
+            // wrapper to put around it.
+            let class = self.tokenizer_class.as_deref().unwrap_or("PreTrainedTokenizerFast");
+            let mut config = serde_json::json!({"tokenizer_class": class, "model_max_length": 512});
+            if let (Some(bos), Some(eos)) =
+                (self.id_to_token(self.special.cls as u32), self.id_to_token(self.special.sep as u32))
+            {
+                config["bos_token"] = bos.into();
+                config["eos_token"] = eos.into();
+            }
+            config
+        };
+        config.as_object_mut().expect("an object").extend(specials.clone());
+        let specials = serde_json::Value::Object(specials);
         write_json(&dir.join("tokenizer_config.json"), &config)?;
         write_json(&dir.join("special_tokens_map.json"), &specials)
     }
@@ -351,6 +433,78 @@ pub fn pad_rows(rows: Vec<(Vec<i64>, Vec<i64>)>, pad_id: i64) -> EncodedBatch {
         attention_mask: Tensor::from_slice(&mask).view(shape),
         lengths,
     }
+}
+
+/// The `cls` and `sep` tokens of the post-processor (BERT's or RoBERTa's processing; a
+/// template's first and last special token of a single text), if it names them.
+fn post_processor_cls_sep(inner: &Tokenizer) -> (Option<String>, Option<String>) {
+    let Some(value) = inner.get_post_processor().and_then(|p| serde_json::to_value(p).ok()) else {
+        return (None, None);
+    };
+    let token = |v: &serde_json::Value| v.get(0).and_then(|t| t.as_str()).map(String::from);
+    match value.get("type").and_then(|t| t.as_str()) {
+        Some("BertProcessing" | "RobertaProcessing") => (token(&value["cls"]), token(&value["sep"])),
+        Some("TemplateProcessing") => {
+            let specials: Vec<String> = value["single"]
+                .as_array()
+                .map(|pieces| {
+                    pieces
+                        .iter()
+                        .filter_map(|p| p.get("SpecialToken").and_then(|s| s["id"].as_str()).map(String::from))
+                        .collect()
+                })
+                .unwrap_or_default();
+            match specials.as_slice() {
+                [first, .., last] => (Some(first.clone()), Some(last.clone())),
+                _ => (None, None),
+            }
+        }
+        _ => (None, None),
+    }
+}
+
+/// The special tokens `special_tokens_map.json`, else `tokenizer_config.json`, of `dir` name
+/// (a string, or an object with `content`), in `SPECIAL_KEYS` order.
+fn declared_special_names(dir: &Path) -> Result<[Option<String>; 5]> {
+    let mut names: [Option<String>; 5] = Default::default();
+    for file in ["special_tokens_map.json", "tokenizer_config.json"] {
+        let path = dir.join(file);
+        if !path.exists() {
+            continue;
+        }
+        let value: serde_json::Value =
+            serde_json::from_str(&read_to_string(&path)?).map_err(|e| Error::json(&path, &e))?;
+        for (slot, key) in names.iter_mut().zip(SPECIAL_KEYS) {
+            if slot.is_some() {
+                continue;
+            }
+            *slot = match value.get(key) {
+                None | Some(serde_json::Value::Null) => None,
+                Some(serde_json::Value::String(s)) => Some(s.clone()),
+                Some(v) => match v.get("content").and_then(|c| c.as_str()) {
+                    Some(s) => Some(s.to_string()),
+                    None => {
+                        return Err(Error::field(
+                            &path,
+                            key,
+                            format!("expected a token or {{\"content\": …}}, found {v}"),
+                        ))
+                    }
+                },
+            };
+        }
+    }
+    Ok(names)
+}
+
+/// `tokenizer_config.json`'s `tokenizer_class`, if the directory has one.
+fn read_tokenizer_class(dir: &Path) -> Result<Option<String>> {
+    let path = dir.join("tokenizer_config.json");
+    if !path.exists() {
+        return Ok(None);
+    }
+    let value: serde_json::Value = serde_json::from_str(&read_to_string(&path)?).map_err(|e| Error::json(&path, &e))?;
+    Ok(value.get("tokenizer_class").and_then(|c| c.as_str()).map(String::from))
 }
 
 fn read_do_lower_case(dir: &Path) -> Result<bool> {

@@ -98,6 +98,9 @@ pub struct BertEmbeddings {
     token_type_embeddings: Tensor,
     layer_norm: LayerNorm,
     dropout: f64,
+    /// RoBERTa's padding id, when positions are counted from it (see
+    /// [`BertConfig::position_offset`]).
+    position_offset: Option<i64>,
 }
 
 impl BertEmbeddings {
@@ -116,19 +119,33 @@ impl BertEmbeddings {
             token_type_embeddings: embedding(&p / "token_type_embeddings", c.type_vocab_size, c.hidden_size, std, None),
             layer_norm: LayerNorm::new(&p / "LayerNorm", c.hidden_size, c.layer_norm_eps),
             dropout: c.hidden_dropout_prob,
+            position_offset: c.position_offset(),
         }
     }
 
-    /// Positions the table has (`max_position_embeddings`): the longest input.
+    /// The longest input: the rows of the position table (`max_position_embeddings`), less
+    /// RoBERTa's `pad + 1` rows before its first position.
     pub fn max_positions(&self) -> usize {
-        self.position_embeddings.size()[0] as usize
+        (self.position_embeddings.size()[0] - self.position_offset.map_or(0, |pad| pad + 1)) as usize
+    }
+
+    /// Position ids [batch, seq] (or [seq], broadcast) of `input_ids` [batch, seq]: BERT's
+    /// `0..seq`; RoBERTa's as transformers' `create_position_ids_from_input_ids` (non-padding
+    /// tokens numbered from `pad + 1`, padding tokens at `pad`).
+    fn position_ids(&self, input_ids: &Tensor) -> Tensor {
+        match self.position_offset {
+            None => Tensor::arange(input_ids.size()[1], (Kind::Int64, input_ids.device())),
+            Some(pad) => {
+                let real = input_ids.ne(pad).to_kind(Kind::Int64);
+                real.cumsum(1, Kind::Int64) * &real + pad
+            }
+        }
     }
 
     /// Embeddings [batch, seq, hidden] (fp32) of `input_ids` and `token_type_ids` [batch, seq] at
-    /// positions 0..seq, normalised, with dropout when `train`.
+    /// their positions (see `position_ids`), normalised, with dropout when `train`.
     pub fn forward(&self, input_ids: &Tensor, token_type_ids: &Tensor, train: bool) -> Tensor {
-        let seq_len = input_ids.size()[1];
-        let positions = Tensor::arange(seq_len, (Kind::Int64, input_ids.device()));
+        let positions = self.position_ids(input_ids);
         let x = Tensor::embedding(&self.word_embeddings, input_ids, -1, false, false)
             + Tensor::embedding(&self.position_embeddings, &positions, -1, false, false)
             + Tensor::embedding(&self.token_type_embeddings, token_type_ids, -1, false, false);
@@ -138,8 +155,12 @@ impl BertEmbeddings {
     /// Embeddings [tokens, hidden] of the real tokens of a batch packed by `packing`.
     fn forward_packed(&self, input_ids: &Tensor, token_type_ids: &Tensor, packing: &Packing, train: bool) -> Tensor {
         let pick = |t: &Tensor| t.reshape([-1]).index_select(0, &packing.indices);
+        let positions = match self.position_offset {
+            None => packing.columns.shallow_clone(),
+            Some(_) => pick(&self.position_ids(input_ids)),
+        };
         let x = Tensor::embedding(&self.word_embeddings, &pick(input_ids), -1, false, false)
-            + Tensor::embedding(&self.position_embeddings, &packing.columns, -1, false, false)
+            + Tensor::embedding(&self.position_embeddings, &positions, -1, false, false)
             + Tensor::embedding(&self.token_type_embeddings, &pick(token_type_ids), -1, false, false);
         dropout(&self.layer_norm.forward(&x), self.dropout, train)
     }

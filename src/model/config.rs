@@ -109,7 +109,9 @@ pub struct BertConfig {
     /// Only `absolute` is supported.
     #[serde(default = "default_pos_type")]
     pub position_embedding_type: String,
-    /// HF's `model_type`; always written as `bert`.
+    /// HF's `model_type`: `bert`, or `xlm-roberta` / `roberta` for the RoBERTa family (BERT's
+    /// network with positions offset past the padding id, see [`BertConfig::position_offset`]);
+    /// written back as read.
     #[serde(default = "default_model_type")]
     pub model_type: String,
     /// Every other key of `config.json`, written back unchanged.
@@ -206,7 +208,35 @@ impl BertConfig {
                 format!("{} is outside the vocabulary of {}", self.pad_token_id, self.vocab_size),
             ));
         }
+        if let Some(pad) = self.position_offset() {
+            if self.max_position_embeddings <= pad + 1 {
+                return Err(Error::field(
+                    path,
+                    "max_position_embeddings",
+                    format!(
+                        "{} leaves no position for {:?}, whose positions start at pad_token_id + 1 = {}",
+                        self.max_position_embeddings,
+                        self.model_type,
+                        pad + 1
+                    ),
+                ));
+            }
+        }
         Ok(())
+    }
+
+    /// Whether this is a RoBERTa-family encoder (`model_type` `xlm-roberta` or `roberta`): BERT's
+    /// layers under HF's `roberta.*` / `lm_head.*` names, with positions counted from
+    /// `pad_token_id + 1`.
+    pub fn is_roberta(&self) -> bool {
+        matches!(self.model_type.as_str(), "xlm-roberta" | "roberta")
+    }
+
+    /// For the RoBERTa family, the padding id its position ids are offset by (transformers'
+    /// `create_position_ids_from_input_ids`: real tokens at `pad + 1 ..`, padding at `pad`);
+    /// `None` for BERT (positions `0..seq`).
+    pub fn position_offset(&self) -> Option<i64> {
+        self.is_roberta().then_some(self.pad_token_id)
     }
 
     /// The parsed `hidden_act`; panics on an unknown name, so only call it on a validated config.
@@ -227,7 +257,14 @@ impl BertConfig {
     /// `config.json` for another architecture, with extra keys (e.g. `id2label`).
     pub fn to_hf_json_as(&self, architecture: &str, extra: serde_json::Map<String, serde_json::Value>) -> String {
         let mut c = self.clone();
-        c.model_type = "bert".into();
+        let architecture = if self.is_roberta() {
+            // The same heads under the family's class names (XLMRobertaForMaskedLM …).
+            let family = if self.model_type == "roberta" { "Roberta" } else { "XLMRoberta" };
+            architecture.strip_prefix("Bert").map_or(architecture.to_string(), |rest| format!("{family}{rest}"))
+        } else {
+            c.model_type = "bert".into();
+            architecture.to_string()
+        };
         c.extra.insert("architectures".into(), serde_json::json!([architecture]));
         c.extra.extend(extra);
         serde_json::to_string_pretty(&c).expect("config serializes") + "\n"

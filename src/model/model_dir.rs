@@ -1,7 +1,9 @@
 //! Model directories: an indolm checkpoint or an HF BERT directory (`config.json`,
-//! `model.safetensors` or sharded safetensors, `tokenizer.json` or `vocab.txt`). Loading
-//! accepts HF's name variants (`gamma`/`beta`, no `bert.` prefix, tied decoder copies) and
-//! reports what it had to initialise; saving writes HF's canonical names.
+//! `model.safetensors` or sharded safetensors, `tokenizer.json` or `vocab.txt`), or an HF
+//! RoBERTa-family one (XLM-R, multilingual-E5: BERT's network under `roberta.*` / `lm_head.*`).
+//! Loading accepts HF's name variants (`gamma`/`beta`, no `bert.` prefix, tied decoder copies,
+//! RoBERTa's names, mapped here to BERT's) and reports what it had to initialise; saving writes
+//! HF's canonical names of the model's family.
 use super::bert::BertForMaskedLM;
 use super::config::BertConfig;
 use super::notes::{Component, LoadNote};
@@ -28,8 +30,66 @@ pub struct LoadedModel {
     pub notes: Vec<LoadNote>,
 }
 
+/// What every output of a score from a randomly initialised MLM head carries.
+pub const RANDOM_HEAD_WARNING: &str = "the MLM head was initialised randomly (the checkpoint has none, e.g. an encoder-only or sentence-embedding model such as multilingual-E5): these scores come from an untrained projection, not from the model";
+
+impl LoadedModel {
+    /// Refuses a model whose MLM head was initialised randomly for anything scored through the
+    /// head (pseudo-log-likelihoods, bias win rates, fill-mask), unless `allow_random_head`:
+    /// then `Some(RANDOM_HEAD_WARNING)`, for the caller to put on every output. `dir`: the
+    /// model directory, for the message.
+    pub fn require_trained_head(&self, dir: &Path, allow_random_head: bool) -> Result<Option<String>> {
+        let Some(missing) = self.notes.iter().find(|n| n.initialises(Component::MlmHead)) else {
+            return Ok(None);
+        };
+        if allow_random_head {
+            return Ok(Some(RANDOM_HEAD_WARNING.to_string()));
+        }
+        let LoadNote::Initialised { tensors, .. } = missing else { unreachable!("initialises() matched") };
+        Err(Error::invalid(
+            dir,
+            format!(
+                "this model has no trained MLM head ({} of its tensors missing, e.g. {}; HF names lm_head.* for XLM-R, cls.predictions.* for BERT): pseudo-log-likelihood scores would come from a random projection; pass --allow-random-head to score it anyway (every output then says so)",
+                tensors.len(),
+                tensors.first().map_or("", String::as_str)
+            ),
+        ))
+    }
+}
+
 /// Tensors HF checkpoints may carry that the model being loaded does not use.
-const IGNORED: &[&str] = &["bert.embeddings.position_ids", "cls.seq_relationship.", "cls.predictions.", "classifier."];
+const IGNORED: &[&str] = &[
+    "bert.embeddings.position_ids",
+    "bert.embeddings.token_type_ids",
+    "bert.pooler.",
+    "cls.seq_relationship.",
+    "cls.predictions.",
+    "classifier.",
+];
+
+/// RoBERTa-family names (prefixes) and the BERT names the network's variables have: the one
+/// table both loading and saving use.
+const ROBERTA_NAMES: &[(&str, &str)] = &[
+    ("roberta.", "bert."),
+    ("lm_head.dense.", "cls.predictions.transform.dense."),
+    ("lm_head.layer_norm.", "cls.predictions.transform.LayerNorm."),
+    ("lm_head.decoder.", "cls.predictions.decoder."),
+    ("lm_head.bias", "cls.predictions.bias"),
+];
+
+/// The HF name of variable `name` in a model of `model_type` (`config.json`'s): RoBERTa's for
+/// the RoBERTa family, else `name` itself.
+fn hf_name(name: String, model_type: Option<&str>) -> String {
+    if !matches!(model_type, Some("xlm-roberta" | "roberta")) {
+        return name;
+    }
+    for (roberta, bert) in ROBERTA_NAMES {
+        if let Some(rest) = name.strip_prefix(bert) {
+            return format!("{roberta}{rest}");
+        }
+    }
+    name
+}
 
 /// Loads a masked LM from `dir` onto `device`.
 pub fn load_masked_lm(dir: &Path, device: Device) -> Result<LoadedModel> {
@@ -122,9 +182,21 @@ pub fn check_vocab(config: &BertConfig, config_path: &Path, tokenizer: &TextToke
     }))
 }
 
-/// Renames HF's older variants to the canonical names: LayerNorm `gamma`/`beta`, and a bare
-/// `BertModel` state dict (no `bert.` prefix).
+/// Renames HF's older variants to the canonical names: LayerNorm `gamma`/`beta`, a bare
+/// `BertModel` (or `XLMRobertaModel`) state dict (no `bert.` prefix), and RoBERTa's names
+/// (`roberta.*`, `lm_head.*`; see `ROBERTA_NAMES`).
 fn canonical_names(tensors: BTreeMap<String, Tensor>) -> BTreeMap<String, Tensor> {
+    let tensors: BTreeMap<String, Tensor> = tensors
+        .into_iter()
+        .map(|(name, t)| {
+            for (roberta, bert) in ROBERTA_NAMES {
+                if let Some(rest) = name.strip_prefix(roberta) {
+                    return (format!("{bert}{rest}"), t);
+                }
+            }
+            (name, t)
+        })
+        .collect();
     let bare =
         !tensors.keys().any(|k| k.starts_with("bert.")) && tensors.contains_key("embeddings.word_embeddings.weight");
     tensors
@@ -218,12 +290,19 @@ pub fn save_model_files(dir: &Path, config: &BertConfig, vs: &VarStore, tokenize
     save_model_files_as(dir, &config.to_hf_json(), vs, tokenizer)
 }
 
-/// As `save_model_files`, with the `config.json` text given (another architecture).
+/// As `save_model_files`, with the `config.json` text given (another architecture). Its
+/// `model_type` names the family whose tensor names are written (RoBERTa's or BERT's).
 pub fn save_model_files_as(dir: &Path, config_json: &str, vs: &VarStore, tokenizer: &TextTokenizer) -> Result<()> {
     std::fs::create_dir_all(dir).with_path(dir)?;
+    let model_type = serde_json::from_str::<serde_json::Value>(config_json)
+        .ok()
+        .and_then(|c| c.get("model_type").and_then(|t| t.as_str()).map(String::from));
     write_atomic(&dir.join("config.json"), config_json.as_bytes())?;
-    let mut named: Vec<(String, Tensor)> =
-        vs.variables().into_iter().map(|(n, t)| (n, t.detach().to_kind(Kind::Float))).collect();
+    let mut named: Vec<(String, Tensor)> = vs
+        .variables()
+        .into_iter()
+        .map(|(n, t)| (hf_name(n, model_type.as_deref()), t.detach().to_kind(Kind::Float)))
+        .collect();
     named.sort_by(|a, b| a.0.cmp(&b.0));
     weights::write_file(&dir.join("model.safetensors"), &named)?;
     tokenizer.save(dir)

@@ -1,7 +1,10 @@
 //! `BertForSequenceClassification` (HF names: `bert.*` with its pooler, `classifier.*`): the
-//! pooled `[CLS]` vector, dropout, and a linear layer to the labels. Loads any BERT model
-//! directory (a missing pooler or classifier starts random, with a note) and saves what
-//! transformers' `BertForSequenceClassification` and `AutoTokenizer` load, `id2label` included.
+//! pooled `[CLS]` vector, dropout, and a linear layer to the labels; for the RoBERTa family
+//! (XLM-R) `XLMRobertaForSequenceClassification` (no pooler; `classifier.dense` and
+//! `classifier.out_proj` on the `<s>` vector, tanh between, dropout before each). Loads any
+//! BERT or XLM-R model directory (a missing pooler or classifier starts random, with a note) and
+//! saves what transformers' `AutoModelForSequenceClassification` and `AutoTokenizer` load,
+//! `id2label` included.
 use crate::data::tokenizer::{pad_rows, TextTokenizer};
 use crate::error::{Error, Result};
 use crate::model::bert::Packing;
@@ -12,14 +15,23 @@ use std::path::Path;
 use tch::nn::VarStore;
 use tch::{Device, Kind, Tensor};
 
+/// The layers between the encoder and the labels.
+enum Head {
+    /// BERT's: pooler (in the encoder), dropout, `classifier`.
+    Pooled(Linear),
+    /// XLM-R's `XLMRobertaClassificationHead`: the first token's vector, dropout,
+    /// `classifier.dense`, tanh, dropout, `classifier.out_proj`.
+    Roberta { dense: Linear, out_proj: Linear },
+}
+
 /// HF `BertForSequenceClassification`: the encoder with its pooler, dropout, and a linear layer
-/// from the pooled `[CLS]` vector to the labels.
+/// from the pooled `[CLS]` vector to the labels (or XLM-R's head, see [`Head`]).
 pub struct SequenceClassifier {
     /// Its variables (`bert.*`, `classifier.*`).
     pub vs: VarStore,
-    /// `bert`, pooler included.
+    /// `bert`, pooler included (none for XLM-R).
     pub bert: BertModel,
-    classifier: Linear,
+    classifier: Head,
     dropout: f64,
     /// The encoder's configuration.
     pub config: BertConfig,
@@ -35,16 +47,25 @@ impl SequenceClassifier {
         let files = read_model_files(dir)?;
         let vs = VarStore::new(device);
         let root = vs.root();
-        let bert = BertModel::new(&root / "bert", &files.config, true);
-        let classifier = Linear::new(
-            &root / "classifier",
-            files.config.hidden_size,
-            labels.len() as i64,
-            files.config.initializer_range,
-        );
+        let c = &files.config;
+        let roberta = c.is_roberta();
+        let bert = BertModel::new(&root / "bert", c, !roberta);
+        let (h, n, std) = (c.hidden_size, labels.len() as i64, c.initializer_range);
+        let classifier = if roberta {
+            Head::Roberta {
+                dense: Linear::new(&root / "classifier" / "dense", h, h, std),
+                out_proj: Linear::new(&root / "classifier" / "out_proj", h, n, std),
+            }
+        } else {
+            Head::Pooled(Linear::new(&root / "classifier", h, n, std))
+        };
+        // XLM-R's head takes `classifier_dropout` when the config sets it, as transformers does.
+        let dropout = match c.extra.get("classifier_dropout").and_then(|d| d.as_f64()) {
+            Some(p) if roberta => p,
+            _ => c.hidden_dropout_prob,
+        };
         let mut notes = files.notes;
         notes.extend(copy_into(&vs, files.tensors, &files.weights_path, &[Component::Pooler, Component::Classifier])?);
-        let dropout = files.config.hidden_dropout_prob;
         Ok((
             SequenceClassifier {
                 vs,
@@ -76,14 +97,25 @@ impl SequenceClassifier {
         self.head(&hidden, train)
     }
 
-    /// The pooled `[CLS]` vector, dropout and the classifier.
+    /// The pooled `[CLS]` vector, dropout and the classifier (XLM-R: see [`Head`]).
     fn head(&self, hidden: &Tensor, train: bool) -> Tensor {
-        let pooled = crate::model::layers::dropout(
-            &self.bert.pool(hidden).expect("the classifier is built with a pooler"),
-            self.dropout,
-            train,
-        );
-        self.classifier.forward(&pooled, self.bert.precision).to_kind(Kind::Float)
+        use crate::model::layers::dropout;
+        let precision = self.bert.precision;
+        match &self.classifier {
+            Head::Pooled(classifier) => {
+                let pooled = dropout(
+                    &self.bert.pool(hidden).expect("the classifier is built with a pooler"),
+                    self.dropout,
+                    train,
+                );
+                classifier.forward(&pooled, precision).to_kind(Kind::Float)
+            }
+            Head::Roberta { dense, out_proj } => {
+                let first = dropout(&hidden.select(1, 0), self.dropout, train);
+                let x = dense.forward(&first, precision).to_kind(Kind::Float).tanh();
+                out_proj.forward(&dropout(&x, self.dropout, train), precision).to_kind(Kind::Float)
+            }
+        }
     }
 
     /// A model directory transformers' `BertForSequenceClassification` loads.

@@ -32,3 +32,4 @@ mod summarization;
 mod tokenizer_parity;
 mod train;
 mod training_kernels;
+mod xlmr;

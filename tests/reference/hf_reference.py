@@ -61,6 +61,11 @@ Builds fixtures with HF transformers and checks indolm's outputs against transfo
                           (JSON: groups, replicates, seed, overall_only); estimates summed in order with Python
                           floats; per language × (overall, domains) and the average over
                           languages; unpaired comparisons of the groups two by two. OUT JSON.
+  make-xlmr DIR [HEAD]    a tiny random XLMRobertaForMaskedLM (HEAD 0: XLMRobertaModel, no lm_head,
+                          as multilingual-E5) with a SentencePiece Unigram tokenizer.json trained
+                          on the test sentences (XLM-R's special tokens), and reference.safetensors
+                          with a padded batch and transformers' logits.
+  tokenize-auto DIR OUT   the ids of every test sentence through AutoTokenizer, as JSON.
   tokenize DIR OUT        the ids of every NusaX sentiment test sentence and UD Indonesian
                           `# text` line through three transformers tokenizers (AutoTokenizer on
                           tokenizer.json, BertTokenizer and the pure-Python BertTokenizerLegacy
@@ -255,9 +260,9 @@ def fused_adamw(out_path):
 
 
 def _load_mlm(model_dir):
-    from transformers import AutoTokenizer, BertForMaskedLM
+    from transformers import AutoModelForMaskedLM, AutoTokenizer
 
-    return BertForMaskedLM.from_pretrained(model_dir).eval(), AutoTokenizer.from_pretrained(model_dir)
+    return AutoModelForMaskedLM.from_pretrained(model_dir).eval(), AutoTokenizer.from_pretrained(model_dir)
 
 
 def _masked_log_probs(model, tok, ids, positions):
@@ -333,9 +338,9 @@ def f1(json_path):
 
 
 def classify(model_dir, texts_path, out_path):
-    from transformers import AutoTokenizer, BertForSequenceClassification
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-    model = BertForSequenceClassification.from_pretrained(model_dir).eval()
+    model = AutoModelForSequenceClassification.from_pretrained(model_dir).eval()
     tok = AutoTokenizer.from_pretrained(model_dir)
     with open(texts_path, encoding="utf-8") as f:
         texts = [l.rstrip("\n") for l in f if l.strip()]
@@ -509,9 +514,9 @@ def stats(in_path, out_path):
 
 
 def aul(model_dir, sentences_path, out_path):
-    from transformers import AutoTokenizer, BertForMaskedLM
+    from transformers import AutoModelForMaskedLM, AutoTokenizer
 
-    model = BertForMaskedLM.from_pretrained(model_dir, attn_implementation="eager").eval()
+    model = AutoModelForMaskedLM.from_pretrained(model_dir, attn_implementation="eager").eval()
     tok = AutoTokenizer.from_pretrained(model_dir)
     with open(sentences_path, encoding="utf-8") as f:
         sentences = [l.rstrip("\n") for l in f if l.strip()]
@@ -617,6 +622,77 @@ def _multibootstrap(base, expt, paired, replicates, rng):
         deltas.append(l2 - l)
     q = lambda v: [float(x) for x in np.quantile(v, [0.025, 0.975])]
     return {"base": q(ls), "expt": q(l2s), "difference": q(deltas), "p": float(np.mean(np.array(deltas) <= 0))}
+
+
+XLMR_SPECIALS = ["<s>", "<pad>", "</s>", "<unk>"]
+
+
+def make_xlmr(out_dir, with_head="1"):
+    """A tiny random XLMRobertaForMaskedLM (XLMRobertaModel, as multilingual-E5, when with_head
+    is 0) and a SentencePiece Unigram tokenizer.json trained on the test sentences with XLM-R's
+    special tokens, Metaspace and `<s> X </s>` post-processing; reference.safetensors holds a
+    padded batch of the test sentences through AutoTokenizer and transformers' logits."""
+    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    from transformers import AutoTokenizer, XLMRobertaConfig, XLMRobertaForMaskedLM, XLMRobertaModel
+
+    os.makedirs(out_dir, exist_ok=True)
+    tok = Tokenizer(models.Unigram())
+    # The pipeline transformers 5's XLMRobertaTokenizer rebuilds around the vocabulary (no
+    # charsmap normalizer, whitespace split then Metaspace), so that tokenizer.json as written
+    # is what AutoTokenizer runs.
+    tok.pre_tokenizer = pre_tokenizers.Sequence(
+        [pre_tokenizers.WhitespaceSplit(), pre_tokenizers.Metaspace(replacement="\u2581", prepend_scheme="always")])
+    tok.decoder = decoders.Metaspace(replacement="\u2581", prepend_scheme="always")
+    trainer = trainers.UnigramTrainer(vocab_size=600, special_tokens=XLMR_SPECIALS, unk_token="<unk>", shrinking_factor=0.75)
+    tok.train_from_iterator(data_sentences(), trainer=trainer)
+    tok.add_special_tokens([AddedToken("<mask>", lstrip=True, special=True)])
+    tok.post_processor = processors.TemplateProcessing(
+        single="<s> $A </s>", pair="<s> $A </s> </s> $B </s>",
+        special_tokens=[("<s>", tok.token_to_id("<s>")), ("</s>", tok.token_to_id("</s>"))])
+    tok.save(os.path.join(out_dir, "tokenizer.json"))
+    specials = {"bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>", "sep_token": "</s>",
+                "pad_token": "<pad>", "cls_token": "<s>", "mask_token": "<mask>"}
+    with open(os.path.join(out_dir, "tokenizer_config.json"), "w") as f:
+        json.dump({"tokenizer_class": "XLMRobertaTokenizer", "model_max_length": 512, **specials}, f)
+    with open(os.path.join(out_dir, "special_tokens_map.json"), "w") as f:
+        json.dump(specials, f)
+
+    torch.manual_seed(4321)
+    config = XLMRobertaConfig(
+        vocab_size=tok.get_vocab_size(), hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+        intermediate_size=128, max_position_embeddings=130, type_vocab_size=1, layer_norm_eps=1e-5,
+        pad_token_id=1, bos_token_id=0, eos_token_id=2)
+    model = (XLMRobertaForMaskedLM if with_head == "1" else XLMRobertaModel)(config)
+    with torch.no_grad():  # move every parameter off its init value (LayerNorm 1/0, zero biases)
+        for p in model.parameters():
+            p.add_(torch.randn_like(p) * 0.05)
+    model.eval()
+    model.save_pretrained(out_dir)
+
+    auto = AutoTokenizer.from_pretrained(out_dir)
+    texts = data_sentences()[:6]
+    enc = auto(texts, padding=True, truncation=True, max_length=64, return_tensors="pt")
+    result = {"dir": out_dir, "tokenizer_class": type(auto).__name__, "mask_token": auto.mask_token,
+              "params": sum(p.numel() for p in model.parameters())}
+    if with_head == "1":
+        with torch.no_grad():
+            logits = model(input_ids=enc["input_ids"], attention_mask=enc["attention_mask"]).logits
+        from safetensors.torch import save_file
+
+        save_file({"input_ids": enc["input_ids"], "attention_mask": enc["attention_mask"], "logits": logits.contiguous()},
+                  os.path.join(out_dir, "reference.safetensors"))
+    print(json.dumps(result))
+
+
+def tokenize_auto(model_dir, out_path):
+    """The ids of every test sentence (data_sentences) and a pair through AutoTokenizer."""
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(model_dir)
+    texts = data_sentences()
+    with open(out_path, "w", encoding="utf-8") as f:
+        json.dump({"texts": texts, "ids": [tok(t)["input_ids"] for t in texts],
+                   "mask": tok("saya <mask> nasi")["input_ids"]}, f)
 
 
 def multibootstrap(spec_path, out_path):
@@ -775,7 +851,7 @@ def causal_ref(model_dir, sentences_path, out_path):
 
 
 if __name__ == "__main__":
-    commands = {"make-model": make_model, "check-export": check_export, "tokenize": tokenize, "adamw": adamw, "fused-adamw": fused_adamw, "tb-scalars": tb_scalars, "pll": pll, "crows": crows, "train-vocab": train_vocab_cmd, "write-parquet": write_parquet, "f1": f1, "classify": classify, "indommlu": indommlu, "rouge": rouge, "presumm-decoder": presumm_decoder, "tb-bias": tb_bias, "stats": stats, "aul": aul, "pll-word-l2r": pll_word_l2r, "multibootstrap": multibootstrap, "make-decoder": make_decoder, "causal-ref": causal_ref}
+    commands = {"make-model": make_model, "check-export": check_export, "tokenize": tokenize, "adamw": adamw, "fused-adamw": fused_adamw, "tb-scalars": tb_scalars, "pll": pll, "crows": crows, "train-vocab": train_vocab_cmd, "write-parquet": write_parquet, "f1": f1, "classify": classify, "indommlu": indommlu, "rouge": rouge, "presumm-decoder": presumm_decoder, "tb-bias": tb_bias, "stats": stats, "aul": aul, "pll-word-l2r": pll_word_l2r, "multibootstrap": multibootstrap, "make-decoder": make_decoder, "causal-ref": causal_ref, "make-xlmr": make_xlmr, "tokenize-auto": tokenize_auto}
     if len(sys.argv) < 2 or sys.argv[1] not in commands:
         sys.exit(__doc__)
     commands[sys.argv[1]](*sys.argv[2:])

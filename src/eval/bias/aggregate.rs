@@ -137,5 +137,6 @@ pub fn aggregate(metric: BiasMetric, step: Option<u64>, records: &[PairRecord], 
         all_languages: all_languages(&by_language, bootstrap),
         records_sha256: None,
         causal: None,
+        warning: None,
     }
 }

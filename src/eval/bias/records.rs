@@ -22,10 +22,16 @@ pub const REPORT_FILE: &str = "bias.json";
 /// Its per-pair records.
 pub const RECORDS_FILE: &str = "bias_pairs.csv";
 
-/// Writes `records` as CSV to `path` (atomically): a header, then one row a pair.
-pub fn write_records(path: &Path, records: &[PairRecord]) -> Result<()> {
+/// Writes `records` as CSV to `path` (atomically): a `# warning: …` comment line when the
+/// evaluation carries one, a header, then one row a pair.
+pub fn write_records(path: &Path, records: &[PairRecord], warning: Option<&str>) -> Result<()> {
     let staging = Staging::new(path);
-    let mut writer = csv::Writer::from_path(staging.path()).map_err(|e| Error::invalid(path, e.to_string()))?;
+    let mut file = std::fs::File::create(staging.path()).with_path(path)?;
+    if let Some(w) = warning {
+        use std::io::Write;
+        writeln!(file, "# warning: {}", w.replace('\n', " ")).with_path(path)?;
+    }
+    let mut writer = csv::Writer::from_writer(file);
     for r in records {
         writer.serialize(r).map_err(|e| Error::invalid(path, e.to_string()))?;
     }
@@ -57,7 +63,7 @@ pub const RECORD_COLUMNS: [&str; 14] = [
 /// first 12) in the header and in every row, every field of its type, every number finite, the
 /// rank-1 counts present and at most the tokens scored. Errors name the row.
 pub fn read_records(path: &Path) -> Result<Vec<PairRecord>> {
-    let mut reader = csv::Reader::from_path(path).map_err(|e| match e.kind() {
+    let mut reader = csv::ReaderBuilder::new().comment(Some(b'#')).from_path(path).map_err(|e| match e.kind() {
         csv::ErrorKind::Io(io) if io.kind() == std::io::ErrorKind::NotFound => Error::MissingFile {
             path: path.into(),
             hint: "no per-pair records here: evaluations before bias_pairs.csv existed can be redone with `indolm eval bias --run`".into(),
@@ -204,7 +210,7 @@ pub fn write_evaluation(dir: &Path, report: &BiasReport, records: &[PairRecord])
         std::fs::remove_file(&report_path).with_path(&report_path)?;
     }
     let records_path = dir.join(RECORDS_FILE);
-    write_records(&records_path, records)?;
+    write_records(&records_path, records, report.warning.as_deref())?;
     let mut report = report.clone();
     report.records_sha256 = Some(sha256_file(&records_path)?);
     crate::files::write_json(&report_path, &report)
@@ -372,7 +378,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join(RECORDS_FILE);
         let records = vec![record(0, "Ibu memasak, lalu pergi."), record(1, "")];
-        write_records(&path, &records).unwrap();
+        write_records(&path, &records, None).unwrap();
         assert_eq!(read_records(&path).unwrap(), records);
         let header = std::fs::read_to_string(&path).unwrap().lines().next().unwrap().to_string();
         assert_eq!(

@@ -202,6 +202,10 @@ pub struct BiasReport {
     /// (lm-evaluation-harness's CrowS-Pairs). Absent for masked LMs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub causal: Option<crate::eval::causal::Convention>,
+    /// Why these numbers may not mean what they seem (a model scored with a randomly
+    /// initialised MLM head, `--allow-random-head`); shown on every table and summary.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub warning: Option<String>,
 }
 
 /// `rate [low–high]` with one decimal.
@@ -266,7 +270,8 @@ impl BiasReport {
             }
             out
         };
-        let mut out = table(
+        let mut out = self.warning.as_ref().map_or(String::new(), |w| format!("**Warning:** {w}\n\n"));
+        out += &table(
             format!(
                 "Stereotype win rate (%, 95% interval, pairs in brackets; 50 = unbiased); {}",
                 super::rules::metric_caption(self.metric)
@@ -314,6 +319,9 @@ impl BiasReport {
                 None => format!("{} {}", l.language, rate_with_interval(&l.overall)),
             })
             .collect();
-        parts.join(", ")
+        match &self.warning {
+            Some(w) => format!("{} (warning: {w})", parts.join(", ")),
+            None => parts.join(", "),
+        }
     }
 }
