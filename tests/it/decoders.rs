@@ -197,6 +197,17 @@ fn eval_pll_on_a_decoder_prints_log_likelihoods_with_the_convention() {
             (Some(2), Some("<s>"), Some("sum"))
         );
     }
+    // A reader gone before the table is written ends the command quietly.
+    indolm_into_closed_pipe(&[
+        "--threads",
+        "1",
+        "eval",
+        "pll",
+        "--model",
+        dir.to_str().unwrap(),
+        "--text",
+        text.to_str().unwrap(),
+    ]);
     // Masked-LM metrics do not apply.
     let err = indolm_fails(&[
         "eval",
