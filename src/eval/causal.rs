@@ -65,6 +65,8 @@ pub struct CausalScorer<'a> {
     pub model: &'a CausalLm,
     /// Padded tokens per forward pass.
     pub token_budget: usize,
+    /// Logit elements (positions × vocabulary) computed at once; 2^28 fp32 values (1 GiB).
+    pub logit_elements: i64,
     prefix: SpecialToken,
     prefix_is: &'static str,
 }
@@ -85,7 +87,7 @@ impl<'a> CausalScorer<'a> {
             }
         };
         let token_budget = if model.device.is_cuda() { 32_768 } else { 4_096 };
-        Ok(CausalScorer { model, token_budget, prefix, prefix_is })
+        Ok(CausalScorer { model, token_budget, logit_elements: 1 << 28, prefix, prefix_is })
     }
 
     /// The convention the scores follow.
@@ -164,11 +166,18 @@ impl<'a> CausalScorer<'a> {
             let hidden = hidden
                 .reshape([n as i64 * width as i64, -1])
                 .index_select(0, &Tensor::from_slice(&from).to_device(device));
-            let log_probs = self.model.logits(&hidden).log_softmax(-1, Kind::Float);
-            let targets = Tensor::from_slice(&targets).to_device(device).unsqueeze(1);
-            let first = log_probs.argmax(-1, false).eq_tensor(&targets.squeeze_dim(1)).to_device(Device::Cpu);
-            let lp = log_probs.gather(1, &targets, false).squeeze_dim(1).to_kind(Kind::Double).to_device(Device::Cpu);
-            (lp, first)
+            let targets = Tensor::from_slice(&targets).to_device(device);
+            // The fp32 logits of at most `logit_elements` at a time (a 256k vocabulary would
+            // otherwise need gigabytes per batch); the chunks stay on the device.
+            let rows = (self.logit_elements / self.model.config.vocab_size).max(1);
+            let (mut lps, mut firsts) = (Vec::new(), Vec::new());
+            for (h, t) in hidden.split(rows, 0).iter().zip(targets.split(rows, 0)) {
+                let log_probs = self.model.logits(h).log_softmax(-1, Kind::Float);
+                firsts.push(log_probs.argmax(-1, false).eq_tensor(&t));
+                lps.push(log_probs.gather(1, &t.unsqueeze(1), false).squeeze_dim(1));
+            }
+            let lp = Tensor::cat(&lps, 0).to_kind(Kind::Double).to_device(Device::Cpu);
+            (lp, Tensor::cat(&firsts, 0).to_device(Device::Cpu))
         });
         let flat = Vec::<f64>::try_from(flat).expect("a vector of log-probabilities");
         let firsts = Vec::<bool>::try_from(firsts).expect("a vector of booleans");

@@ -37,7 +37,8 @@ fn check(dir: &Path, family: &str) -> f64 {
     let convention = scorer.convention();
     assert_eq!(convention.prefix_token_id, reference["prefix_token_id"].as_i64().unwrap(), "{family}");
     assert_eq!(convention.prefix_token, reference["prefix_token"].as_str().unwrap());
-    assert_eq!((convention.prefix_is.as_str(), convention.score.as_str()), ("bos", "sum"));
+    assert_eq!(convention.prefix_is, reference["prefix_is"].as_str().unwrap());
+    assert_eq!(convention.score, "sum");
     let sentences = reference["sentences"].as_array().unwrap();
     let texts: Vec<&str> = sentences.iter().map(|s| s["text"].as_str().unwrap()).collect();
     let scores = scorer.score_texts(&texts).unwrap();
@@ -54,10 +55,11 @@ fn check(dir: &Path, family: &str) -> f64 {
     }
     let lengths: Vec<usize> = scores.iter().map(|s| s.tokens()).collect();
     println!(
-        "{family}: {} sentences of {lengths:?} tokens after {:?} (id {}); max relative difference per token {max_token:.2e}, per sentence sum {max_sum:.2e}",
+        "{family}: {} sentences of {lengths:?} tokens after {:?} (id {}, its {}); max relative difference per token {max_token:.2e}, per sentence sum {max_sum:.2e}",
         scores.len(),
         convention.prefix_token,
-        convention.prefix_token_id
+        convention.prefix_token_id,
+        convention.prefix_is
     );
     assert!(max_token < TOLERANCE && max_sum < TOLERANCE, "{family}: {max_token:e} / {max_sum:e}");
     max_token
@@ -81,11 +83,19 @@ fn llama_matches_transformers() {
     let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
     let batched = scorer.score_texts(&refs).unwrap();
     scorer.token_budget = 1;
+    // And the logits of five positions at a time.
+    scorer.logit_elements = 5 * lm.config.vocab_size;
     let alone = scorer.score_texts(&refs).unwrap();
     for (a, b) in batched.iter().zip(&alone) {
         assert!((a.sum - b.sum).abs() < 1e-4 * b.sum.abs(), "{} vs {}", a.sum, b.sum);
         assert!((a.perplexity() - (-a.sum / a.tokens() as f64).exp()).abs() < 1e-9);
     }
+    // The bf16 path (what CUDA runs), here on the CPU: the same sums to bf16's precision.
+    let bf16 = indolm::model::decoder::load_causal_lm_as(dir, Device::Cpu, tch::Kind::BFloat16).unwrap();
+    let low = CausalScorer::new(&bf16).unwrap().score_texts(&refs).unwrap();
+    let worst = low.iter().zip(&batched).map(|(l, f)| relative(l.mean(), f.mean())).fold(0f64, f64::max);
+    println!("llama in bf16: max relative difference of the per-token mean from fp32 {worst:.2e}");
+    assert!(worst < 0.02, "{worst}");
 }
 
 #[test]
@@ -101,8 +111,15 @@ fn mistral_with_a_sliding_window_matches_transformers() {
 }
 
 #[test]
-fn qwen2_matches_transformers() {
-    check(&fixture("qwen2"), "qwen2");
+fn qwen2_without_a_bos_token_scores_after_eos_and_matches_transformers() {
+    let dir = fixture("qwen2");
+    check(&dir, "qwen2");
+    let lm = load_causal_lm(&dir, Device::Cpu).unwrap();
+    assert!(
+        lm.tokenizer.bos.is_none(),
+        "tokenizer_config.json's \"bos_token\": null wins over config.json's bos_token_id"
+    );
+    assert_eq!(CausalScorer::new(&lm).unwrap().convention().prefix_is, "eos");
 }
 
 #[test]
@@ -180,6 +197,17 @@ fn eval_pll_on_a_decoder_prints_log_likelihoods_with_the_convention() {
             (Some(2), Some("<s>"), Some("sum"))
         );
     }
+    // A reader gone before the table is written ends the command quietly.
+    indolm_into_closed_pipe(&[
+        "--threads",
+        "1",
+        "eval",
+        "pll",
+        "--model",
+        dir.to_str().unwrap(),
+        "--text",
+        text.to_str().unwrap(),
+    ]);
     // Masked-LM metrics do not apply.
     let err = indolm_fails(&[
         "eval",

@@ -737,8 +737,9 @@ DECODER_TOKENIZERS = {"llama": "metaspace", "llama3": "bytelevel", "mistral": "m
                       "olmo3": "metaspace", "bloom": "bytelevel"}
 
 
-def _decoder_tokenizer(kind, out_dir):
-    """A tokenizer.json of `kind` trained on the test data, with <s> (BOS), </s> (EOS), <pad>, <unk>."""
+def _decoder_tokenizer(kind, out_dir, bos=True):
+    """A tokenizer.json of `kind` trained on the test data, with <s> (BOS), </s> (EOS), <pad>, <unk>;
+    without `bos`, tokenizer_config.json says "bos_token": null (as Qwen's do)."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers, normalizers
 
     special = ["<pad>", "<unk>", "<s>", "</s>"]
@@ -764,7 +765,7 @@ def _decoder_tokenizer(kind, out_dir):
     tok.train_from_iterator(data_sentences()[:3000] + DECODER_SENTENCES, trainer=trainer)
     tok.save(os.path.join(out_dir, "tokenizer.json"))
     with open(os.path.join(out_dir, "tokenizer_config.json"), "w") as f:
-        json.dump({"tokenizer_class": "PreTrainedTokenizerFast", "bos_token": "<s>", "eos_token": "</s>",
+        json.dump({"tokenizer_class": "PreTrainedTokenizerFast", "bos_token": "<s>" if bos else None, "eos_token": "</s>",
                    "pad_token": "<pad>", "unk_token": "<unk>", "add_bos_token": False}, f)
     return tok
 
@@ -773,7 +774,7 @@ def make_decoder(family, out_dir):
     import transformers as tr
 
     os.makedirs(out_dir, exist_ok=True)
-    tok = _decoder_tokenizer(DECODER_TOKENIZERS[family], out_dir)
+    tok = _decoder_tokenizer(DECODER_TOKENIZERS[family], out_dir, bos=(family != "qwen2"))
     vocab = tok.get_vocab_size() + 3  # an embedding table larger than the tokenizer, as HF pads them
     ids = dict(bos_token_id=tok.token_to_id("<s>"), eos_token_id=tok.token_to_id("</s>"),
                pad_token_id=tok.token_to_id("<pad>"))
@@ -838,7 +839,8 @@ def causal_ref(model_dir, sentences_path, out_path):
     model.eval()
     prefix = tok.bos_token_id if tok.bos_token_id is not None else tok.eos_token_id
     sentences = [line.rstrip("\n") for line in open(sentences_path, encoding="utf-8") if line.strip()]
-    out = {"prefix_token_id": prefix, "prefix_token": tok.convert_ids_to_tokens(prefix), "sentences": []}
+    out = {"prefix_token_id": prefix, "prefix_token": tok.convert_ids_to_tokens(prefix),
+           "prefix_is": "bos" if tok.bos_token_id is not None else "eos", "sentences": []}
     for s in sentences:
         ids = tok(s, add_special_tokens=False)["input_ids"]
         inp = torch.tensor([[prefix] + ids])

@@ -205,8 +205,9 @@ pub fn attend(
     if let Some(cap) = softcap {
         scores = (scores / cap).tanh() * cap;
     }
+    // The dtype's lowest finite value (bf16's exactly: a value past it does not convert).
     let min = match scores.kind() {
-        Kind::BFloat16 => -3.389_531_4e38,
+        Kind::BFloat16 => -3.389_531_389_251_535_5e38,
         Kind::Half => -65504.0,
         _ => f32::MIN as f64,
     };

@@ -157,3 +157,70 @@ impl Weights {
         self.tensors.keys().cloned().collect()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(dir: &Path, file: &str, tensors: &[(&str, Tensor)]) {
+        let named: Vec<(String, Tensor)> = tensors.iter().map(|(n, t)| (n.to_string(), t.shallow_clone())).collect();
+        crate::model::weights::write_file(&dir.join(file), &named).unwrap();
+    }
+
+    #[test]
+    fn fp32_weights_are_views_of_the_mapping_and_others_are_cast() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = Tensor::from_slice(&[1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0]).view([2, 3]);
+        write(
+            dir.path(),
+            "model.safetensors",
+            &[("m.a.weight", a.shallow_clone()), ("m.b", a.to_kind(Kind::BFloat16))],
+        );
+        let mut w = Weights::open(dir.path(), Kind::Float, Device::Cpu).unwrap();
+        let vs = VarStore::new(Device::Cpu);
+        let t = w.take(&vs, "m.a.weight", &[2, 3]).unwrap();
+        let (start, len) = (w.maps[0].as_ptr() as usize, w.maps[0].len());
+        let at = t.data_ptr() as usize;
+        assert!(at >= start && at < start + len, "an fp32 tensor taken in fp32 is not copied");
+        assert!(t.equal(&a));
+        let b = w.take(&vs, "m.b", &[2, 3]).unwrap();
+        assert_eq!(b.kind(), Kind::Float);
+        assert!(b.equal(&a), "bf16 holds these integers exactly");
+        // Registered under the HF names.
+        let mut names: Vec<String> = vs.variables().into_keys().collect();
+        names.sort();
+        assert_eq!(names, vec!["m.a.weight", "m.b"]);
+        assert!(w.leftover().is_empty());
+    }
+
+    #[test]
+    fn shards_are_read_through_the_index_and_errors_name_the_tensor() {
+        let dir = tempfile::tempdir().unwrap();
+        write(
+            dir.path(),
+            "s-1.safetensors",
+            &[("word_embeddings.weight", Tensor::zeros([4, 2], (Kind::Float, Device::Cpu)))],
+        );
+        write(dir.path(), "s-2.safetensors", &[("lm_head.weight", Tensor::ones([4, 2], (Kind::Half, Device::Cpu)))]);
+        std::fs::write(
+            dir.path().join("model.safetensors.index.json"),
+            r#"{"weight_map": {"word_embeddings.weight": "s-1.safetensors", "lm_head.weight": "s-2.safetensors"}}"#,
+        )
+        .unwrap();
+        let mut w = Weights::open(dir.path(), Kind::Float, Device::Cpu).unwrap();
+        // A bare BLOOM state dict gets its `transformer.` prefix; lm_head keeps its name.
+        w.add_prefix_if_bare("transformer.", "word_embeddings.weight");
+        assert_eq!(w.leftover(), vec!["lm_head.weight", "transformer.word_embeddings.weight"]);
+        let vs = VarStore::new(Device::Cpu);
+        let err = w.take(&vs, "transformer.word_embeddings.weight", &[5, 2]).unwrap_err().to_string();
+        assert!(
+            err.ends_with("tensor `transformer.word_embeddings.weight` has shape [4, 2], expected [5, 2]"),
+            "{err}"
+        );
+        let err = w.take(&vs, "transformer.ln_f.weight", &[2]).unwrap_err().to_string();
+        assert!(err.contains("tensor `transformer.ln_f.weight` is missing"), "{err}");
+        assert_eq!(w.take(&vs, "lm_head.weight", &[4, 2]).unwrap().kind(), Kind::Float);
+        let err = Weights::open(&dir.path().join("nowhere"), Kind::Float, Device::Cpu).err().unwrap().to_string();
+        assert!(err.contains("model.safetensors: file not found"), "{err}");
+    }
+}
