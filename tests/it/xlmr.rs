@@ -278,3 +278,23 @@ fn xlmr_sentiment_finetune_saves_what_transformers_loads_with_the_same_outputs()
     println!("fine-tuned XLM-R in transformers: max |probability difference| {worst:.2e}");
     assert!(worst < 1e-5);
 }
+
+#[test]
+fn xlmr_fill_mask_takes_bert_mask_notation_and_summarizers_are_refused() {
+    let dir = xlmr_model();
+    let text = "Ibu kota Indonesia adalah [MASK].";
+    let (stdout, _) =
+        indolm_ok(&["--threads", "1", "fill-mask", "--model", dir.to_str().unwrap(), "--text", text, "--top-k", "3"]);
+    // `[MASK]` became `<mask>`: one masked position, its three predictions.
+    let tok = TextTokenizer::from_dir(dir).unwrap();
+    let ids = tok.encode(&tok.with_model_mask(text)).unwrap();
+    let at = ids.iter().position(|&i| i64::from(i) == tok.special.mask).unwrap();
+    assert!(stdout.starts_with(&format!("[MASK] at position {at}:")), "{stdout}");
+    assert_eq!(stdout.lines().count(), 4, "{stdout}");
+    // PreSumm's alternating segment ids need two token types; XLM-R has one.
+    use indolm::tasks::summarization::{abs::BertAbs, ext::BertExt};
+    let err = BertExt::load(dir, Default::default(), Device::Cpu).err().unwrap().to_string();
+    assert!(err.contains("type_vocab_size") && err.contains("BertExt"), "{err}");
+    let err = BertAbs::load(dir, Default::default(), Device::Cpu).err().unwrap().to_string();
+    assert!(err.contains("type_vocab_size") && err.contains("BertAbs"), "{err}");
+}
