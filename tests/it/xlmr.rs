@@ -142,6 +142,18 @@ fn xlmr_pll_matches_transformers_per_token_loop() {
     }
     println!("{} sentences: max relative PLL difference {worst:.2e}", scores.len());
     assert!(worst <= 1e-4);
+    // PLL-word-l2r: words as SentencePiece's Metaspace splits them (transformers' word_ids()).
+    let expected = reference_scores("pll-word-l2r", dir, &work, &sentences);
+    let inputs: Vec<_> = sentences.iter().map(|s| scorer.word_l2r_input(s).unwrap()).collect();
+    let multi_piece = inputs.iter().flat_map(|i| &i.also_masked).filter(|m| !m.is_empty()).count();
+    assert!(multi_piece > 10, "words of several pieces: {multi_piece}");
+    let mut worst: f64 = 0.0;
+    for (s, e) in scorer.score(&inputs).iter().zip(&expected) {
+        assert_eq!(s.correct as u64, e["correct"].as_u64().unwrap(), "rank-1 hits");
+        worst = worst.max((s.pll - e["pll"].as_f64().unwrap()).abs() / e["pll"].as_f64().unwrap().abs());
+    }
+    println!("PLL-word-l2r ({multi_piece} pieces masked with later ones): max relative difference {worst:.2e}");
+    assert!(worst <= 1e-4);
 }
 
 /// `eval bias` on the fixture pairs, under PPPL and AUL in one pass, into `out`.
