@@ -73,6 +73,9 @@ fn xlmr_tokenizer_ids_equal_autotokenizer() {
     let s = tok.special;
     assert_eq!([s.pad, s.unk, s.cls, s.sep, s.mask], names);
     assert_eq!(tok.special_names.mask(), "<mask>");
+    // tokenizer.json alone (no special_tokens_map.json): the template's <s>/</s>, XLM-R's names.
+    let alone = TextTokenizer::from_tokenizer_json(&dir.join("tokenizer.json")).unwrap();
+    assert_eq!((alone.special, &alone.special_names), (tok.special, &tok.special_names));
     // `[MASK]` in user text is the model's mask token.
     assert_eq!(ids(&tok.with_model_mask("saya [MASK] nasi")), to_ids(&expected["mask"]));
 }
