@@ -105,10 +105,9 @@ pub fn fill_mask(model: &Path, text: &str, top_k: i64, device: Device) -> Result
     let mask_id = loaded.tokenizer.special.mask;
     let positions: Vec<i64> = ids.iter().enumerate().filter(|(_, &t)| t == mask_id).map(|(i, _)| i as i64).collect();
     if positions.is_empty() {
-        return Err(Error::argument(
-            "--text",
-            format!("the text has no [MASK] token (or the model's {})", loaded.tokenizer.special_names.mask()),
-        ));
+        let mask = loaded.tokenizer.special_names.mask();
+        let or_model = if mask == "[MASK]" { String::new() } else { format!(" (or the model's {mask})") };
+        return Err(Error::argument("--text", format!("the text has no [MASK] token{or_model}")));
     }
     let limit = loaded.model.max_positions() as i64;
     if ids.len() as i64 > limit {

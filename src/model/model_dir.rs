@@ -139,6 +139,23 @@ pub fn read_model_files(dir: &Path) -> Result<ModelFiles> {
     Ok(ModelFiles { config, tokenizer, weights_path, tensors: canonical_names(tensors), notes })
 }
 
+/// PreSumm's inputs alternate segment ids 0 and 1 between sentences: an encoder with a single
+/// token type (XLM-R and RoBERTa have one) cannot take them, and `what` (BertExt, BertAbs) is
+/// refused on it with the field named, instead of an index error deep in libtorch.
+pub fn require_two_token_types(config: &BertConfig, dir: &Path, what: &str) -> Result<()> {
+    if config.type_vocab_size >= 2 {
+        return Ok(());
+    }
+    Err(Error::field(
+        dir.join("config.json"),
+        "type_vocab_size",
+        format!(
+            "{what} alternates segment ids 0 and 1 between sentences, which needs 2 token types; this {:?} encoder has {}",
+            config.model_type, config.type_vocab_size
+        ),
+    ))
+}
+
 /// An indolm checkpoint records the SHA-256 of its weights in `trainer_state.json`: a
 /// checkpoint whose `model.safetensors` no longer matches is refused, whatever command reads it.
 /// Other directories (HF, exports, fine-tuned models) carry no record and pass.

@@ -73,6 +73,9 @@ fn xlmr_tokenizer_ids_equal_autotokenizer() {
     let s = tok.special;
     assert_eq!([s.pad, s.unk, s.cls, s.sep, s.mask], names);
     assert_eq!(tok.special_names.mask(), "<mask>");
+    // tokenizer.json alone (no special_tokens_map.json): the template's <s>/</s>, XLM-R's names.
+    let alone = TextTokenizer::from_tokenizer_json(&dir.join("tokenizer.json")).unwrap();
+    assert_eq!((alone.special, &alone.special_names), (tok.special, &tok.special_names));
     // `[MASK]` in user text is the model's mask token.
     assert_eq!(ids(&tok.with_model_mask("saya [MASK] nasi")), to_ids(&expected["mask"]));
 }
@@ -141,6 +144,18 @@ fn xlmr_pll_matches_transformers_per_token_loop() {
         worst = worst.max((s.pll - e["pll"].as_f64().unwrap()).abs() / e["pll"].as_f64().unwrap().abs());
     }
     println!("{} sentences: max relative PLL difference {worst:.2e}", scores.len());
+    assert!(worst <= 1e-4);
+    // PLL-word-l2r: words as SentencePiece's Metaspace splits them (transformers' word_ids()).
+    let expected = reference_scores("pll-word-l2r", dir, &work, &sentences);
+    let inputs: Vec<_> = sentences.iter().map(|s| scorer.word_l2r_input(s).unwrap()).collect();
+    let multi_piece = inputs.iter().flat_map(|i| &i.also_masked).filter(|m| !m.is_empty()).count();
+    assert!(multi_piece > 10, "words of several pieces: {multi_piece}");
+    let mut worst: f64 = 0.0;
+    for (s, e) in scorer.score(&inputs).iter().zip(&expected) {
+        assert_eq!(s.correct as u64, e["correct"].as_u64().unwrap(), "rank-1 hits");
+        worst = worst.max((s.pll - e["pll"].as_f64().unwrap()).abs() / e["pll"].as_f64().unwrap().abs());
+    }
+    println!("PLL-word-l2r ({multi_piece} pieces masked with later ones): max relative difference {worst:.2e}");
     assert!(worst <= 1e-4);
 }
 
@@ -277,4 +292,24 @@ fn xlmr_sentiment_finetune_saves_what_transformers_loads_with_the_same_outputs()
     }
     println!("fine-tuned XLM-R in transformers: max |probability difference| {worst:.2e}");
     assert!(worst < 1e-5);
+}
+
+#[test]
+fn xlmr_fill_mask_takes_bert_mask_notation_and_summarizers_are_refused() {
+    let dir = xlmr_model();
+    let text = "Ibu kota Indonesia adalah [MASK].";
+    let (stdout, _) =
+        indolm_ok(&["--threads", "1", "fill-mask", "--model", dir.to_str().unwrap(), "--text", text, "--top-k", "3"]);
+    // `[MASK]` became `<mask>`: one masked position, its three predictions.
+    let tok = TextTokenizer::from_dir(dir).unwrap();
+    let ids = tok.encode(&tok.with_model_mask(text)).unwrap();
+    let at = ids.iter().position(|&i| i64::from(i) == tok.special.mask).unwrap();
+    assert!(stdout.starts_with(&format!("[MASK] at position {at}:")), "{stdout}");
+    assert_eq!(stdout.lines().count(), 4, "{stdout}");
+    // PreSumm's alternating segment ids need two token types; XLM-R has one.
+    use indolm::tasks::summarization::{abs::BertAbs, ext::BertExt};
+    let err = BertExt::load(dir, Default::default(), Device::Cpu).err().unwrap().to_string();
+    assert!(err.contains("type_vocab_size") && err.contains("BertExt"), "{err}");
+    let err = BertAbs::load(dir, Default::default(), Device::Cpu).err().unwrap().to_string();
+    assert!(err.contains("type_vocab_size") && err.contains("BertAbs"), "{err}");
 }

@@ -388,6 +388,7 @@ impl BertAbs {
     /// encoder's.
     pub fn load(dir: &Path, abs: AbsConfig, device: Device) -> Result<(Self, Vec<LoadNote>)> {
         let mut files = read_model_files(dir)?;
+        crate::model::model_dir::require_two_token_types(&files.config, dir, "BertAbs")?;
         let mut notes = std::mem::take(&mut files.notes);
         let ext_layers: Vec<String> = files.tensors.keys().filter(|n| n.starts_with("ext_layer.")).cloned().collect();
         if !ext_layers.is_empty() {

@@ -126,6 +126,7 @@ impl BertExt {
     /// sentence scorer starts random (with a note).
     pub fn load(dir: &Path, ext: ExtConfig, device: Device) -> Result<(Self, Vec<LoadNote>)> {
         let files = read_model_files(dir)?;
+        crate::model::model_dir::require_two_token_types(&files.config, dir, "BertExt")?;
         let vs = VarStore::new(device);
         let root = vs.root();
         let h = files.config.hidden_size;
