@@ -98,6 +98,20 @@ fn llama_matches_transformers() {
     assert!(worst < 0.02, "{worst}");
 }
 
+/// A bf16 checkpoint scored on the CPU: its weights stay bf16 views of the file (no fp32 copy
+/// of the model), cast as each layer uses them, and the scores equal transformers' fp32 scores
+/// of the same bf16-rounded weights.
+#[test]
+fn a_bf16_checkpoint_is_kept_in_bf16_and_scored_in_fp32_as_transformers() {
+    let dir = scratch("decoder-llama-bf16");
+    reference(&["decoder-to-bf16", llama().to_str().unwrap(), dir.to_str().unwrap()]);
+    let lm = load_causal_lm(&dir, Device::Cpu).unwrap();
+    let kinds: std::collections::BTreeSet<String> =
+        lm.vs.variables().values().map(|t| format!("{:?}", t.kind())).collect();
+    assert_eq!(kinds.into_iter().collect::<Vec<_>>(), vec!["BFloat16"], "every weight kept as the file has it");
+    check(&dir, "llama saved in bf16");
+}
+
 #[test]
 fn llama3_with_rope_scaling_and_shards_matches_transformers() {
     let dir = fixture("llama3");

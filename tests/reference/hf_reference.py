@@ -85,6 +85,7 @@ Builds fixtures with HF transformers and checks indolm's outputs against transfo
 import csv
 import glob
 import json
+import shutil
 import os
 import sys
 
@@ -852,8 +853,22 @@ def causal_ref(model_dir, sentences_path, out_path):
     json.dump(out, open(out_path, "w"))
 
 
+def decoder_to_bf16(src_dir, out_dir):
+    """The causal LM in src_dir saved in bf16 to out_dir, with its tokenizer and a reference.json
+    computed by transformers in fp32 from the saved (bf16-rounded) weights."""
+    from transformers import AutoModelForCausalLM
+
+    os.makedirs(out_dir, exist_ok=True)
+    model = AutoModelForCausalLM.from_pretrained(src_dir, dtype=torch.float32)
+    model.to(torch.bfloat16).save_pretrained(out_dir)
+    for f in os.listdir(src_dir):
+        if f.startswith("tokenizer") or f in ("special_tokens_map.json", "sentences.txt"):
+            shutil.copy(os.path.join(src_dir, f), out_dir)
+    causal_ref(out_dir, os.path.join(out_dir, "sentences.txt"), os.path.join(out_dir, "reference.json"))
+
+
 if __name__ == "__main__":
-    commands = {"make-model": make_model, "check-export": check_export, "tokenize": tokenize, "adamw": adamw, "fused-adamw": fused_adamw, "tb-scalars": tb_scalars, "pll": pll, "crows": crows, "train-vocab": train_vocab_cmd, "write-parquet": write_parquet, "f1": f1, "classify": classify, "indommlu": indommlu, "rouge": rouge, "presumm-decoder": presumm_decoder, "tb-bias": tb_bias, "stats": stats, "aul": aul, "pll-word-l2r": pll_word_l2r, "multibootstrap": multibootstrap, "make-decoder": make_decoder, "causal-ref": causal_ref, "make-xlmr": make_xlmr, "tokenize-auto": tokenize_auto}
+    commands = {"make-model": make_model, "check-export": check_export, "tokenize": tokenize, "adamw": adamw, "fused-adamw": fused_adamw, "tb-scalars": tb_scalars, "pll": pll, "crows": crows, "train-vocab": train_vocab_cmd, "write-parquet": write_parquet, "f1": f1, "classify": classify, "indommlu": indommlu, "rouge": rouge, "presumm-decoder": presumm_decoder, "tb-bias": tb_bias, "stats": stats, "aul": aul, "pll-word-l2r": pll_word_l2r, "multibootstrap": multibootstrap, "make-decoder": make_decoder, "causal-ref": causal_ref, "decoder-to-bf16": decoder_to_bf16, "make-xlmr": make_xlmr, "tokenize-auto": tokenize_auto}
     if len(sys.argv) < 2 or sys.argv[1] not in commands:
         sys.exit(__doc__)
     commands[sys.argv[1]](*sys.argv[2:])

@@ -5,7 +5,7 @@
 //! query/key/value projection laid out head by head ([heads, 3, head_dim]).
 use super::config::DecoderConfig;
 use super::layers::{activate, allowed, attend, LayerNorm, Linear};
-use super::load::Weights;
+use super::load::{as_compute, Weights};
 use crate::error::Result;
 use tch::nn::VarStore;
 use tch::{Kind, Tensor};
@@ -24,6 +24,8 @@ struct Block {
 #[derive(Debug)]
 pub struct Bloom {
     config: DecoderConfig,
+    /// The dtype it computes in (the weights may be stored in half precision on the CPU).
+    kind: Kind,
     word_embeddings: Tensor,
     word_embeddings_layernorm: LayerNorm,
     h: Vec<Block>,
@@ -69,7 +71,15 @@ impl Bloom {
         } else {
             Linear::take(w, vs, "lm_head", hd, c.vocab_size, false)?
         };
-        Ok(Bloom { config: c.clone(), word_embeddings, word_embeddings_layernorm, h, ln_f, lm_head })
+        Ok(Bloom {
+            config: c.clone(),
+            kind: w.compute_kind(),
+            word_embeddings,
+            word_embeddings_layernorm,
+            h,
+            ln_f,
+            lm_head,
+        })
     }
 
     /// Final hidden states [batch, seq, hidden] of right-padded `ids` with `mask`.
@@ -77,8 +87,8 @@ impl Bloom {
         let c = &self.config;
         let (b, s) = ids.size2().expect("[batch, seq] ids");
         let (heads, d) = (c.num_heads, c.head_dim);
-        let mut x =
-            self.word_embeddings_layernorm.forward(&Tensor::embedding(&self.word_embeddings, ids, -1, false, false));
+        let embedded = as_compute(&Tensor::embedding(&self.word_embeddings, ids, -1, false, false), self.kind);
+        let mut x = self.word_embeddings_layernorm.forward(&embedded);
         let kind = x.kind();
         let device = x.device();
         // ALiBi [b, heads, 1, s]: slope · (the key's position among the real tokens).

@@ -4,7 +4,7 @@
 //! and sliding windows, and eager attention with grouped-query heads, an additive bias (ALiBi)
 //! and soft-capping, its softmax in fp32.
 use super::config::{Activation, Rope, RopeScaling};
-use super::load::Weights;
+use super::load::{as_compute, Weights};
 use crate::error::Result;
 use tch::nn::VarStore;
 use tch::{Kind, Tensor};
@@ -29,9 +29,11 @@ impl Linear {
         Linear { weight: weight.shallow_clone(), bias: None }
     }
 
-    /// x · weightᵀ + bias.
+    /// x · weightᵀ + bias, in x's dtype (a weight stored in half precision is cast for this use).
     pub fn forward(&self, x: &Tensor) -> Tensor {
-        x.linear(&self.weight, self.bias.as_ref())
+        let kind = x.kind();
+        let bias = self.bias.as_ref().map(|b| as_compute(b, kind));
+        x.linear(&as_compute(&self.weight, kind), bias.as_ref())
     }
 }
 

@@ -32,6 +32,16 @@ fn kind_of(dtype: Dtype) -> Option<Kind> {
     })
 }
 
+/// `t` in the compute dtype `kind`: itself when it already is, else a cast copy (a weight kept
+/// in its file's half precision, cast for one use).
+pub fn as_compute(t: &Tensor, kind: Kind) -> Tensor {
+    if t.kind() == kind {
+        t.shallow_clone()
+    } else {
+        t.to_kind(kind)
+    }
+}
+
 /// Maps one file and makes a tensor view of each of its tensors.
 fn map_file(path: &Path, out: &mut BTreeMap<String, Tensor>) -> Result<Arc<memmap2::MmapMut>> {
     let file = std::fs::File::open(path).with_path(path)?;
@@ -125,8 +135,16 @@ impl Weights {
         }
     }
 
-    /// The tensor `name` with shape `shape`, in the run's dtype and device, registered in `vs`
-    /// at the path `name`.
+    /// The dtype the network computes in.
+    pub fn compute_kind(&self) -> Kind {
+        self.kind
+    }
+
+    /// The tensor `name` with shape `shape` on the run's device, registered in `vs` at the path
+    /// `name`. On the CPU a half-precision tensor (bf16, fp16) stays as the file has it, a view
+    /// of the mapping: the layers cast it to the compute dtype as they use it
+    /// ([`as_compute`]), so a bf16 checkpoint scored in fp32 takes its file's size in memory,
+    /// not twice it. Everything else is cast to the compute dtype here.
     pub fn take(&mut self, vs: &VarStore, name: &str, shape: &[i64]) -> Result<Tensor> {
         let t = self.tensors.remove(name).ok_or_else(|| {
             Error::invalid(
@@ -142,7 +160,9 @@ impl Weights {
                 found: t.size(),
             });
         }
-        let t = t.to_device(self.device).to_kind(self.kind);
+        let stored_as_is =
+            self.device == Device::Cpu && self.kind == Kind::Float && matches!(t.kind(), Kind::BFloat16 | Kind::Half);
+        let t = if stored_as_is { t } else { t.to_device(self.device).to_kind(self.kind) };
         let mut parts: Vec<&str> = name.split('.').collect();
         let last = parts.pop().unwrap_or(name);
         let mut p = vs.root();
@@ -168,7 +188,7 @@ mod tests {
     }
 
     #[test]
-    fn fp32_weights_are_views_of_the_mapping_and_others_are_cast() {
+    fn weights_are_views_of_the_mapping_on_the_cpu_and_cast_as_used() {
         let dir = tempfile::tempdir().unwrap();
         let a = Tensor::from_slice(&[1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0]).view([2, 3]);
         write(
@@ -184,8 +204,10 @@ mod tests {
         assert!(at >= start && at < start + len, "an fp32 tensor taken in fp32 is not copied");
         assert!(t.equal(&a));
         let b = w.take(&vs, "m.b", &[2, 3]).unwrap();
-        assert_eq!(b.kind(), Kind::Float);
-        assert!(b.equal(&a), "bf16 holds these integers exactly");
+        assert_eq!(b.kind(), Kind::BFloat16, "kept as the file has it");
+        let at = b.data_ptr() as usize;
+        assert!(at >= start && at < start + len, "a bf16 tensor on the CPU is not copied");
+        assert!(as_compute(&b, Kind::Float).equal(&a), "bf16 holds these integers exactly");
         // Registered under the HF names.
         let mut names: Vec<String> = vs.variables().into_keys().collect();
         names.sort();
@@ -219,7 +241,7 @@ mod tests {
         );
         let err = w.take(&vs, "transformer.ln_f.weight", &[2]).unwrap_err().to_string();
         assert!(err.contains("tensor `transformer.ln_f.weight` is missing"), "{err}");
-        assert_eq!(w.take(&vs, "lm_head.weight", &[4, 2]).unwrap().kind(), Kind::Float);
+        assert_eq!(w.take(&vs, "lm_head.weight", &[4, 2]).unwrap().kind(), Kind::Half, "fp16 kept on the CPU");
         let err = Weights::open(&dir.path().join("nowhere"), Kind::Float, Device::Cpu).err().unwrap().to_string();
         assert!(err.contains("model.safetensors: file not found"), "{err}");
     }

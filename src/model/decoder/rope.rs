@@ -15,7 +15,7 @@
 //! projection (OLMo, [heads · head_dim]).
 use super::config::{DecoderConfig, Family};
 use super::layers::{activate, allowed, apply_rope, attend, rope_tables, Linear, RmsNorm};
-use super::load::Weights;
+use super::load::{as_compute, Weights};
 use crate::error::Result;
 use tch::nn::VarStore;
 use tch::{Kind, Tensor};
@@ -57,6 +57,8 @@ struct Layer {
 #[derive(Debug)]
 pub struct RopeDecoder {
     config: DecoderConfig,
+    /// The dtype it computes in (the weights may be stored in half precision on the CPU).
+    kind: Kind,
     norms: Norms,
     embed_tokens: Tensor,
     embed_scale: Option<f64>,
@@ -142,6 +144,7 @@ impl RopeDecoder {
         };
         Ok(RopeDecoder {
             config: c.clone(),
+            kind: w.compute_kind(),
             norms,
             embed_tokens,
             embed_scale: gemma.then(|| (h as f64).sqrt()),
@@ -157,7 +160,7 @@ impl RopeDecoder {
     pub fn hidden(&self, ids: &Tensor, mask: &Tensor) -> Tensor {
         let c = &self.config;
         let (b, s) = ids.size2().expect("[batch, seq] ids");
-        let mut x = Tensor::embedding(&self.embed_tokens, ids, -1, false, false);
+        let mut x = as_compute(&Tensor::embedding(&self.embed_tokens, ids, -1, false, false), self.kind);
         let kind = x.kind();
         if let Some(scale) = self.embed_scale {
             // transformers multiplies by √hidden rounded to the embeddings' dtype.
