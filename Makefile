@@ -123,6 +123,10 @@ bench-liputan6-data: setup
 bench-ops: setup
 	$(PYTHON) tests/bench/bench_ops.py
 
+.PHONY: bench-causal
+bench-causal: setup
+	$(PYTHON) tests/bench/bench_causal.py
+
 .PHONY: bench-generate
 bench-generate: setup
 	$(PYTHON) tests/bench/bench_generate.py
