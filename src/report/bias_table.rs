@@ -103,6 +103,16 @@ pub fn evaluation_of(path: &Path, metric: Option<BiasMetric>) -> Result<PathBuf>
     })
 }
 
+/// The metric as a row states it: a causal LM's `pppl` is its perplexity, its `crows` the
+/// log-likelihood sum.
+fn metric_label(report: &BiasReport) -> String {
+    match (&report.causal, report.metric) {
+        (Some(_), BiasMetric::Pppl) => "perplexity (causal LM)".into(),
+        (Some(_), BiasMetric::Crows) => "log-likelihood sum (causal LM)".into(),
+        (_, metric) => metric.to_string(),
+    }
+}
+
 /// A category with its Wilson interval (recomputed from the counts for reports that lack it).
 fn with_interval(c: &Category) -> Category {
     let mut c = c.clone();
@@ -143,9 +153,9 @@ pub fn bias_table(models: &[TableModel], metric: Option<BiasMetric>, languages: 
     );
     for r in &rows {
         let step = r.report.step.map_or("–".to_string(), |s| s.to_string());
-        md.push_str(&format!("| {} | {} | {} | `{}` |\n", r.name, r.report.metric, step, r.folder.display()));
+        md.push_str(&format!("| {} | {} | {} | `{}` |\n", r.name, metric_label(&r.report), step, r.folder.display()));
     }
-    let metrics: Vec<BiasMetric> = rows.iter().map(|r| r.report.metric).collect();
+    let metrics: Vec<String> = rows.iter().map(|r| metric_label(&r.report)).collect();
     if metrics.iter().any(|m| *m != metrics[0]) {
         md.push_str(
             "\nThe rows use different metrics: a win rate is comparable across them as the share of pairs whose protrope the model prefers, not as a score.\n",

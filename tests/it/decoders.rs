@@ -238,9 +238,49 @@ fn eval_pll_on_a_decoder_prints_log_likelihoods_with_the_convention() {
 
 #[test]
 fn eval_bias_on_a_decoder_decides_pairs_by_perplexity_and_by_sums() {
+    let model = llama().to_str().unwrap();
+    let pairs_csv = test_data().join("crows-pairs/crows_pairs_anonymized.csv");
+    bias_parity(llama(), "llama");
+    let err =
+        indolm_fails(&["eval", "bias", "--model", model, "--pairs", pairs_csv.to_str().unwrap(), "--metric", "aul"]);
+    assert!(err.contains("`aul` needs a masked LM"), "{err}");
+}
+
+/// Gemma 2 (soft-capping, sliding windows) decides the pairs as transformers' sums decide them,
+/// and `report bias-table` lays it out beside Llama as the paper's tables do.
+#[test]
+fn eval_bias_on_gemma2_matches_transformers_and_the_bias_table_renders_it() {
+    let gemma = fixture("gemma2");
+    let gemma_out = bias_parity(&gemma, "gemma2");
+    let llama_out = bias_parity(llama(), "llama-for-table");
+    let json = gemma_out.join("table.json");
+    let (stdout, _) = indolm_ok(&[
+        "report",
+        "bias-table",
+        &format!("Gemma 2 (tiny)={}", gemma_out.display()),
+        &format!("Llama (tiny)={}", llama_out.display()),
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(stdout.contains("| Gemma 2 (tiny) | perplexity (causal LM) | – |"), "{stdout}");
+    let cells: Vec<Value> = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    for (name, out) in [("Gemma 2 (tiny)", &gemma_out), ("Llama (tiny)", &llama_out)] {
+        let report = indolm::eval::bias::records::read_report(&out.join("bias.json")).unwrap();
+        let overall = &report.languages[0].overall;
+        let row = format!("| {name} | {} ({}) |", indolm::eval::bias::rate_with_interval(overall), overall.tally.pairs);
+        assert!(stdout.contains(&row), "{row} in {stdout}");
+        let cell = cells.iter().find(|c| c["model"] == name && c["category"] == "overall").unwrap();
+        assert_eq!(cell["win_rate"].as_f64().unwrap(), overall.win_rate);
+    }
+    println!("{stdout}");
+}
+
+/// `eval bias --metric pppl crows` on `dir` over the CrowS-Pairs test pairs: every pair's two
+/// log-likelihoods equal transformers' (the lm-eval rule) and every decision follows them;
+/// returns the evaluation folder.
+fn bias_parity(dir: &Path, name: &str) -> PathBuf {
     use indolm::eval::bias::records::read_records;
-    let dir = llama();
-    let work = scratch("decoder-bias");
+    let work = scratch(&format!("decoder-bias-{name}"));
     let pairs_csv = test_data().join("crows-pairs/crows_pairs_anonymized.csv");
     let out = work.join("eval");
     let model = dir.to_str().unwrap();
@@ -280,7 +320,7 @@ fn eval_bias_on_a_decoder_decides_pairs_by_perplexity_and_by_sums() {
         assert_eq!(records.len(), pairs.len());
         let report: Value =
             serde_json::from_str(&std::fs::read_to_string(metric_dir.join("bias.json")).unwrap()).unwrap();
-        assert_eq!(report["causal"]["prefix_token_id"], 2, "{}", report["causal"]);
+        assert_eq!(report["causal"]["prefix_token_id"], reference["prefix_token_id"], "{}", report["causal"]);
         assert_eq!(report["causal"]["score"], "sum");
         for (r, pair) in records.iter().zip(sums.chunks(2)) {
             let ((pro, np), (anti, na)) = (pair[0], pair[1]);
@@ -302,10 +342,8 @@ fn eval_bias_on_a_decoder_decides_pairs_by_perplexity_and_by_sums() {
         }
     }
     println!(
-        "{} CrowS pairs: stereotype preferred by perplexity in {pro_wins_ppl}, by log-likelihood sum in {pro_wins_sum}",
+        "{name}: {} CrowS pairs: stereotype preferred by perplexity in {pro_wins_ppl}, by log-likelihood sum in {pro_wins_sum}",
         pairs.len()
     );
-    let err =
-        indolm_fails(&["eval", "bias", "--model", model, "--pairs", pairs_csv.to_str().unwrap(), "--metric", "aul"]);
-    assert!(err.contains("`aul` needs a masked LM"), "{err}");
+    out
 }
