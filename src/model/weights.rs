@@ -61,6 +61,22 @@ pub fn read_file(path: &Path) -> Result<BTreeMap<String, Tensor>> {
     Ok(out)
 }
 
+/// The shard files a `model.safetensors.index.json` names (its `weight_map`'s values), each
+/// once, in name order, beside the index.
+pub fn shard_files(index: &Path) -> Result<Vec<PathBuf>> {
+    let text = crate::files::read_to_string(index)?;
+    let json: serde_json::Value = serde_json::from_str(&text).map_err(|e| Error::json(index, &e))?;
+    let map = json
+        .get("weight_map")
+        .and_then(|m| m.as_object())
+        .ok_or_else(|| Error::field(index, "weight_map", "missing or not an object"))?;
+    let mut shards: Vec<&str> = map.values().filter_map(|v| v.as_str()).collect();
+    shards.sort_unstable();
+    shards.dedup();
+    let dir = index.parent().unwrap_or(Path::new("."));
+    Ok(shards.into_iter().map(|s| dir.join(s)).collect())
+}
+
 /// Reads a model's weights from a directory: `model.safetensors`, or the shards named by
 /// `model.safetensors.index.json`.
 pub fn read_model_weights(dir: &Path) -> Result<(PathBuf, BTreeMap<String, Tensor>)> {
@@ -70,18 +86,9 @@ pub fn read_model_weights(dir: &Path) -> Result<(PathBuf, BTreeMap<String, Tenso
     }
     let index = dir.join("model.safetensors.index.json");
     if index.exists() {
-        let text = crate::files::read_to_string(&index)?;
-        let json: serde_json::Value = serde_json::from_str(&text).map_err(|e| Error::json(&index, &e))?;
-        let map = json
-            .get("weight_map")
-            .and_then(|m| m.as_object())
-            .ok_or_else(|| Error::field(&index, "weight_map", "missing or not an object"))?;
-        let mut shards: Vec<&str> = map.values().filter_map(|v| v.as_str()).collect();
-        shards.sort_unstable();
-        shards.dedup();
         let mut out = BTreeMap::new();
-        for shard in shards {
-            out.extend(read_file(&dir.join(shard))?);
+        for shard in shard_files(&index)? {
+            out.extend(read_file(&shard)?);
         }
         return Ok((index, out));
     }

@@ -89,17 +89,8 @@ impl Weights {
             maps.push(map_file(&single, &mut tensors)?);
             single
         } else if index.exists() {
-            let text = crate::files::read_to_string(&index)?;
-            let json: serde_json::Value = serde_json::from_str(&text).map_err(|e| Error::json(&index, &e))?;
-            let map = json
-                .get("weight_map")
-                .and_then(|m| m.as_object())
-                .ok_or_else(|| Error::field(&index, "weight_map", "missing or not an object"))?;
-            let mut shards: Vec<&str> = map.values().filter_map(|v| v.as_str()).collect();
-            shards.sort_unstable();
-            shards.dedup();
-            for shard in shards {
-                maps.push(map_file(&dir.join(shard), &mut tensors)?);
+            for shard in crate::model::weights::shard_files(&index)? {
+                maps.push(map_file(&shard, &mut tensors)?);
             }
             index
         } else {
