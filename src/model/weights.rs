@@ -10,7 +10,8 @@ use std::path::{Path, PathBuf};
 use tch::nn::VarStore;
 use tch::{Device, Kind, Tensor};
 
-fn kind_of(dtype: Dtype) -> Option<Kind> {
+/// The tch kind of a safetensors dtype (none for dtypes tch lacks).
+pub(crate) fn kind_of(dtype: Dtype) -> Option<Kind> {
     Some(match dtype {
         Dtype::F32 => Kind::Float,
         Dtype::F16 => Kind::Half,

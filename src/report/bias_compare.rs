@@ -39,25 +39,50 @@ fn run_names(runs: &[PathBuf]) -> Vec<String> {
         .collect()
 }
 
-/// A category's win rate for a table cell: rate, Wilson interval (recomputed from the counts,
-/// so older bias.json files have one too) and pairs.
-fn cell(c: &Category) -> String {
+/// A category with its Wilson interval, recomputed from the counts when the report lacks it
+/// (older bias.json files).
+pub(super) fn with_interval(c: &Category) -> Category {
     let mut c = c.clone();
     if c.interval == Default::default() {
         c.interval = c.tally.interval();
     }
+    c
+}
+
+/// A category's win rate for a table cell: rate, Wilson interval and pairs.
+pub(super) fn cell(c: &Category) -> String {
+    let c = with_interval(c);
     format!("{} ({})", rate_with_interval(&c), c.tally.pairs)
 }
 
-fn win_rate_tables(runs: &[RunAtStep]) -> String {
+/// The languages of `reports`, in order of first appearance.
+pub(super) fn languages_of<'a>(reports: impl IntoIterator<Item = &'a BiasReport>) -> Vec<String> {
     let mut languages: Vec<String> = Vec::new();
-    for r in runs {
-        for l in &r.report.languages {
+    for r in reports {
+        for l in &r.languages {
             if !languages.contains(&l.language) {
                 languages.push(l.language.clone());
             }
         }
     }
+    languages
+}
+
+/// The domains `language` has in any of `reports`, in order of first appearance.
+pub(super) fn domains_of<'a>(reports: impl IntoIterator<Item = &'a BiasReport>, language: &str) -> Vec<String> {
+    let mut domains: Vec<String> = Vec::new();
+    for r in reports {
+        for d in r.languages.iter().filter(|x| x.language == language).flat_map(|x| &x.domains) {
+            if !domains.contains(&d.name) {
+                domains.push(d.name.clone());
+            }
+        }
+    }
+    domains
+}
+
+fn win_rate_tables(runs: &[RunAtStep]) -> String {
+    let languages = languages_of(runs.iter().map(|r| &r.report));
     let with_all = runs.iter().any(|r| r.report.all_languages.is_some());
     let mut out = String::from("## Overall win rate per language (%, 95% interval, pairs)\n\n| run | step |");
     for l in &languages {
@@ -83,14 +108,7 @@ fn win_rate_tables(runs: &[RunAtStep]) -> String {
         out.push('\n');
     }
     for l in &languages {
-        let mut domains: Vec<String> = Vec::new();
-        for r in runs {
-            for d in r.report.languages.iter().filter(|x| x.language == *l).flat_map(|x| &x.domains) {
-                if !domains.contains(&d.name) {
-                    domains.push(d.name.clone());
-                }
-            }
-        }
+        let domains = domains_of(runs.iter().map(|r| &r.report), l);
         out.push_str(&format!("\n## {l}: win rate per domain (%, 95% interval, pairs)\n\n| run |"));
         for d in &domains {
             out.push_str(&format!(" {d} |"));

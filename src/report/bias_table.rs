@@ -4,9 +4,10 @@
 //! model is one evaluation: an `eval bias --out` folder, a checkpoint folder, or a run folder
 //! (at its last evaluation), named `NAME=PATH` or by its folder. Each row states its metric,
 //! because the paper scores decoders by perplexity and encoders by pseudo-perplexity.
+use super::bias_compare::{cell, domains_of, languages_of, with_interval};
 use crate::error::{Error, Result};
 use crate::eval::bias::records::{evaluation_under_metric, read_report, run_evaluation, StepChoice, REPORT_FILE};
-use crate::eval::bias::{rate_with_interval, BiasReport, Category};
+use crate::eval::bias::{BiasReport, Category};
 use crate::recipe::BiasMetric;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
@@ -113,15 +114,6 @@ fn metric_label(report: &BiasReport) -> String {
     }
 }
 
-/// A category with its Wilson interval (recomputed from the counts for reports that lack it).
-fn with_interval(c: &Category) -> Category {
-    let mut c = c.clone();
-    if c.interval == Default::default() {
-        c.interval = c.tally.interval();
-    }
-    c
-}
-
 /// Builds the tables for `models`, restricted to `languages` when any are given.
 pub fn bias_table(models: &[TableModel], metric: Option<BiasMetric>, languages: &[String]) -> Result<BiasTable> {
     if models.is_empty() {
@@ -136,14 +128,10 @@ pub fn bias_table(models: &[TableModel], metric: Option<BiasMetric>, languages: 
         let report = read_report(&folder.join(REPORT_FILE))?;
         rows.push(Row { name: m.name.clone(), folder, report });
     }
-    let mut order: Vec<String> = Vec::new();
-    for r in &rows {
-        for l in &r.report.languages {
-            if !order.contains(&l.language) && (languages.is_empty() || languages.contains(&l.language)) {
-                order.push(l.language.clone());
-            }
-        }
-    }
+    let order: Vec<String> = languages_of(rows.iter().map(|r| &r.report))
+        .into_iter()
+        .filter(|l| languages.is_empty() || languages.contains(l))
+        .collect();
     if order.is_empty() {
         return Err(Error::argument("--language", format!("none of {languages:?} is in the evaluations")));
     }
@@ -164,7 +152,7 @@ pub fn bias_table(models: &[TableModel], metric: Option<BiasMetric>, languages: 
     let mut cells = Vec::new();
     let mut push = |md: &mut String, r: &Row, language: &str, category: &str, c: &Category| {
         let c = with_interval(c);
-        md.push_str(&format!(" {} ({}) |", rate_with_interval(&c), c.tally.pairs));
+        md.push_str(&format!(" {} |", cell(&c)));
         cells.push(TableCell {
             model: r.name.clone(),
             language: language.to_string(),
@@ -177,14 +165,7 @@ pub fn bias_table(models: &[TableModel], metric: Option<BiasMetric>, languages: 
         });
     };
     for language in &order {
-        let mut domains: Vec<String> = Vec::new();
-        for r in &rows {
-            for d in r.report.languages.iter().filter(|l| l.language == *language).flat_map(|l| &l.domains) {
-                if !domains.contains(&d.name) {
-                    domains.push(d.name.clone());
-                }
-            }
-        }
+        let domains = domains_of(rows.iter().map(|r| &r.report), language);
         md.push_str(&format!("\n## {language}\n\n| model | overall |"));
         for d in &domains {
             md.push_str(&format!(" {d} |"));

@@ -4,7 +4,7 @@
 //! (no copy at all when both already match) and registers it in the `VarStore` under its HF
 //! name, so the store's paths are the checkpoint's tensor names.
 use crate::error::{Error, IoContext, Result};
-use safetensors::{Dtype, SafeTensors};
+use safetensors::SafeTensors;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -20,16 +20,6 @@ pub struct Weights {
     pub maps: Vec<Arc<memmap2::MmapMut>>,
     kind: Kind,
     device: Device,
-}
-
-fn kind_of(dtype: Dtype) -> Option<Kind> {
-    Some(match dtype {
-        Dtype::F32 => Kind::Float,
-        Dtype::F16 => Kind::Half,
-        Dtype::BF16 => Kind::BFloat16,
-        Dtype::F64 => Kind::Double,
-        _ => return None,
-    })
 }
 
 /// `t` in the compute dtype `kind`: itself when it already is, else a cast copy (a weight kept
@@ -51,7 +41,8 @@ fn map_file(path: &Path, out: &mut BTreeMap<String, Tensor>) -> Result<Arc<memma
     let st = SafeTensors::deserialize(&map[..])
         .map_err(|e| Error::invalid(path, format!("not a valid safetensors file: {e}")))?;
     for (name, view) in st.tensors() {
-        let kind = kind_of(view.dtype()).ok_or_else(|| {
+        let floating = |k: &Kind| matches!(k, Kind::Float | Kind::Half | Kind::BFloat16 | Kind::Double);
+        let kind = crate::model::weights::kind_of(view.dtype()).filter(floating).ok_or_else(|| {
             Error::invalid(path, format!("tensor `{name}` has dtype {:?} (expected F32, F16 or BF16)", view.dtype()))
         })?;
         let shape: Vec<i64> = view.shape().iter().map(|&d| d as i64).collect();
