@@ -62,15 +62,22 @@ pub enum EvalCommand {
         #[arg(long, num_args = 1.., default_value = "test")]
         split: Vec<String>,
     },
-    /// IndoMMLU zero-shot accuracy per subject, level and area, with the random baseline.
+    /// IndoMMLU accuracy per subject, level and area, with the random baseline and the
+    /// calibration of the confidence; masked LMs zero-shot, causal LMs zero- or few-shot.
     Indommlu {
         #[arg(long)]
         model: PathBuf,
         /// The IndoMMLU CSV (`indolm download indommlu`).
         #[arg(long)]
         data: PathBuf,
-        #[arg(long, value_enum, default_value = "option-pll")]
-        mode: indolm::recipe::IndommluMode,
+        /// Masked LMs: `option-pll` (default) or `letter`; causal LMs: `letter` (default, the
+        /// paper's reported setting) or `full-answer`.
+        #[arg(long, value_enum)]
+        mode: Option<indolm::recipe::IndommluMode>,
+        /// Causal LMs: solved questions (rows marked is_for_fewshot of the same subject and
+        /// level) before each question.
+        #[arg(long, default_value_t = 0)]
+        shots: usize,
         /// Write the results as JSON to this file.
         #[arg(long)]
         json: Option<PathBuf>,
@@ -443,22 +450,72 @@ fn bias(args: &BiasArgs, device: Device) -> Result<()> {
 }
 
 /// `eval indommlu`: accuracy per subject, level and area, with the random baseline.
-fn indommlu(
-    model: &Path,
-    data: &Path,
-    mode: indolm::recipe::IndommluMode,
-    json: Option<&Path>,
-    out_dir: Option<&Path>,
-    device: Device,
-) -> Result<()> {
-    let questions = indolm::eval::indommlu::load(data)?;
-    let mut loaded = load_masked_lm(model, device)?;
-    for note in &loaded.notes {
-        eprintln!("note: {note}");
+/// What `eval indommlu` was asked.
+struct IndommluArgs<'a> {
+    model: &'a Path,
+    data: &'a Path,
+    mode: Option<indolm::recipe::IndommluMode>,
+    shots: usize,
+}
+
+/// `eval indommlu`: a masked LM zero-shot, or a causal LM zero- or few-shot.
+fn indommlu(args: IndommluArgs, json: Option<&Path>, out_dir: Option<&Path>, device: Device) -> Result<()> {
+    use indolm::recipe::IndommluMode;
+    let data = indolm::eval::indommlu::load_all(args.data)?;
+    let causal = is_causal_dir(args.model);
+    let mode = args.mode.unwrap_or(if causal { IndommluMode::Letter } else { IndommluMode::OptionPll });
+    let refuse = |flag: &str, message: &str| Err(Error::Argument { flag: flag.into(), message: message.into() });
+    match (causal, mode) {
+        (true, IndommluMode::OptionPll) => {
+            return refuse(
+                "--mode",
+                "option-pll masks tokens, which a causal LM cannot score; use letter or full-answer",
+            )
+        }
+        (false, IndommluMode::FullAnswer) => {
+            return refuse(
+                "--mode",
+                "full-answer scores a causal LM's answer text; a masked LM takes option-pll or letter",
+            )
+        }
+        (false, _) if args.shots > 0 => {
+            return refuse("--shots", "few-shot prompts are for causal LMs; a masked LM is scored zero-shot")
+        }
+        (true, _) if args.shots > 0 && !data.has_fewshot_column => {
+            return Err(Error::invalid(
+                args.data,
+                "no is_for_fewshot column: few-shot prompts take their solved questions from the rows marked 1",
+            ))
+        }
+        _ => {}
     }
-    loaded.model.set_precision(indolm::device::default_precision(device));
-    let (report, records) =
-        indolm::eval::indommlu::evaluate(&loaded.model, &loaded.tokenizer, &questions, mode, device, None)?;
+    let (report, records) = if causal {
+        let lm = load_causal_lm(args.model, device)?;
+        let (report, records, short) =
+            indolm::eval::indommlu_causal::evaluate(&lm, &data.questions, &data.examples, mode, args.shots)?;
+        if short > 0 {
+            eprintln!(
+                "note: {short} of {} questions had fewer than {} demonstrations of their subject and level",
+                data.questions.len(),
+                args.shots
+            );
+        }
+        (report, records)
+    } else {
+        let mut loaded = load_masked_lm(args.model, device)?;
+        for note in &loaded.notes {
+            eprintln!("note: {note}");
+        }
+        loaded.model.set_precision(indolm::device::default_precision(device));
+        indolm::eval::indommlu::evaluate(&loaded.model, &loaded.tokenizer, &data.questions, mode, device, None)?
+    };
+    if !data.examples.is_empty() {
+        eprintln!(
+            "note: {} rows marked is_for_fewshot are demonstrations, not scored; {} questions",
+            data.examples.len(),
+            data.questions.len()
+        );
+    }
     out!("{}", report.markdown());
     if let Some(out) = json {
         write_json(out, &report)?;
@@ -499,9 +556,12 @@ pub fn run(command: EvalCommand, device: &dyn Fn() -> Result<Device>) -> Result<
         EvalCommand::Bias(args) => bias(&args, device()?),
         EvalCommand::Rouge { pred, reference } => rouge(&pred, &reference),
         EvalCommand::SummarizationBaselines { data, split } => summarization_baselines(&data, &split),
-        EvalCommand::Indommlu { model, data, mode, json, out } => {
-            indommlu(&model, &data, mode, json.as_deref(), out.as_deref(), device()?)
-        }
+        EvalCommand::Indommlu { model, data, mode, shots, json, out } => indommlu(
+            IndommluArgs { model: &model, data: &data, mode, shots },
+            json.as_deref(),
+            out.as_deref(),
+            device()?,
+        ),
     }
 }
 

@@ -124,54 +124,96 @@ impl<'a> CausalScorer<'a> {
         Ok(self.score_ids(&ids))
     }
 
-    /// Scores tokenized sentences (each non-empty).
+    /// Scores tokenized sentences (each non-empty), each after the prefix token.
     pub fn score_ids(&self, sentences: &[Vec<i64>]) -> Vec<CausalScore> {
-        let lengths: Vec<usize> = sentences.iter().map(|s| s.len() + 1).collect();
-        let mut out: Vec<Option<CausalScore>> = vec![None; sentences.len()];
-        for batch in crate::data::batching::by_length(&lengths, self.token_budget) {
-            let rows: Vec<&[i64]> = batch.iter().map(|&i| sentences[i].as_slice()).collect();
-            for (&i, (log_probs, correct)) in batch.iter().zip(self.score_batch(&rows)) {
+        let rows: Vec<Vec<i64>> =
+            sentences.iter().map(|s| std::iter::once(self.prefix.id).chain(s.iter().copied()).collect()).collect();
+        self.score_rows(&rows)
+            .into_iter()
+            .zip(sentences)
+            .map(|((log_probs, correct), s)| {
                 let sum = log_probs.iter().sum();
-                out[i] = Some(CausalScore { ids: sentences[i].clone(), log_probs, sum, correct });
-            }
-        }
-        out.into_iter().map(|s| s.expect("every sentence is in a batch")).collect()
+                CausalScore { ids: s.clone(), log_probs, sum, correct }
+            })
+            .collect()
     }
 
-    /// ln p of each row's tokens and how many the model ranks first: one forward pass over
-    /// [prefix, tokens…] rows, right-padded.
-    fn score_batch(&self, rows: &[&[i64]]) -> Vec<(Vec<f64>, usize)> {
-        let width = rows.iter().map(|r| r.len() + 1).max().unwrap_or(1);
-        let n = rows.len();
-        let pad = self.prefix.id;
-        let mut ids = vec![pad; n * width];
-        let mut mask = vec![0i64; n * width];
-        // Position p of a row predicts its token p + 1.
-        let mut from = Vec::new();
-        let mut targets = Vec::new();
-        for (r, row) in rows.iter().enumerate() {
-            ids[r * width + 1..r * width + 1 + row.len()].copy_from_slice(row);
-            mask[r * width..r * width + row.len() + 1].iter_mut().for_each(|m| *m = 1);
-            for (p, &t) in row.iter().enumerate() {
-                from.push((r * width + p) as i64);
-                targets.push(t);
+    /// ln p of every token of each row after its first (the first is context only) and how
+    /// many of them the model ranks first; rows of at least two tokens, batched shortest first
+    /// under the token budget.
+    pub fn score_rows(&self, rows: &[Vec<i64>]) -> Vec<(Vec<f64>, usize)> {
+        let lengths: Vec<usize> = rows.iter().map(Vec::len).collect();
+        let mut out: Vec<Option<(Vec<f64>, usize)>> = vec![None; rows.len()];
+        for batch in crate::data::batching::by_length(&lengths, self.token_budget) {
+            let chunk: Vec<&[i64]> = batch.iter().map(|&i| rows[i].as_slice()).collect();
+            for (&i, scored) in batch.iter().zip(self.score_batch(&chunk)) {
+                out[i] = Some(scored);
             }
         }
+        out.into_iter().map(|s| s.expect("every row is in a batch")).collect()
+    }
+
+    /// ln p of each of `candidates[i]` as the token after the whole of `rows[i]` (non-empty):
+    /// the next-token distribution at each row's last position, batched under the token
+    /// budget, one transfer to the host a batch.
+    pub fn next_token_log_probs(&self, rows: &[Vec<i64>], candidates: &[Vec<i64>]) -> Vec<Vec<f64>> {
+        let lengths: Vec<usize> = rows.iter().map(Vec::len).collect();
+        let mut out: Vec<Vec<f64>> = vec![Vec::new(); rows.len()];
+        for batch in crate::data::batching::by_length(&lengths, self.token_budget) {
+            let chunk: Vec<&[i64]> = batch.iter().map(|&i| rows[i].as_slice()).collect();
+            let wanted: Vec<&[i64]> = batch.iter().map(|&i| candidates[i].as_slice()).collect();
+            for (&i, scored) in batch.iter().zip(self.next_token_batch(&chunk, &wanted)) {
+                out[i] = scored;
+            }
+        }
+        out
+    }
+
+    /// Right-pads `rows` into ids and attention mask [rows, width] on the device.
+    fn padded(&self, rows: &[&[i64]]) -> (Tensor, Tensor, usize) {
+        let width = rows.iter().map(|r| r.len()).max().unwrap_or(1);
+        let n = rows.len();
+        let mut ids = vec![self.prefix.id; n * width];
+        let mut mask = vec![0i64; n * width];
+        for (r, row) in rows.iter().enumerate() {
+            ids[r * width..r * width + row.len()].copy_from_slice(row);
+            mask[r * width..r * width + row.len()].iter_mut().for_each(|m| *m = 1);
+        }
+        let (device, shape) = (self.model.device, [n as i64, width as i64]);
+        let ids = Tensor::from_slice(&ids).view(shape).to_device(device);
+        let mask = Tensor::from_slice(&mask).view(shape).to_device(device);
+        (ids, mask, width)
+    }
+
+    /// The final hidden states of `rows` at the flat positions `at` (row × width + position).
+    fn hidden_at(&self, rows: &[&[i64]], at: impl Fn(usize) -> Vec<i64>) -> Tensor {
+        let (ids, mask, width) = self.padded(rows);
+        let hidden = self.model.hidden(&ids, &mask);
+        hidden
+            .reshape([(rows.len() * width) as i64, -1])
+            .index_select(0, &Tensor::from_slice(&at(width)).to_device(self.model.device))
+    }
+
+    /// ln p of each row's tokens after its first and how many the model ranks first: one
+    /// forward pass over the right-padded rows.
+    fn score_batch(&self, rows: &[&[i64]]) -> Vec<(Vec<f64>, usize)> {
+        // Position p of a row predicts its token p + 1.
+        let from = |width: usize| -> Vec<i64> {
+            rows.iter()
+                .enumerate()
+                .flat_map(|(r, row)| (0..row.len() - 1).map(move |p| (r * width + p) as i64))
+                .collect()
+        };
+        let targets: Vec<i64> = rows.iter().flat_map(|row| row[1..].iter().copied()).collect();
         let device = self.model.device;
-        let shape = [n as i64, width as i64];
         let (flat, firsts) = tch::no_grad(|| {
-            let ids = Tensor::from_slice(&ids).view(shape).to_device(device);
-            let mask = Tensor::from_slice(&mask).view(shape).to_device(device);
-            let hidden = self.model.hidden(&ids, &mask);
-            let hidden = hidden
-                .reshape([n as i64 * width as i64, -1])
-                .index_select(0, &Tensor::from_slice(&from).to_device(device));
+            let hidden = self.hidden_at(rows, from);
             let targets = Tensor::from_slice(&targets).to_device(device);
             // The fp32 logits of at most `logit_elements` at a time (a 256k vocabulary would
             // otherwise need gigabytes per batch); the chunks stay on the device.
-            let rows = (self.logit_elements / self.model.config.vocab_size).max(1);
+            let chunk = (self.logit_elements / self.model.config.vocab_size).max(1);
             let (mut lps, mut firsts) = (Vec::new(), Vec::new());
-            for (h, t) in hidden.split(rows, 0).iter().zip(targets.split(rows, 0)) {
+            for (h, t) in hidden.split(chunk, 0).iter().zip(targets.split(chunk, 0)) {
                 let log_probs = self.model.logits(h).log_softmax(-1, Kind::Float);
                 firsts.push(log_probs.argmax(-1, false).eq_tensor(&t));
                 lps.push(log_probs.gather(1, &t.unsqueeze(1), false).squeeze_dim(1));
@@ -181,12 +223,38 @@ impl<'a> CausalScorer<'a> {
         });
         let flat = Vec::<f64>::try_from(flat).expect("a vector of log-probabilities");
         let firsts = Vec::<bool>::try_from(firsts).expect("a vector of booleans");
-        let mut out = Vec::with_capacity(n);
+        let mut out = Vec::with_capacity(rows.len());
         let mut at = 0;
         for row in rows {
-            out.push((flat[at..at + row.len()].to_vec(), firsts[at..at + row.len()].iter().filter(|&&f| f).count()));
-            at += row.len();
+            let n = row.len() - 1;
+            out.push((flat[at..at + n].to_vec(), firsts[at..at + n].iter().filter(|&&f| f).count()));
+            at += n;
         }
         out
+    }
+
+    /// ln p of each row's candidates after its last token: one forward pass, the vocabulary
+    /// projection at one position a row.
+    fn next_token_batch(&self, rows: &[&[i64]], candidates: &[&[i64]]) -> Vec<Vec<f64>> {
+        let k = candidates.iter().map(|c| c.len()).max().unwrap_or(0).max(1);
+        // Each row's candidates, padded to k with its first (the extra columns are dropped).
+        let index: Vec<i64> =
+            candidates.iter().flat_map(|c| (0..k).map(move |j| c.get(j).or(c.first()).copied().unwrap_or(0))).collect();
+        let last = |width: usize| -> Vec<i64> {
+            rows.iter().enumerate().map(|(r, row)| (r * width + row.len() - 1) as i64).collect()
+        };
+        let device = self.model.device;
+        let picked = tch::no_grad(|| {
+            let hidden = self.hidden_at(rows, last);
+            let index = Tensor::from_slice(&index).view([rows.len() as i64, k as i64]).to_device(device);
+            self.model
+                .logits(&hidden)
+                .log_softmax(-1, Kind::Float)
+                .gather(1, &index, false)
+                .to_kind(Kind::Double)
+                .to_device(Device::Cpu)
+        });
+        let flat = Vec::<f64>::try_from(picked.view([-1])).expect("a vector of log-probabilities");
+        candidates.iter().enumerate().map(|(r, c)| flat[r * k..r * k + c.len()].to_vec()).collect()
     }
 }

@@ -1,13 +1,17 @@
-//! IndoMMLU zero-shot evaluation for masked LMs. The release is one CSV (`subject, level,
-//! kelas, soal, jawaban, kunci`, sometimes `is_for_fewshot`); options are one a line, each
-//! starting with its letter. The paper's prompt: `Ini adalah soal [SUBJECT] untuk [LEVEL].
-//! Pilihlah salah satu jawaban yang dianggap benar!`, the question, the options, `Jawaban: `.
-//! Two scoring modes: `option-pll` (the mean PLL of the option's tokens, each masked in turn,
-//! after the prompt; the question is truncated from the left to fit) and `letter` (one
-//! `[MASK]` after `Jawaban:` and the logits of the option letters). Accuracy per subject and
-//! level, per area (mean of its subjects), the average of the areas, the random baseline from
-//! the option counts, pass/fail at 65, and accuracy with and without negation. Every
-//! evaluation also keeps its per-question records ([`super::indommlu_records`]).
+//! IndoMMLU: the CSV, masked-LM scoring, and the report. The release is one CSV (`subject,
+//! level, kelas, soal, jawaban, kunci`, sometimes `is_for_fewshot`); options are one a line,
+//! each starting with its letter; rows marked `is_for_fewshot = 1` are demonstrations for
+//! few-shot prompts and are not scored. The paper's prompt: `Ini adalah soal [SUBJECT] untuk
+//! [LEVEL]. Pilihlah salah satu jawaban yang dianggap benar!`, the question, the options,
+//! `Jawaban: `. Two scoring modes for masked LMs: `option-pll` (the mean PLL of the option's
+//! tokens, each masked in turn, after the prompt; the question is truncated from the left to
+//! fit) and `letter` (one `[MASK]` after `Jawaban:` and the logits of the option letters);
+//! causal LMs are scored by [`super::indommlu_causal`]. Accuracy per subject and level, per
+//! area (mean of its subjects), the average of the areas, the random baseline from the option
+//! counts, pass/fail at 65, accuracy with and without negation, and the expected calibration
+//! error of the confidence (softmax over the options) per area. Every evaluation also keeps its
+//! per-question records ([`super::indommlu_records`]), and the report is aggregated from them.
+use super::calibration::{expected_calibration_error, ECE_BINS};
 use super::indommlu_records::{write_question_records, QuestionRecord, RECORDS_FILE};
 use super::pll::{PllScorer, ScoringInput};
 use crate::data::tokenizer::TextTokenizer;
@@ -72,17 +76,31 @@ pub struct Question {
     pub options: Vec<(char, String)>,
     /// The index of the right option (from `kunci`).
     pub answer: usize,
+    /// The `soal` field exactly as the CSV holds it (the causal prompt uses it untrimmed, as
+    /// IndoMMLU's evaluate.py does).
+    pub soal: String,
+    /// The `jawaban` field exactly as the CSV holds it: the option lines.
+    pub jawaban: String,
+    /// Marked `is_for_fewshot = 1`: a demonstration for few-shot prompts, not a test question.
+    pub for_fewshot: bool,
 }
 
 impl Question {
-    /// The prompt's `[LEVEL]`: `<kelas> <level>` (e.g. `4 SD`), or `seleksi masuk universitas`
-    /// for `Seleksi PTN`.
+    /// The prompt's `[LEVEL]`: `<kelas> <level>` (e.g. `4 SD`; a numeric kelas such as `10.0`
+    /// truncated to `10`, as evaluate.py does), or `seleksi masuk universitas` for `Seleksi PTN`.
     pub fn level_phrase(&self) -> String {
         if self.level.to_lowercase().contains("seleksi") {
-            "seleksi masuk universitas".into()
-        } else {
-            format!("{} {}", self.kelas, self.level).trim().to_string()
+            return "seleksi masuk universitas".into();
         }
+        let kelas = match self.kelas.parse::<f64>() {
+            Ok(k) if k.is_finite() => format!("{}", k.trunc()),
+            _ => self.kelas.clone(),
+        };
+        format!("{kelas} {}", self.level).trim().to_string()
+    }
+    /// The letter of the right option.
+    pub fn key_letter(&self) -> char {
+        self.options[self.answer].0
     }
     /// The prompt's first sentence, naming the subject and level.
     pub fn header(&self) -> String {
@@ -121,9 +139,26 @@ fn split_options(text: &str) -> Option<Vec<(char, String)>> {
     (out.len() >= 2).then_some(out)
 }
 
-/// Reads and checks the IndoMMLU CSV: the columns, every row's options and key, no empty
-/// question.
+/// The CSV's rows: the questions to score and the few-shot demonstrations.
+#[derive(Debug, Clone, PartialEq)]
+pub struct IndommluData {
+    /// Rows not marked `is_for_fewshot = 1`, in CSV order.
+    pub questions: Vec<Question>,
+    /// Rows marked `is_for_fewshot = 1` (the release has 75), in CSV order.
+    pub examples: Vec<Question>,
+    /// Whether the CSV has the `is_for_fewshot` column.
+    pub has_fewshot_column: bool,
+}
+
+/// The questions to score in the IndoMMLU CSV (rows not marked `is_for_fewshot = 1`); see
+/// [`load_all`].
 pub fn load(path: &Path) -> Result<Vec<Question>> {
+    Ok(load_all(path)?.questions)
+}
+
+/// Reads and checks the IndoMMLU CSV: the columns, every row's options and key, no empty
+/// question, `is_for_fewshot` 0 or 1 where present.
+pub fn load_all(path: &Path) -> Result<IndommluData> {
     let mut reader = csv::Reader::from_path(path).map_err(|e| match e.kind() {
         csv::ErrorKind::Io(io) if io.kind() == std::io::ErrorKind::NotFound => {
             Error::MissingFile { path: path.into(), hint: "get the CSV with `indolm download indommlu`".into() }
@@ -144,7 +179,8 @@ pub fn load(path: &Path) -> Result<Vec<Question>> {
     };
     let (subject, level, kelas, soal, jawaban, kunci) =
         (col("subject")?, col("level")?, col("kelas")?, col("soal")?, col("jawaban")?, col("kunci")?);
-    let mut out = Vec::new();
+    let fewshot = col("is_for_fewshot").ok();
+    let (mut questions, mut examples) = (Vec::new(), Vec::new());
     for (i, rec) in reader.records().enumerate() {
         let row = i + 2;
         let rec = rec.map_err(|e| Error::invalid(path, format!("row {row}: {e}")))?;
@@ -168,7 +204,15 @@ pub fn load(path: &Path) -> Result<Vec<Question>> {
         if get(soal).is_empty() {
             return Err(Error::invalid(path, format!("row {row}: empty question")));
         }
-        out.push(Question {
+        let for_fewshot = match fewshot.map(get).as_deref() {
+            None | Some("" | "0" | "0.0" | "false" | "False") => false,
+            Some("1" | "1.0" | "true" | "True") => true,
+            Some(other) => {
+                return Err(Error::invalid(path, format!("row {row}: is_for_fewshot is {other:?}; expected 0 or 1")))
+            }
+        };
+        let raw = |c: usize| rec.get(c).unwrap_or("").to_string();
+        let q = Question {
             row,
             subject: get(subject),
             level: get(level),
@@ -176,9 +220,17 @@ pub fn load(path: &Path) -> Result<Vec<Question>> {
             question: get(soal),
             options,
             answer,
-        });
+            soal: raw(soal),
+            jawaban: raw(jawaban),
+            for_fewshot,
+        };
+        if for_fewshot {
+            examples.push(q)
+        } else {
+            questions.push(q)
+        }
     }
-    Ok(out)
+    Ok(IndommluData { questions, examples, has_fewshot_column: fewshot.is_some() })
 }
 
 /// `[CLS] header question tail X [SEP]` ids, with the question (then the tail) cut from the
@@ -212,6 +264,10 @@ pub fn score_questions(
     match mode {
         IndommluMode::OptionPll => option_pll_scores(model, tok, questions, device),
         IndommluMode::Letter => letter_scores(model, tok, questions, device),
+        IndommluMode::FullAnswer => Err(Error::Argument {
+            flag: "--mode".into(),
+            message: "full-answer scores a causal LM's answer text; a masked LM takes option-pll or letter".into(),
+        }),
     }
 }
 
@@ -360,6 +416,27 @@ pub struct AreaScore {
     pub random: f64,
     /// The area's subjects among the questions.
     pub subjects: usize,
+    /// Expected calibration error (percentage points) of the area's questions pooled.
+    #[serde(default)]
+    pub ece: f64,
+}
+
+/// How an evaluation answered its questions, recorded in its report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Setting {
+    /// How the options were scored.
+    pub mode: IndommluMode,
+    /// Whether the model is a causal LM (else a masked LM).
+    pub causal: bool,
+    /// Solved questions in each prompt (causal LMs; 0 for zero-shot).
+    pub shots: usize,
+}
+
+impl Setting {
+    /// A masked LM, zero-shot, scored with `mode`.
+    pub fn masked(mode: IndommluMode) -> Self {
+        Setting { mode, causal: false, shots: 0 }
+    }
 }
 
 /// The result of one IndoMMLU evaluation; written as `indommlu.json`.
@@ -367,6 +444,12 @@ pub struct AreaScore {
 pub struct IndommluReport {
     /// How the options were scored.
     pub mode: IndommluMode,
+    /// Whether the model is a causal LM (else a masked LM).
+    #[serde(default)]
+    pub causal: bool,
+    /// Solved questions in each prompt (0: zero-shot).
+    #[serde(default)]
+    pub shots: usize,
     /// The checkpoint's training step, when evaluated during pretraining.
     pub step: Option<u64>,
     /// The number of questions scored.
@@ -387,65 +470,35 @@ pub struct IndommluReport {
     pub not_negated: Cell,
     /// Subjects outside the paper's mapping (scored, not in the averages).
     pub unmapped_subjects: Vec<String>,
-}
-
-/// What aggregation needs of one answered question.
-struct Answered<'a> {
-    subject: &'a str,
-    level: &'a str,
-    options: usize,
-    negated: bool,
-    correct: bool,
-}
-
-/// Aggregates predictions (the index of each question's best option).
-pub fn aggregate(
-    questions: &[Question],
-    predictions: &[usize],
-    mode: IndommluMode,
-    step: Option<u64>,
-) -> IndommluReport {
-    let answered = questions.iter().zip(predictions).map(|(q, &p)| Answered {
-        subject: &q.subject,
-        level: &q.level,
-        options: q.options.len(),
-        negated: q.negated(),
-        correct: p == q.answer,
-    });
-    tally(answered, questions.len(), mode, step)
+    /// Expected calibration error (percentage points, 10 bins) of all the questions: the
+    /// confidence is the softmax over the options' scores at the prediction.
+    #[serde(default)]
+    pub ece: f64,
 }
 
 /// Aggregates per-question records (read back from `indommlu_questions.csv`, say): the report
 /// the evaluation that wrote them wrote.
-pub fn aggregate_records(records: &[QuestionRecord], mode: IndommluMode, step: Option<u64>) -> IndommluReport {
-    let answered = records.iter().map(|r| Answered {
-        subject: &r.subject,
-        level: &r.level,
-        options: r.scores.len(),
-        negated: r.negated,
-        correct: r.correct(),
-    });
-    tally(answered, records.len(), mode, step)
-}
-
-fn tally<'a>(
-    answered: impl Iterator<Item = Answered<'a>>,
-    questions: usize,
-    mode: IndommluMode,
-    step: Option<u64>,
-) -> IndommluReport {
+pub fn aggregate_records(records: &[QuestionRecord], setting: Setting, step: Option<u64>) -> IndommluReport {
     let (mut subject_level, mut subjects) = (BTreeMap::<String, Cell>::new(), BTreeMap::<String, Cell>::new());
     let (mut negated, mut not_negated) = (Cell::default(), Cell::default());
-    for a in answered {
-        let (ok, n) = (a.correct, a.options);
-        subject_level.entry(format!("{} / {}", a.subject, a.level)).or_default().add(ok, n);
-        subjects.entry(a.subject.to_string()).or_default().add(ok, n);
-        if a.negated {
+    for r in records {
+        let (ok, n) = (r.correct(), r.scores.len());
+        subject_level.entry(format!("{} / {}", r.subject, r.level)).or_default().add(ok, n);
+        subjects.entry(r.subject.to_string()).or_default().add(ok, n);
+        if r.negated {
             negated.add(ok, n)
         } else {
             not_negated.add(ok, n)
         }
     }
+    let ece = |area: Option<&str>| {
+        let answers: Vec<(f64, bool)> = records
+            .iter()
+            .filter(|r| area.is_none() || area_of(&r.subject) == area)
+            .map(|r| (r.confidence(), r.correct()))
+            .collect();
+        100.0 * expected_calibration_error(&answers, ECE_BINS)
+    };
     let mut areas = Vec::new();
     for (area, _) in AREAS {
         let cells: Vec<&Cell> = subjects.iter().filter(|(s, _)| area_of(s) == Some(area)).map(|(_, c)| c).collect();
@@ -458,14 +511,17 @@ fn tally<'a>(
             accuracy: mean(&|c| c.accuracy()),
             random: mean(&|c| c.random()),
             subjects: cells.len(),
+            ece: ece(Some(area)),
         });
     }
     let n = areas.len().max(1) as f64;
     let unmapped_subjects = subjects.keys().filter(|s| area_of(s).is_none()).cloned().collect();
     IndommluReport {
-        mode,
+        mode: setting.mode,
+        causal: setting.causal,
+        shots: setting.shots,
         step,
-        questions,
+        questions: records.len(),
         average: areas.iter().map(|a| a.accuracy).sum::<f64>() / n,
         random_average: areas.iter().map(|a| a.random).sum::<f64>() / n,
         areas,
@@ -474,6 +530,7 @@ fn tally<'a>(
         negated,
         not_negated,
         unmapped_subjects,
+        ece: ece(None),
     }
 }
 
@@ -488,7 +545,7 @@ pub fn evaluate(
 ) -> Result<(IndommluReport, Vec<QuestionRecord>)> {
     let scores = score_questions(model, tok, questions, mode, device)?;
     let records: Vec<QuestionRecord> = questions.iter().zip(scores).map(|(q, s)| QuestionRecord::new(q, s)).collect();
-    Ok((aggregate_records(&records, mode, step), records))
+    Ok((aggregate_records(&records, Setting::masked(mode), step), records))
 }
 
 /// Writes an evaluation into `dir`: the records (`indommlu_questions.csv`), then the report
@@ -502,11 +559,21 @@ impl IndommluReport {
     /// The report as markdown: the area table with the average, the subject/level table with
     /// pass or fail, negation, and subjects outside the mapping.
     pub fn markdown(&self) -> String {
-        let mut out = format!("IndoMMLU, mode {:?}, {} questions: accuracy % (random baseline)\n\n| area | accuracy | random | subjects |\n|---|---:|---:|---:|\n", self.mode, self.questions);
+        let model = if self.causal { format!("causal LM, {}-shot", self.shots) } else { "masked LM".into() };
+        let mut out = format!(
+            "IndoMMLU, mode {}, {model}, {} questions: accuracy % (random baseline), expected calibration error of the confidence (softmax over the options)\n\n| area | accuracy | random | ECE | subjects |\n|---|---:|---:|---:|---:|\n",
+            self.mode, self.questions
+        );
         for a in &self.areas {
-            out.push_str(&format!("| {} | {:.1} | {:.1} | {} |\n", a.area, a.accuracy, a.random, a.subjects));
+            out.push_str(&format!(
+                "| {} | {:.1} | {:.1} | {:.1} | {} |\n",
+                a.area, a.accuracy, a.random, a.ece, a.subjects
+            ));
         }
-        out.push_str(&format!("| **average** | **{:.1}** | {:.1} | |\n", self.average, self.random_average));
+        out.push_str(&format!(
+            "| **average** | **{:.1}** | {:.1} | {:.1} (all questions) | |\n",
+            self.average, self.random_average, self.ece
+        ));
         out.push_str(&format!(
             "\n| subject / level | accuracy | random | questions | pass ({PASS_MARK}) |\n|---|---:|---:|---:|:-:|\n"
         ));

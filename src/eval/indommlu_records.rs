@@ -58,6 +58,10 @@ impl QuestionRecord {
     pub fn correct(&self) -> bool {
         self.prediction == self.key
     }
+    /// The confidence in the prediction: the softmax over the option scores at it.
+    pub fn confidence(&self) -> f64 {
+        crate::eval::calibration::confidence(&self.scores, self.prediction)
+    }
 }
 
 fn letter(i: usize) -> String {

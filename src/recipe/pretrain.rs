@@ -251,10 +251,25 @@ impl std::fmt::Display for BiasMetric {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "kebab-case")]
 pub enum IndommluMode {
-    /// Each option's mean masked log-likelihood in the context of the question.
+    /// Each option's mean masked log-likelihood in the context of the question (masked LMs).
     OptionPll,
-    /// The probability of each option's letter at one `[MASK]` after `Jawaban:`.
+    /// The probability of each option's letter at the answer slot: one `[MASK]` after
+    /// `Jawaban:` (masked LMs), or the next token after `Jawaban: ` (causal LMs, the IndoMMLU
+    /// paper's reported setting).
     Letter,
+    /// The mean log-probability of the prompt followed by each option's line (causal LMs, the
+    /// paper's second strategy, as its evaluate.py computes it).
+    FullAnswer,
+}
+
+impl std::fmt::Display for IndommluMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            IndommluMode::OptionPll => "option-pll",
+            IndommluMode::Letter => "letter",
+            IndommluMode::FullAnswer => "full-answer",
+        })
+    }
 }
 
 /// IndoMMLU at every checkpoint, on a fixed subsample so it stays cheap.
@@ -423,6 +438,13 @@ impl Recipe {
             if bias.resamples == 0 {
                 return Err(Error::field(path, "eval.bias.resamples", "must be > 0"));
             }
+        }
+        if self.eval.indommlu.as_ref().is_some_and(|m| m.mode == IndommluMode::FullAnswer) {
+            return Err(Error::field(
+                path,
+                "eval.indommlu.mode",
+                "full-answer is for causal LMs; a pretraining checkpoint is a masked LM: use \"option-pll\" or \"letter\"",
+            ));
         }
         check_name(path, "data.corpus", &self.data.corpus)?;
         let mut seen = std::collections::BTreeSet::new();
@@ -657,6 +679,17 @@ every = {every}
         // The JSON a checkpoint of an earlier version holds reads as the legacy form.
         let json = serde_json::to_string(&old.legacy_fingerprint()).unwrap();
         assert_eq!(serde_json::from_str::<Fingerprint>(&json).unwrap(), legacy);
+    }
+
+    #[test]
+    fn a_causal_only_indommlu_mode_is_refused_for_pretraining_checkpoints() {
+        let mut r = recipe("1e-3", "1.0", 5);
+        r.eval.indommlu =
+            Some(IndommluEvalSection { data: "q.csv".into(), mode: IndommluMode::FullAnswer, subsample: 10 });
+        let err = r.validate(Path::new("r.toml")).unwrap_err().to_string();
+        assert!(err.contains("eval.indommlu.mode") && err.contains("option-pll"), "{err}");
+        r.eval.indommlu.as_mut().unwrap().mode = IndommluMode::Letter;
+        assert!(r.validate(Path::new("r.toml")).is_ok());
     }
 
     #[test]

@@ -472,7 +472,14 @@ fn hook_writes_records_curves_and_dense_evaluations() {
         indolm::eval::indommlu_records::read_question_records(&run.join("step-6/indommlu_questions.csv")).unwrap();
     let written: indolm::eval::indommlu::IndommluReport = serde_json::from_value(mmlu.clone()).unwrap();
     assert_eq!(records.len(), 12);
-    assert_eq!(indolm::eval::indommlu::aggregate_records(&records, written.mode, Some(6)), written);
+    assert_eq!(
+        indolm::eval::indommlu::aggregate_records(
+            &records,
+            indolm::eval::indommlu::Setting::masked(written.mode),
+            Some(6)
+        ),
+        written
+    );
     assert!(stdout.contains("step 6: IndoMMLU average"), "{stdout}");
 
     // The same curves as a picture, without TensorBoard.

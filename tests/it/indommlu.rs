@@ -1,8 +1,10 @@
-//! IndoMMLU: option-PLL and letter scores against transformers on the same checkpoint, the
-//! aggregation arithmetic on the fixture (hand-computed), and bad CSV input.
+//! IndoMMLU: option-PLL and letter scores against transformers on the same checkpoint; causal
+//! LMs (a tiny Llama whose tokenizer adds BOS, a tiny BLOOM without) against IndoMMLU's own
+//! evaluate.py run in Python, zero- and few-shot, both strategies, with the confidence and its
+//! calibration error; the aggregation arithmetic on the fixture (hand-computed); bad input.
 use crate::common::*;
-use indolm::eval::indommlu::{aggregate, aggregate_records, load, score_questions, IndommluReport};
-use indolm::eval::indommlu_records::read_question_records;
+use indolm::eval::indommlu::{aggregate_records, load, load_all, score_questions, IndommluReport, Setting};
+use indolm::eval::indommlu_records::{read_question_records, QuestionRecord};
 use indolm::model::model_dir::load_masked_lm;
 use indolm::recipe::IndommluMode;
 use std::path::PathBuf;
@@ -101,18 +103,25 @@ fn per_question_records_hold_the_reference_scores_and_give_back_the_report() {
     assert!(worst <= 1e-4);
     let written: IndommluReport =
         serde_json::from_str(&std::fs::read_to_string(out.join("indommlu.json")).unwrap()).unwrap();
-    assert_eq!(aggregate_records(&records, IndommluMode::Letter, None), written);
+    assert_eq!(aggregate_records(&records, Setting::masked(IndommluMode::Letter), None), written);
 }
 
 #[test]
 fn aggregation_on_the_fixture_with_hand_computed_values() {
-    let questions = load(&fixture()).unwrap();
-    assert_eq!(questions.len(), 30);
+    let data = load_all(&fixture()).unwrap();
+    let questions = data.questions;
+    // The fixture's seven rows marked is_for_fewshot are demonstrations, not questions.
+    assert_eq!((questions.len(), data.examples.len(), data.has_fewshot_column), (30, 7, true));
+    assert!(data.examples.iter().all(|e| e.for_fewshot) && questions.iter().all(|q| !q.for_fewshot));
     // Answer "A" everywhere. By hand: STEM = mean(Kimia 0, Biologi 50, IPA 0, Fisika 0) = 12.5,
     // its random baseline mean(1/5, 1/5, 1/4, 1/5) = 21.25; Social science 50.0 (random 24.67);
     // Humanities 50.0 (26.17); Indonesian language 50.0 (24.58); Local languages 80.0 (28.33);
     // average of the five areas 48.5, random 25.0. Four negated questions, none keyed A.
-    let report = aggregate(&questions, &vec![0; questions.len()], IndommluMode::Letter, None);
+    let records: Vec<QuestionRecord> = questions
+        .iter()
+        .map(|q| QuestionRecord::new(q, (0..q.options.len()).map(|i| if i == 0 { 0.0 } else { -1.0 }).collect()))
+        .collect();
+    let report = aggregate_records(&records, Setting::masked(IndommluMode::Letter), None);
     let got: Vec<(&str, f64, f64, usize)> =
         report.areas.iter().map(|a| (a.area.as_str(), a.accuracy, a.random, a.subjects)).collect();
     let expected = [
@@ -168,4 +177,168 @@ fn bad_csv_rows_are_named() {
         dir.join("none.csv").to_str().unwrap(),
     ]);
     assert!(err.contains("none.csv") && err.contains("indolm download indommlu"), "{err}");
+}
+
+/// A tiny causal LM of `family` built by transformers with 1,024 positions (two-shot prompts
+/// run to about 300 tokens with the tiny tokenizers); the Llama's tokenizer adds `<s>` to every
+/// text as Llama's does, BLOOM's adds nothing.
+fn causal_model(family: &'static str) -> PathBuf {
+    static DIRS: OnceLock<std::sync::Mutex<std::collections::BTreeMap<&'static str, PathBuf>>> = OnceLock::new();
+    let dirs = DIRS.get_or_init(Default::default);
+    let mut dirs = dirs.lock().unwrap_or_else(|e| e.into_inner());
+    dirs.entry(family)
+        .or_insert_with(|| {
+            let dir = scratch(&format!("indommlu-{family}"));
+            reference(&["make-decoder", family, dir.to_str().unwrap(), "1024"]);
+            if family == "llama" {
+                reference(&["bos-template", dir.to_str().unwrap()]);
+            }
+            dir
+        })
+        .clone()
+}
+
+/// `eval indommlu` on a causal LM against IndoMMLU's evaluate.py (in Python, one question at a
+/// time): the prompt's token ids, every option's score within 1e-4 relative, the prediction,
+/// the confidence, and the calibration error overall and per area.
+fn causal_parity(family: &'static str, mode: &str, shots: usize) {
+    let model = causal_model(family);
+    let work = scratch(&format!("indommlu-{family}-{mode}-{shots}"));
+    let (fixture, shots_arg) = (fixture(), shots.to_string());
+    reference(&[
+        "indommlu-causal",
+        model.to_str().unwrap(),
+        fixture.to_str().unwrap(),
+        mode,
+        &shots_arg,
+        work.join("ref.json").to_str().unwrap(),
+    ]);
+    let expected: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(work.join("ref.json")).unwrap()).unwrap();
+    let out = work.join("eval");
+    let mut args = vec!["--threads", "1", "eval", "indommlu", "--model", model.to_str().unwrap()];
+    args.extend([
+        "--data",
+        fixture.to_str().unwrap(),
+        "--mode",
+        mode,
+        "--shots",
+        &shots_arg,
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let (printed, _) = indolm_ok(&args);
+    assert!(printed.contains(&format!("causal LM, {shots}-shot")), "{printed}");
+    let records = read_question_records(&out.join("indommlu_questions.csv")).unwrap();
+    let report: IndommluReport =
+        serde_json::from_str(&std::fs::read_to_string(out.join("indommlu.json")).unwrap()).unwrap();
+    let setting = Setting { mode: report.mode, causal: true, shots };
+    assert_eq!(report, aggregate_records(&records, setting, None), "the report is the records' aggregate");
+    assert_eq!(report.mode.to_string(), mode);
+
+    // The prompts' ids as transformers' tokenizer(prompt) gives them, special tokens included.
+    let data = load_all(&fixture).unwrap();
+    let lm = indolm::model::decoder::load_causal_lm(&model, Device::Cpu).unwrap();
+    let questions = expected["questions"].as_array().unwrap();
+    assert_eq!(questions.len(), records.len());
+    let (mut worst_score, mut worst_confidence) = (0f64, 0f64);
+    let mut shots_seen = Vec::new();
+    for ((e, r), q) in questions.iter().zip(&records).zip(&data.questions) {
+        assert_eq!(e["row"].as_u64().unwrap() as usize, r.row);
+        let shown = indolm::eval::indommlu_causal::fewshot_examples(q, &data.examples, shots);
+        shots_seen.push(shown.len());
+        assert_eq!(e["shots"].as_u64().unwrap() as usize, shown.len(), "row {}", r.row);
+        let mut text = indolm::eval::indommlu_causal::prompt(q, &shown);
+        if mode == "full-answer" {
+            text.push_str(q.jawaban.lines().next().unwrap());
+        }
+        let ids: Vec<i64> = e["ids"].as_array().unwrap().iter().map(|v| v.as_i64().unwrap()).collect();
+        assert_eq!(lm.tokenizer.encode_with_special_tokens(&text).unwrap(), ids, "row {}", r.row);
+        let scores: Vec<f64> = e["scores"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect();
+        assert_eq!(scores.len(), r.scores.len());
+        for (a, b) in r.scores.iter().zip(&scores) {
+            worst_score = worst_score.max((a - b).abs() / b.abs().max(1e-9));
+        }
+        assert_eq!(r.prediction, e["pred"].as_u64().unwrap() as usize, "row {}: {:?} vs {scores:?}", r.row, r.scores);
+        worst_confidence = worst_confidence.max((r.confidence() - e["confidence"].as_f64().unwrap()).abs());
+    }
+    let ece_gap = (report.ece - expected["ece"].as_f64().unwrap()).abs();
+    for a in &report.areas {
+        let theirs = expected["areas"][&a.area].as_f64().unwrap();
+        assert!((a.ece - theirs).abs() < 1e-3, "{}: ECE {} vs {theirs}", a.area, a.ece);
+    }
+    println!(
+        "{family} {mode} {shots}-shot: {} questions (demonstrations per prompt {:?}), accuracy {:.1}, ECE {:.2} (theirs {:.2}); max relative score difference {worst_score:.2e}, max confidence difference {worst_confidence:.2e}",
+        records.len(),
+        shots_seen,
+        report.average,
+        report.ece,
+        expected["ece"].as_f64().unwrap()
+    );
+    assert!(
+        worst_score < 1e-4 && worst_confidence < 1e-4 && ece_gap < 1e-3,
+        "{worst_score} {worst_confidence} {ece_gap}"
+    );
+}
+
+#[test]
+fn causal_letter_zero_and_two_shot_match_indommlu_evaluate_py() {
+    causal_parity("llama", "letter", 0);
+    causal_parity("llama", "letter", 2);
+    // The bf16 path CUDA runs, here on the CPU: the same letter scores to bf16's precision.
+    let (model, data) = (causal_model("llama"), load_all(&fixture()).unwrap());
+    let score = |kind| {
+        let lm = indolm::model::decoder::load_causal_lm_as(&model, Device::Cpu, kind).unwrap();
+        indolm::eval::indommlu_causal::score_questions(&lm, &data.questions, &data.examples, IndommluMode::Letter, 2)
+            .unwrap()
+            .0
+    };
+    let (fp32, bf16) = (score(tch::Kind::Float), score(tch::Kind::BFloat16));
+    let worst =
+        fp32.iter().flatten().zip(bf16.iter().flatten()).map(|(a, b)| (a - b).abs() / a.abs()).fold(0f64, f64::max);
+    println!("llama letter 2-shot in bf16: max relative difference of the letter scores from fp32 {worst:.2e}");
+    assert!(worst < 0.05, "{worst}");
+}
+
+#[test]
+fn causal_full_answer_matches_indommlu_evaluate_py_with_and_without_bos() {
+    causal_parity("llama", "full-answer", 1);
+    causal_parity("bloom", "full-answer", 0);
+    causal_parity("bloom", "letter", 2);
+}
+
+/// Modes and flags that do not fit the model are refused, naming what would.
+#[test]
+fn mode_and_shots_that_do_not_fit_the_model_are_refused() {
+    let fixture = fixture();
+    let data = fixture.to_str().unwrap();
+    let llama = causal_model("llama");
+    let mlm = reference_model().to_str().unwrap().to_string();
+    let err =
+        indolm_fails(&["eval", "indommlu", "--model", llama.to_str().unwrap(), "--data", data, "--mode", "option-pll"]);
+    assert!(err.contains("--mode") && err.contains("letter or full-answer"), "{err}");
+    let err = indolm_fails(&["eval", "indommlu", "--model", &mlm, "--data", data, "--mode", "full-answer"]);
+    assert!(err.contains("option-pll or letter"), "{err}");
+    let err = indolm_fails(&["eval", "indommlu", "--model", &mlm, "--data", data, "--shots", "2"]);
+    assert!(err.contains("--shots") && err.contains("causal"), "{err}");
+    // Few-shot needs the demonstrations' column.
+    let dir = scratch("indommlu-no-fewshot-column");
+    let csv = dir.join("q.csv");
+    std::fs::write(&csv, "subject,level,kelas,soal,jawaban,kunci\nIPA,SD,4,Soal?,\"A. satu\nB. dua\",A\n").unwrap();
+    let err = indolm_fails(&[
+        "eval",
+        "indommlu",
+        "--model",
+        llama.to_str().unwrap(),
+        "--data",
+        csv.to_str().unwrap(),
+        "--shots",
+        "1",
+    ]);
+    assert!(err.contains("is_for_fewshot") && err.contains("q.csv"), "{err}");
+    // A prompt longer than the model's positions is refused before anything is scored.
+    let short = scratch("indommlu-short-llama");
+    reference(&["make-decoder", "llama", short.to_str().unwrap(), "64"]);
+    let err = indolm_fails(&["eval", "indommlu", "--model", short.to_str().unwrap(), "--data", data]);
+    assert!(err.contains("IndoMMLU row ") && err.contains("more than the model's 64 positions"), "{err}");
 }

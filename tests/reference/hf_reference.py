@@ -40,6 +40,11 @@ Builds fixtures with HF transformers and checks indolm's outputs against transfo
                           option-pll (mean PLL of the option's tokens after the prompt, one mask
                           a forward pass) or letter (log-prob of the option letters at one
                           [MASK] after "Jawaban:"); the prompt built here from the paper's text.
+  indommlu-causal DIR CSV STRATEGY SHOTS OUT  IndoMMLU's own evaluate.py/utils.py on a causal LM
+                          (letter or full-answer), zero- or few-shot, one question at a time in
+                          fp32: per-question scores, confidence, prediction and prompt ids, and the
+                          expected calibration error overall and per area. OUT JSON.
+  bos-template DIR        a Llama-style <s> post-processor for DIR's tokenizer.json.
   presumm-decoder DIR REF  BertAbs teacher-forced log-probabilities and loss recomputed for REF's
                           batch: the encoder by transformers' BertModel.from_pretrained(DIR), the
                           decoder by torch.nn.TransformerDecoder (pre-norm layers, tanh GELU,
@@ -70,13 +75,14 @@ Builds fixtures with HF transformers and checks indolm's outputs against transfo
                           `# text` line through three transformers tokenizers (AutoTokenizer on
                           tokenizer.json, BertTokenizer and the pure-Python BertTokenizerLegacy
                           on vocab.txt), written to OUT as JSON.
-  make-decoder FAMILY DIR  a tiny random causal LM of FAMILY (llama, llama3, mistral, qwen2, qwen3,
+  make-decoder FAMILY DIR [POSITIONS]  a tiny random causal LM of FAMILY (llama, llama3, mistral, qwen2, qwen3,
                           gemma2, gemma3, olmo2, olmo3, bloom) built with transformers' own class
                           (seeded, eager attention, GQA 4:2 where the family has it, a sliding
                           window shorter than the test sentences), saved with safetensors (sharded
                           for some), and a tokenizer.json trained here with `tokenizers` (byte-level
                           BPE, Metaspace BPE or Unigram, with <s>/</s>); then causal-ref on
                           DECODER_SENTENCES (DIR/sentences.txt) into DIR/reference.json.
+                          POSITIONS: max_position_embeddings (128).
   causal-ref DIR SENTENCES OUT  per-token log-probabilities of each sentence (a line) after the
                           prefix token, lm-evaluation-harness's rule for CrowS-Pairs: AutoTokenizer
                           ids without special tokens, context [bos_token_id, else eos_token_id], no
@@ -89,6 +95,7 @@ import shutil
 import os
 import sys
 
+import numpy as np
 import torch
 
 TEST_DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data")  # tests/data
@@ -359,6 +366,8 @@ def indommlu(model_dir, csv_path, mode, out_path):
     out = []
     with open(csv_path, newline="", encoding="utf-8") as f:
         for row in csv.DictReader(f):
+            if row.get("is_for_fewshot", "0") == "1":  # demonstrations, not questions
+                continue
             options = [l.strip() for l in row["jawaban"].split("\n") if l.strip()]
             letters = [o[0].upper() for o in options]
             texts = [o[1:].lstrip(".):").strip() for o in options]
@@ -771,7 +780,7 @@ def _decoder_tokenizer(kind, out_dir, bos=True):
     return tok
 
 
-def make_decoder(family, out_dir):
+def make_decoder(family, out_dir, positions="128"):
     import transformers as tr
 
     os.makedirs(out_dir, exist_ok=True)
@@ -781,7 +790,7 @@ def make_decoder(family, out_dir):
                pad_token_id=tok.token_to_id("<pad>"))
     torch.manual_seed(4321)
     common = dict(vocab_size=vocab, hidden_size=64, intermediate_size=112, num_hidden_layers=3,
-                  num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128, **ids)
+                  num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=int(positions), **ids)
     shard = None
     if family in ("llama", "llama3"):
         extra = dict(tie_word_embeddings=(family == "llama"), rms_norm_eps=1e-5)
@@ -867,8 +876,124 @@ def decoder_to_bf16(src_dir, out_dir):
     causal_ref(out_dir, os.path.join(out_dir, "sentences.txt"), os.path.join(out_dir, "reference.json"))
 
 
+INDOMMLU_AREAS = {
+    "STEM": ["Kimia", "Biologi", "IPA", "Fisika"],
+    "Social science": ["Geografi", "IPS", "Sosiologi", "Ekonomi", "PPKN"],
+    "Humanities": ["Sejarah", "Agama Kristen", "Agama Islam", "Agama Hindu", "Kesenian", "Penjaskes"],
+    "Indonesian language": ["Bahasa Indonesia"],
+    "Local languages and cultures": ["Bahasa Lampung", "Bahasa Bali", "Bahasa Makassar", "Bahasa Banjar",
+                                     "Bahasa Madura", "Bahasa Sunda", "Bahasa Jawa", "Bahasa Dayak Ngaju",
+                                     "Budaya Alam Minangkabau"],
+}
+
+
+def bos_template(model_dir):
+    """Gives DIR's tokenizer.json the post-processor Llama's has (<s> before every text) and says
+    add_bos_token in tokenizer_config.json, so that tokenizer(text) starts with <s>."""
+    from tokenizers import Tokenizer, processors
+
+    path = os.path.join(model_dir, "tokenizer.json")
+    tok = Tokenizer.from_file(path)
+    bos = tok.token_to_id("<s>")
+    tok.post_processor = processors.TemplateProcessing(single="<s> $A", pair="<s> $A <s> $B", special_tokens=[("<s>", bos)])
+    tok.save(path)
+    cfg_path = os.path.join(model_dir, "tokenizer_config.json")
+    cfg = json.load(open(cfg_path))
+    cfg["add_bos_token"] = True
+    json.dump(cfg, open(cfg_path, "w"))
+
+
+def _ece(conf, correct, bins=10):
+    """Expected calibration error: bins (lo, hi] of width 1/bins (0 in the first), weighted gaps."""
+    conf, correct = np.asarray(conf, dtype=float), np.asarray(correct, dtype=float)
+    edges = np.linspace(0.0, 1.0, bins + 1)
+    total = 0.0
+    for i in range(bins):
+        lo, hi = edges[i], edges[i + 1]
+        m = (conf > lo) & (conf <= hi) if i > 0 else (conf >= lo) & (conf <= hi)
+        if m.any():
+            total += m.sum() / len(conf) * abs(correct[m].mean() - conf[m].mean())
+    return total
+
+
+def indommlu_causal(model_dir, csv_path, strategy, shots, out_path):
+    """IndoMMLU's evaluate.py and utils.py (fajri91/IndoMMLU) on a causal LM in fp32 on the CPU,
+    one question (and one option) at a time: the prompt from its template with the CSV's fields,
+    tokenizer(prompt) with special tokens; `letter`: logits of the last position at
+    tokenizer.encode(letter)[-1], confidence = softmax over them; `full-answer`: the mean
+    log-probability of all tokens after the first of prompt + option line. Few-shot: the first
+    SHOTS rows with is_for_fewshot == 1 of the same subject and level, each
+    "soal\njawaban\n\nJawaban: KEY\n\n", after the instruction. Rows with is_for_fewshot == 1
+    are not scored. Also the accuracy and the expected calibration error (10 bins) overall and per
+    area (questions pooled), as percentages."""
+    import math
+    import pandas as pd
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    shots = int(shots)
+    tok = AutoTokenizer.from_pretrained(model_dir)
+    model = AutoModelForCausalLM.from_pretrained(model_dir, attn_implementation="eager", dtype=torch.float32)
+    model.eval()
+    data = pd.read_csv(csv_path)
+    demos = data[data["is_for_fewshot"] == 1]
+    template = "Ini adalah soal [SUBJECT] untuk [LEVEL]. Pilihlah salah satu jawaban yang dianggap benar!\n\n[INPUT]\n[OPTION]\n\nJawaban: "
+    out = {"questions": []}
+    for idx, row in data.iterrows():
+        if row["is_for_fewshot"] == 1:
+            continue
+        if row["level"] == "Seleksi PTN":
+            level = "seleksi masuk universitas"
+        else:
+            try:
+                level = f"{math.trunc(float(row['kelas']))} {row['level']}"
+            except ValueError:
+                level = f"{row['kelas']} {row['level']}"
+        shown = demos[(demos["subject"] == row["subject"]) & (demos["level"] == row["level"])].head(shots)
+        solved = "".join(f"{d['soal']}\n{d['jawaban']}\n\nJawaban: {d['kunci']}\n\n" for _, d in shown.iterrows())
+        prompt = (template.replace("[SUBJECT]", row["subject"]).replace("[LEVEL]", level)
+                  .replace("[INPUT]", solved + row["soal"]).replace("[OPTION]", row["jawaban"]))
+        labels = row["jawaban"].split("\n")
+        with torch.no_grad():
+            if strategy == "letter":
+                choices = ["A", "B", "C", "D", "E"][: len(labels)]
+                choice_ids = [tok.encode(c)[-1] for c in choices]
+                inputs = tok(prompt, return_tensors="pt")
+                logits = model(**inputs).logits[0, -1]
+                choice_logits = logits[choice_ids].numpy()
+                z = choice_logits - choice_logits.max()
+                conf = np.exp(z) / np.exp(z).sum()
+                scores = torch.log_softmax(logits.double(), -1)[choice_ids].tolist()
+                pred = int(np.argmax(choice_logits))
+                ids = inputs["input_ids"][0].tolist()
+            else:
+                scores = []
+                for label in labels:
+                    inputs = tok(prompt + label, return_tensors="pt")
+                    logits = model(**inputs).logits.to(torch.double)
+                    lp = torch.gather(torch.log_softmax(logits, dim=2), 2, inputs["input_ids"][:, 1:].unsqueeze(2))
+                    scores.append(lp.mean().item())
+                z = np.array(scores) - max(scores)
+                conf = np.exp(z) / np.exp(z).sum()
+                pred = int(np.argmax(scores))
+                ids = tok(prompt + labels[0])["input_ids"]
+        key = "ABCDE".index(row["kunci"])
+        out["questions"].append({"row": int(idx) + 2, "subject": row["subject"], "scores": [float(x) for x in scores],
+                                 "confidence": float(conf[pred]), "pred": pred, "key": key, "shots": len(shown),
+                                 "ids": ids})
+    qs = out["questions"]
+    conf = [q["confidence"] for q in qs]
+    right = [q["pred"] == q["key"] for q in qs]
+    out["ece"] = 100 * _ece(conf, right)
+    out["areas"] = {}
+    for area, subjects in INDOMMLU_AREAS.items():
+        sel = [i for i, q in enumerate(qs) if q["subject"] in subjects]
+        if sel:
+            out["areas"][area] = 100 * _ece([conf[i] for i in sel], [right[i] for i in sel])
+    json.dump(out, open(out_path, "w"))
+
+
 if __name__ == "__main__":
-    commands = {"make-model": make_model, "check-export": check_export, "tokenize": tokenize, "adamw": adamw, "fused-adamw": fused_adamw, "tb-scalars": tb_scalars, "pll": pll, "crows": crows, "train-vocab": train_vocab_cmd, "write-parquet": write_parquet, "f1": f1, "classify": classify, "indommlu": indommlu, "rouge": rouge, "presumm-decoder": presumm_decoder, "tb-bias": tb_bias, "stats": stats, "aul": aul, "pll-word-l2r": pll_word_l2r, "multibootstrap": multibootstrap, "make-decoder": make_decoder, "causal-ref": causal_ref, "decoder-to-bf16": decoder_to_bf16, "make-xlmr": make_xlmr, "tokenize-auto": tokenize_auto}
+    commands = {"make-model": make_model, "check-export": check_export, "tokenize": tokenize, "adamw": adamw, "fused-adamw": fused_adamw, "tb-scalars": tb_scalars, "pll": pll, "crows": crows, "train-vocab": train_vocab_cmd, "write-parquet": write_parquet, "f1": f1, "classify": classify, "indommlu": indommlu, "rouge": rouge, "presumm-decoder": presumm_decoder, "tb-bias": tb_bias, "stats": stats, "aul": aul, "pll-word-l2r": pll_word_l2r, "multibootstrap": multibootstrap, "make-decoder": make_decoder, "causal-ref": causal_ref, "decoder-to-bf16": decoder_to_bf16, "make-xlmr": make_xlmr, "tokenize-auto": tokenize_auto, "bos-template": bos_template, "indommlu-causal": indommlu_causal}
     if len(sys.argv) < 2 or sys.argv[1] not in commands:
         sys.exit(__doc__)
     commands[sys.argv[1]](*sys.argv[2:])

@@ -107,6 +107,32 @@ impl CausalTokenizer {
         Ok(enc.get_ids().iter().map(|&i| i as i64).collect())
     }
 
+    /// The ids of `text` with the special tokens `tokenizer.json`'s post-processor adds: what
+    /// transformers' `tokenizer(text)` returns (Llama's and Gemma's BOS; nothing for Qwen or
+    /// BLOOM).
+    pub fn encode_with_special_tokens(&self, text: &str) -> Result<Vec<i64>> {
+        Ok(self.encode_marked(text)?.into_iter().map(|(id, _)| id).collect())
+    }
+
+    /// The token an answer letter is read from, as IndoMMLU's evaluate.py takes
+    /// `tokenizer.encode(letter)[-1]`: the last token of the letter encoded with special tokens,
+    /// skipping special tokens the post-processor appends (an EOS there would stand for every
+    /// letter).
+    pub fn answer_letter_id(&self, letter: &str) -> Result<i64> {
+        self.encode_marked(letter)?.into_iter().rev().find(|&(_, special)| !special).map(|(id, _)| id).ok_or_else(
+            || Error::Tokenizer { path: self.source.clone(), message: format!("the letter {letter:?} has no tokens") },
+        )
+    }
+
+    /// Ids with special tokens added, each marked whether the post-processor added it.
+    fn encode_marked(&self, text: &str) -> Result<Vec<(i64, bool)>> {
+        let enc = self
+            .inner
+            .encode(text, true)
+            .map_err(|e| Error::Tokenizer { path: self.source.clone(), message: format!("encoding {text:?}: {e}") })?;
+        Ok(enc.get_ids().iter().zip(enc.get_special_tokens_mask()).map(|(&i, &m)| (i as i64, m == 1)).collect())
+    }
+
     /// The token scoring starts after (lm-evaluation-harness's `prefix_token_id`): BOS if the
     /// tokenizer has one, else EOS.
     pub fn prefix(&self) -> Option<&SpecialToken> {

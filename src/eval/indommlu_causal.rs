@@ -1,0 +1,198 @@
+//! IndoMMLU for causal LMs, as IndoMMLU's own `evaluate.py` and `utils.py` (fajri91/IndoMMLU)
+//! score them. The prompt is `Ini adalah soal [SUBJECT] untuk [LEVEL]. Pilihlah salah satu
+//! jawaban yang dianggap benar!\n\n[soal]\n[jawaban]\n\nJawaban: ` with the CSV's fields
+//! verbatim, tokenized with the special tokens the tokenizer adds (transformers'
+//! `tokenizer(prompt)`: Llama's and Gemma's BOS, nothing for Qwen or BLOOM).
+//!
+//! - `letter`, the paper's reported setting: each option letter's log-probability as the next
+//!   token after the prompt, the letter's token being the last of `tokenizer.encode(letter)`.
+//! - `full-answer`: the prompt followed by the option's line (`A. …`), scored by the mean
+//!   log-probability of all its tokens after the first — evaluate.py's `logprobs.mean()`, in
+//!   which the prompt's tokens count too.
+//!
+//! Few-shot prompts put `k` solved rows marked `is_for_fewshot` of the same subject and level
+//! (in CSV order), each `[soal]\n[jawaban]\n\nJawaban: [kunci]\n\n`, between the instruction and
+//! the question. A prompt longer than the model's positions is refused before anything is
+//! scored. The confidence (softmax over the options' scores) and its calibration come from the
+//! records, as for masked LMs.
+use super::causal::CausalScorer;
+use super::indommlu::{aggregate_records, IndommluReport, Question, Setting};
+use super::indommlu_records::QuestionRecord;
+use crate::error::{Error, Result};
+use crate::model::decoder::CausalLm;
+use crate::recipe::IndommluMode;
+
+/// The instruction that opens every prompt.
+fn instruction(q: &Question) -> String {
+    format!(
+        "Ini adalah soal {} untuk {}. Pilihlah salah satu jawaban yang dianggap benar!\n\n",
+        q.subject,
+        q.level_phrase()
+    )
+}
+
+/// The first `shots` demonstrations of `q`'s subject and level among `pool`, in CSV order
+/// (fewer when the pool has fewer).
+pub fn fewshot_examples<'a>(q: &Question, pool: &'a [Question], shots: usize) -> Vec<&'a Question> {
+    pool.iter().filter(|e| e.subject == q.subject && e.level == q.level).take(shots).collect()
+}
+
+/// The prompt for `q` after `examples`: the instruction, each example with its key, the
+/// question and its options, and `Jawaban: `.
+pub fn prompt(q: &Question, examples: &[&Question]) -> String {
+    let mut text = instruction(q);
+    for e in examples {
+        text.push_str(&format!("{}\n{}\n\nJawaban: {}\n\n", e.soal, e.jawaban, e.key_letter()));
+    }
+    text.push_str(&format!("{}\n{}\n\nJawaban: ", q.soal, q.jawaban));
+    text
+}
+
+/// The option lines of `q` as the CSV writes them (its non-empty `jawaban` lines, one an option).
+fn option_lines(q: &Question) -> Vec<&str> {
+    q.jawaban.split('\n').filter(|l| !l.trim().is_empty()).collect()
+}
+
+/// The scores of every question (one per option, higher is better) and how many questions got
+/// fewer than `shots` demonstrations.
+pub fn score_questions(
+    lm: &CausalLm,
+    questions: &[Question],
+    examples: &[Question],
+    mode: IndommluMode,
+    shots: usize,
+) -> Result<(Vec<Vec<f64>>, usize)> {
+    let scorer = CausalScorer::new(lm)?;
+    let tok = &lm.tokenizer;
+    let mut short = 0;
+    let prompts: Vec<String> = questions
+        .iter()
+        .map(|q| {
+            let shown = fewshot_examples(q, examples, shots);
+            short += usize::from(shown.len() < shots);
+            prompt(q, &shown)
+        })
+        .collect();
+    let fits = |q: &Question, ids: &[i64]| -> Result<()> {
+        match lm.config.max_positions {
+            Some(max) if ids.len() as i64 > max => Err(Error::data(
+                format!("IndoMMLU row {}", q.row),
+                format!(
+                    "the prompt has {} tokens, more than the model's {max} positions{}",
+                    ids.len(),
+                    if shots > 0 { "; use fewer --shots" } else { "" }
+                ),
+            )),
+            _ => Ok(()),
+        }
+    };
+    let scores = match mode {
+        IndommluMode::Letter => {
+            let mut rows = Vec::with_capacity(questions.len());
+            let mut letters = Vec::with_capacity(questions.len());
+            for (q, p) in questions.iter().zip(&prompts) {
+                let ids = tok.encode_with_special_tokens(p)?;
+                fits(q, &ids)?;
+                rows.push(ids);
+                letters.push(
+                    q.options.iter().map(|(l, _)| tok.answer_letter_id(&l.to_string())).collect::<Result<Vec<_>>>()?,
+                );
+            }
+            scorer.next_token_log_probs(&rows, &letters)
+        }
+        IndommluMode::FullAnswer => {
+            let mut rows = Vec::new();
+            for (q, p) in questions.iter().zip(&prompts) {
+                for line in option_lines(q) {
+                    let ids = tok.encode_with_special_tokens(&format!("{p}{line}"))?;
+                    fits(q, &ids)?;
+                    if ids.len() < 2 {
+                        return Err(Error::data(format!("IndoMMLU row {}", q.row), "the text has under two tokens"));
+                    }
+                    rows.push(ids);
+                }
+            }
+            let mut scored = scorer.score_rows(&rows).into_iter();
+            questions
+                .iter()
+                .map(|q| {
+                    (0..q.options.len())
+                        .map(|_| {
+                            let (lps, _) = scored.next().expect("one row per option");
+                            lps.iter().sum::<f64>() / lps.len() as f64
+                        })
+                        .collect()
+                })
+                .collect()
+        }
+        IndommluMode::OptionPll => {
+            return Err(Error::Argument {
+                flag: "--mode".into(),
+                message: "option-pll masks tokens, which a causal LM cannot score; use letter or full-answer".into(),
+            })
+        }
+    };
+    Ok((scores, short))
+}
+
+/// Scores `questions` with `shots` demonstrations from `examples`: the report, the records and
+/// how many questions got fewer demonstrations than asked.
+pub fn evaluate(
+    lm: &CausalLm,
+    questions: &[Question],
+    examples: &[Question],
+    mode: IndommluMode,
+    shots: usize,
+) -> Result<(IndommluReport, Vec<QuestionRecord>, usize)> {
+    let (scores, short) = score_questions(lm, questions, examples, mode, shots)?;
+    let records: Vec<QuestionRecord> = questions.iter().zip(scores).map(|(q, s)| QuestionRecord::new(q, s)).collect();
+    let report = aggregate_records(&records, Setting { mode, causal: true, shots }, None);
+    Ok((report, records, short))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn question(row: usize, subject: &str, soal: &str, key: usize, for_fewshot: bool) -> Question {
+        let jawaban = "A. satu\nB. dua\nC. tiga".to_string();
+        Question {
+            row,
+            subject: subject.into(),
+            level: "SD".into(),
+            kelas: "4.0".into(),
+            question: soal.trim().into(),
+            options: vec![('A', "satu".into()), ('B', "dua".into()), ('C', "tiga".into())],
+            answer: key,
+            soal: soal.into(),
+            jawaban,
+            for_fewshot,
+        }
+    }
+
+    #[test]
+    fn prompts_follow_evaluate_py_and_add_solved_examples_of_the_same_subject_and_level() {
+        let q = question(9, "IPA", "Berapa kaki ayam? ", 1, false);
+        assert_eq!(
+            prompt(&q, &[]),
+            "Ini adalah soal IPA untuk 4 SD. Pilihlah salah satu jawaban yang dianggap benar!\n\nBerapa kaki ayam? \nA. satu\nB. dua\nC. tiga\n\nJawaban: "
+        );
+        let pool = [
+            question(2, "IPS", "Lain?", 0, true),
+            question(3, "IPA", "Satu?", 0, true),
+            question(4, "IPA", "Tiga?", 2, true),
+        ];
+        let shown = fewshot_examples(&q, &pool, 5);
+        assert_eq!(shown.iter().map(|e| e.row).collect::<Vec<_>>(), [3, 4]);
+        assert_eq!(fewshot_examples(&q, &pool, 1).len(), 1);
+        let text = prompt(&q, &shown);
+        assert_eq!(
+            text,
+            "Ini adalah soal IPA untuk 4 SD. Pilihlah salah satu jawaban yang dianggap benar!\n\n\
+             Satu?\nA. satu\nB. dua\nC. tiga\n\nJawaban: A\n\n\
+             Tiga?\nA. satu\nB. dua\nC. tiga\n\nJawaban: C\n\n\
+             Berapa kaki ayam? \nA. satu\nB. dua\nC. tiga\n\nJawaban: "
+        );
+        assert_eq!(option_lines(&q), ["A. satu", "B. dua", "C. tiga"]);
+    }
+}
