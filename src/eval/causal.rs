@@ -3,8 +3,10 @@
 //! tokenized without special tokens and without an EOS after it; its score is
 //! Σ ln p(token | prefix, earlier tokens) over its tokens (also reported per token, the mean,
 //! and as perplexity exp(−mean)). Sentences are batched shortest first under a token budget,
-//! right-padded with an attention mask; the vocabulary projection runs only at the positions
-//! that predict a sentence token, and each batch comes back to the host once.
+//! right-padded with an attention mask; a sentence's last token, only ever a target, is left out
+//! of the forward pass, the vocabulary projection runs only at the positions that predict a
+//! sentence token, and each batch comes back to the host once. The same machinery scores whole
+//! rows and reads next-token distributions for IndoMMLU ([`super::indommlu_causal`]).
 use crate::error::{Error, Result};
 use crate::model::decoder::{CausalLm, SpecialToken};
 use tch::{Device, Kind, Tensor};
@@ -197,17 +199,16 @@ impl<'a> CausalScorer<'a> {
     /// ln p of each row's tokens after its first and how many the model ranks first: one
     /// forward pass over the right-padded rows.
     fn score_batch(&self, rows: &[&[i64]]) -> Vec<(Vec<f64>, usize)> {
-        // Position p of a row predicts its token p + 1.
+        // Position p of a row predicts its token p + 1. A row's last token is only a target:
+        // nothing attends from it, so it is left out of the forward pass.
+        let inputs: Vec<&[i64]> = rows.iter().map(|row| &row[..row.len() - 1]).collect();
         let from = |width: usize| -> Vec<i64> {
-            rows.iter()
-                .enumerate()
-                .flat_map(|(r, row)| (0..row.len() - 1).map(move |p| (r * width + p) as i64))
-                .collect()
+            inputs.iter().enumerate().flat_map(|(r, row)| (0..row.len()).map(move |p| (r * width + p) as i64)).collect()
         };
         let targets: Vec<i64> = rows.iter().flat_map(|row| row[1..].iter().copied()).collect();
         let device = self.model.device;
         let (flat, firsts) = tch::no_grad(|| {
-            let hidden = self.hidden_at(rows, from);
+            let hidden = self.hidden_at(&inputs, from);
             let targets = Tensor::from_slice(&targets).to_device(device);
             // The fp32 logits of at most `logit_elements` at a time (a 256k vocabulary would
             // otherwise need gigabytes per batch); the chunks stay on the device.
