@@ -111,6 +111,12 @@ pub fn upload(host: &Tensor, device: Device) -> Tensor {
     host.to_device_(device, host.kind(), true, false)
 }
 
+/// `values` in `shape` on `device`, the copy queued without the host waiting: staged in pinned
+/// memory and uploaded non-blocking on CUDA, no copy at all on the CPU.
+pub fn to_device_queued<T: tch::kind::Element>(values: &[T], shape: &[i64], device: Device) -> Tensor {
+    upload(&staged(values, shape, device), device)
+}
+
 /// The compute precision for a device: bf16 mixed precision on CUDA, fp32 on CPU.
 pub fn default_precision(device: Device) -> Precision {
     if device.is_cuda() {

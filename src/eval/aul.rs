@@ -7,6 +7,7 @@
 //! length under a token budget and padded; padded keys receive no attention and padded query
 //! rows are left out of the average.
 use crate::data::tokenizer::TextTokenizer;
+use crate::device::to_device_queued;
 use crate::error::{Error, Result};
 use crate::eval::pll::SentenceScore;
 use crate::model::BertForMaskedLM;
@@ -88,8 +89,8 @@ impl<'a> UnmaskedScorer<'a> {
         }
         let shape = [n as i64, width as i64];
         let (lp, weights, firsts) = tch::no_grad(|| {
-            let ids = Tensor::from_slice(&ids).view(shape).to_device(self.device);
-            let mask = Tensor::from_slice(&mask).view(shape).to_device(self.device);
+            let ids = to_device_queued(&ids, &shape, self.device);
+            let mask = to_device_queued(&mask, &shape, self.device);
             let (hidden, attentions) = self.model.bert.forward_with_attentions(&ids, &mask);
             // Σ over layers of the head-averaged maps [batch, query, key], then the mean over
             // layers and over each row's real queries: the attention each key receives.
@@ -100,17 +101,21 @@ impl<'a> UnmaskedScorer<'a> {
             let real = mask.to_kind(Kind::Float);
             let received = (received * real.unsqueeze(2)).sum_dim_intlist(1, false, Kind::Float)
                 / (real.sum_dim_intlist(1, true, Kind::Float) * attentions.len() as f64);
-            let flat = Tensor::from_slice(&flat_positions).to_device(self.device);
-            let targets = Tensor::from_slice(&targets).to_device(self.device);
+            let flat = to_device_queued(&flat_positions, &[flat_positions.len() as i64], self.device);
+            let targets = to_device_queued(&targets, &[targets.len() as i64], self.device);
             let log_probs = self.model.logits_at(&hidden, &flat).log_softmax(-1, Kind::Float);
             let lp = log_probs.gather(1, &targets.unsqueeze(1), false).squeeze_dim(1);
             let weights = received.reshape([-1]).index_select(0, &flat);
             let firsts = log_probs.argmax(-1, false).eq_tensor(&targets);
-            let host = |t: Tensor| Vec::<f64>::try_from(t.to_kind(Kind::Double).to_device(Device::Cpu));
-            (host(lp), host(weights), Vec::<bool>::try_from(firsts.to_device(Device::Cpu)))
+            // One read back: log-probabilities, attention weights and rank-1 hits (0/1) stacked.
+            let as_double = |t: Tensor| t.to_kind(Kind::Double);
+            let all = Tensor::stack(&[as_double(lp), as_double(weights), as_double(firsts)], 0).to_device(Device::Cpu);
+            let row = |i: i64| Vec::<f64>::try_from(all.get(i));
+            (row(0), row(1), row(2))
         });
         let (lp, weights, firsts) =
             (lp.expect("log-probabilities"), weights.expect("attention weights"), firsts.expect("rank-1 hits"));
+        let firsts: Vec<bool> = firsts.into_iter().map(|h| h == 1.0).collect();
         let mut sums = vec![(0.0f64, 0.0f64, 0usize, 0usize); n];
         for (k, &r) in owner.iter().enumerate() {
             let s = &mut sums[r];

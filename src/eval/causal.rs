@@ -7,6 +7,7 @@
 //! of the forward pass, the vocabulary projection runs only at the positions that predict a
 //! sentence token, and each batch comes back to the host once. The same machinery scores whole
 //! rows and reads next-token distributions for IndoMMLU ([`super::indommlu_causal`]).
+use crate::device::to_device_queued;
 use crate::error::{Error, Result};
 use crate::model::decoder::{CausalLm, SpecialToken};
 use tch::{Device, Kind, Tensor};
@@ -182,18 +183,17 @@ impl<'a> CausalScorer<'a> {
             mask[r * width..r * width + row.len()].iter_mut().for_each(|m| *m = 1);
         }
         let (device, shape) = (self.model.device, [n as i64, width as i64]);
-        let ids = Tensor::from_slice(&ids).view(shape).to_device(device);
-        let mask = Tensor::from_slice(&mask).view(shape).to_device(device);
-        (ids, mask, width)
+        (to_device_queued(&ids, &shape, device), to_device_queued(&mask, &shape, device), width)
     }
 
     /// The final hidden states of `rows` at the flat positions `at` (row × width + position).
     fn hidden_at(&self, rows: &[&[i64]], at: impl Fn(usize) -> Vec<i64>) -> Tensor {
         let (ids, mask, width) = self.padded(rows);
         let hidden = self.model.hidden(&ids, &mask);
-        hidden
-            .reshape([(rows.len() * width) as i64, -1])
-            .index_select(0, &Tensor::from_slice(&at(width)).to_device(self.model.device))
+        hidden.reshape([(rows.len() * width) as i64, -1]).index_select(0, &{
+            let at = at(width);
+            to_device_queued(&at, &[at.len() as i64], self.model.device)
+        })
     }
 
     /// ln p of each row's tokens after its first and how many the model ranks first: one
@@ -209,7 +209,7 @@ impl<'a> CausalScorer<'a> {
         let device = self.model.device;
         let (flat, firsts) = tch::no_grad(|| {
             let hidden = self.hidden_at(&inputs, from);
-            let targets = Tensor::from_slice(&targets).to_device(device);
+            let targets = to_device_queued(&targets, &[targets.len() as i64], device);
             // The fp32 logits of at most `logit_elements` at a time (a 256k vocabulary would
             // otherwise need gigabytes per batch); the chunks stay on the device.
             let chunk = (self.logit_elements / self.model.config.vocab_size).max(1);
@@ -219,11 +219,15 @@ impl<'a> CausalScorer<'a> {
                 firsts.push(log_probs.argmax(-1, false).eq_tensor(&t));
                 lps.push(log_probs.gather(1, &t.unsqueeze(1), false).squeeze_dim(1));
             }
-            let lp = Tensor::cat(&lps, 0).to_kind(Kind::Double).to_device(Device::Cpu);
-            (lp, Tensor::cat(&firsts, 0).to_device(Device::Cpu))
+            // One read back: the log-probabilities and the rank-1 hits (as 0/1) side by side.
+            let lp = Tensor::cat(&lps, 0).to_kind(Kind::Double);
+            let hits = Tensor::cat(&firsts, 0).to_kind(Kind::Double);
+            let both = Tensor::stack(&[lp, hits], 0).to_device(Device::Cpu);
+            (both.get(0), both.get(1))
         });
         let flat = Vec::<f64>::try_from(flat).expect("a vector of log-probabilities");
-        let firsts = Vec::<bool>::try_from(firsts).expect("a vector of booleans");
+        let firsts: Vec<bool> =
+            Vec::<f64>::try_from(firsts).expect("a vector of 0/1").into_iter().map(|h| h == 1.0).collect();
         let mut out = Vec::with_capacity(rows.len());
         let mut at = 0;
         for row in rows {
@@ -247,7 +251,7 @@ impl<'a> CausalScorer<'a> {
         let device = self.model.device;
         let picked = tch::no_grad(|| {
             let hidden = self.hidden_at(rows, last);
-            let index = Tensor::from_slice(&index).view([rows.len() as i64, k as i64]).to_device(device);
+            let index = to_device_queued(&index, &[rows.len() as i64, k as i64], device);
             self.model
                 .logits(&hidden)
                 .log_softmax(-1, Kind::Float)

@@ -15,6 +15,7 @@ use super::calibration::{expected_calibration_error, ECE_BINS};
 use super::indommlu_records::{write_question_records, QuestionRecord, RECORDS_FILE};
 use super::pll::{PllScorer, ScoringInput};
 use crate::data::tokenizer::TextTokenizer;
+use crate::device::to_device_queued;
 use crate::error::{Error, Result};
 use crate::files::write_json;
 use crate::hooks::CheckpointHook;
@@ -353,11 +354,11 @@ fn answer_log_probs(
     let flat_pos: Vec<i64> = positions.iter().enumerate().map(|(r, &p)| (r * width + p) as i64).collect();
     let shape = [rows.len() as i64, width as i64];
     Ok(tch::no_grad(|| {
-        let ids = Tensor::from_slice(&flat).view(shape).to_device(device);
-        let m = Tensor::from_slice(&mask).view(shape).to_device(device);
+        let ids = to_device_queued(&flat, &shape, device);
+        let m = to_device_queued(&mask, &shape, device);
         let hidden = model.bert.forward(&ids, None, Some(&m), false);
         model
-            .logits_at(&hidden, &Tensor::from_slice(&flat_pos).to_device(device))
+            .logits_at(&hidden, &to_device_queued(&flat_pos, &[flat_pos.len() as i64], device))
             .log_softmax(-1, Kind::Double)
             .to_device(Device::Cpu)
     }))

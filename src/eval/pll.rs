@@ -6,6 +6,7 @@
 //! Each score also counts the scored tokens the model ranks first (rank-1 accuracy, a fluency
 //! control).
 use crate::data::tokenizer::TextTokenizer;
+use crate::device::to_device_queued;
 use crate::error::{Error, Result};
 use crate::model::BertForMaskedLM;
 use tch::{Device, Kind, Tensor};
@@ -159,20 +160,23 @@ impl<'a> PllScorer<'a> {
         }
         let shape = [n as i64, width as i64];
         tch::no_grad(|| {
-            let ids = Tensor::from_slice(&ids).view(shape).to_device(self.device);
-            let mask = Tensor::from_slice(&mask).view(shape).to_device(self.device);
+            let ids = to_device_queued(&ids, &shape, self.device);
+            let mask = to_device_queued(&mask, &shape, self.device);
             // Only the real tokens go through the encoder (rows of one batch differ in length).
             let lengths: Vec<usize> = rows.iter().map(|&(i, _)| inputs[i].ids.len()).collect();
             let packing = crate::model::bert::Packing::of_lengths(&lengths, width, self.device);
             let hidden = self.model.bert.forward_packed(&ids, None, &mask, &packing, false);
-            let logits = self.model.logits_at(&hidden, &Tensor::from_slice(&flat_positions).to_device(self.device));
-            let targets = Tensor::from_slice(&targets).to_device(self.device).unsqueeze(1);
+            let positions = to_device_queued(&flat_positions, &[n as i64], self.device);
+            let logits = self.model.logits_at(&hidden, &positions);
+            let targets = to_device_queued(&targets, &[n as i64, 1], self.device);
             let log_probs = logits.log_softmax(-1, Kind::Float);
-            let lp = log_probs.gather(1, &targets, false).squeeze_dim(1).to_kind(Kind::Double).to_device(Device::Cpu);
-            let first = log_probs.argmax(-1, false).eq_tensor(&targets.squeeze_dim(1)).to_device(Device::Cpu);
+            let lp = log_probs.gather(1, &targets, false).squeeze_dim(1).to_kind(Kind::Double);
+            let first = log_probs.argmax(-1, false).eq_tensor(&targets.squeeze_dim(1)).to_kind(Kind::Double);
+            // One read back: the log-probabilities and the rank-1 hits (as 0/1) side by side.
+            let both = Tensor::stack(&[lp, first], 0).to_device(Device::Cpu);
             (
-                Vec::<f64>::try_from(lp).expect("a vector of log-probabilities"),
-                Vec::<bool>::try_from(first).expect("a vector of booleans"),
+                Vec::<f64>::try_from(both.get(0)).expect("a vector of log-probabilities"),
+                Vec::<f64>::try_from(both.get(1)).expect("a vector of 0/1").into_iter().map(|h| h == 1.0).collect(),
             )
         })
     }

@@ -40,12 +40,14 @@ impl Packing {
         (indices, columns)
     }
 
-    /// A packing of rows with `lengths` real tokens of `seq`, on `device`.
+    /// A packing of rows with `lengths` real tokens of `seq`, on `device` (copied without the
+    /// host waiting).
     pub fn of_lengths(lengths: &[usize], seq: usize, device: tch::Device) -> Self {
         let (indices, columns) = Self::host_of_lengths(lengths, seq);
+        let n = [indices.len() as i64];
         Packing {
-            indices: Tensor::from_slice(&indices).to_device(device),
-            columns: Tensor::from_slice(&columns).to_device(device),
+            indices: crate::device::to_device_queued(&indices, &n, device),
+            columns: crate::device::to_device_queued(&columns, &n, device),
             lengths: lengths.iter().map(|&l| l.min(seq) as i64).collect(),
         }
     }

@@ -2,8 +2,10 @@
 //! (counted with libtorch's own operator hook, in one process and in two Gloo ranks, dropout
 //! on); collectives refuse a tensor that is not on their device with indolm's own message; a
 //! libtorch failure inside an update (a real out-of-memory) ends the run with one error naming
-//! the step and what to change, the last checkpoint intact; and a bf16 pretraining run (the
-//! test-only `INDOLM_TEST_BF16_ON_CPU`) close to fp32.
+//! the step and what to change, the last checkpoint intact; a bf16 pretraining run (the
+//! test-only `INDOLM_TEST_BF16_ON_CPU`) close to fp32; and evaluation batches (causal-LM
+//! scoring and next-token reads, masked-LM PLL) that make the host wait once a batch, for their
+//! read, with no copy from pageable host memory inside a forward pass.
 use crate::common::*;
 use crate::dist::{free_port, train_two_ranks};
 use crate::train::{latest, write_recipe, SMALL_MODEL};
@@ -233,4 +235,83 @@ rehearsal took {seconds:.0}s"
     let nccl = summary["steps"][1]["figures"].to_string();
     assert!(nccl.contains("host syncs per update: 0") && nccl.contains("step times"), "{nccl}");
     assert!(seconds < 120.0, "the rehearsal took {seconds:.0}s");
+}
+
+/// Runs `body` in a child process of this test binary running this test alone, so that the
+/// operation count (global to the process) sees nothing of other tests running beside it.
+fn alone(test: &str, body: impl FnOnce()) {
+    if std::env::var_os("INDOLM_TEST_ALONE").is_some() {
+        body();
+        return;
+    }
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args([test, "--exact", "--test-threads=1", "--nocapture"])
+        .env("INDOLM_TEST_ALONE", "1")
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    println!("{stdout}");
+    assert!(out.status.success() && stdout.contains("1 passed"), "{stdout}\n{stderr}");
+}
+
+/// The host syncs of `work` and its operation table.
+fn syncs_of(work: impl FnOnce()) -> (u64, String) {
+    let counter = indolm::device::op_counts::OpCounter::start().unwrap();
+    work();
+    let counts = counter.stop().unwrap();
+    (counts.host_syncs(), counts.table("operations"))
+}
+
+#[test]
+fn evaluation_batches_make_the_host_wait_once_for_their_read() {
+    use indolm::eval::causal::CausalScorer;
+    alone("gpu_readiness::evaluation_batches_make_the_host_wait_once_for_their_read", || {
+        let texts = ["Ibu kota Indonesia adalah Jakarta.", "Dia membeli buah di pasar.", "Anak-anak bermain bola."];
+        // Gemma 2 (RoPE, the scaled embeddings) and BLOOM (ALiBi): what a forward pass once
+        // copied from the host each time.
+        for family in ["gemma2", "bloom"] {
+            let dir = scratch(&format!("syncs-{family}"));
+            reference(&["make-decoder", family, dir.to_str().unwrap()]);
+            let lm = indolm::model::decoder::load_causal_lm(&dir, Device::Cpu).unwrap();
+            let mut scorer = CausalScorer::new(&lm).unwrap();
+            let ids: Vec<Vec<i64>> = texts.iter().map(|t| scorer.encode(t).unwrap()).collect();
+            for (budget, batches) in [(4096, 1), (1, texts.len() as u64)] {
+                scorer.token_budget = budget;
+                let (syncs, table) = syncs_of(|| {
+                    scorer.score_ids(&ids);
+                });
+                println!("{family}: scoring {} sentences in {batches} batches: {syncs} host syncs", texts.len());
+                assert_eq!(syncs, batches, "{family}:\n{table}");
+                let letters: Vec<Vec<i64>> = ids.iter().map(|_| vec![4, 5, 6]).collect();
+                let (syncs, table) = syncs_of(|| {
+                    scorer.next_token_log_probs(&ids, &letters);
+                });
+                assert_eq!(syncs, batches, "{family} next-token reads:\n{table}");
+            }
+        }
+        // Masked-LM PLL, the bias evaluation's scorer.
+        let loaded = indolm::model::model_dir::load_masked_lm(reference_model(), Device::Cpu).unwrap();
+        let scorer = indolm::eval::pll::PllScorer::new(&loaded.model, &loaded.tokenizer, Device::Cpu);
+        let inputs: Vec<indolm::eval::pll::ScoringInput> = texts
+            .iter()
+            .map(|t| {
+                let ids: Vec<i64> = loaded.tokenizer.encode(t).unwrap().into_iter().map(i64::from).collect();
+                let positions = (1..ids.len() - 1).collect();
+                indolm::eval::pll::ScoringInput::one_at_a_time(ids, positions)
+            })
+            .collect();
+        let (syncs, table) = syncs_of(|| {
+            scorer.score(&inputs);
+        });
+        println!("masked-LM PLL of {} sentences: {syncs} host syncs", texts.len());
+        assert_eq!(syncs, 1, "PLL:\n{table}");
+        // AUL/AULA: one pass with nothing masked, the attention maps too.
+        let unmasked = indolm::eval::aul::UnmaskedScorer::new(&loaded.model, &loaded.tokenizer, Device::Cpu);
+        let sentences: Vec<Vec<i64>> = texts.iter().map(|t| unmasked.input(t).unwrap()).collect();
+        let (syncs, table) = syncs_of(|| {
+            unmasked.score(&sentences);
+        });
+        println!("AUL/AULA of {} sentences: {syncs} host syncs", texts.len());
+        assert_eq!(syncs, 1, "AUL:\n{table}");
+    });
 }

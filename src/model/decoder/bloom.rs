@@ -31,6 +31,8 @@ pub struct Bloom {
     h: Vec<Block>,
     ln_f: LayerNorm,
     lm_head: Linear,
+    /// ALiBi's head slopes [heads] on the device (fp32).
+    slopes: Tensor,
 }
 
 /// ALiBi's head slopes, as transformers' `_get_alibi_slopes` computes them.
@@ -79,6 +81,7 @@ impl Bloom {
             h,
             ln_f,
             lm_head,
+            slopes: Tensor::from_slice(&alibi_slopes(c.num_heads)).to_device(w.device()),
         })
     }
 
@@ -90,12 +93,10 @@ impl Bloom {
         let embedded = as_compute(&Tensor::embedding(&self.word_embeddings, ids, -1, false, false), self.kind);
         let mut x = self.word_embeddings_layernorm.forward(&embedded);
         let kind = x.kind();
-        let device = x.device();
         // ALiBi [b, heads, 1, s]: slope · (the key's position among the real tokens).
         let maskf = mask.to_kind(Kind::Float);
         let positions = (maskf.cumsum(-1, Kind::Float) - 1.0) * &maskf;
-        let slopes = Tensor::from_slice(&alibi_slopes(heads)).to_device(device);
-        let alibi = (slopes.view([1, heads, 1, 1]) * positions.view([b, 1, 1, s])).to_kind(kind);
+        let alibi = (self.slopes.view([1, heads, 1, 1]) * positions.view([b, 1, 1, s])).to_kind(kind);
         let allowed = allowed(mask, None);
         for block in &self.h {
             let h = block.input_layernorm.forward(&x);

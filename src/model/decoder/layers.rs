@@ -149,10 +149,16 @@ pub fn inv_freq(rope: &Rope, head_dim: i64) -> Vec<f32> {
     }
 }
 
-/// cos and sin [seq, head_dim] for positions 0..seq, in `kind` (computed in fp32).
-pub fn rope_tables(rope: &Rope, head_dim: i64, seq: i64, kind: Kind, device: tch::Device) -> (Tensor, Tensor) {
-    let inv = Tensor::from_slice(&inv_freq(rope, head_dim)).to_device(device);
-    let pos = Tensor::arange(seq, (Kind::Float, device));
+/// The inverse frequencies [head_dim / 2] of `rope` on `device` (fp32), made once at load time
+/// so that no forward pass copies from the host.
+pub fn inv_freq_tensor(rope: &Rope, head_dim: i64, device: tch::Device) -> Tensor {
+    Tensor::from_slice(&inv_freq(rope, head_dim)).to_device(device)
+}
+
+/// cos and sin [seq, head_dim] for positions 0..seq from [`inv_freq_tensor`]'s frequencies, in
+/// `kind` (computed in fp32).
+pub fn rope_tables(inv: &Tensor, seq: i64, kind: Kind) -> (Tensor, Tensor) {
+    let pos = Tensor::arange(seq, (Kind::Float, inv.device()));
     let freqs = pos.unsqueeze(1).matmul(&inv.unsqueeze(0));
     let emb = Tensor::cat(&[&freqs, &freqs], -1);
     (emb.cos().to_kind(kind), emb.sin().to_kind(kind))

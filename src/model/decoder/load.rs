@@ -122,6 +122,11 @@ impl Weights {
         self.kind
     }
 
+    /// The device the tensors are put on.
+    pub fn device(&self) -> Device {
+        self.device
+    }
+
     /// The tensor `name` with shape `shape` on the run's device, registered in `vs` at the path
     /// `name`. On the CPU a half-precision tensor (bf16, fp16) stays as the file has it, a view
     /// of the mapping: the layers cast it to the compute dtype as they use it

@@ -14,7 +14,7 @@
 //! q/k norms: per head (`self_attn.q_norm` [head_dim], Qwen3 and Gemma 3) or over the whole
 //! projection (OLMo, [heads · head_dim]).
 use super::config::{DecoderConfig, Family};
-use super::layers::{activate, allowed, apply_rope, attend, rope_tables, Linear, RmsNorm};
+use super::layers::{activate, allowed, apply_rope, attend, inv_freq_tensor, rope_tables, Linear, RmsNorm};
 use super::load::{as_compute, Weights};
 use crate::error::Result;
 use tch::nn::VarStore;
@@ -61,11 +61,13 @@ pub struct RopeDecoder {
     kind: Kind,
     norms: Norms,
     embed_tokens: Tensor,
+    /// Gemma's √hidden, rounded to the compute dtype as transformers rounds it.
     embed_scale: Option<f64>,
     layers: Vec<Layer>,
     norm: RmsNorm,
     lm_head: Linear,
-    ropes: Vec<super::config::Rope>,
+    /// Each distinct RoPE's inverse frequencies, on the device.
+    ropes: Vec<Tensor>,
 }
 
 impl RopeDecoder {
@@ -147,11 +149,12 @@ impl RopeDecoder {
             kind: w.compute_kind(),
             norms,
             embed_tokens,
-            embed_scale: gemma.then(|| (h as f64).sqrt()),
+            // transformers multiplies by √hidden rounded to the embeddings' dtype.
+            embed_scale: gemma.then(|| Tensor::from((h as f64).sqrt()).to_kind(w.compute_kind()).double_value(&[])),
             layers,
             norm: final_norm,
             lm_head,
-            ropes,
+            ropes: ropes.iter().map(|r| inv_freq_tensor(r, c.head_dim, w.device())).collect(),
         })
     }
 
@@ -163,12 +166,9 @@ impl RopeDecoder {
         let mut x = as_compute(&Tensor::embedding(&self.embed_tokens, ids, -1, false, false), self.kind);
         let kind = x.kind();
         if let Some(scale) = self.embed_scale {
-            // transformers multiplies by √hidden rounded to the embeddings' dtype.
-            let device = x.device();
-            x *= Tensor::from(scale).to_kind(kind).to_device(device);
+            x *= scale;
         }
-        let tables: Vec<(Tensor, Tensor)> =
-            self.ropes.iter().map(|r| rope_tables(r, c.head_dim, s, kind, x.device())).collect();
+        let tables: Vec<(Tensor, Tensor)> = self.ropes.iter().map(|inv| rope_tables(inv, s, kind)).collect();
         let full = allowed(mask, None);
         let mut windowed: Vec<(i64, Tensor)> = Vec::new();
         for layer in &self.layers {
