@@ -145,6 +145,18 @@ pub enum PllMetric {
     Aula,
 }
 
+/// Loads a causal LM, noting on stderr the tensors it does not read.
+fn load_decoder(dir: &Path, device: Device) -> Result<indolm::model::decoder::CausalLm> {
+    let lm = load_causal_lm(dir, device)?;
+    if lm.not_text > 0 {
+        eprintln!("note: the text model of a multimodal checkpoint; {} vision tensor(s) not read", lm.not_text);
+    }
+    if !lm.unused.is_empty() {
+        eprintln!("note: ignored {} tensor(s) the model does not use, e.g. {}", lm.unused.len(), lm.unused[0]);
+    }
+    Ok(lm)
+}
+
 /// `eval pll` on a causal LM: each line's log-likelihood (after the BOS token, else EOS, as
 /// lm-evaluation-harness scores CrowS-Pairs), tokens, mean and perplexity; the convention is
 /// printed to stderr and recorded in every JSON line.
@@ -155,10 +167,7 @@ fn causal_pll(model: &Path, text: &Path, metric: PllMetric, json: bool, device: 
             format!("{} is a causal LM: only `pll` applies (its log-likelihood)", model.display()),
         ));
     }
-    let lm = load_causal_lm(model, device)?;
-    if !lm.unused.is_empty() {
-        eprintln!("note: ignored {} tensor(s) the model does not use, e.g. {}", lm.unused.len(), lm.unused[0]);
-    }
+    let lm = load_decoder(model, device)?;
     let scorer = CausalScorer::new(&lm)?;
     let c = scorer.convention();
     eprintln!(
@@ -327,7 +336,7 @@ fn bias(args: &BiasArgs, device: Device) -> Result<()> {
     let languages = &args.languages;
     let score = |dir: &Path, step: Option<u64>| -> Result<Vec<Evaluation>> {
         if is_causal_dir(dir) {
-            let lm = load_causal_lm(dir, device)?;
+            let lm = load_decoder(dir, device)?;
             let scorer = CausalScorer::new(&lm)?;
             let started = std::time::Instant::now();
             let evaluations = evaluate_causal(&scorer, &pairs, &metrics, languages, step, bootstrap)?;
@@ -490,7 +499,7 @@ fn indommlu(args: IndommluArgs, json: Option<&Path>, out_dir: Option<&Path>, dev
         _ => {}
     }
     let (report, records) = if causal {
-        let lm = load_causal_lm(args.model, device)?;
+        let lm = load_decoder(args.model, device)?;
         let (report, records, short) =
             indolm::eval::indommlu_causal::evaluate(&lm, &data.questions, &data.examples, mode, args.shots)?;
         if short > 0 {

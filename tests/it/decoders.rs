@@ -1,7 +1,8 @@
 //! Causal LMs against transformers: for each family a tiny random model built with
 //! transformers' own class (`hf_reference.py make-decoder`: seeded, eager attention, GQA 4:2,
 //! sliding windows shorter than the sentences, soft-capping for Gemma 2, tied and untied
-//! embeddings, Llama 3.1 RoPE scaling, sharded weights for two) and a tokenizer trained with
+//! embeddings, Llama 3.1 RoPE scaling, sharded weights for two, Gemma 3 also as gemma-3-4b's
+//! multimodal folder with a sparse config) and a tokenizer trained with
 //! `tokenizers` (byte-level BPE, Metaspace BPE, Unigram). indolm's token ids must equal
 //! `AutoTokenizer`'s, its per-token log-probabilities transformers' (batch of one, no padding)
 //! within 1e-4 relative while indolm scores all sentences in one right-padded batch, and its
@@ -151,6 +152,17 @@ fn gemma2_matches_transformers() {
 #[test]
 fn gemma3_matches_transformers() {
     check(&fixture("gemma3"), "gemma3");
+}
+
+/// gemma-3-4b's layout: a Gemma3ForConditionalGeneration folder (a vision tower beside the text
+/// model, tensors under `language_model.`), its config.json as sparse as the hub's.
+#[test]
+fn gemma3_multimodal_checkpoint_scores_its_text_model_as_transformers() {
+    let dir = fixture("gemma3mm");
+    check(&dir, "gemma3mm");
+    let lm = load_causal_lm(&dir, Device::Cpu).unwrap();
+    assert!(lm.config.multimodal && lm.not_text > 0, "{}", lm.not_text);
+    println!("gemma3mm: {} vision tensors not read", lm.not_text);
 }
 
 #[test]

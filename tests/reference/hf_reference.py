@@ -76,7 +76,8 @@ Builds fixtures with HF transformers and checks indolm's outputs against transfo
                           tokenizer.json, BertTokenizer and the pure-Python BertTokenizerLegacy
                           on vocab.txt), written to OUT as JSON.
   make-decoder FAMILY DIR [POSITIONS]  a tiny random causal LM of FAMILY (llama, llama3, mistral, qwen2, qwen3,
-                          gemma2, gemma3, olmo2, olmo3, bloom) built with transformers' own class
+                          gemma2, gemma3, olmo2, olmo3, bloom; gemma3mm: a Gemma3ForConditionalGeneration
+                          with a vision tower and a config as sparse as the hub's) built with transformers' own class
                           (seeded, eager attention, GQA 4:2 where the family has it, a sliding
                           window shorter than the test sentences), saved with safetensors (sharded
                           for some), and a tokenizer.json trained here with `tokenizers` (byte-level
@@ -744,7 +745,7 @@ DECODER_SENTENCES = [
 
 DECODER_TOKENIZERS = {"llama": "metaspace", "llama3": "bytelevel", "mistral": "metaspace", "qwen2": "bytelevel",
                       "qwen3": "bytelevel", "gemma2": "unigram", "gemma3": "unigram", "olmo2": "bytelevel",
-                      "olmo3": "metaspace", "bloom": "bytelevel"}
+                      "olmo3": "metaspace", "bloom": "bytelevel", "gemma3mm": "unigram"}
 
 
 def _decoder_tokenizer(kind, out_dir, bos=True):
@@ -816,6 +817,14 @@ def make_decoder(family, out_dir, positions="128"):
                                      query_pre_attn_scalar=24, rope_local_base_freq=100.0,
                                      layer_types=["sliding_attention", "sliding_attention", "full_attention", "sliding_attention"])
         cls = tr.Gemma3ForCausalLM
+    elif family == "gemma3mm":  # gemma-3-4b's layout: Gemma3ForConditionalGeneration, a vision tower
+        text = dict(**{**common, "num_hidden_layers": 4}, head_dim=24, sliding_window=6, query_pre_attn_scalar=24,
+                    rope_local_base_freq=100.0,
+                    layer_types=["sliding_attention", "sliding_attention", "full_attention", "sliding_attention"])
+        vision = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2, image_size=28,
+                      patch_size=14)
+        config = tr.Gemma3Config(text_config=text, vision_config=vision, mm_tokens_per_image=4, **ids)
+        cls = tr.Gemma3ForConditionalGeneration
     elif family == "olmo2":
         config, cls = tr.Olmo2Config(**common, tie_word_embeddings=False), tr.Olmo2ForCausalLM
     elif family == "olmo3":
@@ -834,11 +843,35 @@ def make_decoder(family, out_dir, positions="128"):
             p.add_(torch.randn_like(p) * 0.1)
     model.eval()
     model.save_pretrained(out_dir, **({"max_shard_size": shard} if shard else {}))
+    if family == "gemma3mm":
+        _sparse_gemma3_config(out_dir)
     sentences = os.path.join(out_dir, "sentences.txt")
     with open(sentences, "w", encoding="utf-8") as f:
         f.write("\n".join(DECODER_SENTENCES) + "\n")
     causal_ref(out_dir, sentences, os.path.join(out_dir, "reference.json"))
     print(json.dumps({"dir": out_dir, "family": family, "params": sum(p.numel() for p in model.parameters())}))
+
+
+def _sparse_gemma3_config(out_dir):
+    """Rewrites a saved multimodal Gemma 3 config.json as the hub's gemma-3-4b files have it:
+    text_config holds only what differs from Gemma3TextConfig's defaults, with the RoPE bases as
+    rope_theta and rope_local_base_freq (no rope_parameters, no layer_types: the pattern of 6
+    decides)."""
+    import transformers as tr
+
+    path = os.path.join(out_dir, "config.json")
+    cfg = json.load(open(path))
+    text = cfg["text_config"]
+    defaults = tr.Gemma3TextConfig().to_dict()
+    rope = text.pop("rope_parameters")
+    text["rope_theta"] = rope["full_attention"]["rope_theta"]
+    text["rope_local_base_freq"] = rope["sliding_attention"]["rope_theta"]
+    text.pop("layer_types")
+    text.pop("_sliding_window_pattern", None)
+    text["sliding_window_pattern"] = 3  # layers 3 and 6 full, as layer_types had layer 3
+    cfg["text_config"] = {k: v for k, v in text.items()
+                          if k == "model_type" or k not in defaults or defaults[k] != v}
+    json.dump(cfg, open(path, "w"), indent=2)
 
 
 def causal_ref(model_dir, sentences_path, out_path):

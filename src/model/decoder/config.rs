@@ -38,6 +38,7 @@ const MODEL_TYPES: &[(&str, Family)] = &[
     ("qwen3", Family::Qwen3),
     ("gemma2", Family::Gemma2),
     ("gemma3_text", Family::Gemma3),
+    ("gemma3", Family::Gemma3),
     ("olmo2", Family::Olmo2),
     ("olmo3", Family::Olmo3),
     ("bloom", Family::Bloom),
@@ -51,6 +52,7 @@ const ARCHITECTURES: &[(&str, Family)] = &[
     ("Qwen3ForCausalLM", Family::Qwen3),
     ("Gemma2ForCausalLM", Family::Gemma2),
     ("Gemma3ForCausalLM", Family::Gemma3),
+    ("Gemma3ForConditionalGeneration", Family::Gemma3),
     ("Olmo2ForCausalLM", Family::Olmo2),
     ("Olmo3ForCausalLM", Family::Olmo3),
     ("BloomForCausalLM", Family::Bloom),
@@ -165,6 +167,47 @@ pub struct DecoderConfig {
     pub bos_token_id: Option<i64>,
     /// `eos_token_id` (the first, when a list).
     pub eos_token_id: Option<i64>,
+    /// The text model of a multimodal checkpoint (Gemma 3's `gemma3`): its tensors are named
+    /// under `language_model.` and the vision tower's are not read.
+    pub multimodal: bool,
+}
+
+/// Gemma3TextConfig's defaults (transformers): a multimodal Gemma 3 config.json (as the hub's
+/// gemma-3-4b files are) writes in `text_config` only what differs from them.
+fn gemma3_text_defaults() -> Value {
+    serde_json::json!({
+        "model_type": "gemma3_text", "vocab_size": 262_208, "hidden_size": 2304,
+        "intermediate_size": 9216, "num_hidden_layers": 26, "num_attention_heads": 8,
+        "num_key_value_heads": 4, "head_dim": 256, "hidden_activation": "gelu_pytorch_tanh",
+        "max_position_embeddings": 131_072, "rms_norm_eps": 1e-6, "pad_token_id": 0,
+        "eos_token_id": 1, "bos_token_id": 2, "tie_word_embeddings": true, "rope_theta": 1_000_000.0,
+        "rope_local_base_freq": 10_000.0, "attention_bias": false, "query_pre_attn_scalar": 256,
+        "sliding_window": 4096, "sliding_window_pattern": 6
+    })
+}
+
+/// The text model's config of a multimodal Gemma 3 config (`model_type` `gemma3` or
+/// `Gemma3ForConditionalGeneration`): `text_config` over [`gemma3_text_defaults`]; `None` for any
+/// other config, an error for a `gemma3` config without `text_config`.
+fn gemma3_text_config(path: &Path, v: &Value) -> Result<Option<Value>> {
+    let named = v.get("model_type").and_then(Value::as_str) == Some("gemma3")
+        || (v.get("model_type").is_none()
+            && v["architectures"]
+                .as_array()
+                .is_some_and(|a| a.iter().any(|x| x.as_str() == Some("Gemma3ForConditionalGeneration"))));
+    if !named {
+        return Ok(None);
+    }
+    let text = v.get("text_config").and_then(Value::as_object).ok_or_else(|| {
+        Error::field(path, "text_config", "missing: a multimodal Gemma 3 config describes its text model there")
+    })?;
+    let mut merged = gemma3_text_defaults();
+    let out = merged.as_object_mut().expect("an object");
+    for (k, x) in text {
+        out.insert(k.clone(), x.clone());
+    }
+    out.insert("model_type".into(), "gemma3_text".into());
+    Ok(Some(merged))
 }
 
 /// config.json with typed getters whose errors name the file and the field.
@@ -265,10 +308,20 @@ impl DecoderConfig {
         Self::from_json(path, &v)
     }
 
-    /// Validates a parsed `config.json`.
+    /// Validates a parsed `config.json` (of a multimodal Gemma 3: its text model's).
     pub fn from_json(path: &Path, v: &Value) -> Result<Self> {
+        if let Some(text) = gemma3_text_config(path, v)? {
+            return Ok(DecoderConfig { multimodal: true, ..Self::from_json(path, &text)? });
+        }
         let family = family_of(path, v)?;
         let j = Json { path, v };
+        if j.bool("use_bidirectional_attention", false)? {
+            return Err(Error::field(
+                path,
+                "use_bidirectional_attention",
+                "true: an embedding model's bidirectional attention, not a causal LM",
+            ));
+        }
         let gemma = matches!(family, Family::Gemma2 | Family::Gemma3);
         let bloom = family == Family::Bloom;
         let hidden_size = j.req_int(&["hidden_size", "n_embed"])?;
@@ -363,6 +416,7 @@ impl DecoderConfig {
             final_softcap: softcap("final_logit_softcapping")?,
             bos_token_id: j.token_id("bos_token_id"),
             eos_token_id: j.token_id("eos_token_id"),
+            multimodal: false,
         })
     }
 }
@@ -394,7 +448,11 @@ fn layer_types(j: &Json, family: Family, n: i64) -> Result<Vec<String>> {
             }
             Family::Gemma2 => (i + 1) % 2 != 0,
             Family::Gemma3 => {
-                let pattern = j.get("sliding_window_pattern").and_then(Value::as_i64).unwrap_or(6).max(1);
+                let pattern = ["sliding_window_pattern", "_sliding_window_pattern"]
+                    .iter()
+                    .find_map(|k| j.get(k).and_then(Value::as_i64))
+                    .unwrap_or(6)
+                    .max(1);
                 (i + 1) % pattern != 0
             }
             Family::Olmo3 => (i + 1) % 4 != 0,
@@ -506,5 +564,40 @@ mod tests {
             err,
             "config.json: field `rope_scaling.rope_type`: `yarn` is not supported (default, linear, llama3)"
         );
+    }
+
+    /// gemma-3-4b-pt's config.json: a multimodal config whose `text_config` lists only what
+    /// differs from Gemma3TextConfig's defaults.
+    #[test]
+    fn a_multimodal_gemma3_config_gives_its_text_model_over_the_defaults() {
+        let c = parse(json!({
+            "architectures": ["Gemma3ForConditionalGeneration"], "model_type": "gemma3",
+            "boi_token_index": 255_999, "eoi_token_index": 256_000, "eos_token_id": [1, 106],
+            "image_token_index": 262_144, "mm_tokens_per_image": 256,
+            "text_config": {"hidden_size": 2560, "intermediate_size": 10_240, "model_type": "gemma3_text",
+                "num_hidden_layers": 34, "rope_scaling": {"factor": 8.0, "rope_type": "linear"},
+                "sliding_window": 1024},
+            "vision_config": {"hidden_size": 1152, "model_type": "siglip_vision_model"}
+        }))
+        .unwrap();
+        assert!(c.multimodal);
+        assert_eq!(
+            (c.family, c.vocab_size, c.hidden_size, c.intermediate_size),
+            (Family::Gemma3, 262_208, 2560, 10_240)
+        );
+        assert_eq!((c.num_heads, c.num_kv_heads, c.head_dim, c.layers.len()), (8, 4, 256, 34));
+        assert_eq!((c.bos_token_id, c.eos_token_id, c.max_positions), (Some(2), Some(1), Some(131_072)));
+        assert!(c.tie_word_embeddings && c.attn_softcap.is_none() && c.final_softcap.is_none());
+        assert_eq!(c.attn_scale, 256f64.powf(-0.5));
+        let full: Vec<usize> =
+            c.layers.iter().enumerate().filter(|(_, l)| l.window.is_none()).map(|(i, _)| i).collect();
+        assert_eq!(full, [5, 11, 17, 23, 29]);
+        assert_eq!(c.layers[0].window, Some(1024));
+        assert_eq!(c.layers[0].rope, Some(Rope { theta: 10_000.0, scaling: RopeScaling::Default }));
+        assert_eq!(c.layers[5].rope, Some(Rope { theta: 1_000_000.0, scaling: RopeScaling::Linear { factor: 8.0 } }));
+        let err = parse(json!({"model_type": "gemma3"})).unwrap_err().to_string();
+        assert!(err.contains("`text_config`") && err.contains("missing"), "{err}");
+        let err = parse(json!({"model_type": "gemma3_text", "use_bidirectional_attention": true})).unwrap_err();
+        assert!(err.to_string().contains("not a causal LM"), "{err}");
     }
 }

@@ -117,6 +117,28 @@ impl Weights {
         }
     }
 
+    /// Keeps a multimodal checkpoint's text model under the causal LM's names: the hub's
+    /// `language_model.model.*` and `language_model.lm_head.weight`, or `model.language_model.*`
+    /// as later transformers name them in memory, become `model.*` and `lm_head.weight`; every
+    /// other tensor (the vision tower, the projector) is dropped. Returns how many were dropped.
+    pub fn keep_text_model(&mut self) -> usize {
+        let old = std::mem::take(&mut self.tensors);
+        let before = old.len();
+        for (name, t) in old {
+            let renamed = if let Some(rest) = name.strip_prefix("language_model.model.") {
+                format!("model.{rest}")
+            } else if let Some(rest) = name.strip_prefix("model.language_model.") {
+                format!("model.{rest}")
+            } else if name == "language_model.lm_head.weight" || name == "lm_head.weight" {
+                "lm_head.weight".to_string()
+            } else {
+                continue;
+            };
+            self.tensors.insert(renamed, t);
+        }
+        before - self.tensors.len()
+    }
+
     /// The dtype the network computes in.
     pub fn compute_kind(&self) -> Kind {
         self.kind

@@ -41,6 +41,9 @@ pub struct CausalLm {
     pub device: Device,
     /// Checkpoint tensors the network does not use (sorted).
     pub unused: Vec<String>,
+    /// Tensors of a multimodal checkpoint outside its text model (the vision tower, the
+    /// projector), not read.
+    pub not_text: usize,
     _maps: Vec<std::sync::Arc<memmap2::MmapMut>>,
 }
 
@@ -94,6 +97,7 @@ pub fn load_causal_lm_as(dir: &Path, device: Device, kind: Kind) -> Result<Causa
         ));
     }
     let mut weights = load::Weights::open(dir, kind, device)?;
+    let dropped = if config.multimodal { weights.keep_text_model() } else { 0 };
     let vs = VarStore::new(device);
     let net = tch::no_grad(|| -> Result<Net> {
         Ok(match config.family {
@@ -102,7 +106,7 @@ pub fn load_causal_lm_as(dir: &Path, device: Device, kind: Kind) -> Result<Causa
         })
     })?;
     let unused = weights.leftover();
-    Ok(CausalLm { net, vs, config, tokenizer, kind, device, unused, _maps: weights.maps })
+    Ok(CausalLm { net, vs, config, tokenizer, kind, device, unused, not_text: dropped, _maps: weights.maps })
 }
 
 impl CausalLm {
