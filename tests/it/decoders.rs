@@ -154,6 +154,46 @@ fn gemma3_matches_transformers() {
     check(&fixture("gemma3"), "gemma3");
 }
 
+/// Token ids equal `AutoTokenizer`'s on every sentence of the test data (NusaX in 12 languages,
+/// UD Indonesian) for the three kinds of `tokenizer.json`, without special tokens (sentence
+/// scoring) and with what the post-processor adds (IndoMMLU's prompts), Llama's `<s>` template
+/// included.
+#[test]
+fn tokenizers_equal_autotokenizer_on_every_test_sentence() {
+    let with_bos = scratch("decoder-tokenizer-bos");
+    for f in ["tokenizer.json", "tokenizer_config.json"] {
+        std::fs::copy(llama().join(f), with_bos.join(f)).unwrap();
+    }
+    reference(&["bos-template", with_bos.to_str().unwrap()]);
+    let cases = [
+        ("SentencePiece BPE (Llama)", llama().to_path_buf()),
+        ("SentencePiece BPE with Llama's <s> template", with_bos),
+        ("Unigram (Gemma 2)", fixture("gemma2")),
+        ("byte-level BPE (Qwen2)", fixture("qwen2")),
+    ];
+    for (kind, dir) in cases {
+        let out = dir.join("auto-ids.json");
+        reference(&["tokenize-auto", dir.to_str().unwrap(), out.to_str().unwrap()]);
+        let expected: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+        let tok = indolm::model::decoder::CausalTokenizer::from_dir(&dir, None, None).unwrap();
+        let texts = expected["texts"].as_array().unwrap();
+        let (mut differ, mut with_specials) = (0, 0);
+        for (text, want) in texts.iter().zip(expected["ids"].as_array().unwrap()) {
+            let want: Vec<i64> = want.as_array().unwrap().iter().map(|x| x.as_i64().unwrap()).collect();
+            let text = text.as_str().unwrap();
+            let ours = tok.encode_with_special_tokens(text).unwrap();
+            differ += usize::from(ours != want);
+            with_specials += usize::from(ours.len() != tok.encode(text).unwrap().len());
+        }
+        println!(
+            "{kind}: {} sentences, {differ} differ from AutoTokenizer; {with_specials} with special tokens added",
+            texts.len()
+        );
+        assert_eq!(differ, 0, "{kind}");
+        assert_eq!(with_specials > 0, kind.contains("template"), "{kind}");
+    }
+}
+
 /// gemma-3-4b's layout: a Gemma3ForConditionalGeneration folder (a vision tower beside the text
 /// model, tensors under `language_model.`), its config.json as sparse as the hub's.
 #[test]
