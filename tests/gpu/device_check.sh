@@ -8,6 +8,9 @@
 #   throughput  the same model in one process: tokens/s and MFU against the H200's bf16 peak
 #   pll         pseudo-log-likelihoods of a BERT-base model on the GPU (bf16) against the CPU (fp32)
 #   bias        the time of one IndoBias-Pairs evaluation of a BERT-base model (the fixture pairs)
+#   causal      a random Llama-shaped causal LM (bf16, built by transformers there): sentence
+#               log-likelihoods and IndoMMLU two-shot letter scores on the GPU (bf16) against the
+#               CPU (fp32), and the GPU's scoring tokens/s
 #   decode      a tiny BertAbs fine-tuned a few steps, then decoded one article at a time and 8
 #               at a time (articles/s, identical output?)
 #   tiny        the demo's tiny pretraining with its bias hook at a checkpoint, then BertExt
@@ -98,6 +101,32 @@ step_bias() {
   echo "bias evaluation of the fixture pairs (4 languages x 40 pairs; IndoBias-Pairs has 544 a language): $($PYTHON -c "print(round($ended - $started, 2))") s"
 }
 
+step_causal() {
+  cd "$WORK" || return 1
+  local model=checkpoints/device-check-llama
+  $PYTHON "$REPO/tests/gpu/make_causal.py" "$model" "$SIZE" 2>&1 | grep -v "^Writing\|^Loading" || return 1
+  grep -h "" corpora/sample/indonesian.txt | head -40 | sed 's/\. .*/./' > "$SCRATCH/causal.txt"
+  for d in "$DEVICE" cpu; do
+    "$BIN" --device "$d" eval pll --model $model --text "$SCRATCH/causal.txt" --json > "$SCRATCH/causal-$d.json" \
+      2> "$SCRATCH/causal-$d.log" || { cat "$SCRATCH/causal-$d.log"; return 1; }
+    "$BIN" --device "$d" eval indommlu --model $model --data "$REPO/tests/fixtures/indommlu/indoMMLU-fixture.csv" \
+      --shots 2 --out "$SCRATCH/mmlu-$d" > /dev/null 2>> "$SCRATCH/causal-$d.log" || { cat "$SCRATCH/causal-$d.log"; return 1; }
+  done
+  $PYTHON - "$SCRATCH" "$DEVICE" <<'PY'
+import csv, json, re, sys
+d, device = sys.argv[1:3]
+tokens, seconds = re.findall(r"^scored (\d+) tokens in ([\d.]+) s", open(f"{d}/causal-{device}.log").read(), re.M)[-1]
+print(f"causal scoring on {device}: {tokens} tokens in {seconds} s, {int(tokens) / max(float(seconds), 1e-9):,.0f} tokens/s")
+a, b = ([json.loads(l) for l in open(f"{d}/causal-{x}.json") if l.strip()] for x in (device, "cpu"))
+diffs = sorted(abs(p["log_likelihood"] - q["log_likelihood"]) / max(1e-9, abs(q["log_likelihood"])) for p, q in zip(a, b))
+print(f"causal log-likelihoods of {len(diffs)} sentences, device against CPU fp32: median relative difference {diffs[len(diffs)//2]:.2e}, max {diffs[-1]:.2e}")
+rows = [list(csv.DictReader(open(f"{d}/mmlu-{x}/indommlu_questions.csv"))) for x in (device, "cpu")]
+same = sum(r["prediction"] == s["prediction"] for r, s in zip(*rows))
+gap = max(abs(float(r[k]) - float(s[k])) for r, s in zip(*rows) for k in r if k.startswith("score_") and r[k])
+print(f"causal IndoMMLU 2-shot letter scores, device against CPU fp32: {same} of {len(rows[0])} predictions equal, max score difference {gap:.3f}")
+PY
+}
+
 step_decode() {
   cd "$WORK" || return 1
   sed -e "s/^max_steps = .*/max_steps = $ABS_STEPS/" -e "s/^every = .*/every = $ABS_STEPS/" \
@@ -149,6 +178,7 @@ patterns = {
     "throughput": [r"[\d.]+ tok/s.*", r"attention: .*", r"error: .*"],
     "pll": [r"PLL on .*", r"error: .*"],
     "bias": [r"bias evaluation of .*", r"error: .*"],
+    "causal": [r"causal LM: .*", r"causal scoring on .*", r"causal log-likelihoods .*", r"causal IndoMMLU .*", r"error: .*"],
     "decode": [r"batch 1: .*", r"batch 8: .*", r"summaries (identical|differ)", r"error: .*"],
     "tiny": [r"bias win rate .*", r"finished at step .*", r"ROUGE.*", r"error: .*"],
     "prepare": [r"error: .*"],
@@ -220,6 +250,7 @@ run_step nccl 130
 run_step throughput 110
 run_step pll 45
 run_step bias 60
+run_step causal 60
 run_step decode 90
 run_step tiny 90
 [ -n "${SAMPLER:-}" ] && kill "$SAMPLER" 2> /dev/null

@@ -228,12 +228,15 @@ rehearsal took {seconds:.0}s"
         ("throughput", "ok"),
         ("pll", "timeout"),
         ("bias", "failed"),
+        ("causal", "ok"),
         ("decode", "ok"),
         ("tiny", "ok"),
     ];
     assert_eq!(status, expected.map(|(a, b)| (a.to_string(), b.to_string())).to_vec(), "{summary}");
     let nccl = summary["steps"][1]["figures"].to_string();
     assert!(nccl.contains("host syncs per update: 0") && nccl.contains("step times"), "{nccl}");
+    let causal = summary["steps"][5]["figures"].to_string();
+    assert!(causal.contains("30 of 30 predictions equal") && causal.contains("tokens/s"), "{causal}");
     assert!(seconds < 120.0, "the rehearsal took {seconds:.0}s");
 }
 
