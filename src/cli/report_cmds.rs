@@ -169,6 +169,20 @@ pub enum ReportCommand {
         #[arg(long)]
         json: Option<PathBuf>,
     },
+    /// IndoMMLU results side by side as the paper's tables: a row per model with its accuracy per
+    /// area, the average and the calibration error, then the random baseline.
+    IndommluTable {
+        /// Evaluations: `eval indommlu --out` folders, checkpoint folders or indommlu.json files,
+        /// each as PATH or NAME=PATH.
+        #[arg(required = true)]
+        models: Vec<indolm::report::bias_table::TableModel>,
+        /// Also write the table (Markdown) here.
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Also write every row (model, setting, questions, areas, average, ECE) as JSON here.
+        #[arg(long)]
+        json: Option<PathBuf>,
+    },
     /// The Liputan6 paper's Table 4 from `finetune summarize` runs: Lead-1/2/3, Oracle and each
     /// run's system, ROUGE-1/2/L per test split (canonical and Xtreme side by side).
     Summarization {
@@ -302,6 +316,16 @@ pub fn run(command: ReportCommand) -> Result<()> {
             }
             if let Some(json) = json {
                 write_json(&json, &table.cells)?;
+            }
+        }
+        ReportCommand::IndommluTable { models, out, json } => {
+            let table = indolm::report::indommlu_table::indommlu_table(&models)?;
+            out!("{}", table.markdown);
+            if let Some(out) = out {
+                write_atomic(&out, table.markdown.as_bytes())?;
+            }
+            if let Some(json) = json {
+                write_json(&json, &table.rows)?;
             }
         }
         ReportCommand::Summarization { results, out } => {

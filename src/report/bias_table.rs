@@ -12,7 +12,7 @@ use crate::recipe::BiasMetric;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 
-/// One row of the tables: a model's evaluation.
+/// One row of the tables: a model's evaluation (also `report indommlu-table`'s rows).
 #[derive(Debug, Clone, PartialEq)]
 pub struct TableModel {
     /// Its name in the tables.
@@ -28,7 +28,8 @@ impl std::str::FromStr for TableModel {
             Some((name, path)) => (name.to_string(), PathBuf::from(path)),
             None => {
                 let path = PathBuf::from(s);
-                let trimmed = if path.file_name().is_some_and(|f| f == REPORT_FILE) {
+                // A report file (`bias.json`, `indommlu.json`) is named by its folder.
+                let trimmed = if path.extension().is_some_and(|e| e == "json") {
                     path.parent().map(Path::to_path_buf).unwrap_or_default()
                 } else {
                     path.clone()

@@ -2,8 +2,8 @@
 //! curves (`bias_curve`), paired comparisons of two evaluations (`bias_diff`), several runs side
 //! by side (`bias_compare`), data compositions with their seeds as replicates (`bias_groups`,
 //! the Multi-Bootstrap), pair validity (`bias_validity`), models side by side in the paper's
-//! table layout (`bias_table`), when pairs settle their preference (`bias_flips`), and the chart
-//! drawing they share (`chart`).
+//! table layout (`bias_table`), when pairs settle their preference (`bias_flips`), IndoMMLU
+//! results side by side (`indommlu_table`), and the chart drawing they share (`chart`).
 pub mod bias_compare;
 pub mod bias_curve;
 pub mod bias_diff;
@@ -12,3 +12,4 @@ pub mod bias_groups;
 pub mod bias_table;
 pub mod bias_validity;
 pub mod chart;
+pub mod indommlu_table;

@@ -342,3 +342,72 @@ fn mode_and_shots_that_do_not_fit_the_model_are_refused() {
     let err = indolm_fails(&["eval", "indommlu", "--model", short.to_str().unwrap(), "--data", data]);
     assert!(err.contains("IndoMMLU row ") && err.contains("more than the model's 64 positions"), "{err}");
 }
+
+/// `report indommlu-table` lays evaluations side by side: each row's figures are its report's,
+/// the random row is the first's, and a model that scored other questions is pointed out.
+#[test]
+fn the_table_puts_models_side_by_side_and_flags_other_questions() {
+    use indolm::eval::indommlu::write_evaluation;
+    let questions = load(&fixture()).unwrap();
+    let work = scratch("indommlu-table");
+    // Model A answers A everywhere, B the key except in Bahasa subjects (Budaya Alam Minangkabau,
+    // the one local subject that is not, is right: 20%); C saw 20 questions.
+    let evaluate = |name: &str, pick: &dyn Fn(&indolm::eval::indommlu::Question) -> usize, n: usize, causal: bool| {
+        let records: Vec<QuestionRecord> = questions[..n]
+            .iter()
+            .map(|q| {
+                let chosen = pick(q);
+                QuestionRecord::new(q, (0..q.options.len()).map(|i| if i == chosen { 0.5 } else { -0.5 }).collect())
+            })
+            .collect();
+        let setting = Setting { mode: IndommluMode::Letter, causal, shots: if causal { 2 } else { 0 } };
+        let report = aggregate_records(&records, setting, None);
+        let dir = work.join(name);
+        std::fs::create_dir_all(&dir).unwrap();
+        write_evaluation(&dir, &report, &records).unwrap();
+        report
+    };
+    let a = evaluate("a", &|_| 0, 30, false);
+    let b = evaluate(
+        "b",
+        &|q| if q.subject.starts_with("Bahasa") { (q.answer + 1) % q.options.len() } else { q.answer },
+        30,
+        true,
+    );
+    evaluate("c", &|_| 0, 20, false);
+    let json = work.join("table.json");
+    let (table, _) = indolm_ok(&[
+        "report",
+        "indommlu-table",
+        &format!("IndoBERT={}", work.join("a").display()),
+        work.join("b/indommlu.json").to_str().unwrap(),
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    println!("{table}");
+    let area = |r: &IndommluReport, name: &str| r.areas.iter().find(|x| x.area == name).unwrap().accuracy;
+    assert!(table.contains(&format!(
+        "| IndoBERT | masked LM, letter | 30 | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | **{:.1}** | {:.1} |",
+        area(&a, "STEM"),
+        area(&a, "Social science"),
+        area(&a, "Humanities"),
+        area(&a, "Indonesian language"),
+        area(&a, "Local languages and cultures"),
+        a.average,
+        a.ece
+    )));
+    assert!(table.contains(&format!(
+        "| b | causal LM, letter, 2-shot | 30 | 100.0 | 100.0 | 100.0 | 0.0 | 20.0 | **{:.1}** |",
+        b.average
+    )));
+    assert!(table.contains(&format!("| random | (by option counts) | 30 | {:.1} |", a.areas[0].random)));
+    assert!(!table.contains("Not the same questions"));
+    let rows: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!((rows[0]["model"].as_str(), rows[1]["model"].as_str()), (Some("IndoBERT"), Some("b")));
+    assert_eq!(rows[1]["average"].as_f64().unwrap(), b.average);
+    let (table, _) =
+        indolm_ok(&["report", "indommlu-table", work.join("a").to_str().unwrap(), work.join("c").to_str().unwrap()]);
+    assert!(table.contains("Not the same questions as a: c"), "{table}");
+    let err = indolm_fails(&["report", "indommlu-table", work.to_str().unwrap()]);
+    assert!(err.contains("indommlu.json") && err.contains("eval indommlu --out"), "{err}");
+}
