@@ -648,6 +648,7 @@ impl CheckpointHook for IndommluHook {
             logger.scalar(&format!("indommlu/{}", a.area.replace(' ', "_")), a.accuracy, step);
         }
         logger.scalar("indommlu/average", report.average, step);
+        logger.scalar("indommlu/ece", report.ece, step);
         logger.println(&format!(
             "step {step}: IndoMMLU average {:.1} (random {:.1})",
             report.average, report.random_average

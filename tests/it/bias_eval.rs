@@ -464,6 +464,7 @@ fn hook_writes_records_curves_and_dense_evaluations() {
         serde_json::from_str(reference(&["tb-scalars", work.join("runs/hook").to_str().unwrap()]).trim()).unwrap();
     assert!(scalars.as_object().unwrap().keys().all(|t| !t.starts_with("bias")));
     assert_eq!(steps_of(&scalars["indommlu/average"]), vec![3, 6]);
+    assert_eq!(steps_of(&scalars["indommlu/ece"]), vec![3, 6]);
     let mmlu: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(run.join("step-6/indommlu.json")).unwrap()).unwrap();
     assert_eq!(mmlu["questions"], 12);
