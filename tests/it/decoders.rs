@@ -226,7 +226,7 @@ fn unknown_model_types_are_refused() {
     std::fs::write(dir.join("config.json"), r#"{"model_type": "gpt2", "architectures": ["GPT2LMHeadModel"]}"#).unwrap();
     let err = load_causal_lm(&dir, Device::Cpu).err().expect("refused").to_string();
     assert!(
-        err.ends_with("config.json: field `model_type`: `gpt2` is not a supported causal LM (supported: llama, mistral, qwen2, qwen3, gemma2, gemma3_text, olmo2, olmo3, bloom)"),
+        err.ends_with("config.json: field `model_type`: `gpt2` is not a supported causal LM (supported: llama, mistral, qwen2, qwen3, gemma2, gemma3_text, gemma3, olmo2, olmo3, bloom)"),
         "{err}"
     );
 }
