@@ -24,6 +24,23 @@ pub fn read_to_string(path: &Path) -> Result<String> {
     })
 }
 
+/// A CSV reader over `path` built by `builder`, and its header row: a missing file is
+/// [`Error::MissingFile`] with `hint`, any other failure names the file.
+pub fn open_csv(
+    builder: &csv::ReaderBuilder,
+    path: &Path,
+    hint: &str,
+) -> Result<(csv::Reader<std::fs::File>, Vec<String>)> {
+    let mut reader = builder.from_path(path).map_err(|e| match e.kind() {
+        csv::ErrorKind::Io(io) if io.kind() == std::io::ErrorKind::NotFound => {
+            Error::MissingFile { path: path.into(), hint: hint.into() }
+        }
+        _ => Error::invalid(path, e.to_string()),
+    })?;
+    let header = reader.headers().map_err(|e| Error::invalid(path, e.to_string()))?.iter().map(String::from).collect();
+    Ok((reader, header))
+}
+
 /// Writes `bytes` to `path` through a temporary file in the same folder, fsynced and renamed,
 /// so a crash never leaves a half-written file under the final name (and a failed write, e.g.
 /// a full disk, leaves no temporary file either).

@@ -473,31 +473,7 @@ fn indommlu(args: IndommluArgs, json: Option<&Path>, out_dir: Option<&Path>, dev
     let data = indolm::eval::indommlu::load_all(args.data)?;
     let causal = is_causal_dir(args.model);
     let mode = args.mode.unwrap_or(if causal { IndommluMode::Letter } else { IndommluMode::OptionPll });
-    let refuse = |flag: &str, message: &str| Err(Error::Argument { flag: flag.into(), message: message.into() });
-    match (causal, mode) {
-        (true, IndommluMode::OptionPll) => {
-            return refuse(
-                "--mode",
-                "option-pll masks tokens, which a causal LM cannot score; use letter or full-answer",
-            )
-        }
-        (false, IndommluMode::FullAnswer) => {
-            return refuse(
-                "--mode",
-                "full-answer scores a causal LM's answer text; a masked LM takes option-pll or letter",
-            )
-        }
-        (false, _) if args.shots > 0 => {
-            return refuse("--shots", "few-shot prompts are for causal LMs; a masked LM is scored zero-shot")
-        }
-        (true, _) if args.shots > 0 && !data.has_fewshot_column => {
-            return Err(Error::invalid(
-                args.data,
-                "no is_for_fewshot column: few-shot prompts take their solved questions from the rows marked 1",
-            ))
-        }
-        _ => {}
-    }
+    indolm::eval::indommlu::Setting { mode, causal, shots: args.shots }.check(&data, args.data)?;
     let (report, records) = if causal {
         let lm = load_decoder(args.model, device)?;
         let (report, records, short) =

@@ -117,6 +117,14 @@ pub fn to_device_queued<T: tch::kind::Element>(values: &[T], shape: &[i64], devi
     upload(&staged(values, shape, device), device)
 }
 
+/// Equal-length 1-D device tensors (values, 0/1 flags) brought to the host in one transfer, so a
+/// batch makes the host wait once: stacked as f64, read back, one vector each.
+pub fn read_back(rows: &[Tensor]) -> Vec<Vec<f64>> {
+    let stacked: Vec<Tensor> = rows.iter().map(|t| t.to_kind(tch::Kind::Double)).collect();
+    let host = Tensor::stack(&stacked, 0).to_device(Device::Cpu);
+    (0..rows.len() as i64).map(|i| Vec::<f64>::try_from(host.get(i)).expect("a vector of f64")).collect()
+}
+
 /// The compute precision for a device: bf16 mixed precision on CUDA, fp32 on CPU.
 pub fn default_precision(device: Device) -> Precision {
     if device.is_cuda() {

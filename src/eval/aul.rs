@@ -7,7 +7,7 @@
 //! length under a token budget and padded; padded keys receive no attention and padded query
 //! rows are left out of the average.
 use crate::data::tokenizer::TextTokenizer;
-use crate::device::to_device_queued;
+use crate::device::{read_back, to_device_queued};
 use crate::error::{Error, Result};
 use crate::eval::pll::SentenceScore;
 use crate::model::BertForMaskedLM;
@@ -107,14 +107,10 @@ impl<'a> UnmaskedScorer<'a> {
             let lp = log_probs.gather(1, &targets.unsqueeze(1), false).squeeze_dim(1);
             let weights = received.reshape([-1]).index_select(0, &flat);
             let firsts = log_probs.argmax(-1, false).eq_tensor(&targets);
-            // One read back: log-probabilities, attention weights and rank-1 hits (0/1) stacked.
-            let as_double = |t: Tensor| t.to_kind(Kind::Double);
-            let all = Tensor::stack(&[as_double(lp), as_double(weights), as_double(firsts)], 0).to_device(Device::Cpu);
-            let row = |i: i64| Vec::<f64>::try_from(all.get(i));
-            (row(0), row(1), row(2))
+            let [lp, weights, firsts]: [Vec<f64>; 3] =
+                read_back(&[lp, weights, firsts]).try_into().expect("three rows");
+            (lp, weights, firsts)
         });
-        let (lp, weights, firsts) =
-            (lp.expect("log-probabilities"), weights.expect("attention weights"), firsts.expect("rank-1 hits"));
         let firsts: Vec<bool> = firsts.into_iter().map(|h| h == 1.0).collect();
         let mut sums = vec![(0.0f64, 0.0f64, 0usize, 0usize); n];
         for (k, &r) in owner.iter().enumerate() {

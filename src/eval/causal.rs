@@ -7,10 +7,10 @@
 //! of the forward pass, the vocabulary projection runs only at the positions that predict a
 //! sentence token, and each batch comes back to the host once. The same machinery scores whole
 //! rows and reads next-token distributions for IndoMMLU ([`super::indommlu_causal`]).
-use crate::device::to_device_queued;
+use crate::device::{read_back, to_device_queued};
 use crate::error::{Error, Result};
 use crate::model::decoder::{CausalLm, SpecialToken};
-use tch::{Device, Kind, Tensor};
+use tch::{Kind, Tensor};
 
 /// How a sentence was scored, recorded with the scores.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -145,31 +145,34 @@ impl<'a> CausalScorer<'a> {
     /// many of them the model ranks first; rows of at least two tokens, batched shortest first
     /// under the token budget.
     pub fn score_rows(&self, rows: &[Vec<i64>]) -> Vec<(Vec<f64>, usize)> {
-        let lengths: Vec<usize> = rows.iter().map(Vec::len).collect();
-        let mut out: Vec<Option<(Vec<f64>, usize)>> = vec![None; rows.len()];
-        for batch in crate::data::batching::by_length(&lengths, self.token_budget) {
+        self.in_batches(rows, |batch| {
             let chunk: Vec<&[i64]> = batch.iter().map(|&i| rows[i].as_slice()).collect();
-            for (&i, scored) in batch.iter().zip(self.score_batch(&chunk)) {
-                out[i] = Some(scored);
-            }
-        }
-        out.into_iter().map(|s| s.expect("every row is in a batch")).collect()
+            self.score_batch(&chunk)
+        })
     }
 
     /// ln p of each of `candidates[i]` as the token after the whole of `rows[i]` (non-empty):
     /// the next-token distribution at each row's last position, batched under the token
     /// budget, one transfer to the host a batch.
     pub fn next_token_log_probs(&self, rows: &[Vec<i64>], candidates: &[Vec<i64>]) -> Vec<Vec<f64>> {
-        let lengths: Vec<usize> = rows.iter().map(Vec::len).collect();
-        let mut out: Vec<Vec<f64>> = vec![Vec::new(); rows.len()];
-        for batch in crate::data::batching::by_length(&lengths, self.token_budget) {
+        self.in_batches(rows, |batch| {
             let chunk: Vec<&[i64]> = batch.iter().map(|&i| rows[i].as_slice()).collect();
             let wanted: Vec<&[i64]> = batch.iter().map(|&i| candidates[i].as_slice()).collect();
-            for (&i, scored) in batch.iter().zip(self.next_token_batch(&chunk, &wanted)) {
-                out[i] = scored;
+            self.next_token_batch(&chunk, &wanted)
+        })
+    }
+
+    /// `score` run on batches of row indices (shortest rows first, under the token budget), its
+    /// results put back in the rows' order.
+    fn in_batches<T>(&self, rows: &[Vec<i64>], score: impl Fn(&[usize]) -> Vec<T>) -> Vec<T> {
+        let lengths: Vec<usize> = rows.iter().map(Vec::len).collect();
+        let mut out: Vec<Option<T>> = (0..rows.len()).map(|_| None).collect();
+        for batch in crate::data::batching::by_length(&lengths, self.token_budget) {
+            for (&i, scored) in batch.iter().zip(score(&batch)) {
+                out[i] = Some(scored);
             }
         }
-        out
+        out.into_iter().map(|s| s.expect("every row is in a batch")).collect()
     }
 
     /// Right-pads `rows` into ids and attention mask [rows, width] on the device.
@@ -219,20 +222,15 @@ impl<'a> CausalScorer<'a> {
                 firsts.push(log_probs.argmax(-1, false).eq_tensor(&t));
                 lps.push(log_probs.gather(1, &t.unsqueeze(1), false).squeeze_dim(1));
             }
-            // One read back: the log-probabilities and the rank-1 hits (as 0/1) side by side.
-            let lp = Tensor::cat(&lps, 0).to_kind(Kind::Double);
-            let hits = Tensor::cat(&firsts, 0).to_kind(Kind::Double);
-            let both = Tensor::stack(&[lp, hits], 0).to_device(Device::Cpu);
-            (both.get(0), both.get(1))
+            let [lp, hits]: [Vec<f64>; 2] =
+                read_back(&[Tensor::cat(&lps, 0), Tensor::cat(&firsts, 0)]).try_into().expect("two rows");
+            (lp, hits)
         });
-        let flat = Vec::<f64>::try_from(flat).expect("a vector of log-probabilities");
-        let firsts: Vec<bool> =
-            Vec::<f64>::try_from(firsts).expect("a vector of 0/1").into_iter().map(|h| h == 1.0).collect();
         let mut out = Vec::with_capacity(rows.len());
         let mut at = 0;
         for row in rows {
             let n = row.len() - 1;
-            out.push((flat[at..at + n].to_vec(), firsts[at..at + n].iter().filter(|&&f| f).count()));
+            out.push((flat[at..at + n].to_vec(), firsts[at..at + n].iter().filter(|&&h| h == 1.0).count()));
             at += n;
         }
         out
@@ -249,17 +247,12 @@ impl<'a> CausalScorer<'a> {
             rows.iter().enumerate().map(|(r, row)| (r * width + row.len() - 1) as i64).collect()
         };
         let device = self.model.device;
-        let picked = tch::no_grad(|| {
+        let flat = tch::no_grad(|| {
             let hidden = self.hidden_at(rows, last);
             let index = to_device_queued(&index, &[rows.len() as i64, k as i64], device);
-            self.model
-                .logits(&hidden)
-                .log_softmax(-1, Kind::Float)
-                .gather(1, &index, false)
-                .to_kind(Kind::Double)
-                .to_device(Device::Cpu)
+            let picked = self.model.logits(&hidden).log_softmax(-1, Kind::Float).gather(1, &index, false);
+            read_back(&[picked.view([-1])]).remove(0)
         });
-        let flat = Vec::<f64>::try_from(picked.view([-1])).expect("a vector of log-probabilities");
         candidates.iter().enumerate().map(|(r, c)| flat[r * k..r * k + c.len()].to_vec()).collect()
     }
 }

@@ -17,7 +17,7 @@ use super::pll::{PllScorer, ScoringInput};
 use crate::data::tokenizer::TextTokenizer;
 use crate::device::to_device_queued;
 use crate::error::{Error, Result};
-use crate::files::write_json;
+use crate::files::{open_csv, write_json};
 use crate::hooks::CheckpointHook;
 use crate::logger::Logger;
 use crate::model::BertForMaskedLM;
@@ -160,18 +160,9 @@ pub fn load(path: &Path) -> Result<Vec<Question>> {
 /// Reads and checks the IndoMMLU CSV: the columns, every row's options and key, no empty
 /// question, `is_for_fewshot` 0 or 1 where present.
 pub fn load_all(path: &Path) -> Result<IndommluData> {
-    let mut reader = csv::Reader::from_path(path).map_err(|e| match e.kind() {
-        csv::ErrorKind::Io(io) if io.kind() == std::io::ErrorKind::NotFound => {
-            Error::MissingFile { path: path.into(), hint: "get the CSV with `indolm download indommlu`".into() }
-        }
-        _ => Error::invalid(path, e.to_string()),
-    })?;
-    let header: Vec<String> = reader
-        .headers()
-        .map_err(|e| Error::invalid(path, e.to_string()))?
-        .iter()
-        .map(|h| h.trim().to_lowercase())
-        .collect();
+    let (mut reader, header) =
+        open_csv(&csv::ReaderBuilder::new(), path, "get the CSV with `indolm download indommlu`")?;
+    let header: Vec<String> = header.iter().map(|h| h.trim().to_lowercase()).collect();
     let col = |n: &str| {
         header
             .iter()
@@ -265,10 +256,7 @@ pub fn score_questions(
     match mode {
         IndommluMode::OptionPll => option_pll_scores(model, tok, questions, device),
         IndommluMode::Letter => letter_scores(model, tok, questions, device),
-        IndommluMode::FullAnswer => Err(Error::Argument {
-            flag: "--mode".into(),
-            message: "full-answer scores a causal LM's answer text; a masked LM takes option-pll or letter".into(),
-        }),
+        IndommluMode::FullAnswer => Err(mode_misfit(false)),
     }
 }
 
@@ -438,6 +426,34 @@ impl Setting {
     pub fn masked(mode: IndommluMode) -> Self {
         Setting { mode, causal: false, shots: 0 }
     }
+
+    /// Refuses what the model cannot do: a mode of the other kind of model ([`mode_misfit`]),
+    /// shots for a masked LM, or shots from `data`, a CSV without the `is_for_fewshot` column.
+    pub fn check(&self, data: &IndommluData, path: &Path) -> Result<()> {
+        match (self.causal, self.mode) {
+            (true, IndommluMode::OptionPll) | (false, IndommluMode::FullAnswer) => Err(mode_misfit(self.causal)),
+            (false, _) if self.shots > 0 => Err(Error::Argument {
+                flag: "--shots".into(),
+                message: "few-shot prompts are for causal LMs; a masked LM is scored zero-shot".into(),
+            }),
+            (true, _) if self.shots > 0 && !data.has_fewshot_column => Err(Error::invalid(
+                path,
+                "no is_for_fewshot column: few-shot prompts take their solved questions from the rows marked 1",
+            )),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// The refusal of a mode the kind of model cannot be scored with: `full-answer` for a masked
+/// LM, `option-pll` for a causal one.
+pub fn mode_misfit(causal: bool) -> Error {
+    let message = if causal {
+        "option-pll masks tokens, which a causal LM cannot score; use letter or full-answer"
+    } else {
+        "full-answer scores a causal LM's answer text; a masked LM takes option-pll or letter"
+    };
+    Error::Argument { flag: "--mode".into(), message: message.into() }
 }
 
 /// The result of one IndoMMLU evaluation; written as `indommlu.json`.

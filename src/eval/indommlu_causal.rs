@@ -16,7 +16,7 @@
 //! scored. The confidence (softmax over the options' scores) and its calibration come from the
 //! records, as for masked LMs.
 use super::causal::CausalScorer;
-use super::indommlu::{aggregate_records, IndommluReport, Question, Setting};
+use super::indommlu::{aggregate_records, mode_misfit, IndommluReport, Question, Setting};
 use super::indommlu_records::QuestionRecord;
 use crate::error::{Error, Result};
 use crate::model::decoder::CausalLm;
@@ -90,13 +90,20 @@ pub fn score_questions(
         IndommluMode::Letter => {
             let mut rows = Vec::with_capacity(questions.len());
             let mut letters = Vec::with_capacity(questions.len());
+            // Each letter's token, looked up once.
+            let mut letter_ids = std::collections::BTreeMap::new();
             for (q, p) in questions.iter().zip(&prompts) {
                 let ids = tok.encode_with_special_tokens(p)?;
                 fits(q, &ids)?;
                 rows.push(ids);
-                letters.push(
-                    q.options.iter().map(|(l, _)| tok.answer_letter_id(&l.to_string())).collect::<Result<Vec<_>>>()?,
-                );
+                let mut ids = Vec::with_capacity(q.options.len());
+                for (l, _) in &q.options {
+                    if !letter_ids.contains_key(l) {
+                        letter_ids.insert(*l, tok.answer_letter_id(&l.to_string())?);
+                    }
+                    ids.push(letter_ids[l]);
+                }
+                letters.push(ids);
             }
             scorer.next_token_log_probs(&rows, &letters)
         }
@@ -125,12 +132,7 @@ pub fn score_questions(
                 })
                 .collect()
         }
-        IndommluMode::OptionPll => {
-            return Err(Error::Argument {
-                flag: "--mode".into(),
-                message: "option-pll masks tokens, which a causal LM cannot score; use letter or full-answer".into(),
-            })
-        }
+        IndommluMode::OptionPll => return Err(mode_misfit(true)),
     };
     Ok((scores, short))
 }

@@ -6,7 +6,7 @@
 use super::indommlu::{area_of, Question};
 use crate::error::{Error, IoContext, Result};
 use crate::eval::metrics::argmax;
-use crate::files::Staging;
+use crate::files::{open_csv, Staging};
 use std::path::Path;
 
 /// The records' file name, beside `indommlu.json`.
@@ -111,15 +111,8 @@ pub fn write_question_records(path: &Path, records: &[QuestionRecord]) -> Result
 /// score finite, the prediction the best score, the key among the options and `correct` as
 /// they say. Errors name the row and the column.
 pub fn read_question_records(path: &Path) -> Result<Vec<QuestionRecord>> {
-    let mut reader = csv::Reader::from_path(path).map_err(|e| match e.kind() {
-        csv::ErrorKind::Io(io) if io.kind() == std::io::ErrorKind::NotFound => Error::MissingFile {
-            path: path.into(),
-            hint: "`indolm eval indommlu --out DIR` and the [eval.indommlu] hook write it".into(),
-        },
-        _ => Error::invalid(path, e.to_string()),
-    })?;
-    let found: Vec<String> =
-        reader.headers().map_err(|e| Error::invalid(path, e.to_string()))?.iter().map(str::to_string).collect();
+    let hint = "`indolm eval indommlu --out DIR` and the [eval.indommlu] hook write it";
+    let (mut reader, found) = open_csv(&csv::ReaderBuilder::new(), path, hint)?;
     let columns = found.len().saturating_sub(LEADING.len() + TRAILING.len());
     let expected = header(columns);
     if found != expected || columns == 0 {

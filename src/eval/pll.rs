@@ -6,10 +6,10 @@
 //! Each score also counts the scored tokens the model ranks first (rank-1 accuracy, a fluency
 //! control).
 use crate::data::tokenizer::TextTokenizer;
-use crate::device::to_device_queued;
+use crate::device::{read_back, to_device_queued};
 use crate::error::{Error, Result};
 use crate::model::BertForMaskedLM;
-use tch::{Device, Kind, Tensor};
+use tch::{Device, Kind};
 
 /// One sentence to score: its ids (with `[CLS]`/`[SEP]`) and the positions to mask.
 #[derive(Debug, Clone)]
@@ -170,14 +170,10 @@ impl<'a> PllScorer<'a> {
             let logits = self.model.logits_at(&hidden, &positions);
             let targets = to_device_queued(&targets, &[n as i64, 1], self.device);
             let log_probs = logits.log_softmax(-1, Kind::Float);
-            let lp = log_probs.gather(1, &targets, false).squeeze_dim(1).to_kind(Kind::Double);
-            let first = log_probs.argmax(-1, false).eq_tensor(&targets.squeeze_dim(1)).to_kind(Kind::Double);
-            // One read back: the log-probabilities and the rank-1 hits (as 0/1) side by side.
-            let both = Tensor::stack(&[lp, first], 0).to_device(Device::Cpu);
-            (
-                Vec::<f64>::try_from(both.get(0)).expect("a vector of log-probabilities"),
-                Vec::<f64>::try_from(both.get(1)).expect("a vector of 0/1").into_iter().map(|h| h == 1.0).collect(),
-            )
+            let lp = log_probs.gather(1, &targets, false).squeeze_dim(1);
+            let first = log_probs.argmax(-1, false).eq_tensor(&targets.squeeze_dim(1));
+            let [lp, first]: [Vec<f64>; 2] = read_back(&[lp, first]).try_into().expect("two rows");
+            (lp, first.into_iter().map(|h| h == 1.0).collect())
         })
     }
 }

@@ -63,15 +63,8 @@ pub const RECORD_COLUMNS: [&str; 14] = [
 /// first 12) in the header and in every row, every field of its type, every number finite, the
 /// rank-1 counts present and at most the tokens scored. Errors name the row.
 pub fn read_records(path: &Path) -> Result<Vec<PairRecord>> {
-    let mut reader = csv::ReaderBuilder::new().comment(Some(b'#')).from_path(path).map_err(|e| match e.kind() {
-        csv::ErrorKind::Io(io) if io.kind() == std::io::ErrorKind::NotFound => Error::MissingFile {
-            path: path.into(),
-            hint: "no per-pair records here: evaluations before bias_pairs.csv existed can be redone with `indolm eval bias --run`".into(),
-        },
-        _ => Error::invalid(path, e.to_string()),
-    })?;
-    let header: Vec<String> =
-        reader.headers().map_err(|e| Error::invalid(path, e.to_string()))?.iter().map(String::from).collect();
+    let hint = "no per-pair records here: evaluations before bias_pairs.csv existed can be redone with `indolm eval bias --run`";
+    let (mut reader, header) = crate::files::open_csv(csv::ReaderBuilder::new().comment(Some(b'#')), path, hint)?;
     if header != RECORD_COLUMNS && header != RECORD_COLUMNS[..12] {
         return Err(Error::invalid(
             path,

@@ -68,11 +68,7 @@ impl Bloom {
             });
         }
         let ln_f = LayerNorm::take(w, vs, "transformer.ln_f", hd, eps)?;
-        let lm_head = if c.tie_word_embeddings && !w.has("lm_head.weight") {
-            Linear::tied(&word_embeddings)
-        } else {
-            Linear::take(w, vs, "lm_head", hd, c.vocab_size, false)?
-        };
+        let lm_head = Linear::lm_head(w, vs, &word_embeddings, c.tie_word_embeddings, hd, c.vocab_size)?;
         Ok(Bloom {
             config: c.clone(),
             kind: w.compute_kind(),

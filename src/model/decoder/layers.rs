@@ -29,6 +29,23 @@ impl Linear {
         Linear { weight: weight.shallow_clone(), bias: None }
     }
 
+    /// The output projection onto the vocabulary: `lm_head.weight` [vocab, hidden], or the
+    /// `embeddings` when the config ties them and the checkpoint has no head of its own.
+    pub fn lm_head(
+        w: &mut Weights,
+        vs: &VarStore,
+        embeddings: &Tensor,
+        tied: bool,
+        hidden: i64,
+        vocab: i64,
+    ) -> Result<Self> {
+        if tied && !w.has("lm_head.weight") {
+            Ok(Linear::tied(embeddings))
+        } else {
+            Linear::take(w, vs, "lm_head", hidden, vocab, false)
+        }
+    }
+
     /// x · weightᵀ + bias, in x's dtype (a weight stored in half precision is cast for this use).
     pub fn forward(&self, x: &Tensor) -> Tensor {
         let kind = x.kind();

@@ -139,11 +139,7 @@ impl RopeDecoder {
             });
         }
         let final_norm = norm(w, "model.norm", h)?;
-        let lm_head = if c.tie_word_embeddings && !w.has("lm_head.weight") {
-            Linear::tied(&embed_tokens)
-        } else {
-            Linear::take(w, vs, "lm_head", h, c.vocab_size, false)?
-        };
+        let lm_head = Linear::lm_head(w, vs, &embed_tokens, c.tie_word_embeddings, h, c.vocab_size)?;
         Ok(RopeDecoder {
             config: c.clone(),
             kind: w.compute_kind(),

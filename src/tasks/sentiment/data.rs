@@ -35,14 +35,7 @@ pub fn load_split(root: &Path, language: &str, split: &str) -> Result<Vec<Exampl
         });
     }
     let path = dir.join(format!("{split}.csv"));
-    let mut reader = csv::Reader::from_path(&path).map_err(|e| match e.kind() {
-        csv::ErrorKind::Io(io) if io.kind() == std::io::ErrorKind::NotFound => {
-            Error::MissingFile { path: path.clone(), hint: String::new() }
-        }
-        _ => Error::invalid(&path, e.to_string()),
-    })?;
-    let header: Vec<String> =
-        reader.headers().map_err(|e| Error::invalid(&path, e.to_string()))?.iter().map(String::from).collect();
+    let (mut reader, header) = crate::files::open_csv(&csv::ReaderBuilder::new(), &path, "")?;
     let col = |name: &str| {
         header
             .iter()
