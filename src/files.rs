@@ -199,6 +199,45 @@ pub fn sweep_dead_temps_under(dir: &Path) {
     }
 }
 
+/// `text` quoted as an error message shows it: whole when short (`"…"`, escaped as `{:?}`
+/// does), else its first 60 characters and how long it is, so that a 100,000-character line does
+/// not fill the terminal.
+pub fn quoted(text: &str) -> String {
+    const SHOWN: usize = 60;
+    let n = text.chars().count();
+    if n <= SHOWN + 20 {
+        return format!("{text:?}");
+    }
+    let head: String = text.chars().take(SHOWN).collect();
+    format!("{:?} ({n} characters)", format!("{head}…"))
+}
+
+/// `name` when it is a plain file name (what a file may name beside itself: a shard in an
+/// index, a checkpoint in `latest`, a file in a checksum list); otherwise why not. A folder, `..`,
+/// `.` or an absolute path would let a file make indolm read or write outside its folder.
+pub fn plain_file_name(name: &str) -> std::result::Result<&str, &'static str> {
+    let plain = !name.is_empty()
+        && name != "."
+        && name != ".."
+        && !name.contains(['/', '\\', '\0'])
+        && Path::new(name).components().count() == 1;
+    if plain {
+        Ok(name)
+    } else if name.is_empty() {
+        Err("is empty, not a file name")
+    } else if Path::new(name).is_absolute() {
+        Err("is an absolute path, not a file name in this folder")
+    } else {
+        Err("is not a plain file name (no folders, `.` or `..`)")
+    }
+}
+
+/// Whether `path` (named by a file or a server) stays inside the folder it is joined to: relative,
+/// made of plain names only (no `..`, `.`, root or prefix).
+pub fn stays_inside(path: &Path) -> bool {
+    path.components().count() > 0 && path.components().all(|c| matches!(c, std::path::Component::Normal(_)))
+}
+
 /// The last component of `path`, as text (empty for `/`).
 fn file_name(path: &Path) -> String {
     path.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default()
@@ -277,6 +316,23 @@ pub fn write_json<T: serde::Serialize + ?Sized>(path: &Path, value: &T) -> Resul
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn names_from_files_stay_in_their_folder_and_long_text_is_quoted_short() {
+        for ok in ["model-00001-of-00002.safetensors", "step-60", ".hidden"] {
+            assert_eq!(plain_file_name(ok), Ok(ok));
+        }
+        for bad in ["", ".", "..", "../x", "a/b", "/etc/passwd", "a\\b"] {
+            assert!(plain_file_name(bad).is_err(), "{bad:?} was taken as a plain file name");
+        }
+        assert!(stays_inside(Path::new("20231101.id/train-00000-of-00001.parquet")));
+        for bad in ["", "../x.parquet", "/abs.parquet", "a/../../b", "./a"] {
+            assert!(!stays_inside(Path::new(bad)), "{bad:?} was taken as inside");
+        }
+        assert_eq!(quoted("kata \"kutip\""), "\"kata \\\"kutip\\\"\"");
+        let long = quoted(&"kata ".repeat(20_000));
+        assert!(long.ends_with("…\" (100000 characters)") && long.chars().count() < 100, "{long}");
+    }
 
     #[test]
     fn a_folder_lock_refuses_a_second_holder_until_released() {

@@ -1,8 +1,9 @@
 //! indolm: pretraining, fine-tuning and bias evaluation of Indonesian BERT models on libtorch.
 //!
 //! The layers, lowest first; a module imports only from layers below it (README, "Architecture"):
-//! - `error`, `files`, `seeds`, `stdout`: errors as values, file helpers, where randomness comes
-//!   from, output a closed pipe cannot crash;
+//! - `error`, `files`, `outputs`, `seeds`, `stdout`: errors as values, file helpers, what a
+//!   command may replace or remove, where randomness comes from, output a closed pipe cannot
+//!   crash;
 //! - `data`, `model`, `device`: text, tokenizers and corpora; the BERT network and model
 //!   directories; the device and precision;
 //! - `recipe`, `optim`, `logger`, `hooks`: the recipe files, optimizers and schedules, run
@@ -39,6 +40,7 @@ pub mod hooks;
 pub mod logger;
 pub mod model;
 pub mod optim;
+pub mod outputs;
 pub mod recipe;
 pub mod report;
 pub mod run;

@@ -4,7 +4,6 @@ use indolm::data::sources::SourceSpec;
 use indolm::data::tokenizer::TextTokenizer;
 use indolm::data::tokenizer_train::{train_wordpiece, TrainOptions};
 use indolm::error::{Error, IoContext, Result};
-use indolm::model::model_dir::save_model_dir;
 use indolm::outln;
 use indolm::recipe::Recipe;
 use indolm::seeds::{salt, stream_rng};
@@ -151,10 +150,14 @@ fn train_tokenizer(
         (None, Some(r)) => r.resolve(&r.tokenizer.path),
         (None, None) => return Err(Error::argument("tokenizer train", "--out is required with --files")),
     };
+    // The files named are read; the folder written must not hold them (checked again on writing).
+    let reads: Vec<&Path> = files.iter().map(Path::new).filter(|p| p.exists()).collect();
+    let is_tokenizer_file = indolm::data::tokenizer::is_tokenizer_file;
+    indolm::outputs::check_replaceable(&out, overwrite, &reads, is_tokenizer_file)?;
     let paragraphs = training_paragraphs(files, recipe.as_ref(), sample)?;
     let options = TrainOptions { vocab_size, min_frequency, lowercase: true };
     let tokenizer = train_wordpiece(&paragraphs, &options)?;
-    save_model_dir(&out, overwrite, |dir| {
+    indolm::outputs::write_dir(&out, overwrite, &reads, is_tokenizer_file, |dir| {
         std::fs::create_dir_all(dir).with_path(dir)?;
         tokenizer.save(dir)
     })?;
@@ -176,6 +179,17 @@ pub fn download(
 ) -> Result<()> {
     use indolm::data::download::Downloader;
     let dl = Downloader::with_patience(mirror, patience);
+    if let DownloadCommand::Cc100 { lang } | DownloadCommand::Wikipedia { lang, .. } = &what {
+        // Each code becomes a file or folder name under `out`.
+        if let Some(bad) =
+            lang.iter().find(|l| l.is_empty() || !l.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_'))
+        {
+            return Err(Error::argument(
+                "--lang",
+                format!("expected a language code such as id, jv or su, found {}", indolm::files::quoted(bad)),
+            ));
+        }
+    }
     let files = match what {
         DownloadCommand::Cc100 { lang } => lang.iter().flat_map(|l| dl.cc100(l, out)).collect(),
         DownloadCommand::Wikipedia { lang, date } => {

@@ -85,6 +85,9 @@ pub enum EvalCommand {
         /// option's score, the prediction, the key) into this folder.
         #[arg(long)]
         out: Option<PathBuf>,
+        /// Replace the IndoMMLU evaluation already in --out (refused without it).
+        #[arg(long, requires = "out")]
+        overwrite: bool,
     },
 }
 
@@ -126,9 +129,10 @@ pub struct BiasArgs {
     /// runs/<run>/eval).
     #[arg(long)]
     pub logdir: Option<PathBuf>,
-    /// With --run: replace the evaluations checkpoints already hold (the training hook's);
-    /// without it, a run whose checkpoints hold one is refused.
-    #[arg(long, requires = "run")]
+    /// Replace the bias evaluation already there (with --out: the folder's; with --run: the
+    /// checkpoints', the training hook's included), all of it, `bias-<metric>/` folders too;
+    /// without it, an existing evaluation is refused.
+    #[arg(long)]
     pub overwrite: bool,
     /// Score a model whose checkpoint has no MLM head (initialised randomly; refused
     /// otherwise): bias.json, the tables, the summary and bias_pairs.csv then carry a warning.
@@ -178,9 +182,17 @@ fn causal_pll(model: &Path, text: &Path, metric: PllMetric, json: bool, device: 
         c.prefix_is
     );
     let content = read_to_string(text)?;
-    let lines: Vec<&str> = content.lines().filter(|l| !l.trim().is_empty()).collect();
+    let numbered = sentences(text, &content)?;
+    let ids = numbered
+        .iter()
+        .map(|&(n, line)| scorer.encode(line).map_err(|e| at_line(text, n, e)))
+        .collect::<Result<Vec<_>>>()?;
+    let lines: Vec<&str> = numbered.iter().map(|(_, l)| *l).collect();
     let started = std::time::Instant::now();
-    let scores = scorer.score_texts(&lines)?;
+    let scores = scorer.score_ids(&ids);
+    for (&(n, line), s) in numbered.iter().zip(&scores) {
+        s.as_sentence_score().require_finite("causal LM scoring", line).map_err(|e| at_line(text, n, e))?;
+    }
     let tokens: usize = scores.iter().map(|s| s.tokens()).sum();
     eprintln!("scored {tokens} tokens in {:.3} s", started.elapsed().as_secs_f64());
     if !json {
@@ -227,47 +239,78 @@ fn pll(
     loaded.model.set_precision(indolm::device::default_precision(device));
     let scorer = PllScorer::new(&loaded.model, &loaded.tokenizer, device);
     let content = read_to_string(text)?;
-    let lines: Vec<&str> = content.lines().filter(|l| !l.trim().is_empty()).collect();
+    let numbered = sentences(text, &content)?;
     let mut inputs: Vec<ScoringInput> = Vec::new();
-    let mut labels: Vec<String> = Vec::new();
+    // Each scored sentence with the line it came from.
+    let mut labels: Vec<(usize, String)> = Vec::new();
     if matches!(metric, PllMetric::Aul | PllMetric::Aula) {
-        return unmasked(&loaded, &lines, metric, json, warning.as_deref(), device);
+        return unmasked(&loaded, text, &numbered, metric, json, warning.as_deref(), device);
     }
-    for (i, line) in lines.iter().enumerate() {
+    for &(n, line) in &numbered {
+        let at = |e| at_line(text, n, e);
         match metric {
             PllMetric::Pll => {
-                inputs.push(scorer.full_input(line)?);
-                labels.push(line.to_string());
+                inputs.push(scorer.full_input(line).map_err(at)?);
+                labels.push((n, line.to_string()));
             }
             PllMetric::PllWordL2r => {
-                inputs.push(scorer.word_l2r_input(line)?);
-                labels.push(line.to_string());
+                inputs.push(scorer.word_l2r_input(line).map_err(at)?);
+                labels.push((n, line.to_string()));
             }
             PllMetric::Aul | PllMetric::Aula => unreachable!("scored above"),
             PllMetric::Crows => {
-                let (a, b) = line.split_once('\t').ok_or_else(|| {
-                    Error::invalid(text, format!("line {}: expected two tab-separated sentences", i + 1))
-                })?;
-                let (ia, ib) = crows_inputs(&loaded.tokenizer, a, b)?;
+                let (a, b) = line
+                    .split_once('\t')
+                    .ok_or_else(|| Error::invalid(text, format!("line {n}: expected two tab-separated sentences")))?;
+                let (ia, ib) = crows_inputs(&loaded.tokenizer, a, b).map_err(at)?;
                 inputs.extend([ia, ib]);
-                labels.extend([a.to_string(), b.to_string()]);
+                labels.extend([(n, a.to_string()), (n, b.to_string())]);
             }
         }
     }
     let started = std::time::Instant::now();
     let scores = scorer.score(&inputs);
+    require_finite(text, &labels, &scores)?;
     let secs = started.elapsed().as_secs_f64();
     let positions: usize = scores.iter().map(|s| s.tokens).sum();
     eprintln!(
         "scored {positions} masked positions in {secs:.3} s ({:.0} positions/s)",
         positions as f64 / secs.max(1e-9)
     );
-    print_scores(&labels, &scores, json, warning.as_deref());
+    print_scores(&labels, &scores, json, warning.as_deref())
+}
+
+/// The non-blank lines of `text`'s `content`, each with its line number (from 1); a file with
+/// none is refused rather than scored as nothing.
+fn sentences<'c>(text: &Path, content: &'c str) -> Result<Vec<(usize, &'c str)>> {
+    let numbered: Vec<(usize, &str)> =
+        content.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()).map(|(i, l)| (i + 1, l)).collect();
+    if numbered.is_empty() {
+        return Err(Error::invalid(text, "no sentence to score: the file is empty or blank (one sentence a line)"));
+    }
+    Ok(numbered)
+}
+
+/// `error` about the sentence on line `n` of `text`, with the file and line in front.
+fn at_line(text: &Path, n: usize, error: Error) -> Error {
+    Error::invalid(text, format!("line {n}: {error}"))
+}
+
+/// Refuses a non-finite score, naming its line of `text`.
+fn require_finite(text: &Path, labels: &[(usize, String)], scores: &[indolm::eval::pll::SentenceScore]) -> Result<()> {
+    for ((n, label), s) in labels.iter().zip(scores) {
+        s.require_finite("PLL scoring", label).map_err(|e| at_line(text, *n, e))?;
+    }
     Ok(())
 }
 
 /// The scores as a table (after the warning, if any), or as JSON lines (each with it).
-fn print_scores(labels: &[String], scores: &[indolm::eval::pll::SentenceScore], json: bool, warning: Option<&str>) {
+fn print_scores(
+    labels: &[(usize, String)],
+    scores: &[indolm::eval::pll::SentenceScore],
+    json: bool,
+    warning: Option<&str>,
+) -> Result<()> {
     if let Some(w) = warning {
         eprintln!("warning: {w}");
     }
@@ -277,7 +320,7 @@ fn print_scores(labels: &[String], scores: &[indolm::eval::pll::SentenceScore], 
         }
         outln!("| pll | tokens | pppl | rank-1 | sentence |\n|---:|---:|---:|---:|---|");
     }
-    for (label, s) in labels.iter().zip(scores) {
+    for ((_, label), s) in labels.iter().zip(scores) {
         if json {
             let mut line = serde_json::json!({"sentence": label, "pll": s.pll, "tokens": s.tokens, "pppl": s.pppl(), "correct": s.correct});
             if let Some(w) = warning {
@@ -288,23 +331,49 @@ fn print_scores(labels: &[String], scores: &[indolm::eval::pll::SentenceScore], 
             outln!("| {:.4} | {} | {:.2} | {} | {} |", s.pll, s.tokens, s.pppl(), s.correct, label);
         }
     }
+    Ok(())
 }
 
 /// `eval pll --metric aul|aula`: each line scored with nothing masked.
 fn unmasked(
     loaded: &indolm::model::model_dir::LoadedModel,
-    lines: &[&str],
+    text: &Path,
+    lines: &[(usize, &str)],
     metric: PllMetric,
     json: bool,
     warning: Option<&str>,
     device: Device,
 ) -> Result<()> {
     let scorer = indolm::eval::aul::UnmaskedScorer::new(&loaded.model, &loaded.tokenizer, device);
-    let inputs: Vec<Vec<i64>> = lines.iter().map(|l| scorer.input(l)).collect::<Result<_>>()?;
+    let inputs: Vec<Vec<i64>> =
+        lines.iter().map(|&(n, l)| scorer.input(l).map_err(|e| at_line(text, n, e))).collect::<Result<_>>()?;
     let scores: Vec<_> =
         scorer.score(&inputs).into_iter().map(|s| if metric == PllMetric::Aul { s.aul } else { s.aula }).collect();
-    let labels: Vec<String> = lines.iter().map(|l| l.to_string()).collect();
-    print_scores(&labels, &scores, json, warning);
+    let labels: Vec<(usize, String)> = lines.iter().map(|&(n, l)| (n, l.to_string())).collect();
+    require_finite(text, &labels, &scores)?;
+    print_scores(&labels, &scores, json, warning)
+}
+
+/// Refuses to write an evaluation into `dir` when it holds one, unless `overwrite`; and always
+/// when it is a checkpoint whose evaluation its trainer has yet to make.
+fn refuse_to_replace_bias(dir: &Path, overwrite: bool) -> Result<()> {
+    if dir.join(indolm::run::layout::PENDING_EVALUATION).exists() {
+        return Err(Error::invalid(
+            dir,
+            "its evaluation is pending in the run's trainer (evaluation.pending): two writers would mix files; let the trainer finish, or resume it",
+        ));
+    }
+    if let Some(found) = indolm::eval::bias::records::evaluation_in(dir)? {
+        if !overwrite {
+            return Err(Error::invalid(
+                dir,
+                format!(
+                    "already holds a bias evaluation ({}): pass --overwrite to replace it (all of it, bias-<metric>/ folders included), or choose another --out",
+                    found.display()
+                ),
+            ));
+        }
+    }
     Ok(())
 }
 
@@ -366,7 +435,14 @@ fn bias(args: &BiasArgs, device: Device) -> Result<()> {
         eprintln!("scored under {} in {:.2} s", names.join(", "), started.elapsed().as_secs_f64());
         Ok(evaluations)
     };
+    let inputs: Vec<&Path> =
+        [args.model.as_deref(), args.run.as_deref(), Some(args.pairs.as_path())].into_iter().flatten().collect();
+    let outputs: Vec<&Path> = args.json.as_deref().into_iter().collect();
+    indolm::outputs::check_file_outputs(&outputs, &inputs, indolm::run::ownership::written_by_indolm)?;
     if let Some(model) = &args.model {
+        if let Some(dir) = &args.out {
+            refuse_to_replace_bias(dir, args.overwrite)?;
+        }
         let evaluations = score(model, None)?;
         for (i, evaluation) in evaluations.iter().enumerate() {
             out!("{}{}", if i == 0 { "" } else { "\n" }, evaluation.report.markdown());
@@ -465,11 +541,29 @@ struct IndommluArgs<'a> {
     data: &'a Path,
     mode: Option<indolm::recipe::IndommluMode>,
     shots: usize,
+    overwrite: bool,
 }
 
 /// `eval indommlu`: a masked LM zero-shot, or a causal LM zero- or few-shot.
 fn indommlu(args: IndommluArgs, json: Option<&Path>, out_dir: Option<&Path>, device: Device) -> Result<()> {
     use indolm::recipe::IndommluMode;
+    let outputs: Vec<&Path> = json.into_iter().collect();
+    indolm::outputs::check_file_outputs(&outputs, &[args.model, args.data], indolm::run::ownership::written_by_indolm)?;
+    if let Some(dir) = out_dir {
+        let report = dir.join(indolm::eval::indommlu::REPORT_FILE);
+        let records = dir.join(indolm::eval::indommlu_records::RECORDS_FILE);
+        if let Some(found) = [report, records].into_iter().find(|p| p.exists()) {
+            if !args.overwrite {
+                return Err(Error::invalid(
+                    dir,
+                    format!(
+                        "already holds an IndoMMLU evaluation ({}): pass --overwrite to replace it, or choose another --out",
+                        found.display()
+                    ),
+                ));
+            }
+        }
+    }
     let data = indolm::eval::indommlu::load_all(args.data)?;
     let causal = is_causal_dir(args.model);
     let mode = args.mode.unwrap_or(if causal { IndommluMode::Letter } else { IndommluMode::OptionPll });
@@ -523,6 +617,9 @@ fn rouge(pred: &Path, reference: &Path) -> Result<()> {
             format!("{} predictions but {} references in {}", p.len(), r.len(), reference.display()),
         ));
     }
+    if p.iter().all(|l| l.trim().is_empty()) {
+        return Err(Error::invalid(pred, "no summary to score: the file is empty or blank (one summary a line)"));
+    }
     let pairs: Vec<(String, String)> = p.iter().zip(&r).map(|(a, b)| (a.to_string(), b.to_string())).collect();
     let (r1, r2, rl) = indolm::eval::rouge::mean_f1(&pairs);
     outln!(
@@ -541,8 +638,8 @@ pub fn run(command: EvalCommand, device: &dyn Fn() -> Result<Device>) -> Result<
         EvalCommand::Bias(args) => bias(&args, device()?),
         EvalCommand::Rouge { pred, reference } => rouge(&pred, &reference),
         EvalCommand::SummarizationBaselines { data, split } => summarization_baselines(&data, &split),
-        EvalCommand::Indommlu { model, data, mode, shots, json, out } => indommlu(
-            IndommluArgs { model: &model, data: &data, mode, shots },
+        EvalCommand::Indommlu { model, data, mode, shots, json, out, overwrite } => indommlu(
+            IndommluArgs { model: &model, data: &data, mode, shots, overwrite },
             json.as_deref(),
             out.as_deref(),
             device()?,

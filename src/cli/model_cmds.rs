@@ -17,23 +17,26 @@ fn print_notes(notes: &[LoadNote]) {
 
 /// Loads any model directory and writes it with canonical HF names, fp32, full tokenizer files.
 pub fn convert(src: &Path, out: &Path, overwrite: bool, verb: &str) -> Result<()> {
+    indolm::outputs::check_replaceable(out, overwrite, &[src], indolm::model::model_dir::is_model_file)?;
     let loaded = load_masked_lm(src, Device::Cpu)?;
     print_notes(&loaded.notes);
-    save_model_dir(out, overwrite, |dir| save_model_files(dir, &loaded.config, &loaded.vs, &loaded.tokenizer))?;
+    save_model_dir(out, overwrite, &[src], |dir| save_model_files(dir, &loaded.config, &loaded.vs, &loaded.tokenizer))?;
     let n: i64 = loaded.vs.variables().values().map(|t| t.numel() as i64).sum();
     outln!("{verb} {} -> {} ({} tensors, {n} parameters)", src.display(), out.display(), loaded.vs.variables().len());
     Ok(())
 }
 
 /// `init`: a randomly initialised masked LM for a config and a tokenizer.
-pub fn init(config_path: &Path, tokenizer: &Path, out: &Path, seed: u64, overwrite: bool) -> Result<()> {
+pub fn init(config_path: &Path, tokenizer_path: &Path, out: &Path, seed: u64, overwrite: bool) -> Result<()> {
     let config = BertConfig::from_file(config_path)?;
-    let tokenizer = TextTokenizer::from_path(tokenizer)?;
+    let tokenizer = TextTokenizer::from_path(tokenizer_path)?;
     print_notes(&check_vocab(&config, config_path, &tokenizer)?.into_iter().collect::<Vec<_>>());
     tch::manual_seed(seed as i64);
     let vs = tch::nn::VarStore::new(Device::Cpu);
     let _model = BertForMaskedLM::new(&vs.root(), &config, false);
-    save_model_dir(out, overwrite, |dir| save_model_files(dir, &config, &vs, &tokenizer))?;
+    save_model_dir(out, overwrite, &[config_path, tokenizer_path], |dir| {
+        save_model_files(dir, &config, &vs, &tokenizer)
+    })?;
     outln!(
         "initialised {} ({} layers, hidden {}, vocab {}) with seed {seed}",
         out.display(),

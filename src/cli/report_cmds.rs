@@ -9,7 +9,7 @@ use indolm::report::bias_diff::bias_diff;
 use indolm::report::bias_groups::{compare_groups, Group, GroupRequest};
 use indolm::report::chart::write_figure;
 use indolm::{out, outln};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 #[derive(Subcommand, Debug)]
 pub enum ReportCommand {
@@ -195,8 +195,41 @@ pub enum ReportCommand {
     },
 }
 
+/// The files a report writes and the files and folders it reads, for
+/// [`indolm::outputs::check_file_outputs`].
+fn outputs_and_inputs(command: &ReportCommand) -> (Vec<&Path>, Vec<&Path>) {
+    fn opt(p: &Option<PathBuf>) -> Vec<&Path> {
+        p.as_deref().into_iter().collect()
+    }
+    fn models(m: &[indolm::report::bias_table::TableModel]) -> Vec<&Path> {
+        m.iter().map(|m| m.path.as_path()).collect()
+    }
+    match command {
+        ReportCommand::BiasCurve { run, out, reference, .. } => {
+            (vec![out.as_path()], [vec![run.as_path()], models(reference)].concat())
+        }
+        ReportCommand::BiasDiff { a, b, out, json, .. } => ([opt(out), opt(json)].concat(), vec![a, b]),
+        ReportCommand::BiasCompare { runs, group, json, out, plot, .. } => (
+            [opt(json), opt(out), opt(plot)].concat(),
+            runs.iter()
+                .map(PathBuf::as_path)
+                .chain(group.iter().flat_map(|g| g.runs.iter().map(PathBuf::as_path)))
+                .collect(),
+        ),
+        ReportCommand::BiasValidity { evaluation, run, tokenizer, out, json, .. } => {
+            ([opt(out), opt(json)].concat(), [opt(evaluation), opt(run), opt(tokenizer)].concat())
+        }
+        ReportCommand::BiasFlips { run, out, plot, .. } => ([opt(out), opt(plot)].concat(), vec![run.as_path()]),
+        ReportCommand::BiasTable { models: m, out, json, .. }
+        | ReportCommand::IndommluTable { models: m, out, json } => ([opt(out), opt(json)].concat(), models(m)),
+        ReportCommand::Summarization { results, out } => (opt(out), results.iter().map(PathBuf::as_path).collect()),
+    }
+}
+
 /// Runs a `report` subcommand.
 pub fn run(command: ReportCommand) -> Result<()> {
+    let (outputs, inputs) = outputs_and_inputs(&command);
+    indolm::outputs::check_file_outputs(&outputs, &inputs, indolm::run::ownership::written_by_indolm)?;
     match command {
         ReportCommand::BiasCurve { run, metric, out, reference } => {
             let n = indolm::report::bias_curve::write_bias_curve(&run, &out, metric, &reference)?;

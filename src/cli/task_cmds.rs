@@ -179,6 +179,10 @@ pub struct SummarizeArgs {
 pub fn summarize(args: &SummarizeArgs, device: Device) -> Result<()> {
     use indolm::tasks::summarization::data::{join, load_split};
     use indolm::tasks::summarization::inference::{sentences_of, Summarizer};
+    let inputs: Vec<&Path> =
+        [Some(args.model.as_path()), args.file.as_deref(), args.liputan6.as_deref()].into_iter().flatten().collect();
+    let outputs: Vec<&Path> = args.out.as_deref().into_iter().collect();
+    indolm::outputs::check_file_outputs(&outputs, &inputs, indolm::run::ownership::written_by_indolm)?;
     let mut model = Summarizer::load_trained(&args.model, device)?;
     model.set_precision(indolm::device::default_precision(device));
     let articles: Vec<Vec<Vec<String>>> = match (&args.file, &args.liputan6) {

@@ -21,6 +21,11 @@ pub const SPECIAL_TOKENS: [&str; 5] = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MAS
 /// RoBERTa's (XLM-R's) names for the special tokens, in `SPECIAL_TOKENS`' order.
 pub const ROBERTA_SPECIAL_TOKENS: [&str; 5] = ["<pad>", "<unk>", "<s>", "</s>", "<mask>"];
 
+/// Whether [`TextTokenizer::save`] writes files of this name.
+pub fn is_tokenizer_file(name: &str) -> bool {
+    matches!(name, "tokenizer.json" | "vocab.txt" | "tokenizer_config.json" | "special_tokens_map.json")
+}
+
 /// The special-token keys of `special_tokens_map.json` / `tokenizer_config.json`, in
 /// `SPECIAL_TOKENS`' order.
 const SPECIAL_KEYS: [&str; 5] = ["pad_token", "unk_token", "cls_token", "sep_token", "mask_token"];

@@ -47,13 +47,20 @@ impl<'a> UnmaskedScorer<'a> {
     pub fn input(&self, text: &str) -> Result<Vec<i64>> {
         let ids: Vec<i64> = self.tokenizer.encode(text)?.into_iter().map(i64::from).collect();
         if ids.len() <= 2 {
-            return Err(Error::data("AUL scoring", format!("the sentence {text:?} has no tokens")));
+            return Err(Error::data(
+                "AUL scoring",
+                format!("the sentence {} has no tokens", crate::files::quoted(text)),
+            ));
         }
         let max_len = self.model.max_positions();
         if ids.len() > max_len {
             return Err(Error::data(
                 "AUL scoring",
-                format!("the sentence {text:?} has {} tokens, more than the model's {max_len}", ids.len()),
+                format!(
+                    "the sentence {} has {} tokens, more than the model's {max_len}",
+                    crate::files::quoted(text),
+                    ids.len()
+                ),
             ));
         }
         Ok(ids)

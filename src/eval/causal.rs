@@ -108,13 +108,21 @@ impl<'a> CausalScorer<'a> {
     pub fn encode(&self, text: &str) -> Result<Vec<i64>> {
         let ids = self.model.tokenizer.encode(text)?;
         if ids.is_empty() {
-            return Err(Error::data("causal LM scoring", format!("the sentence {text:?} has no tokens")));
+            return Err(Error::data(
+                "causal LM scoring",
+                format!("the sentence {} has no tokens", crate::files::quoted(text)),
+            ));
         }
         if let Some(max) = self.model.config.max_positions {
             if ids.len() as i64 + 1 > max {
                 return Err(Error::data(
                     "causal LM scoring",
-                    format!("the sentence {text:?} has {} tokens, more than the model's {} positions (with the prefix token)", ids.len(), max),
+                    format!(
+                        "the sentence {} has {} tokens, more than the model's {} positions (with the prefix token)",
+                        crate::files::quoted(text),
+                        ids.len(),
+                        max
+                    ),
                 ));
             }
         }

@@ -180,7 +180,10 @@ pub fn load_all(path: &Path) -> Result<IndommluData> {
         let options = split_options(&get(jawaban)).ok_or_else(|| {
             Error::invalid(
                 path,
-                format!("row {row}: cannot split the options {:?} (one per line, starting A, B, C, ...)", get(jawaban)),
+                format!(
+                    "row {row}: cannot split the options {} (one per line, starting A, B, C, ...)",
+                    crate::files::quoted(&get(jawaban))
+                ),
             )
         })?;
         let key = get(kunci).to_uppercase();
@@ -188,7 +191,8 @@ pub fn load_all(path: &Path) -> Result<IndommluData> {
             Error::invalid(
                 path,
                 format!(
-                    "row {row}: the key {key:?} is not among the options {}",
+                    "row {row}: the key {} is not among the options {}",
+                    crate::files::quoted(&key),
                     options.iter().map(|(l, _)| l.to_string()).collect::<Vec<_>>().join("")
                 ),
             )
@@ -200,7 +204,10 @@ pub fn load_all(path: &Path) -> Result<IndommluData> {
             None | Some("" | "0" | "0.0" | "false" | "False") => false,
             Some("1" | "1.0" | "true" | "True") => true,
             Some(other) => {
-                return Err(Error::invalid(path, format!("row {row}: is_for_fewshot is {other:?}; expected 0 or 1")))
+                return Err(Error::invalid(
+                    path,
+                    format!("row {row}: is_for_fewshot is {}; expected 0 or 1", crate::files::quoted(other)),
+                ))
             }
         };
         let raw = |c: usize| rec.get(c).unwrap_or("").to_string();
@@ -221,6 +228,16 @@ pub fn load_all(path: &Path) -> Result<IndommluData> {
         } else {
             questions.push(q)
         }
+    }
+    if questions.is_empty() {
+        return Err(Error::invalid(
+            path,
+            format!(
+                "no question to score ({} row(s), {} of them demonstrations marked is_for_fewshot): expected IndoMMLU's CSV",
+                questions.len() + examples.len(),
+                examples.len()
+            ),
+        ));
     }
     Ok(IndommluData { questions, examples, has_fewshot_column: fewshot.is_some() })
 }
@@ -561,7 +578,8 @@ pub fn evaluate(
     step: Option<u64>,
 ) -> Result<(IndommluReport, Vec<QuestionRecord>)> {
     let scores = score_questions(model, tok, questions, mode, device)?;
-    let records: Vec<QuestionRecord> = questions.iter().zip(scores).map(|(q, s)| QuestionRecord::new(q, s)).collect();
+    let records: Vec<QuestionRecord> =
+        questions.iter().zip(scores).map(|(q, s)| QuestionRecord::new(q, s)).collect::<Result<_>>()?;
     Ok((aggregate_records(&records, Setting::masked(mode), step), records))
 }
 

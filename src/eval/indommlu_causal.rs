@@ -147,7 +147,8 @@ pub fn evaluate(
     shots: usize,
 ) -> Result<(IndommluReport, Vec<QuestionRecord>, usize)> {
     let (scores, short) = score_questions(lm, questions, examples, mode, shots)?;
-    let records: Vec<QuestionRecord> = questions.iter().zip(scores).map(|(q, s)| QuestionRecord::new(q, s)).collect();
+    let records: Vec<QuestionRecord> =
+        questions.iter().zip(scores).map(|(q, s)| QuestionRecord::new(q, s)).collect::<Result<_>>()?;
     let report = aggregate_records(&records, Setting { mode, causal: true, shots }, None);
     Ok((report, records, short))
 }

@@ -41,9 +41,20 @@ pub struct QuestionRecord {
 }
 
 impl QuestionRecord {
-    /// The record of `question` scored `scores` (one per option).
-    pub fn new(question: &Question, scores: Vec<f64>) -> Self {
-        QuestionRecord {
+    /// The record of `question` scored `scores` (one per option); a non-finite score (a model
+    /// that gives NaN or infinite log-probabilities) is refused, naming the question, rather
+    /// than decided as if it were a number.
+    pub fn new(question: &Question, scores: Vec<f64>) -> Result<Self> {
+        if let Some((i, s)) = scores.iter().enumerate().find(|(_, s)| !s.is_finite()) {
+            return Err(Error::data(
+                format!("IndoMMLU row {}", question.row),
+                format!(
+                    "the model gave option {} a non-finite score ({s}): its weights or config.json produce NaN or infinite log-probabilities (a diverged checkpoint, an impossible configuration value); nothing was written",
+                    (b'A' + i as u8) as char
+                ),
+            ));
+        }
+        Ok(QuestionRecord {
             row: question.row,
             subject: question.subject.clone(),
             level: question.level.clone(),
@@ -52,7 +63,7 @@ impl QuestionRecord {
             prediction: argmax(&scores),
             scores,
             key: question.answer,
-        }
+        })
     }
     /// Whether the prediction is the key.
     pub fn correct(&self) -> bool {

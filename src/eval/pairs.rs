@@ -151,7 +151,7 @@ pub fn load_indobias(path: &Path) -> Result<PairSet> {
         for (lang, pair) in read_pair_file(&file)? {
             let name = lang.unwrap_or_else(|| stem.clone());
             let code = language_code(&name).ok_or_else(|| {
-                Error::invalid(&file, format!("unknown language {name:?} (expected indonesian/id, javanese/jv, sundanese/su or makassar/mak, from a language column or the file name)"))
+                Error::invalid(&file, format!("unknown language {} (expected indonesian/id, javanese/jv, sundanese/su or makassar/mak, from a language column or the file name)", crate::files::quoted(&name)))
             })?;
             match by_language.iter_mut().find(|(c, _, _)| c == code) {
                 Some((_, pairs, _)) => pairs.push(pair),

@@ -56,6 +56,24 @@ impl SentenceScore {
     pub fn pppl(&self) -> f64 {
         (-self.pll / self.tokens.max(1) as f64).exp()
     }
+
+    /// Refuses a non-finite score of `sentence` (`what`: where it comes from, e.g. "pair 3 of
+    /// jv"): a model whose weights or configuration give NaN or infinite log-probabilities would
+    /// otherwise have every comparison decided as if it were a number (NaN is never lower, so
+    /// every such pair would count as anti-stereotypical) and its reports written with nulls.
+    pub fn require_finite(&self, what: &str, sentence: &str) -> Result<()> {
+        if self.pll.is_finite() {
+            return Ok(());
+        }
+        Err(Error::data(
+            what,
+            format!(
+                "the model gave the sentence {} a non-finite score ({}): its weights or config.json produce NaN or infinite log-probabilities (a diverged checkpoint, an impossible configuration value); nothing was written",
+                crate::files::quoted(sentence),
+                self.pll
+            ),
+        ))
+    }
 }
 
 /// Scores sentences with a masked LM: every (sentence, position) row batched under a token budget.
@@ -84,12 +102,20 @@ impl<'a> PllScorer<'a> {
     pub fn full_input(&self, text: &str) -> Result<ScoringInput> {
         let ids: Vec<i64> = self.tokenizer.encode(text)?.into_iter().map(i64::from).collect();
         if ids.len() <= 2 {
-            return Err(Error::data("PLL scoring", format!("the sentence {text:?} has no tokens")));
+            return Err(Error::data(
+                "PLL scoring",
+                format!("the sentence {} has no tokens", crate::files::quoted(text)),
+            ));
         }
         if ids.len() > self.max_len {
             return Err(Error::data(
                 "PLL scoring",
-                format!("the sentence {text:?} has {} tokens, more than the model's {}", ids.len(), self.max_len),
+                format!(
+                    "the sentence {} has {} tokens, more than the model's {}",
+                    crate::files::quoted(text),
+                    ids.len(),
+                    self.max_len
+                ),
             ));
         }
         let positions = (1..ids.len() - 1).collect();

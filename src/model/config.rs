@@ -158,6 +158,19 @@ impl BertConfig {
 
     /// Checks the values that would otherwise fail deep inside libtorch.
     pub fn validate(&self, path: &Path) -> Result<()> {
+        if !matches!(self.model_type.as_str(), "bert" | "roberta" | "xlm-roberta") {
+            let causal =
+                super::decoder::config::family_of(path, &serde_json::json!({"model_type": self.model_type})).is_ok();
+            let message = if causal {
+                format!(
+                    "`{}` is a causal LM, and this command needs a masked LM (bert, roberta, xlm-roberta); causal LMs are scored by `eval pll`, `eval bias` and `eval indommlu`",
+                    self.model_type
+                )
+            } else {
+                format!("`{}` is not a supported masked LM (supported: bert, roberta, xlm-roberta)", self.model_type)
+            };
+            return Err(Error::field(path, "model_type", message));
+        }
         let positive = [
             ("vocab_size", self.vocab_size),
             ("hidden_size", self.hidden_size),
@@ -200,6 +213,13 @@ impl BertConfig {
             if !(0.0..1.0).contains(&p) {
                 return Err(Error::field(path, name, format!("expected a probability in [0, 1), found {p}")));
             }
+        }
+        if !(self.layer_norm_eps.is_finite() && self.layer_norm_eps > 0.0) {
+            return Err(Error::field(
+                path,
+                "layer_norm_eps",
+                format!("expected a positive number, found {}", self.layer_norm_eps),
+            ));
         }
         if self.pad_token_id < 0 || self.pad_token_id >= self.vocab_size {
             return Err(Error::field(

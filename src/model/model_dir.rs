@@ -139,6 +139,30 @@ pub fn read_model_files(dir: &Path) -> Result<ModelFiles> {
     Ok(ModelFiles { config, tokenizer, weights_path, tensors: canonical_names(tensors), notes })
 }
 
+/// A model directory's identity, for a run that starts from it: the SHA-256 of the names and
+/// SHA-256s of the files a model is read from (`config.json`; `model.safetensors`, or the index
+/// and its shards; `tokenizer.json` and `vocab.txt` where present). A copy or a moved folder has
+/// the same identity; another weight, configuration or vocabulary gives another.
+pub fn content_sha256(dir: &Path) -> Result<String> {
+    use sha2::{Digest, Sha256};
+    let mut files = vec![dir.join("config.json")];
+    let single = dir.join("model.safetensors");
+    let index = dir.join("model.safetensors.index.json");
+    if single.exists() || !index.exists() {
+        files.push(single);
+    } else {
+        files.push(index.clone());
+        files.extend(weights::shard_files(&index)?);
+    }
+    files.extend(["tokenizer.json", "vocab.txt"].iter().map(|f| dir.join(f)).filter(|p| p.exists()));
+    let mut hasher = Sha256::new();
+    for file in &files {
+        let name = file.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
+        hasher.update(format!("{name}\t{}\n", crate::files::sha256_file(file)?).as_bytes());
+    }
+    Ok(hasher.finalize().iter().map(|b| format!("{b:02x}")).collect())
+}
+
 /// PreSumm's inputs alternate segment ids 0 and 1 between sentences: an encoder with a single
 /// token type (XLM-R and RoBERTa have one) cannot take them, and `what` (BertExt, BertAbs) is
 /// refused on it with the field named, instead of an index error deep in libtorch.
@@ -325,25 +349,24 @@ pub fn save_model_files_as(dir: &Path, config_json: &str, vs: &VarStore, tokeniz
     tokenizer.save(dir)
 }
 
+/// Whether a model directory written by indolm (`export-hf`, `import-hf`, `init`) holds files
+/// of this name: the configuration, the weights and the tokenizer's files.
+pub fn is_model_file(name: &str) -> bool {
+    matches!(name, "config.json" | "model.safetensors") || crate::data::tokenizer::is_tokenizer_file(name)
+}
+
 /// Writes a model directory as a whole: into a temporary sibling, then renamed to `out`, so an
-/// interrupted export never leaves a half-written directory. Refuses to replace a non-empty
-/// directory unless `overwrite`.
-pub fn save_model_dir(out: &Path, overwrite: bool, write: impl FnOnce(&Path) -> Result<()>) -> Result<()> {
-    if out.exists() {
-        let non_empty = std::fs::read_dir(out).with_path(out)?.next().is_some();
-        if non_empty && !overwrite {
-            return Err(Error::invalid(
-                out,
-                "output directory exists and is not empty (pass --overwrite to replace it)",
-            ));
-        }
-    }
-    let staging = crate::files::Staging::new(out);
-    write(staging.path())?;
-    if out.exists() {
-        std::fs::remove_dir_all(out).with_path(out)?;
-    }
-    staging.commit()
+/// interrupted export never leaves a half-written directory. A non-empty `out` is refused unless
+/// `overwrite`, and even then when it holds a file a model directory does not (a checkpoint's
+/// state, a user's notes), or is the working directory, one of `reads` (what the command reads)
+/// or a folder above either ([`crate::outputs::write_dir`]).
+pub fn save_model_dir(
+    out: &Path,
+    overwrite: bool,
+    reads: &[&Path],
+    write: impl FnOnce(&Path) -> Result<()>,
+) -> Result<()> {
+    crate::outputs::write_dir(out, overwrite, reads, is_model_file, write)
 }
 
 #[cfg(test)]

@@ -63,7 +63,9 @@ pub fn read_file(path: &Path) -> Result<BTreeMap<String, Tensor>> {
 }
 
 /// The shard files a `model.safetensors.index.json` names (its `weight_map`'s values), each
-/// once, in name order, beside the index.
+/// once, in name order, beside the index. Each must be a plain file name: a value with a folder,
+/// `..` or an absolute path is refused, so an index never makes indolm read outside the model's
+/// folder (a shard that is itself a symlink, as in HF's cache, is read as usual).
 pub fn shard_files(index: &Path) -> Result<Vec<PathBuf>> {
     let text = crate::files::read_to_string(index)?;
     let json: serde_json::Value = serde_json::from_str(&text).map_err(|e| Error::json(index, &e))?;
@@ -71,7 +73,20 @@ pub fn shard_files(index: &Path) -> Result<Vec<PathBuf>> {
         .get("weight_map")
         .and_then(|m| m.as_object())
         .ok_or_else(|| Error::field(index, "weight_map", "missing or not an object"))?;
-    let mut shards: Vec<&str> = map.values().filter_map(|v| v.as_str()).collect();
+    let mut shards: Vec<&str> = Vec::with_capacity(map.len());
+    for (tensor, value) in map {
+        let name = value.as_str().ok_or_else(|| {
+            Error::field(index, format!("weight_map.{tensor}"), format!("expected a file name, found {value}"))
+        })?;
+        crate::files::plain_file_name(name).map_err(|why| {
+            Error::field(
+                index,
+                format!("weight_map.{tensor}"),
+                format!("{name:?} {why}: a shard must be a file beside the index"),
+            )
+        })?;
+        shards.push(name);
+    }
     shards.sort_unstable();
     shards.dedup();
     let dir = index.parent().unwrap_or(Path::new("."));

@@ -20,10 +20,7 @@ pub fn parse_toml<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T> {
 /// never reach a path.
 pub fn check_name(recipe_path: &Path, field: &str, value: &str) -> Result<()> {
     let allowed = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.');
-    let shown = match value.chars().count() {
-        n if n > 40 => format!("{:?}… ({n} characters)", value.chars().take(40).collect::<String>()),
-        _ => format!("{value:?}"),
-    };
+    let shown = crate::files::quoted(value);
     if value.is_empty() || value == "." || value == ".." || !value.chars().all(allowed) {
         return Err(Error::field(
             recipe_path,

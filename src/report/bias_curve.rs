@@ -6,8 +6,8 @@
 use super::bias_table::{evaluation_of, TableModel};
 use super::chart::{panels_from_points, write_figure, Figure, Point};
 use crate::error::{Error, Result};
+use crate::eval::bias::records::read_checked;
 use crate::eval::bias::records::run_evaluations_under;
-use crate::eval::bias::records::{read_report, REPORT_FILE};
 use crate::eval::bias::BiasReport;
 use crate::recipe::BiasMetric;
 
@@ -111,7 +111,7 @@ pub fn write_bias_curve(
     let name = run.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
     let mut loaded = Vec::new();
     for r in references {
-        let report = read_report(&evaluation_of(&r.path, metric)?.join(REPORT_FILE))?;
+        let (report, _) = read_checked(&evaluation_of(&r.path, metric)?)?;
         loaded.push((r.name.clone(), report));
     }
     write_figure(&curve_figure_with_references(&name, &reports, &loaded), out, "--out")?;

@@ -268,6 +268,26 @@ pub fn compare_groups(request: &GroupRequest) -> Result<(String, GroupComparison
             ));
         }
     }
+    for g in groups {
+        // Runs trained with the same seed are one replicate counted twice (a copied run, a seed
+        // not passed): the intervals would be too narrow.
+        let mut seeds: Vec<(u64, &PathBuf)> = Vec::new();
+        for run in &g.runs {
+            let Some(seed) = crate::run::checkpoints::recorded_seed(&crate::run::RunLayout::new(run)) else { continue };
+            if let Some((_, other)) = seeds.iter().find(|(s, _)| *s == seed) {
+                return Err(Error::argument(
+                    "--group",
+                    format!(
+                        "{} and {} of group {} were both trained with seed {seed}: runs of one seed are not replicates; train each run of a group with its own seed (`indolm train RECIPE --seed N`)",
+                        other.display(),
+                        run.display(),
+                        g.name
+                    ),
+                ));
+            }
+            seeds.push((seed, run));
+        }
+    }
     let mut at_step: Vec<Outcomes> = Vec::new();
     for g in groups {
         let o = outcomes(g, request.step, request.metric, at_step.first())?;

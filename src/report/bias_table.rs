@@ -6,7 +6,7 @@
 //! because the paper scores decoders by perplexity and encoders by pseudo-perplexity.
 use super::bias_compare::{cell, domains_of, languages_of, with_interval};
 use crate::error::{Error, Result};
-use crate::eval::bias::records::{evaluation_under_metric, read_report, run_evaluation, StepChoice, REPORT_FILE};
+use crate::eval::bias::records::{evaluation_under_metric, read_checked, run_evaluation, StepChoice, REPORT_FILE};
 use crate::eval::bias::{BiasReport, Category};
 use crate::recipe::BiasMetric;
 use serde::Serialize;
@@ -126,7 +126,7 @@ pub fn bias_table(models: &[TableModel], metric: Option<BiasMetric>, languages: 
             return Err(Error::argument("MODEL", format!("two models are named {:?}; name them NAME=PATH", m.name)));
         }
         let folder = evaluation_of(&m.path, metric)?;
-        let report = read_report(&folder.join(REPORT_FILE))?;
+        let (report, _) = read_checked(&folder)?;
         rows.push(Row { name: m.name.clone(), folder, report });
     }
     let order: Vec<String> = languages_of(rows.iter().map(|r| &r.report))
@@ -206,6 +206,22 @@ pub fn bias_table(models: &[TableModel], metric: Option<BiasMetric>, languages: 
                 None => md.push_str(" – |"),
             }
             md.push('\n');
+        }
+        // Each row averages the languages its own evaluation scored, whatever --language shows.
+        let sets: Vec<(&str, Vec<&str>)> = rows
+            .iter()
+            .filter(|r| r.report.all_languages.is_some())
+            .map(|r| (r.name.as_str(), r.report.languages.iter().map(|l| l.language.as_str()).collect()))
+            .collect();
+        let differ = sets.iter().any(|(_, s)| *s != sets[0].1);
+        let restricted = sets.iter().any(|(_, s)| s.iter().any(|l| !order.iter().any(|o| o == l)));
+        if differ || restricted {
+            let listed: Vec<String> = sets.iter().map(|(m, s)| format!("{m}: {}", s.join(", "))).collect();
+            md.push_str(&format!(
+                "\n{}Each model's average is over the languages its evaluation scored ({}), not over the languages shown above.\n",
+                if differ { "The models were scored on different languages, so these averages are not comparable. " } else { "" },
+                listed.join("; ")
+            ));
         }
     }
     Ok(BiasTable { markdown: md, cells })

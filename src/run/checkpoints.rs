@@ -34,6 +34,17 @@ pub fn optimizer_file(name: &str) -> String {
     }
 }
 
+/// How a run starts, for [`CheckpointStore::prepare`].
+#[derive(Debug, Clone, Copy)]
+pub struct Start {
+    /// From a checkpoint.
+    pub resuming: bool,
+    /// `--resume auto` was asked (and found no checkpoint, when not `resuming`).
+    pub auto: bool,
+    /// `--overwrite`.
+    pub overwrite: bool,
+}
+
 /// Everything besides tensors that a resumed run needs, as `trainer_state.json`.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct TrainerState {
@@ -173,17 +184,29 @@ impl CheckpointStore {
 
     /// Makes the run folder ready. A new run refuses to overwrite an earlier one unless
     /// `overwrite` (which also deletes the run's TensorBoard folder, when the two hold only what
-    /// indolm wrote); a resumed run keeps it.
-    pub fn prepare(&self, resuming: bool, overwrite: bool, tensorboard_dir: &Path) -> Result<()> {
+    /// indolm wrote and neither holds one of `inputs`); a resumed run keeps it. An earlier start
+    /// that wrote evaluations or a log but no checkpoint counts as an earlier run too, except
+    /// under `--resume auto`, which starts it again from scratch: what it wrote is removed then,
+    /// so no evaluation of the earlier start is read as one of this run's.
+    pub fn prepare(&self, start: Start, tensorboard_dir: &Path, inputs: &[PathBuf]) -> Result<()> {
         let run_dir = self.layout.dir();
-        if !resuming && self.layout.has_checkpoints()? {
-            if !overwrite {
+        let inputs: Vec<&Path> = inputs.iter().map(PathBuf::as_path).collect();
+        if !start.resuming && self.layout.has_checkpoints()? {
+            if !start.overwrite {
                 return Err(Error::invalid(
                     run_dir,
                     "this run already has checkpoints: pass --resume latest to continue it, or --overwrite to start over",
                 ));
             }
-            super::ownership::remove_run(run_dir, tensorboard_dir)?;
+            super::ownership::remove_run(run_dir, tensorboard_dir, &inputs)?;
+        } else if !start.resuming && self.layout.has_outputs()? {
+            if !(start.overwrite || start.auto) {
+                return Err(Error::invalid(
+                    run_dir,
+                    "holds what an earlier start of this run wrote before its first checkpoint (evaluations, a log): pass --overwrite (or --resume auto) to start over",
+                ));
+            }
+            super::ownership::remove_run(run_dir, tensorboard_dir, &inputs)?;
         }
         std::fs::create_dir_all(run_dir).with_path(run_dir)
     }
@@ -215,7 +238,8 @@ impl CheckpointStore {
         }
         std::fs::File::open(tmp).and_then(|d| d.sync_all()).with_path(tmp)?;
         if final_dir.exists() {
-            std::fs::remove_dir_all(&final_dir).with_path(&final_dir)?;
+            // A run resumed from an earlier checkpoint writes this step again.
+            super::ownership::remove_run_folder(&final_dir)?;
         }
         staging.commit()?;
         // Read back before anything older is given up: a checkpoint that does not verify
@@ -360,8 +384,16 @@ impl CheckpointStore {
                 hint: "this run has no checkpoint to resume from (`--resume auto` starts it when there is none)".into(),
             });
         }
-        let missing = Error::MissingFile { path: pointer.clone(), hint: "the `latest` pointer is missing".into() };
-        Err(self.with_valid_alternative(missing, &pointer))
+        let problem = if pointer.exists() {
+            let named = read_to_string(&pointer).unwrap_or_default();
+            Error::invalid(
+                &pointer,
+                format!("names {}, not a checkpoint folder of this run (step-<N>)", crate::files::quoted(named.trim())),
+            )
+        } else {
+            Error::MissingFile { path: pointer.clone(), hint: "the `latest` pointer is missing".into() }
+        };
+        Err(self.with_valid_alternative(problem, &pointer))
     }
 
     /// `error` (about `bad`), followed by the newest checkpoint whose state and checksums are
@@ -427,11 +459,24 @@ pub fn release_checkpoint_weights(layout: &RunLayout) -> Result<()> {
     Ok(())
 }
 
+/// The seed a run recorded: its newest checkpoint's `trainer_state.json`, read without verifying
+/// the weights (a report needs only the seed, and old checkpoints keep their state without their
+/// weights); `None` when no checkpoint has a readable state.
+pub fn recorded_seed(layout: &RunLayout) -> Option<u64> {
+    layout.checkpoints().ok()?.into_iter().rev().find_map(|(_, dir)| {
+        let text = read_to_string(&dir.join(STATE_FILE)).ok()?;
+        serde_json::from_str::<serde_json::Value>(&text).ok()?.get("seed")?.as_u64()
+    })
+}
+
 /// Reads a checkpoint's state and verifies the tensor files' checksums.
 pub fn load_state(dir: &Path) -> Result<TrainerState> {
     let path = dir.join(STATE_FILE);
     let state: TrainerState = serde_json::from_str(&read_to_string(&path)?).map_err(|e| Error::json(&path, &e))?;
     for (file, expected) in &state.checksums {
+        crate::files::plain_file_name(file).map_err(|why| {
+            Error::field(&path, "checksums", format!("{file:?} {why}: a checkpoint lists only its own files"))
+        })?;
         let found = sha256_file(&dir.join(file))?;
         if &found != expected {
             return Err(Error::invalid(

@@ -21,6 +21,8 @@ pub const EVALS_DIR: &str = "evals";
 pub const BEST_DIR: &str = "best";
 /// The file naming the newest checkpoint folder.
 pub const LATEST: &str = "latest";
+/// The training log, one JSON line a logged step.
+pub const TRAIN_LOG: &str = "train_log.jsonl";
 /// In a checkpoint's folder while the evaluations that run on it (the checkpoint hooks) have
 /// not completed: they are redone from its weights, which are kept until then.
 pub const PENDING_EVALUATION: &str = "evaluation.pending";
@@ -83,15 +85,18 @@ impl RunLayout {
         self.dir.join(LATEST)
     }
 
-    /// The checkpoint folder `latest` names, if the pointer is there.
+    /// The checkpoint folder `latest` names, if the pointer is there and names a `step-<N>`
+    /// folder of this run (anything else, such as `../x` or an absolute path, is not followed).
     pub fn latest_dir(&self) -> Option<PathBuf> {
-        let name = read_to_string(&self.latest_pointer()).ok()?;
-        Some(self.dir.join(name.trim()))
+        let step = self.latest_step()?;
+        Some(self.step_dir(step))
     }
 
-    /// The step of the checkpoint `latest` names.
+    /// The step of the checkpoint `latest` names (`None` when it names no `step-<N>` folder).
     pub fn latest_step(&self) -> Option<u64> {
-        parse_step_dir_name(read_to_string(&self.latest_pointer()).ok()?.trim())
+        let text = read_to_string(&self.latest_pointer()).ok()?;
+        let name = text.trim();
+        parse_step_dir_name(name).filter(|&step| step_dir_name(step) == name)
     }
 
     /// Points `latest` at the checkpoint of `step` (written to a temporary name and renamed).
@@ -113,9 +118,16 @@ impl RunLayout {
     pub fn has_checkpoints(&self) -> Result<bool> {
         Ok(self.latest_pointer().exists() || !self.checkpoints()?.is_empty())
     }
+
+    /// Whether the run has written anything besides checkpoints: evaluations between them, its
+    /// training log.
+    pub fn has_outputs(&self) -> Result<bool> {
+        Ok(!self.evaluations_between_checkpoints()?.is_empty() || self.dir.join(TRAIN_LOG).exists())
+    }
 }
 
 /// The `step-<N>` folders directly under `dir`, oldest first (none when `dir` does not exist).
+/// A symlink named `step-<N>` is not one of them: pruning would delete weights in its target.
 fn step_dirs(dir: &Path) -> Result<Vec<(u64, PathBuf)>> {
     if !dir.is_dir() {
         return Ok(Vec::new());
@@ -123,7 +135,7 @@ fn step_dirs(dir: &Path) -> Result<Vec<(u64, PathBuf)>> {
     let mut steps: Vec<(u64, PathBuf)> = std::fs::read_dir(dir)
         .with_path(dir)?
         .filter_map(|e| e.ok())
-        .filter(|e| e.path().is_dir())
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
         .filter_map(|e| parse_step_dir_name(&e.file_name().to_string_lossy()).map(|n| (n, e.path())))
         .collect();
     steps.sort();

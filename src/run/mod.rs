@@ -17,6 +17,7 @@ pub use signals::StopFlag;
 use crate::error::Result;
 use crate::files::DirLock;
 use crate::logger::Logger;
+use checkpoints::Start;
 use std::path::{Path, PathBuf};
 
 /// How a run is opened.
@@ -37,6 +38,9 @@ pub struct RunOptions {
     pub tensorboard: PathBuf,
     /// The steps the run takes in all (for the progress bar).
     pub total_steps: u64,
+    /// What the run reads besides its recipe (the model it starts from): `--overwrite` never
+    /// removes a run or TensorBoard folder that is one of them or holds one.
+    pub inputs: Vec<PathBuf>,
 }
 
 /// An open run: its folder (locked by the leader), checkpoints, logger and stop flag.
@@ -73,7 +77,12 @@ impl Run {
             .map(Path::to_path_buf)
             .collect();
         if options.leader {
-            store.prepare(resume.is_some(), options.overwrite, &options.tensorboard)?;
+            let start = Start {
+                resuming: resume.is_some(),
+                auto: options.resume.as_deref() == Some("auto"),
+                overwrite: options.overwrite,
+            };
+            store.prepare(start, &options.tensorboard, &options.inputs)?;
         }
         let start = resume.as_ref().map_or(0, |p| p.state.step);
         let logger = if options.leader {

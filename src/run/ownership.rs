@@ -1,14 +1,14 @@
 //! What indolm writes in a run folder and in the run's TensorBoard folder, by file name, so that
 //! `--overwrite` removes only that: a run or TensorBoard folder holding any other file (a user's
 //! notes, an export, a plot) is refused, naming the file, and nothing is deleted.
-use crate::error::{Error, IoContext, Result};
+use crate::error::Result;
 use std::path::{Path, PathBuf};
 
 /// The file names indolm writes into run folders (checkpoints, units, evaluations, results).
 const FILES: [&str; 21] = [
     super::layout::LATEST,
     super::layout::PENDING_EVALUATION,
-    "train_log.jsonl",
+    super::layout::TRAIN_LOG,
     "run.json",
     "unit.json",
     "result.json",
@@ -30,59 +30,48 @@ const FILES: [&str; 21] = [
 ];
 
 /// Whether indolm writes files of this name in a run or TensorBoard folder.
-fn written_by_indolm(name: &str) -> bool {
+pub fn written_by_indolm(name: &str) -> bool {
     FILES.contains(&name)
         || (name.starts_with("optimizer") && name.ends_with(".safetensors"))
         || name.starts_with("events.out.tfevents.")
         || name.ends_with(".candidate")
         || name.ends_with(".gold")
-        || (name.starts_with('.') && (name.ends_with(".lock") || name.ends_with(".tmp")))
+        || crate::outputs::is_temporary(name)
 }
 
 /// The files under `dir` (recursively) that indolm does not write, in path order.
 pub fn foreign_files(dir: &Path) -> Result<Vec<PathBuf>> {
-    let mut found = Vec::new();
-    if !dir.is_dir() {
-        return Ok(found);
-    }
-    let mut entries: Vec<_> = std::fs::read_dir(dir).with_path(dir)?.filter_map(|e| e.ok()).collect();
-    entries.sort_by_key(|e| e.file_name());
-    for entry in entries {
-        let path = entry.path();
-        let kind = entry.file_type().with_path(&path)?;
-        if kind.is_dir() {
-            found.extend(foreign_files(&path)?);
-        } else if kind.is_symlink() || !written_by_indolm(&entry.file_name().to_string_lossy()) {
-            found.push(path);
-        }
-    }
-    Ok(found)
+    crate::outputs::foreign_files(dir, &written_by_indolm)
 }
 
 /// `--overwrite`: removes the run folder and its TensorBoard folder when they hold only what
-/// indolm writes; otherwise an error naming the other files, with nothing removed.
-pub fn remove_run(run_dir: &Path, tensorboard_dir: &Path) -> Result<()> {
-    let mut foreign = foreign_files(run_dir)?;
-    foreign.extend(foreign_files(tensorboard_dir)?);
-    if let Some(first) = foreign.first() {
-        let more = match foreign.len() {
-            1 => String::new(),
-            n => format!(" and {} other file(s)", n - 1),
-        };
-        return Err(Error::invalid(
-            first,
-            format!(
-                "--overwrite removes only what indolm wrote, and this file{more} is not: move it out of {} (or delete it yourself), then run again",
-                if first.starts_with(run_dir) { run_dir.display() } else { tensorboard_dir.display() }
-            ),
-        ));
+/// indolm writes; otherwise an error naming the other files, with nothing removed. Neither may
+/// be the working directory, one of `inputs` (what the run reads: the model it starts from) or
+/// a folder above one of them.
+pub fn remove_run(run_dir: &Path, tensorboard_dir: &Path, inputs: &[&Path]) -> Result<()> {
+    for dir in [run_dir, tensorboard_dir] {
+        crate::outputs::refuse_unsafe_target(dir, inputs)?;
     }
     for dir in [run_dir, tensorboard_dir] {
-        if dir.exists() {
-            std::fs::remove_dir_all(dir).with_path(dir)?;
+        let foreign = foreign_files(dir)?;
+        if !foreign.is_empty() {
+            return Err(crate::outputs::foreign_error(&foreign, dir));
         }
     }
+    for dir in [run_dir, tensorboard_dir] {
+        crate::outputs::remove_owned(dir, &written_by_indolm)?;
+    }
     Ok(())
+}
+
+/// Removes one folder of a run (a checkpoint about to be written again, after a resume from an
+/// earlier one) when it holds only what indolm writes; otherwise an error naming the other file.
+pub fn remove_run_folder(dir: &Path) -> Result<()> {
+    let foreign = foreign_files(dir)?;
+    if !foreign.is_empty() {
+        return Err(crate::outputs::foreign_error(&foreign, dir));
+    }
+    crate::outputs::remove_owned(dir, &written_by_indolm)
 }
 
 #[cfg(test)]
@@ -100,11 +89,11 @@ mod tests {
         std::fs::create_dir_all(tb.join("bias-id")).unwrap();
         std::fs::write(tb.join("bias-id/events.out.tfevents.1.host.1.0"), "x").unwrap();
         std::fs::write(tb.join("notes.txt"), "mine").unwrap();
-        let err = remove_run(&run, &tb).unwrap_err().to_string();
+        let err = remove_run(&run, &tb, &[]).unwrap_err().to_string();
         assert!(err.contains("runs/r/notes.txt") && err.contains("removes only what indolm wrote"), "{err}");
         assert!(run.join("latest").exists() && tb.join("notes.txt").exists(), "nothing removed");
         std::fs::remove_file(tb.join("notes.txt")).unwrap();
-        remove_run(&run, &tb).unwrap();
+        remove_run(&run, &tb, &[]).unwrap();
         assert!(!run.exists() && !tb.exists());
     }
 }

@@ -21,6 +21,26 @@ struct Manifest {
     kind: String,
     /// The recipe's fingerprint.
     fingerprint: Fingerprint,
+    /// The model the run's units start from (runs of earlier versions did not record it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    base_model: Option<BaseModel>,
+}
+
+/// The model a run's units start from: where it was loaded from and its content's identity
+/// (`model_dir::content_sha256`), which a resumed run must share.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BaseModel {
+    /// The directory given (`--init`, or the recipe's `init`), as it was given.
+    pub path: String,
+    /// The SHA-256 of its content.
+    pub sha256: String,
+}
+
+impl BaseModel {
+    /// `path (SHA-256 abcdef012345…)`, for messages.
+    pub fn describe(&self) -> String {
+        format!("{} (SHA-256 {}…)", self.path, &self.sha256[..self.sha256.len().min(12)])
+    }
 }
 
 /// How the command asked to treat an existing run.
@@ -32,6 +52,8 @@ pub struct Rerun {
     pub overwrite: bool,
     /// `--force`: resume even though the recipe changed.
     pub force: bool,
+    /// What the run reads (the model its units start from): `--overwrite` never removes it.
+    pub inputs: Vec<std::path::PathBuf>,
 }
 
 /// An open run of units (its folder locked by the leader).
@@ -52,6 +74,7 @@ impl UnitRun {
         layout: RunLayout,
         kind: &str,
         fingerprint: &Fingerprint,
+        base_model: &BaseModel,
         rerun: &Rerun,
         tensorboard: &Path,
         leader: bool,
@@ -69,7 +92,8 @@ impl UnitRun {
         let exists = dir.is_dir() && std::fs::read_dir(dir).with_path(dir)?.next().is_some();
         let mut continued = false;
         if exists && rerun.overwrite {
-            super::ownership::remove_run(dir, tensorboard)?;
+            let inputs: Vec<&Path> = rerun.inputs.iter().map(|p| p.as_path()).collect();
+            super::ownership::remove_run(dir, tensorboard, &inputs)?;
         } else if exists {
             if rerun.resume.is_none() {
                 return Err(Error::invalid(
@@ -94,6 +118,19 @@ impl UnitRun {
                     format!("this folder holds a `{}` run, not a `{kind}` run: use another name", recorded.kind),
                 ));
             }
+            if recorded.base_model.as_ref() != Some(base_model) && !rerun.force {
+                let was = recorded.base_model.as_ref().map_or_else(
+                    || "a base model this run did not record (it was started by an earlier indolm)".to_string(),
+                    BaseModel::describe,
+                );
+                return Err(Error::invalid(
+                    &manifest_path,
+                    format!(
+                        "this run's units were started from {was}, not from {}: its remaining units would be trained from another model; pass the model it was started from, --overwrite to start over, or --force to continue anyway (each result then names the model its unit started from)",
+                        base_model.describe()
+                    ),
+                ));
+            }
             let differing = recorded.fingerprint.differences_to(fingerprint).unwrap_or_default();
             if !differing.is_empty() && !rerun.force {
                 return Err(Error::invalid(
@@ -113,7 +150,9 @@ impl UnitRun {
         }
         std::fs::create_dir_all(dir).with_path(dir)?;
         if !continued || rerun.force {
-            write_json(&manifest_path, &Manifest { kind: kind.into(), fingerprint: fingerprint.clone() })?;
+            let manifest =
+                Manifest { kind: kind.into(), fingerprint: fingerprint.clone(), base_model: Some(base_model.clone()) };
+            write_json(&manifest_path, &manifest)?;
         }
         Ok(UnitRun { layout, continued, _lock: lock })
     }

@@ -84,6 +84,7 @@ impl TrainOptions {
             keep_last: checkpoint.keep_last,
             tensorboard,
             total_steps,
+            inputs: Vec::new(),
         }
     }
 }
@@ -297,6 +298,17 @@ impl<T: Task> Engine<T> {
         if let Some(p) = parallel.as_mut() {
             let vars: Vec<Tensor> = optimizers.iter().flat_map(|o| o.adam.parameters()).collect();
             p.check_equal_weights(&vars)?;
+        }
+        if let Some(stop) = opts.stop_after.filter(|&s| s < state.step) {
+            return Err(Error::argument(
+                "--stop-after",
+                format!(
+                    "step {stop} is before step {}, where {} resumes: give a later step (up to max_steps {}), or leave it out",
+                    state.step,
+                    settings.name,
+                    settings.max_steps
+                ),
+            ));
         }
         let stop_at = opts.stop_after.unwrap_or(settings.max_steps).min(settings.max_steps);
         let devices = parallel.as_ref().map_or(1, |p| p.world_size());

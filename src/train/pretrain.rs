@@ -40,7 +40,10 @@ pub fn pretrain(
 ) -> Result<(EngineSummary, MaskedLm)> {
     let mut parallel = group.map(DataParallel::new).transpose()?;
     let leader = parallel.as_ref().is_none_or(|p| p.rank() == 0);
-    let options = opts.run_options(leader, &recipe.checkpoint, recipe.tensorboard_dir(), recipe.max_steps());
+    let options = crate::run::RunOptions {
+        inputs: recipe.model.init_from.iter().map(|p| recipe.resolve(p)).collect(),
+        ..opts.run_options(leader, &recipe.checkpoint, recipe.tensorboard_dir(), recipe.max_steps())
+    };
     let (run, resume) = Run::open(RunLayout::new(recipe.run_dir()), &options)?;
     let settings = recipe.engine_settings(recipe_path);
     let task = match MaskedLm::new(recipe_path, recipe, opts, hooks, resume.as_ref(), parallel.as_mut(), leader) {

@@ -110,7 +110,7 @@ step_causal() {
     "$BIN" --device "$d" eval pll --model $model --text "$SCRATCH/causal.txt" --json > "$SCRATCH/causal-$d.json" \
       2> "$SCRATCH/causal-$d.log" || { cat "$SCRATCH/causal-$d.log"; return 1; }
     "$BIN" --device "$d" eval indommlu --model $model --data "$REPO/tests/fixtures/indommlu/indoMMLU-fixture.csv" \
-      --shots 2 --out "$SCRATCH/mmlu-$d" > /dev/null 2>> "$SCRATCH/causal-$d.log" || { cat "$SCRATCH/causal-$d.log"; return 1; }
+      --shots 2 --out "$SCRATCH/mmlu-$d" --overwrite > /dev/null 2>> "$SCRATCH/causal-$d.log" || { cat "$SCRATCH/causal-$d.log"; return 1; }
   done
   $PYTHON - "$SCRATCH" "$DEVICE" <<'PY'
 import csv, json, re, sys

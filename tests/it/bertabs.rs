@@ -181,7 +181,7 @@ pub(crate) fn tiny_bert(dir: &Path, sentences: &[String]) {
     tch::manual_seed(5);
     let vs = tch::nn::VarStore::new(Device::Cpu);
     let _ = BertForMaskedLM::new(&vs.root(), &config, false);
-    save_model_dir(dir, true, |d| save_model_files(d, &config, &vs, &tok)).unwrap();
+    save_model_dir(dir, true, &[], |d| save_model_files(d, &config, &vs, &tok)).unwrap();
 }
 
 /// A summarization recipe; `optimizer` holds `[optimizer]` keys and `eval_every` / `eval_articles`,

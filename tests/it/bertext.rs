@@ -75,7 +75,7 @@ fn bertext_learns_a_recoverable_signal() {
     let vs = tch::nn::VarStore::new(Device::Cpu);
     let _ = BertForMaskedLM::new(&vs.root(), &config, false);
     let init = work.join("init");
-    save_model_dir(&init, true, |d| save_model_files(d, &config, &vs, &tok)).unwrap();
+    save_model_dir(&init, true, &[], |d| save_model_files(d, &config, &vs, &tok)).unwrap();
 
     let recipe = work.join("ext.toml");
     std::fs::write(

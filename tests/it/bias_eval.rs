@@ -537,8 +537,8 @@ fn paired_diff_compare_flips_and_retro_evaluation() {
     assert!(stdout.contains("metric pppl: each sentence's pseudo-perplexity"), "{stdout}");
     let rows = diff["rows"].as_array().unwrap();
     assert_eq!(rows.len(), 12, "2 languages × (overall + 5 domains)");
-    let report_2 = indolm::eval::bias::records::read_report(&run_a.join("evals/step-2/bias.json")).unwrap();
-    let report_6 = indolm::eval::bias::records::read_report(&run_a.join("step-6/bias.json")).unwrap();
+    let report_2 = indolm::eval::bias::records::read_checked(&run_a.join("evals/step-2")).unwrap().0;
+    let report_6 = indolm::eval::bias::records::read_checked(&run_a.join("step-6")).unwrap().0;
     assert_eq!(rows[0]["rate_a"].as_f64().unwrap(), report_2.languages[0].overall.win_rate);
     assert_eq!(rows[0]["rate_b"].as_f64().unwrap(), report_6.languages[0].overall.win_rate);
     for r in rows {
@@ -621,7 +621,7 @@ fn paired_diff_compare_flips_and_retro_evaluation() {
     ]);
     assert!(stdout.contains("| model | overall | "), "{stdout}");
     assert!(stdout.contains("| retro scored | pppl |") && stdout.contains("| seed-b | pppl | 6 |"), "{stdout}");
-    let report_b = indolm::eval::bias::records::read_report(&run_b.join("step-6/bias.json")).unwrap();
+    let report_b = indolm::eval::bias::records::read_checked(&run_b.join("step-6")).unwrap().0;
     let cells: Vec<serde_json::Value> = serde_json::from_str(&std::fs::read_to_string(&cells_json).unwrap()).unwrap();
     let mut checked = 0;
     for (model, report) in [("retro scored", &report_6), ("step-6", &report_6), ("seed-b", &report_b)] {

@@ -67,7 +67,7 @@ fn check(dir: &Path, family: &str) -> f64 {
 }
 
 /// The Llama fixture, built once and shared by the tests that only read it.
-fn llama() -> &'static Path {
+pub(crate) fn llama() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| fixture("llama"))
 }
@@ -317,7 +317,7 @@ fn eval_bias_on_gemma2_matches_transformers_and_the_bias_table_renders_it() {
     assert!(stdout.contains("| Gemma 2 (tiny) | perplexity (causal LM) | – |"), "{stdout}");
     let cells: Vec<Value> = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     for (name, out) in [("Gemma 2 (tiny)", &gemma_out), ("Llama (tiny)", &llama_out)] {
-        let report = indolm::eval::bias::records::read_report(&out.join("bias.json")).unwrap();
+        let report = indolm::eval::bias::records::read_checked(out).unwrap().0;
         let overall = &report.languages[0].overall;
         let row = format!("| {name} | {} ({}) |", indolm::eval::bias::rate_with_interval(overall), overall.tally.pairs);
         assert!(stdout.contains(&row), "{row} in {stdout}");

@@ -99,7 +99,7 @@ fn an_evaluation_is_one_unit_and_reports_refuse_mixed_inputs() {
     let limit = (csv_len.min(json_len) / 512 + 1).max(1);
     assert!(limit * 512 < csv_len.max(json_len), "the two files are too close in size: {csv_len} {json_len}");
     let script = format!(
-        "trap '' XFSZ; ulimit -f {limit}; exec '{}' eval bias --model '{}' --pairs '{}' --languages id --out '{}'",
+        "trap '' XFSZ; ulimit -f {limit}; exec '{}' eval bias --model '{}' --pairs '{}' --languages id --out '{}' --overwrite",
         env!("CARGO_BIN_EXE_indolm"),
         s(reference_model()),
         s(&pairs()),
@@ -308,7 +308,7 @@ fn temporaries_of_killed_writers_are_swept() {
     let alive = format!(".bias.json.{live}-0-{host}.tmp");
     plant(&out, &stale);
     plant(&out, std::slice::from_ref(&alive));
-    evaluate(&out, &["--languages", "id"]);
+    evaluate(&out, &["--languages", "id", "--overwrite"]);
     assert!(stale.iter().all(|n| !out.join(n).exists()), "stale temporaries left under --out");
     assert!(out.join(&alive).exists(), "a live writer's temporary was removed");
 

@@ -2,7 +2,15 @@
 //! full disk, changed recipes and source text on resume, corrupt or missing checkpoints, and
 //! closed pipes. After each fault: no earlier good data lost, no partial file taken as
 //! complete, resume works, and the message names the file and what to do. (Locks, signals and
-//! unsafe names are in `train`; stalled and cut downloads in `download`.)
+//! unsafe names are in `train`; stalled and cut downloads in `download`.) The submodules hold
+//! the user's data against every command: what a command may replace (`outputs`), what a file
+//! may make it read (`inputs`), a run's identity on resume (`runs`), and reports that read
+//! evaluations whole (`reports`).
+mod inputs;
+mod outputs;
+mod reports;
+mod runs;
+
 use crate::common::*;
 use crate::train::{latest, spawn_train, write_recipe, KillOnDrop, SHORT_RUN, SMALL_MODEL};
 use indolm::run::checkpoints::load_state;

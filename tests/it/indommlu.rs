@@ -120,7 +120,8 @@ fn aggregation_on_the_fixture_with_hand_computed_values() {
     let records: Vec<QuestionRecord> = questions
         .iter()
         .map(|q| QuestionRecord::new(q, (0..q.options.len()).map(|i| if i == 0 { 0.0 } else { -1.0 }).collect()))
-        .collect();
+        .collect::<indolm::error::Result<_>>()
+        .unwrap();
     let report = aggregate_records(&records, Setting::masked(IndommluMode::Letter), None);
     let got: Vec<(&str, f64, f64, usize)> =
         report.areas.iter().map(|a| (a.area.as_str(), a.accuracy, a.random, a.subjects)).collect();
@@ -359,7 +360,8 @@ fn the_table_puts_models_side_by_side_and_flags_other_questions() {
                 let chosen = pick(q);
                 QuestionRecord::new(q, (0..q.options.len()).map(|i| if i == chosen { 0.5 } else { -0.5 }).collect())
             })
-            .collect();
+            .collect::<indolm::error::Result<_>>()
+            .unwrap();
         let setting = Setting { mode: IndommluMode::Letter, causal, shots: if causal { 2 } else { 0 } };
         let report = aggregate_records(&records, setting, None);
         let dir = work.join(name);

@@ -55,7 +55,7 @@ pub(crate) fn random_init() -> &'static Path {
         let vs = tch::nn::VarStore::new(Device::Cpu);
         let _ = BertForMaskedLM::new(&vs.root(), &config, false);
         let dir = scratch("sentiment-init").join("model");
-        save_model_dir(&dir, true, |d| save_model_files(d, &config, &vs, &tok)).unwrap();
+        save_model_dir(&dir, true, &[], |d| save_model_files(d, &config, &vs, &tok)).unwrap();
         dir
     })
 }

@@ -210,17 +210,27 @@ impl Downloader {
             .into_iter()
             .flatten()
             .filter(|f| f["type"] == "file" && f["path"].as_str().is_some_and(|p| p.ends_with(".parquet")))
-            .map(|f| {
+            .map(|f| -> Result<FileSpec> {
                 let path = f["path"].as_str().unwrap();
-                FileSpec {
+                // The server names the files; each must land under `<out>/wikipedia/`.
+                if !crate::files::stays_inside(Path::new(path)) {
+                    return Err(Error::download(
+                        format!("listing {url}"),
+                        format!(
+                            "names the file {}, which is not a relative path inside its dataset: refused",
+                            crate::files::quoted(path)
+                        ),
+                    ));
+                }
+                Ok(FileSpec {
                     url: format!("{HF_WIKIPEDIA}/resolve/main/{path}"),
                     dest: out.join("wikipedia").join(path),
                     size: f["size"].as_u64(),
                     sha256: f["lfs"]["oid"].as_str().map(String::from),
                     content: Content::Parquet,
-                }
+                })
             })
-            .collect();
+            .collect::<Result<_>>()?;
         if files.is_empty() {
             return Err(Error::download(
                 format!("download wikipedia {config}"),

@@ -114,9 +114,72 @@ pub fn read_records(path: &Path) -> Result<Vec<PairRecord>> {
     Ok(records)
 }
 
-/// Reads a `bias.json`.
-pub fn read_report(path: &Path) -> Result<BiasReport> {
+/// Reads a `bias.json` alone: only to find which metric a folder holds. Everything that uses an
+/// evaluation's numbers reads it whole ([`read_evaluation`], [`read_checked`]).
+fn read_report(path: &Path) -> Result<BiasReport> {
     serde_json::from_str(&read_to_string(path)?).map_err(|e| Error::json(path, &e))
+}
+
+/// The evaluation in `dir` as reports read it: whole and checked ([`read_evaluation`]) whenever
+/// it has records or its report names them, so an edited, swapped or deleted `bias_pairs.csv` is
+/// refused; an evaluation made before `bias_pairs.csv` existed (no checksum in its report, no
+/// CSV beside it) is its report alone, with `None` for the records.
+pub fn read_checked(dir: &Path) -> Result<(BiasReport, Option<Vec<PairRecord>>)> {
+    let report = read_report(&dir.join(REPORT_FILE))?;
+    if report.records_sha256.is_none() && !dir.join(RECORDS_FILE).exists() {
+        return Ok((report, None));
+    }
+    let (report, records) = read_evaluation(dir)?;
+    Ok((report, Some(records)))
+}
+
+/// Whether `dir` holds a bias evaluation's files: `bias.json` or `bias_pairs.csv`, directly or in
+/// a `bias-<metric>/` folder; the first found, for messages.
+pub fn evaluation_in(dir: &Path) -> Result<Option<PathBuf>> {
+    for file in [REPORT_FILE, RECORDS_FILE] {
+        if dir.join(file).exists() {
+            return Ok(Some(dir.join(file)));
+        }
+    }
+    for sub in metric_dirs(dir)? {
+        for file in [REPORT_FILE, RECORDS_FILE] {
+            if sub.join(file).exists() {
+                return Ok(Some(sub.join(file)));
+            }
+        }
+    }
+    Ok(None)
+}
+
+/// The `bias-<metric>/` folders under `dir` (of any metric this indolm knows), in name order.
+fn metric_dirs(dir: &Path) -> Result<Vec<PathBuf>> {
+    if !dir.is_dir() {
+        return Ok(Vec::new());
+    }
+    let mut found: Vec<PathBuf> = std::fs::read_dir(dir)
+        .with_path(dir)?
+        .filter_map(|e| e.ok())
+        .filter(|e| e.path().is_dir())
+        .filter(|e| {
+            let name = e.file_name().to_string_lossy().to_string();
+            name.strip_prefix("bias-").is_some_and(|m| BiasMetric::ALL.iter().any(|k| k.to_string() == m))
+        })
+        .map(|e| e.path())
+        .collect();
+    found.sort();
+    Ok(found)
+}
+
+/// Removes every `bias-<metric>/` folder under `dir` but those of `keep`: its `bias.json` and
+/// `bias_pairs.csv`, and the folder once empty. Nothing else is touched.
+pub fn remove_metric_dirs_except(dir: &Path, keep: &[BiasMetric]) -> Result<()> {
+    let ours = |name: &str| name == REPORT_FILE || name == RECORDS_FILE;
+    for sub in metric_dirs(dir)? {
+        if !keep.iter().any(|&m| metric_dir(dir, m) == sub) {
+            crate::outputs::remove_owned(&sub, &ours)?;
+        }
+    }
+    Ok(())
 }
 
 /// Reads the report and records of the evaluation in `dir` as one unit, refusing files of two
@@ -219,9 +282,9 @@ pub struct EvaluationDir {
 }
 
 impl EvaluationDir {
-    /// Its `bias.json`.
+    /// Its `bias.json`, checked against its records ([`read_checked`]).
     pub fn report(&self) -> Result<BiasReport> {
-        read_report(&self.dir.join(REPORT_FILE))
+        Ok(read_checked(&self.dir)?.0)
     }
 
     /// Its report and records, read as one ([`read_evaluation`]).
@@ -247,7 +310,9 @@ pub fn evaluation_under_metric(dir: PathBuf, metric: Option<BiasMetric>) -> Path
     match metric {
         None => dir,
         Some(m) => match read_report(&dir.join(REPORT_FILE)) {
-            Ok(r) if r.metric == m => dir,
+            Ok(r) if r.metric != m => metric_dir(&dir, m),
+            // Of that metric, or unreadable: then reading it says what is wrong with it.
+            Ok(_) | Err(_) if dir.join(REPORT_FILE).exists() => dir,
             _ => metric_dir(&dir, m),
         },
     }

@@ -8,7 +8,7 @@ use super::report::{BiasReport, Bootstrap, PairRecord};
 use crate::error::{Error, Result};
 use crate::eval::aul::UnmaskedScorer;
 use crate::eval::causal::CausalScorer;
-use crate::eval::pairs::PairSet;
+use crate::eval::pairs::{BiasPair, PairSet};
 use crate::eval::pll::{crows_inputs, PllScorer, ScoringInput, SentenceScore};
 use crate::recipe::BiasMetric;
 use std::path::Path;
@@ -76,12 +76,24 @@ pub fn score_pairs_under(
                     scorer.score(&inputs)
                 }
             };
+            require_finite(lang, lang_pairs, &scores)?;
             for (i, (pair, s)) in lang_pairs.iter().zip(scores.chunks(2)).enumerate() {
                 out.push(PairRecord::new(*metric, lang, i, pair, &s[0], &s[1]));
             }
         }
     }
     Ok(records)
+}
+
+/// Refuses the pairs of `lang` when a sentence's score (`scores`: pro, anti, pair by pair) is
+/// not finite, naming the pair and the sentence.
+fn require_finite(lang: &str, pairs: &[BiasPair], scores: &[SentenceScore]) -> Result<()> {
+    for (i, (pair, s)) in pairs.iter().zip(scores.chunks(2)).enumerate() {
+        let what = format!("bias scoring, pair {i} of {lang}");
+        s[0].require_finite(&what, &pair.pro)?;
+        s[1].require_finite(&what, &pair.anti)?;
+    }
+    Ok(())
 }
 
 /// Whether a pair set's language `lang` is among `languages` (all when empty).
@@ -118,6 +130,7 @@ pub fn evaluate_causal(
             ids.push(scorer.encode(&p.anti)?);
         }
         let scores: Vec<SentenceScore> = scorer.score_ids(&ids).iter().map(|s| s.as_sentence_score()).collect();
+        require_finite(lang, lang_pairs, &scores)?;
         for (metric, out) in metrics.iter().zip(records.iter_mut()) {
             for (i, (pair, s)) in lang_pairs.iter().zip(scores.chunks(2)).enumerate() {
                 out.push(PairRecord::new(*metric, lang, i, pair, &s[0], &s[1]));
@@ -182,7 +195,10 @@ impl Evaluation {
     }
 
     /// Writes the evaluations of one pass under several metrics: the first into `dir`, each
-    /// other into its [`super::records::metric_dir`] under `dir`.
+    /// other into its [`super::records::metric_dir`] under `dir`. They replace whatever bias
+    /// evaluation `dir` held, all of it: once they are written, no `bias-<metric>/` folder of an
+    /// earlier one stays beside them (callers refuse to replace one unless asked). Until then
+    /// the earlier files stay, so a write that fails (a full disk) never leaves less than before.
     pub fn write_all(evaluations: &[Evaluation], dir: &Path) -> Result<()> {
         for (i, e) in evaluations.iter().enumerate() {
             if i == 0 {
@@ -193,6 +209,7 @@ impl Evaluation {
                 e.write(&sub)?;
             }
         }
-        Ok(())
+        let beside: Vec<BiasMetric> = evaluations.iter().skip(1).map(|e| e.report.metric).collect();
+        super::records::remove_metric_dirs_except(dir, &beside)
     }
 }

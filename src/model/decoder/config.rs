@@ -366,7 +366,7 @@ impl DecoderConfig {
             }
         };
         let attn_scale = match j.float("query_pre_attn_scalar")? {
-            Some(s) if gemma => s.powf(-0.5),
+            Some(s) if gemma => positive(&j, "query_pre_attn_scalar", s)?.powf(-0.5),
             _ => (head_dim as f64).powf(-0.5),
         };
         let layer_types = layer_types(&j, family, num_layers)?;
@@ -404,7 +404,10 @@ impl DecoderConfig {
             num_kv_heads,
             head_dim,
             layers,
-            norm_eps: j.float(if bloom { "layer_norm_epsilon" } else { "rms_norm_eps" })?.unwrap_or(1e-6),
+            norm_eps: {
+                let key = if bloom { "layer_norm_epsilon" } else { "rms_norm_eps" };
+                positive(&j, key, j.float(key)?.unwrap_or(1e-6))?
+            },
             max_positions: if bloom { None } else { j.int(&["max_position_embeddings"])? },
             tie_word_embeddings: j.bool("tie_word_embeddings", tie_default)?,
             qkv_bias: bloom || default_bias || attention_bias,
@@ -463,6 +466,15 @@ fn layer_types(j: &Json, family: Family, n: i64) -> Result<Vec<String>> {
 }
 
 /// The rotary embedding of layers of type `kind`.
+/// `value` of `field` when it is a positive number (a RoPE base, a scaling factor, an epsilon):
+/// zero or a negative value would give NaN or infinite scores rather than an error.
+fn positive(j: &Json, field: &str, value: f64) -> Result<f64> {
+    if value.is_finite() && value > 0.0 {
+        return Ok(value);
+    }
+    Err(Error::field(j.path, field, format!("expected a positive number, found {value}")))
+}
+
 fn rope_of(j: &Json, family: Family, kind: &str) -> Result<Rope> {
     // transformers 5: `rope_parameters`, per layer type for some families.
     if let Some(params) = j.get("rope_parameters") {
@@ -473,6 +485,7 @@ fn rope_of(j: &Json, family: Family, kind: &str) -> Result<Rope> {
             .get("rope_theta")
             .and_then(Value::as_f64)
             .ok_or_else(|| Error::field(j.path, format!("{field}.rope_theta"), "missing or not a number"))?;
+        let theta = positive(j, &format!("{field}.rope_theta"), theta)?;
         return Ok(Rope { theta, scaling: scaling_of(j, &field, p)? });
     }
     // Older configs: `rope_theta`, `rope_scaling`; Gemma 3's sliding layers use `rope_local_base_freq`
@@ -483,10 +496,10 @@ fn rope_of(j: &Json, family: Family, kind: &str) -> Result<Rope> {
         _ => 10_000.0,
     };
     if family == Family::Gemma3 && kind == "sliding_attention" {
-        let theta = j.float("rope_local_base_freq")?.unwrap_or(10_000.0);
+        let theta = positive(j, "rope_local_base_freq", j.float("rope_local_base_freq")?.unwrap_or(10_000.0))?;
         return Ok(Rope { theta, scaling: RopeScaling::Default });
     }
-    let theta = j.float("rope_theta")?.unwrap_or(default_theta);
+    let theta = positive(j, "rope_theta", j.float("rope_theta")?.unwrap_or(default_theta))?;
     let scaling = match j.get("rope_scaling") {
         None => RopeScaling::Default,
         Some(s) => scaling_of(j, "rope_scaling", s)?,
@@ -497,9 +510,11 @@ fn rope_of(j: &Json, family: Family, kind: &str) -> Result<Rope> {
 fn scaling_of(j: &Json, field: &str, p: &Value) -> Result<RopeScaling> {
     let kind = p.get("rope_type").or_else(|| p.get("type")).and_then(Value::as_str).unwrap_or("default");
     let num = |key: &str| -> Result<f64> {
-        p.get(key)
+        let value = p
+            .get(key)
             .and_then(Value::as_f64)
-            .ok_or_else(|| Error::field(j.path, format!("{field}.{key}"), "missing or not a number"))
+            .ok_or_else(|| Error::field(j.path, format!("{field}.{key}"), "missing or not a number"))?;
+        positive(j, &format!("{field}.{key}"), value)
     };
     Ok(match kind {
         "default" => RopeScaling::Default,

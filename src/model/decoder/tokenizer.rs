@@ -100,10 +100,10 @@ impl CausalTokenizer {
 
     /// The ids of `text`, no special tokens added.
     pub fn encode(&self, text: &str) -> Result<Vec<i64>> {
-        let enc = self
-            .inner
-            .encode(text, false)
-            .map_err(|e| Error::Tokenizer { path: self.source.clone(), message: format!("encoding {text:?}: {e}") })?;
+        let enc = self.inner.encode(text, false).map_err(|e| Error::Tokenizer {
+            path: self.source.clone(),
+            message: format!("encoding {}: {e}", crate::files::quoted(text)),
+        })?;
         Ok(enc.get_ids().iter().map(|&i| i as i64).collect())
     }
 
@@ -126,10 +126,10 @@ impl CausalTokenizer {
 
     /// Ids with special tokens added, each marked whether the post-processor added it.
     fn encode_marked(&self, text: &str) -> Result<Vec<(i64, bool)>> {
-        let enc = self
-            .inner
-            .encode(text, true)
-            .map_err(|e| Error::Tokenizer { path: self.source.clone(), message: format!("encoding {text:?}: {e}") })?;
+        let enc = self.inner.encode(text, true).map_err(|e| Error::Tokenizer {
+            path: self.source.clone(),
+            message: format!("encoding {}: {e}", crate::files::quoted(text)),
+        })?;
         Ok(enc.get_ids().iter().zip(enc.get_special_tokens_mask()).map(|(&i, &m)| (i as i64, m == 1)).collect())
     }
 

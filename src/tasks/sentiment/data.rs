@@ -53,7 +53,10 @@ pub fn load_split(root: &Path, language: &str, split: &str) -> Result<Vec<Exampl
         }
         let raw = rec.get(label_col).unwrap_or("").trim();
         let label = LABELS.iter().position(|l| *l == raw.to_lowercase()).ok_or_else(|| {
-            Error::invalid(&path, format!("row {row}: unknown label {raw:?}, expected one of {LABELS:?}"))
+            Error::invalid(
+                &path,
+                format!("row {row}: unknown label {}, expected one of {LABELS:?}", crate::files::quoted(raw)),
+            )
         })?;
         out.push(Example { text: text.to_string(), label });
     }

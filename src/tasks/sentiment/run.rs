@@ -10,10 +10,11 @@ use super::data::{concat, load_split, score, Example, Scores, LABELS};
 use super::recipe::{SentimentRecipe, Setting};
 use super::task::{Hyper, SentimentTask};
 use crate::dist::ProcessGroup;
-use crate::error::{IoContext, Result};
+use crate::error::{Error, IoContext, Result};
 use crate::files::{write_atomic, write_json};
+use crate::model::model_dir::content_sha256;
 use crate::recipe::Fingerprint;
-use crate::run::units::{Rerun, UnitRun};
+use crate::run::units::{BaseModel, Rerun, UnitRun};
 use crate::run::{Run, RunLayout, RunOptions};
 use crate::seeds::{salt, seed_torch};
 use crate::tasks::classifier::SequenceClassifier;
@@ -40,6 +41,10 @@ pub struct RunResult {
     pub valid_macro_f1: f64,
     /// Test scores per language.
     pub test: BTreeMap<String, Scores>,
+    /// The content SHA-256 of the model its selected grid point started from (results of
+    /// earlier versions did not record it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_model_sha256: Option<String>,
 }
 
 /// What `finetune sentiment` measured; written as `results.json`.
@@ -68,6 +73,9 @@ struct UnitOutcome {
     updates_per_epoch: u64,
     /// The unit's folder name.
     unit: String,
+    /// The content SHA-256 of the model it started from.
+    #[serde(default)]
+    base_model_sha256: Option<String>,
 }
 
 /// A trained set: its name, the languages it trains on and those it is tested on.
@@ -115,21 +123,19 @@ pub fn run(
         load_split(root, l, "valid")?;
         tests.insert(l.clone(), load_split(root, l, "test")?);
     }
-    // The model to start from is checked before the run's folder is touched.
+    // The model to start from is checked before the run's folder is touched, and identified by
+    // its content: a resumed run must start its remaining units from the same model.
     let labels: Vec<String> = LABELS.iter().map(|s| s.to_string()).collect();
     SequenceClassifier::load(init, &labels, tch::Device::Cpu)?;
+    let base = BaseModel { path: init.display().to_string(), sha256: content_sha256(init)? };
     let mut parallel = group.map(DataParallel::new).transpose()?;
     let leader = parallel.as_ref().is_none_or(|p| p.rank() == 0);
-    let rerun = Rerun { resume: opts.resume.clone(), overwrite: opts.overwrite, force: opts.force };
-    let fingerprint = recipe.fingerprint();
-    let units = UnitRun::open(
-        RunLayout::new(recipe.run_dir()),
-        "sentiment",
-        &fingerprint,
-        &rerun,
-        &recipe.tensorboard_dir(),
-        leader,
-    )?;
+    let rerun =
+        Rerun { resume: opts.resume.clone(), overwrite: opts.overwrite, force: opts.force, inputs: vec![init.into()] };
+    let fingerprint = recipe.fingerprint(&base.sha256);
+    let layout = RunLayout::new(recipe.run_dir());
+    let resume_at = checkpoint_to_resume(opts.resume.as_deref(), &layout, recipe, &langs)?;
+    let units = UnitRun::open(layout, "sentiment", &fingerprint, &base, &rerun, &recipe.tensorboard_dir(), leader)?;
     let mut results = Vec::new();
     for plan in plans(recipe.data.setting, &langs) {
         let set = units.layout().unit(&plan.name);
@@ -141,13 +147,21 @@ pub fn run(
         let valid = concat(root, &plan.train, "valid")?;
         let mut outcomes: Vec<UnitOutcome> = Vec::new();
         for (lr, batch_size) in recipe.grid_points() {
-            let name = format!("lr{lr:e}-bs{batch_size}");
+            let name = point_name(lr, batch_size);
             let unit = set.unit(&name);
-            if let Some(done) = units.done::<UnitOutcome>(&unit, UNIT_RESULT)? {
+            if let Some(mut done) = units.done::<UnitOutcome>(&unit, UNIT_RESULT)? {
+                // The unit's folder is the grid point's; `unit.json` never names another.
+                done.unit = name.clone();
                 outcomes.push(done);
                 continue;
             }
-            let point = GridPoint { plan: &plan, name: &name, lr, batch_size, unit: &unit };
+            let resume = match &resume_at {
+                Some((dir, at)) if at.dir() == unit.dir() => Some(dir.display().to_string()),
+                // `--resume DIR` names one unit's checkpoint; the others continue strictly.
+                Some(_) => Some("latest".to_string()),
+                None => opts.resume.clone(),
+            };
+            let point = GridPoint { plan: &plan, name: &name, lr, batch_size, unit: &unit, resume, base: &base };
             let (outcome, back) = train_point(recipe, init, opts, precision, &point, &train, &valid, parallel)?;
             parallel = back;
             let Some(outcome) = outcome else { return Ok(None) };
@@ -188,6 +202,50 @@ pub fn run(
     Ok(Some(results))
 }
 
+/// A grid point's folder name: `lr<lr>-bs<batch>`.
+fn point_name(lr: f64, batch_size: usize) -> String {
+    format!("lr{lr:e}-bs{batch_size}")
+}
+
+/// What `--resume DIR` names in a fine-tuning run: one unfinished grid point's checkpoint
+/// (`<run>/<set>/<grid point>/step-<N>`), returned with that unit's layout; `None` for `latest`,
+/// `auto` or no `--resume`. Any other folder is refused: each unit has its own checkpoints, and a
+/// folder that is none of them would otherwise be ignored.
+fn checkpoint_to_resume(
+    resume: Option<&str>,
+    layout: &RunLayout,
+    recipe: &SentimentRecipe,
+    langs: &[String],
+) -> Result<Option<(std::path::PathBuf, RunLayout)>> {
+    let Some(dir) = resume.filter(|r| !matches!(*r, "latest" | "auto")) else { return Ok(None) };
+    let dir = Path::new(dir);
+    let refuse = |why: String| {
+        Err(Error::argument(
+            "--resume",
+            format!(
+                "{}: {why}; a fine-tuning run resumes with `latest` (each unit from its newest checkpoint, strictly), `auto`, or one unfinished unit's checkpoint folder (<run>/<set>/<grid point>/step-<N>)",
+                dir.display()
+            ),
+        ))
+    };
+    let Ok(canonical) = dir.canonicalize() else { return refuse("no such folder".into()) };
+    let is_step = dir.file_name().and_then(|n| n.to_str()).and_then(crate::run::layout::parse_step_dir_name).is_some();
+    for plan in plans(recipe.data.setting, langs) {
+        for (lr, batch_size) in recipe.grid_points() {
+            let unit = layout.unit(&plan.name).unit(&point_name(lr, batch_size));
+            let Ok(unit_dir) = unit.dir().canonicalize() else { continue };
+            if canonical.parent() != Some(unit_dir.as_path()) || !is_step {
+                continue;
+            }
+            if unit.dir().join(UNIT_RESULT).exists() {
+                return refuse(format!("its unit ({}) is finished", unit.dir().display()));
+            }
+            return Ok(Some((dir.to_path_buf(), unit)));
+        }
+    }
+    refuse(format!("not a checkpoint of one of this run's units (under {})", layout.dir().display()))
+}
+
 /// One grid point of one set.
 struct GridPoint<'a> {
     plan: &'a Plan,
@@ -195,6 +253,11 @@ struct GridPoint<'a> {
     lr: f64,
     batch_size: usize,
     unit: &'a RunLayout,
+    /// How its run folder is resumed when the run is continued: `latest` (strict: a corrupt
+    /// pointer is an error naming the newest valid checkpoint), `auto`, or a checkpoint folder.
+    resume: Option<String>,
+    /// The model it starts from.
+    base: &'a BaseModel,
 }
 
 /// Fine-tunes one grid point in its own run folder (resuming its checkpoint when the run is
@@ -216,11 +279,24 @@ fn train_point(
     let max_steps = o.max_epochs.unwrap_or(1) * updates_per_epoch;
     let leader = parallel.as_ref().is_none_or(|p| p.rank() == 0);
     let tensorboard = recipe.tensorboard_dir().join(&point.plan.name).join(point.name);
-    // A continued run resumes each unfinished grid point from its newest valid checkpoint.
-    let resume = opts.resume.is_some().then(|| "auto".to_string());
+    // A continued run resumes each unfinished grid point as asked; one that has not started yet
+    // (no checkpoint) starts.
+    let resume = match point.resume.as_deref() {
+        Some("latest" | "auto") if !point.unit.has_checkpoints()? => None,
+        other => other.map(String::from),
+    };
     let options =
         RunOptions { resume, overwrite: false, ..opts.run_options(leader, &recipe.checkpoint, tensorboard, max_steps) };
     let (run, resume) = Run::open(point.unit.clone(), &options)?;
+    // The model this unit started from: the base given now, or, resumed, the one its
+    // checkpoint recorded (which `--force` may have let differ).
+    let started_from = match &resume {
+        Some(p) => match &p.state.recipe_fingerprint {
+            Fingerprint::Values(v) => v.get("init").and_then(|i| i["model_sha256"].as_str()).map(String::from),
+            Fingerprint::Legacy(_) => None,
+        },
+        None => Some(point.base.sha256.clone()),
+    };
     // The new classification head is drawn from libtorch's generator.
     seed_torch(recipe.seed, salt::SENTIMENT_TORCH);
     let labels: Vec<String> = LABELS.iter().map(|s| s.to_string()).collect();
@@ -244,7 +320,7 @@ fn train_point(
         o.clone(),
         tag.clone(),
     )?;
-    let unit_fingerprint = unit_fingerprint(recipe, point);
+    let unit_fingerprint = unit_fingerprint(recipe, point, &point.base.sha256);
     let recorded_against = unit_fingerprint.clone();
     let settings = EngineSettings {
         name: format!("{}/{tag}", recipe.name),
@@ -279,14 +355,15 @@ fn train_point(
         steps: summary.final_step,
         updates_per_epoch,
         unit: point.name.to_string(),
+        base_model_sha256: started_from,
     };
     Ok((Some(outcome), parallel))
 }
 
 /// What a grid point's checkpoints record of the recipe: the run's fingerprint with the point's
 /// learning rate, batch size and languages.
-fn unit_fingerprint(recipe: &SentimentRecipe, point: &GridPoint) -> Fingerprint {
-    let mut fingerprint = recipe.fingerprint();
+fn unit_fingerprint(recipe: &SentimentRecipe, point: &GridPoint, base_model_sha256: &str) -> Fingerprint {
+    let mut fingerprint = recipe.fingerprint(base_model_sha256);
     if let Fingerprint::Values(sections) = &mut fingerprint {
         sections.insert(
             "unit".into(),
@@ -333,6 +410,7 @@ fn test_set(
         epochs: chosen.steps.div_ceil(per_epoch),
         valid_macro_f1: chosen.valid_macro_f1,
         test,
+        base_model_sha256: chosen.base_model_sha256.clone(),
     };
     outln!(
         "{}: lr {:e}, batch {}, best epoch {} of {}, valid macro-F1 {:.4}; test macro-F1 {}",
@@ -403,6 +481,16 @@ impl SentimentResults {
                 header(&mut out, "model");
                 let find = |l: &str| self.runs.iter().find_map(|r| r.test.get(l).map(|s| s.macro_f1));
                 row(&mut out, &format!("{:?}", self.setting), &find);
+            }
+        }
+        let mut bases: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+        for r in &self.runs {
+            bases.entry(r.base_model_sha256.as_deref().unwrap_or("not recorded")).or_default().push(&r.trained_on);
+        }
+        if bases.len() > 1 {
+            out.push_str("\n**Warning:** these results start from different base models (resumed with --force), by content SHA-256:\n");
+            for (sha, sets) in &bases {
+                out.push_str(&format!("- {sha}: {}\n", sets.join(", ")));
             }
         }
         out.push_str("\nConfusion matrices (rows gold, columns predicted: negative, neutral, positive)\n");

@@ -163,12 +163,14 @@ impl SummarizeRecipe {
         self.optimizer.max_steps.unwrap_or(0)
     }
 
-    /// The settings whose change makes a resumed run another run.
-    pub fn fingerprint(&self) -> Fingerprint {
+    /// The settings whose change makes a resumed run another run, with the model the run starts
+    /// from by its content ([`crate::model::model_dir::content_sha256`]), not by its path: a run
+    /// resumed from another base model is another run, one whose model folder moved is not.
+    pub fn fingerprint(&self, base_model_sha256: &str) -> Fingerprint {
         let v = |x: serde_json::Result<serde_json::Value>| x.expect("recipe sections serialize to JSON");
         Fingerprint::of(&[
             ("seed", v(serde_json::to_value(self.seed))),
-            ("init", v(serde_json::to_value(&self.init))),
+            ("init", serde_json::json!({ "model_sha256": base_model_sha256 })),
             ("task", v(serde_json::to_value(self.task))),
             ("data", v(serde_json::to_value(&self.data))),
             ("optimizer", v(serde_json::to_value(&self.optimizer))),

@@ -69,7 +69,10 @@ pub fn run(
     model.set_precision(precision);
     let parallel = group.map(DataParallel::new).transpose()?;
     let leader = parallel.as_ref().is_none_or(|p| p.rank() == 0);
-    let options = opts.run_options(leader, &recipe.checkpoint, recipe.tensorboard_dir(), recipe.max_steps());
+    let options = crate::run::RunOptions {
+        inputs: vec![init.to_path_buf()],
+        ..opts.run_options(leader, &recipe.checkpoint, recipe.tensorboard_dir(), recipe.max_steps())
+    };
     let (run, resume) = Run::open(RunLayout::new(recipe.run_dir()), &options)?;
     if leader && resume.is_none() {
         for n in notes {
@@ -96,7 +99,8 @@ pub fn run(
         dev_rows: Vec::new(),
         recipe: recipe.clone(),
     };
-    let fingerprint = recipe.fingerprint();
+    // The model it starts from, by content: resuming from another base model is another run.
+    let fingerprint = recipe.fingerprint(&crate::model::model_dir::content_sha256(init)?);
     let recorded_against = fingerprint.clone();
     let o = &recipe.optimizer;
     let settings = EngineSettings {

@@ -1,0 +1,255 @@
+//! Output folders that a command writes whole or replaces (an exported model, a tokenizer, an
+//! evaluation, a run): where they may go and what `--overwrite` may remove. A command never
+//! replaces the working directory, a folder it reads from, or a folder above either; and it
+//! replaces an existing folder only when every file in it is one that the command itself writes
+//! (judged by name, as `train --overwrite` judges a run folder), removing only those files. A
+//! folder holding anything else (a user's notes, a checkpoint's optimizer state, a subfolder) is
+//! refused with the first such file named, and nothing is removed.
+use crate::error::{Error, IoContext, Result};
+use std::path::{Path, PathBuf};
+
+/// Which file names a command writes into its output folder.
+pub type Owned = fn(&str) -> bool;
+
+/// Whether `name` is one of indolm's temporaries or locks (`.<name>.<pid>-<n>-<host>.tmp`,
+/// `.<name>.lock`), which any indolm output folder may hold.
+pub fn is_temporary(name: &str) -> bool {
+    name.starts_with('.') && (name.ends_with(".lock") || name.ends_with(".tmp") || name.contains(".tmp."))
+}
+
+/// The files under `dir` (recursively, in path order) that `owned` does not claim: every file
+/// whose name it refuses, and every symlink (none of indolm's outputs is one).
+pub fn foreign_files(dir: &Path, owned: &dyn Fn(&str) -> bool) -> Result<Vec<PathBuf>> {
+    let mut found = Vec::new();
+    if !dir.is_dir() {
+        return Ok(found);
+    }
+    let mut entries: Vec<_> = std::fs::read_dir(dir).with_path(dir)?.filter_map(|e| e.ok()).collect();
+    entries.sort_by_key(|e| e.file_name());
+    for entry in entries {
+        let path = entry.path();
+        let kind = entry.file_type().with_path(&path)?;
+        if kind.is_dir() {
+            found.extend(foreign_files(&path, owned)?);
+        } else if kind.is_symlink() || !owned(&entry.file_name().to_string_lossy()) {
+            found.push(path);
+        }
+    }
+    Ok(found)
+}
+
+/// The error for `foreign` files found in `dir` by `--overwrite`: the first named, the others
+/// counted, and what to do.
+pub fn foreign_error(foreign: &[PathBuf], dir: &Path) -> Error {
+    let first = &foreign[0];
+    let more = match foreign.len() {
+        1 => String::new(),
+        n => format!(" and {} other file(s)", n - 1),
+    };
+    Error::invalid(
+        first,
+        format!(
+            "--overwrite removes only what indolm wrote, and this file{more} is not: move it out of {} (or delete it yourself), then run again",
+            dir.display()
+        ),
+    )
+}
+
+/// Refuses `out` as a folder to replace when it is the working directory or a folder above it,
+/// or one of `reads` (the folders the command reads from) or a folder above one of them. A
+/// folder that does not exist yet is always fine.
+pub fn refuse_unsafe_target(out: &Path, reads: &[&Path]) -> Result<()> {
+    let Ok(target) = out.canonicalize() else { return Ok(()) };
+    if let Ok(cwd) = std::env::current_dir().and_then(|d| d.canonicalize()) {
+        if cwd.starts_with(&target) {
+            let which = if cwd == target { "the working directory" } else { "a folder above the working directory" };
+            return Err(Error::invalid(
+                out,
+                format!("is {which}: indolm never replaces it; name a new folder for the output"),
+            ));
+        }
+    }
+    for read in reads {
+        let Ok(source) = read.canonicalize() else { continue };
+        if source.starts_with(&target) {
+            let which = if source == target {
+                "the folder this command reads from".to_string()
+            } else {
+                format!("a folder above {}, which this command reads from", read.display())
+            };
+            return Err(Error::invalid(
+                out,
+                format!(
+                    "is {which}: writing the output there would destroy its input; name a new folder for the output"
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Checks that `out` may take a new output: absent or empty; or, with `overwrite`, holding only
+/// files `owned` claims, and not the working directory, one of `reads`, or a folder above them.
+pub fn check_replaceable(out: &Path, overwrite: bool, reads: &[&Path], owned: Owned) -> Result<()> {
+    let non_empty = out.is_dir() && std::fs::read_dir(out).with_path(out)?.next().is_some();
+    if out.exists() && !out.is_dir() {
+        return Err(Error::invalid(out, "exists and is not a folder: name a folder for the output"));
+    }
+    refuse_unsafe_target(out, reads)?;
+    if !non_empty {
+        return Ok(());
+    }
+    if !overwrite {
+        return Err(Error::invalid(out, "output directory exists and is not empty (pass --overwrite to replace it)"));
+    }
+    let claims = |name: &str| owned(name) || is_temporary(name);
+    let foreign = foreign_files(out, &claims)?;
+    if !foreign.is_empty() {
+        return Err(foreign_error(&foreign, out));
+    }
+    Ok(())
+}
+
+/// Removes the files of `dir` that `owned` claims (and indolm's temporaries), then every folder
+/// left empty, `dir` included. Anything else stays where it is.
+pub fn remove_owned(dir: &Path, owned: &dyn Fn(&str) -> bool) -> Result<()> {
+    if !dir.is_dir() {
+        return Ok(());
+    }
+    for entry in std::fs::read_dir(dir).with_path(dir)?.filter_map(|e| e.ok()) {
+        let path = entry.path();
+        let kind = entry.file_type().with_path(&path)?;
+        let name = entry.file_name().to_string_lossy().to_string();
+        if kind.is_dir() {
+            remove_owned(&path, owned)?;
+        } else if !kind.is_symlink() && (owned(&name) || is_temporary(&name)) {
+            std::fs::remove_file(&path).with_path(&path)?;
+        }
+    }
+    if std::fs::read_dir(dir).with_path(dir)?.next().is_none() {
+        std::fs::remove_dir(dir).with_path(dir)?;
+    }
+    Ok(())
+}
+
+/// Writes the folder `out` as a whole: `write` fills a temporary sibling, which then takes its
+/// place, so an interrupted command never leaves a half-written folder. An existing `out` is
+/// replaced only as [`check_replaceable`] allows, checked before anything is written.
+pub fn write_dir(
+    out: &Path,
+    overwrite: bool,
+    reads: &[&Path],
+    owned: Owned,
+    write: impl FnOnce(&Path) -> Result<()>,
+) -> Result<()> {
+    check_replaceable(out, overwrite, reads, owned)?;
+    let staging = crate::files::Staging::new(out);
+    write(staging.path())?;
+    // Checked again: the folder may have changed while the output was written.
+    check_replaceable(out, overwrite, reads, owned)?;
+    remove_owned(out, &owned)?;
+    staging.commit()
+}
+
+/// Checks the files a command is asked to write (`--out`, `--json`, `--plot`), given what it reads
+/// (`inputs`: files and folders): an output must not be a folder, one of the inputs, a file of
+/// indolm's own inside an input folder (`reserved`: a report's `--json` onto a checkpoint's
+/// `bias.json`), or the same file as another output.
+pub fn check_file_outputs(outputs: &[&Path], inputs: &[&Path], reserved: Owned) -> Result<()> {
+    let resolved = |p: &Path| -> Option<PathBuf> {
+        p.canonicalize().ok().or_else(|| {
+            let parent = p.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+            Some(parent.canonicalize().ok()?.join(p.file_name()?))
+        })
+    };
+    let mut seen: Vec<(PathBuf, &Path)> = Vec::new();
+    for &out in outputs {
+        if out.is_dir() {
+            return Err(Error::invalid(out, "is a folder: name a file to write"));
+        }
+        let Some(target) = resolved(out) else { continue };
+        if let Some((_, other)) = seen.iter().find(|(t, _)| *t == target) {
+            return Err(Error::invalid(out, format!("is also the output {}: name two files", other.display())));
+        }
+        for &input in inputs {
+            let Some(source) = input.canonicalize().ok() else { continue };
+            if source == target {
+                return Err(Error::invalid(
+                    out,
+                    "is one of this command's inputs: writing it would destroy what it reads; name another file",
+                ));
+            }
+            let name = target.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
+            if source.is_dir() && target.starts_with(&source) && reserved(&name) {
+                return Err(Error::invalid(
+                    out,
+                    format!(
+                        "is where indolm keeps its own `{name}` inside {}, which this command reads: name a file outside it",
+                        input.display()
+                    ),
+                ));
+            }
+        }
+        seen.push((target, out));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tokenizer_files(name: &str) -> bool {
+        matches!(name, "tokenizer.json" | "vocab.txt")
+    }
+
+    #[test]
+    fn a_folder_is_replaced_only_when_every_file_is_the_commands_own() {
+        let root = tempfile::tempdir().unwrap();
+        let out = root.path().join("tok");
+        std::fs::create_dir_all(&out).unwrap();
+        std::fs::write(out.join("vocab.txt"), "old").unwrap();
+        let write = |dir: &Path| std::fs::write(dir.join("vocab.txt"), "new").with_path(dir);
+        let err = write_dir(&out, false, &[], tokenizer_files, |d| {
+            std::fs::create_dir_all(d).with_path(d)?;
+            write(d)
+        })
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("pass --overwrite"), "{err}");
+        std::fs::write(out.join("notes.md"), "mine").unwrap();
+        let err = write_dir(&out, true, &[], tokenizer_files, |d| {
+            std::fs::create_dir_all(d).with_path(d)?;
+            write(d)
+        })
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("notes.md") && err.contains("removes only what indolm wrote"), "{err}");
+        assert_eq!(std::fs::read_to_string(out.join("vocab.txt")).unwrap(), "old", "nothing was replaced");
+        std::fs::remove_file(out.join("notes.md")).unwrap();
+        write_dir(&out, true, &[], tokenizer_files, |d| {
+            std::fs::create_dir_all(d).with_path(d)?;
+            write(d)
+        })
+        .unwrap();
+        assert_eq!(std::fs::read_to_string(out.join("vocab.txt")).unwrap(), "new");
+    }
+
+    #[test]
+    fn the_working_directory_a_source_and_folders_above_them_are_refused() {
+        let root = tempfile::tempdir().unwrap();
+        let source = root.path().join("run/step-5");
+        std::fs::create_dir_all(&source).unwrap();
+        for out in [source.clone(), root.path().join("run"), root.path().to_path_buf()] {
+            let err = refuse_unsafe_target(&out, &[&source]).unwrap_err().to_string();
+            assert!(err.contains("reads from"), "{}: {err}", out.display());
+        }
+        let cwd = std::env::current_dir().unwrap();
+        let err = refuse_unsafe_target(Path::new("."), &[]).unwrap_err().to_string();
+        assert!(err.contains("the working directory"), "{err}");
+        let err = refuse_unsafe_target(cwd.parent().unwrap(), &[]).unwrap_err().to_string();
+        assert!(err.contains("above the working directory"), "{err}");
+        refuse_unsafe_target(&root.path().join("elsewhere"), &[&source]).unwrap();
+        refuse_unsafe_target(&source.join("inside"), &[&source]).unwrap();
+    }
+}

@@ -1,0 +1,191 @@
+//! What a command may replace (#37): `--overwrite` removes only what indolm wrote, never the
+//! working directory, the folder it reads from or a folder above either (`export-hf`,
+//! `import-hf`, `init`, `tokenizer train`); `eval bias --out` and `eval indommlu --out` replace an
+//! earlier evaluation only when asked, and then all of it; a report's file never lands on a file
+//! indolm keeps inside what it reads.
+use super::s;
+use crate::common::*;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// A run folder holding one checkpoint as `train` writes it: the model's files, its state and an
+/// optimizer state. Returns (run, checkpoint).
+pub(super) fn fake_run(work: &Path) -> (PathBuf, PathBuf) {
+    let run = work.join("ck/r");
+    let checkpoint = run.join("step-60");
+    std::fs::create_dir_all(&checkpoint).unwrap();
+    for entry in std::fs::read_dir(reference_model()).unwrap().flatten() {
+        let name = entry.file_name();
+        if ["config.json", "model.safetensors", "vocab.txt", "tokenizer.json"].iter().any(|f| name == *f) {
+            std::fs::copy(entry.path(), checkpoint.join(&name)).unwrap();
+        }
+    }
+    std::fs::write(checkpoint.join("optimizer-main.safetensors"), b"state").unwrap();
+    std::fs::write(checkpoint.join("trainer_state.json"), r#"{"step": 60, "checksums": {}}"#).unwrap();
+    std::fs::write(run.join("latest"), "step-60\n").unwrap();
+    (run, checkpoint)
+}
+
+/// Every file under `dir`, relative, sorted: what must survive a refused command unchanged.
+fn listing(dir: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).unwrap().flatten() {
+            if entry.file_type().unwrap().is_dir() {
+                stack.push(entry.path());
+            } else {
+                out.push(entry.path().strip_prefix(dir).unwrap().display().to_string());
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Runs indolm in `cwd`; expects one clean error and returns it.
+fn fails_in(cwd: &Path, args: &[&str]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_indolm")).current_dir(cwd).args(args).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_eq!(out.status.code(), Some(1), "indolm {args:?} in {}: {stderr}", cwd.display());
+    assert!(stderr.starts_with("error: ") && !stderr.contains("panicked"), "{stderr}");
+    stderr
+}
+
+#[test]
+fn overwrite_never_removes_the_working_directory_the_source_or_what_indolm_did_not_write() {
+    let work = scratch("overwrite-ownership");
+    let (run, checkpoint) = fake_run(&work);
+    let before = listing(&work);
+
+    // The working directory and a folder above it.
+    let home = work.join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::write(home.join("notes.txt"), "mine").unwrap();
+    for out in [".", ".."] {
+        let err = fails_in(&home, &["export-hf", s(&checkpoint), out, "--overwrite"]);
+        assert!(err.contains("working directory") && err.contains("never replaces it"), "{err}");
+    }
+    assert!(home.join("notes.txt").exists());
+    // The checkpoint itself (its optimizer state would go: no longer resumable), and its run.
+    let err = indolm_fails(&["export-hf", s(&checkpoint), s(&checkpoint), "--overwrite"]);
+    assert!(err.contains("is the folder this command reads from"), "{err}");
+    let err = indolm_fails(&["export-hf", s(&checkpoint), s(&run), "--overwrite"]);
+    assert!(err.contains("is a folder above") && err.contains("step-60"), "{err}");
+    let err = indolm_fails(&["import-hf", s(&checkpoint), s(&work), "--overwrite"]);
+    assert!(err.contains("is a folder above"), "{err}");
+    std::fs::remove_file(home.join("notes.txt")).unwrap();
+    std::fs::remove_dir(&home).unwrap();
+    assert_eq!(listing(&work), before, "a refused command removed something");
+
+    // A folder holding a file a model directory does not: refused, naming it, nothing removed.
+    let out = work.join("export");
+    indolm_ok(&["export-hf", s(&checkpoint), s(&out)]);
+    let err = indolm_fails(&["export-hf", s(&checkpoint), s(&out)]);
+    assert!(err.contains("pass --overwrite"), "{err}");
+    std::fs::write(out.join("README.md"), "my notes").unwrap();
+    let err = indolm_fails(&["export-hf", s(&checkpoint), s(&out), "--overwrite"]);
+    assert!(err.contains("README.md") && err.contains("removes only what indolm wrote"), "{err}");
+    let err = indolm_fails(&[
+        "init",
+        "--config",
+        s(&reference_model().join("config.json")),
+        "--tokenizer",
+        s(reference_model()),
+        "--out",
+        s(&out),
+        "--overwrite",
+    ]);
+    assert!(err.contains("README.md"), "{err}");
+    // A tokenizer folder is refused before anything is trained.
+    let err = indolm_fails(&[
+        "tokenizer",
+        "train",
+        "--files",
+        s(&test_data().join("ud-indonesian")),
+        "--out",
+        s(&out),
+        "--overwrite",
+    ]);
+    assert!(err.contains("README.md"), "{err}");
+    assert!(out.join("README.md").exists() && out.join("model.safetensors").exists());
+    // What indolm wrote alone is replaced.
+    std::fs::remove_file(out.join("README.md")).unwrap();
+    indolm_ok(&["export-hf", s(&checkpoint), s(&out), "--overwrite"]);
+    // `init` never writes over the config it reads.
+    let config_dir = work.join("configs");
+    std::fs::create_dir_all(&config_dir).unwrap();
+    std::fs::copy(reference_model().join("config.json"), config_dir.join("config.json")).unwrap();
+    let err = indolm_fails(&[
+        "init",
+        "--config",
+        s(&config_dir.join("config.json")),
+        "--tokenizer",
+        s(reference_model()),
+        "--out",
+        s(&config_dir),
+        "--overwrite",
+    ]);
+    assert!(err.contains("reads from"), "{err}");
+}
+
+/// `eval bias --model <reference model> --out <out>` with extra arguments; the result.
+fn evaluate(out: &Path, extra: &[&str]) -> std::process::Output {
+    let pairs = root().join("tests/fixtures/indobias");
+    let mut args = vec!["eval", "bias", "--model", s(reference_model()), "--pairs", s(&pairs), "--out", s(out)];
+    args.extend(extra);
+    indolm(&args)
+}
+
+#[test]
+fn an_evaluation_is_replaced_only_when_asked_and_then_whole() {
+    let work = scratch("replace-evaluation");
+    let out = work.join("eval");
+    assert!(evaluate(&out, &["--metric", "pppl", "aul", "--languages", "id"]).status.success());
+    assert!(out.join("bias-aul/bias.json").exists());
+    let first = std::fs::read(out.join("bias.json")).unwrap();
+    let refused = evaluate(&out, &["--metric", "crows", "--languages", "id"]);
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        !refused.status.success() && err.contains("already holds a bias evaluation") && err.contains("--overwrite")
+    );
+    assert_eq!(std::fs::read(out.join("bias.json")).unwrap(), first, "the evaluation was replaced");
+    // With --overwrite: the new one whole, and nothing of the old (its AUL folder) beside it.
+    std::fs::write(out.join("notes.txt"), "mine").unwrap();
+    assert!(evaluate(&out, &["--metric", "crows", "--languages", "id", "--overwrite"]).status.success());
+    assert!(!out.join("bias-aul").exists(), "the old evaluation's AUL is left beside the new one");
+    assert!(out.join("notes.txt").exists(), "a file indolm did not write was removed");
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("bias.json")).unwrap()).unwrap();
+    assert_eq!(report["metric"], "crows");
+    indolm_ok(&["report", "bias-table", s(&out)]);
+
+    // A checkpoint's evaluation is the training hook's: refused without --overwrite, and always
+    // while its trainer has it pending.
+    let (_, checkpoint) = fake_run(&work);
+    assert!(evaluate(&checkpoint, &["--languages", "id"]).status.success());
+    let again = evaluate(&checkpoint, &["--languages", "id"]);
+    assert!(String::from_utf8_lossy(&again.stderr).contains("already holds a bias evaluation"));
+    std::fs::write(checkpoint.join("evaluation.pending"), "60\n").unwrap();
+    let pending = evaluate(&checkpoint, &["--languages", "id", "--overwrite"]);
+    assert!(String::from_utf8_lossy(&pending.stderr).contains("pending in the run's trainer"));
+
+    // IndoMMLU likewise.
+    let data = root().join("tests/fixtures/indommlu/indoMMLU-fixture.csv");
+    let mmlu = work.join("mmlu");
+    let args = ["eval", "indommlu", "--model", s(reference_model()), "--data", s(&data), "--out", s(&mmlu)];
+    indolm_ok(&args);
+    let err = indolm_fails(&args);
+    assert!(err.contains("already holds an IndoMMLU evaluation"), "{err}");
+    indolm_ok(&[&args[..], &["--overwrite"]].concat());
+
+    // A report's file never replaces one indolm keeps in what the report reads, nor its input.
+    let err = indolm_fails(&["report", "bias-table", s(&out), "--json", s(&out.join("bias.json"))]);
+    assert!(err.contains("is where indolm keeps its own `bias.json`"), "{err}");
+    let err = indolm_fails(&["report", "bias-table", s(&out), "--out", s(&out)]);
+    assert!(err.contains("is a folder"), "{err}");
+    let report_file = work.join("table.md");
+    indolm_ok(&["report", "bias-table", s(&out), "--out", s(&report_file)]);
+    let err = indolm_fails(&["report", "bias-table", s(&out), "--out", s(&report_file), "--json", s(&report_file)]);
+    assert!(err.contains("is also the output"), "{err}");
+}
