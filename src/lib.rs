@@ -1,21 +1,24 @@
-//! indolm: pretraining, fine-tuning and bias evaluation of Indonesian BERT models on libtorch.
+//! indolm: pretraining, fine-tuning and bias evaluation of Indonesian language models on
+//! libtorch.
 //!
-//! The layers, lowest first; a module imports only from layers below it (README, "Architecture"):
+//! The layers, lowest first; a module imports only from layers below it (docs/architecture.md):
 //! - `error`, `files`, `outputs`, `seeds`, `stdout`: errors as values, file helpers, what a
 //!   command may replace or remove, where randomness comes from, output a closed pipe cannot
 //!   crash;
-//! - `data`, `model`, `device`: text, tokenizers and corpora; the BERT network and model
-//!   directories; the device and precision;
-//! - `recipe`, `optim`, `logger`, `hooks`: the recipe files, optimizers and schedules, run
-//!   output, the checkpoint hook trait — shared by the layers above;
+//! - `data`, `model`, `device`, `distributed`: text, tokenizers and corpora; BERT and its family, the
+//!   causal LM families and model directories; the device and precision; the data-parallel
+//!   launch and process group;
+//! - `recipe`, `optim`, `logger`, `hooks`: what every recipe shares (its kind, the shared
+//!   sections, the fingerprint), optimizers and schedules, run output, the checkpoint hook
+//!   trait — shared by the layers above;
 //! - `run`: a run's folder, lock, logger, stop signals and checkpoints;
-//! - `train` (the engine and pretraining) and `eval` (evaluations of masked LMs), which never
-//!   import each other;
-//! - `tasks` (fine-tuning heads, trained by `train`'s engine, scored with `eval`'s metrics) and
-//!   `report` (pictures of results).
+//! - `train` (the engine, for every task) and `eval` (evaluations of masked and causal LMs),
+//!   which never import each other;
+//! - `tasks` (masked-LM pretraining and the fine-tuning tasks, each with its recipe, trained by
+//!   `train`'s engine and scored with `eval`'s metrics) and `report` (reports of results).
 //!
 //! The `indolm` binary (`src/cli`) assembles them: it builds a recipe's checkpoint hooks from
-//! `eval` and hands them to the trainer.
+//! `eval` and hands them to the task it runs.
 #![warn(missing_docs)]
 /// `println!` that a closed pipe cannot crash (see [`stdout`]).
 #[macro_export]
@@ -32,7 +35,7 @@ macro_rules! out {
 
 pub mod data;
 pub mod device;
-pub mod dist;
+pub mod distributed;
 pub mod error;
 pub mod eval;
 pub mod files;

@@ -5,9 +5,9 @@ use indolm::data::tokenizer::TextTokenizer;
 use indolm::data::tokenizer_train::{train_wordpiece, TrainOptions};
 use indolm::error::{Error, IoContext, Result};
 use indolm::outln;
-use indolm::recipe::Recipe;
 use indolm::seeds::{salt, stream_rng};
-use indolm::train::corpus::{open_mixture, prepare_corpus};
+use indolm::tasks::pretrain::corpus::{open_mixture, prepare_corpus};
+use indolm::tasks::pretrain::PretrainRecipe;
 use rand::Rng;
 use std::path::{Path, PathBuf};
 
@@ -91,7 +91,7 @@ pub enum TokenizerCommand {
 /// Paragraphs for tokenizer training: every paragraph of the files, or a seeded sample of
 /// the recipe's sources, `sample` paragraphs split by the sources' weights (reservoir
 /// sampling within each source).
-fn training_paragraphs(files: &[String], recipe: Option<&Recipe>, sample: usize) -> Result<Vec<String>> {
+fn training_paragraphs(files: &[String], recipe: Option<&PretrainRecipe>, sample: usize) -> Result<Vec<String>> {
     let Some(recipe) = recipe else {
         let source = SourceSpec {
             name: "files".into(),
@@ -144,7 +144,7 @@ fn train_tokenizer(
     out: Option<&Path>,
     overwrite: bool,
 ) -> Result<()> {
-    let recipe = recipe_path.map(Recipe::load).transpose()?;
+    let recipe = recipe_path.map(PretrainRecipe::load).transpose()?;
     let out: PathBuf = match (out, &recipe) {
         (Some(o), _) => o.to_path_buf(),
         (None, Some(r)) => r.resolve(&r.tokenizer.path),
@@ -216,7 +216,7 @@ pub fn download(
 
 /// `corpus prepare`: tokenizes every source of the recipe (skipping up-to-date shards).
 fn prepare(recipe_path: &Path) -> Result<()> {
-    let recipe = Recipe::load(recipe_path)?;
+    let recipe = PretrainRecipe::load(recipe_path)?;
     let tokenizer = TextTokenizer::from_path(&recipe.resolve(&recipe.tokenizer.path))?;
     prepare_corpus(&recipe, &tokenizer, None, |line| outln!("{line}"))?;
     Ok(())
@@ -224,7 +224,7 @@ fn prepare(recipe_path: &Path) -> Result<()> {
 
 /// `corpus stats`: documents, tokens and `[UNK]` rate per source, and the realised mixture.
 fn stats(recipe_path: &Path, sequences: usize) -> Result<()> {
-    let recipe = Recipe::load(recipe_path)?;
+    let recipe = PretrainRecipe::load(recipe_path)?;
     let tokenizer = TextTokenizer::from_path(&recipe.resolve(&recipe.tokenizer.path))?;
     let metas = prepare_corpus(&recipe, &tokenizer, None, |_| {})?;
     outln!("| source | lang | documents | tokens | [UNK] % | invalid UTF-8 lines |");
@@ -251,7 +251,7 @@ fn stats(recipe_path: &Path, sequences: usize) -> Result<()> {
         outln!("| {name} | {:.3} | {:.3} | {e:.2} |", w, *n as f64 / sequences as f64);
     }
     // The data loader's own speed: batches of the recipe's size, drawn and masked.
-    let masker = indolm::train::masking::Masker::new(recipe.masking.clone(), &tokenizer, recipe.seed);
+    let masker = indolm::tasks::pretrain::masking::Masker::new(recipe.masking.clone(), &tokenizer, recipe.seed);
     let batch = recipe.optimizer.batch_size;
     let started = std::time::Instant::now();
     let mut batches = 0u64;

@@ -1,7 +1,7 @@
 //! `indolm dist-check`: joins the c10d process group of a torchrun or srun launch (Gloo on CPU,
 //! NCCL on CUDA) and checks its collectives (sum, max, broadcast, barrier) and the all-reduce
 //! bandwidth, so a cluster's network is known to work before a week-long job starts on it.
-use indolm::dist::{Launch, ProcessGroup, ReduceOp};
+use indolm::distributed::{Launch, ProcessGroup, ReduceOp};
 use indolm::error::{Error, Result};
 use indolm::outln;
 use std::time::{Duration, Instant};

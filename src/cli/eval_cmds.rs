@@ -9,10 +9,10 @@ use indolm::eval::bias::{evaluate_causal, evaluate_under, Bootstrap, Evaluation}
 use indolm::eval::causal::CausalScorer;
 use indolm::eval::pairs::{load_crows, load_indobias, PairSet};
 use indolm::eval::pll::{crows_inputs, PllScorer, ScoringInput};
+use indolm::eval::BiasMetric;
 use indolm::files::{read_to_string, write_json};
 use indolm::model::decoder::{is_causal_dir, load_causal_lm};
 use indolm::model::model_dir::load_masked_lm;
-use indolm::recipe::BiasMetric;
 use indolm::{out, outln};
 use std::path::{Path, PathBuf};
 use tch::Device;
@@ -73,7 +73,7 @@ pub enum EvalCommand {
         /// Masked LMs: `option-pll` (default) or `letter`; causal LMs: `letter` (default, the
         /// paper's reported setting) or `full-answer`.
         #[arg(long, value_enum)]
-        mode: Option<indolm::recipe::IndommluMode>,
+        mode: Option<indolm::eval::IndommluMode>,
         /// Causal LMs: solved questions (rows marked is_for_fewshot of the same subject and
         /// level) before each question.
         #[arg(long, default_value_t = 0)]
@@ -111,7 +111,7 @@ pub struct BiasArgs {
     /// Several: scored in one pass, the first written as the main evaluation, each other under
     /// `bias-<metric>/` beside it.
     #[arg(long, value_enum, num_args = 1..)]
-    pub metric: Vec<indolm::recipe::BiasMetric>,
+    pub metric: Vec<indolm::eval::BiasMetric>,
     /// Write the results as JSON to this file.
     #[arg(long)]
     pub json: Option<PathBuf>,
@@ -123,7 +123,7 @@ pub struct BiasArgs {
     #[arg(long, default_value_t = indolm::seeds::DEFAULT_SEED)]
     pub seed: u64,
     /// Bootstrap resamples per interval.
-    #[arg(long, default_value_t = indolm::recipe::pretrain::DEFAULT_BOOTSTRAP_RESAMPLES)]
+    #[arg(long, default_value_t = indolm::eval::settings::DEFAULT_BOOTSTRAP_RESAMPLES)]
     pub resamples: usize,
     /// With --run: TensorBoard folder for the curves, one run per language under it (default
     /// runs/<run>/eval).
@@ -539,14 +539,14 @@ fn bias(args: &BiasArgs, device: Device) -> Result<()> {
 struct IndommluArgs<'a> {
     model: &'a Path,
     data: &'a Path,
-    mode: Option<indolm::recipe::IndommluMode>,
+    mode: Option<indolm::eval::IndommluMode>,
     shots: usize,
     overwrite: bool,
 }
 
 /// `eval indommlu`: a masked LM zero-shot, or a causal LM zero- or few-shot.
 fn indommlu(args: IndommluArgs, json: Option<&Path>, out_dir: Option<&Path>, device: Device) -> Result<()> {
-    use indolm::recipe::IndommluMode;
+    use indolm::eval::IndommluMode;
     let outputs: Vec<&Path> = json.into_iter().collect();
     indolm::outputs::check_file_outputs(&outputs, &[args.model, args.data], indolm::run::ownership::written_by_indolm)?;
     if let Some(dir) = out_dir {

@@ -26,7 +26,7 @@ pub struct RunArgs {
     /// Resume even if the recipe or the source files changed in ways that matter.
     #[arg(long)]
     pub force: bool,
-    /// Start over, deleting this run's earlier checkpoints and logs.
+    /// Start over, deleting this run's earlier checkpoints and logs (only what indolm wrote).
     #[arg(long)]
     pub overwrite: bool,
     /// Checkpoint and stop after this step (the run can be resumed later).
@@ -72,7 +72,7 @@ pub fn launch(
     device: tch::Device,
     dist_timeout: u64,
     deterministic: bool,
-) -> Result<(tch::Device, Option<indolm::dist::ProcessGroup>)> {
+) -> Result<(tch::Device, Option<indolm::distributed::ProcessGroup>)> {
     if deterministic {
         // Read by cuBLAS when its first handle is made: without it, deterministic algorithms
         // refuse cuBLAS's matrix products on CUDA.
@@ -81,15 +81,15 @@ pub fn launch(
         }
         indolm::device::kernels::set_deterministic(true)?;
     }
-    let Some(launch) = indolm::dist::Launch::from_env()? else { return Ok((device, None)) };
+    let Some(launch) = indolm::distributed::Launch::from_env()? else { return Ok((device, None)) };
     let timeout = std::time::Duration::from_secs(dist_timeout);
     match device {
         tch::Device::Cuda(_) => {
             let device = indolm::device::parse_device(&format!("cuda:{}", launch.local_rank))?;
             let tch::Device::Cuda(index) = device else { unreachable!("parse_device gave CUDA") };
-            Ok((device, Some(indolm::dist::ProcessGroup::nccl(&launch, index, timeout)?)))
+            Ok((device, Some(indolm::distributed::ProcessGroup::nccl(&launch, index, timeout)?)))
         }
-        _ => Ok((device, Some(indolm::dist::ProcessGroup::gloo(&launch, timeout)?))),
+        _ => Ok((device, Some(indolm::distributed::ProcessGroup::gloo(&launch, timeout)?))),
     }
 }
 
@@ -108,7 +108,7 @@ pub struct Cli {
 
 #[derive(Subcommand, Debug)]
 pub enum Command {
-    /// Convert an HF BERT directory (config.json, model.safetensors, vocab.txt or tokenizer.json) into an indolm model directory.
+    /// Convert an HF masked-LM directory (BERT, RoBERTa, XLM-R: config.json, model.safetensors, vocab.txt or tokenizer.json) into an indolm model directory.
     ImportHf {
         /// The HF model directory.
         hf_dir: PathBuf,
@@ -150,7 +150,7 @@ pub enum Command {
         #[arg(long)]
         model: PathBuf,
     },
-    /// Pretrain a masked LM from a recipe (checkpoints, TensorBoard logs, evaluations).
+    /// Pretrain a masked LM from a `kind = "pretrain"` recipe (checkpoints, TensorBoard logs, evaluations).
     Train {
         /// The recipe (TOML).
         recipe: PathBuf,
@@ -165,13 +165,13 @@ pub enum Command {
         #[command(flatten)]
         run: RunArgs,
     },
-    /// Evaluate masked LMs: pseudo-log-likelihoods and bias win rates.
+    /// Evaluate masked and causal LMs: (pseudo-)log-likelihoods, bias win rates, IndoMMLU, ROUGE.
     #[command(subcommand)]
     Eval(eval_cmds::EvalCommand),
-    /// Pictures of a run's evaluations.
+    /// Reports of evaluations: bias curves, diffs, comparisons, seed groups, flips, validity, and models side by side (bias, IndoMMLU, Liputan6).
     #[command(subcommand)]
     Report(report_cmds::ReportCommand),
-    /// Download public sources (CC-100, Wikipedia parquet, NusaX) with resume and checks.
+    /// Download public sources (CC-100, Wikipedia parquet, NusaX, IndoMMLU) with resume and checks.
     Download {
         #[command(subcommand)]
         what: data_cmds::DownloadCommand,

@@ -22,7 +22,7 @@ pub enum ReportCommand {
         /// The evaluations under this metric (when the run scored several; default: each
         /// checkpoint's main evaluation).
         #[arg(long, value_enum)]
-        metric: Option<indolm::recipe::BiasMetric>,
+        metric: Option<indolm::eval::BiasMetric>,
         /// Output file: .svg or .png (text needs a TrueType font such as DejaVu Sans).
         #[arg(long)]
         out: PathBuf,
@@ -45,7 +45,7 @@ pub enum ReportCommand {
         #[arg(long, default_value_t = indolm::seeds::DEFAULT_SEED)]
         seed: u64,
         /// Bootstrap resamples.
-        #[arg(long, default_value_t = indolm::recipe::pretrain::DEFAULT_BOOTSTRAP_RESAMPLES)]
+        #[arg(long, default_value_t = indolm::eval::settings::DEFAULT_BOOTSTRAP_RESAMPLES)]
         resamples: usize,
         /// Also write the table (Markdown) here.
         #[arg(long)]
@@ -82,7 +82,7 @@ pub enum ReportCommand {
         /// The evaluations under this metric (when a run scored several; default: each
         /// checkpoint's main evaluation).
         #[arg(long, value_enum)]
-        metric: Option<indolm::recipe::BiasMetric>,
+        metric: Option<indolm::eval::BiasMetric>,
         /// The step compared: a number, or `final` for each run's last evaluation.
         #[arg(long, default_value = "final")]
         step: StepChoice,
@@ -111,7 +111,7 @@ pub enum ReportCommand {
         run: Option<PathBuf>,
         /// With --run: the evaluations under this metric (default: each checkpoint's main one).
         #[arg(long, value_enum, requires = "run")]
-        metric: Option<indolm::recipe::BiasMetric>,
+        metric: Option<indolm::eval::BiasMetric>,
         /// A valid pair changes at most this many words.
         #[arg(long, default_value_t = 3)]
         max_words_changed: usize,
@@ -141,7 +141,7 @@ pub enum ReportCommand {
         /// The evaluations under this metric (when the run scored several; default: each
         /// checkpoint's main evaluation).
         #[arg(long, value_enum)]
-        metric: Option<indolm::recipe::BiasMetric>,
+        metric: Option<indolm::eval::BiasMetric>,
         /// Also write the tables (Markdown) here.
         #[arg(long)]
         out: Option<PathBuf>,
@@ -158,7 +158,7 @@ pub enum ReportCommand {
         models: Vec<indolm::report::bias_table::TableModel>,
         /// The evaluations under this metric (when one scored several; default: the main one).
         #[arg(long, value_enum)]
-        metric: Option<indolm::recipe::BiasMetric>,
+        metric: Option<indolm::eval::BiasMetric>,
         /// Only these languages (codes as in bias.json).
         #[arg(long, num_args = 1..)]
         language: Vec<String>,

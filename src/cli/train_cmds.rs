@@ -7,8 +7,8 @@ use indolm::eval::bias::BiasHook;
 use indolm::eval::indommlu::IndommluHook;
 use indolm::eval::pairs::load_indobias;
 use indolm::hooks::CheckpointHook;
-use indolm::recipe::Recipe;
-use indolm::train::pretrain::pretrain;
+use indolm::tasks::pretrain::train::pretrain;
+use indolm::tasks::pretrain::PretrainRecipe;
 use indolm::{out, outln};
 use std::path::{Path, PathBuf};
 use tch::Device;
@@ -30,7 +30,7 @@ pub struct SeedChoice {
 /// `indolm train`: pretrains the recipe (or one of its seeds, or each in turn) and sums the run
 /// up.
 pub fn train(recipe_path: &Path, choice: SeedChoice, args: &super::RunArgs, device: Device) -> Result<()> {
-    let recipe = Recipe::load(recipe_path)?;
+    let recipe = PretrainRecipe::load(recipe_path)?;
     let seed = match (choice.seed, choice.index) {
         (Some(s), _) => Some(s),
         (None, Some(i)) => Some(recipe.seed_at(i, recipe_path)?),
@@ -42,7 +42,7 @@ pub fn train(recipe_path: &Path, choice: SeedChoice, args: &super::RunArgs, devi
     if recipe.seeds.is_empty() {
         return train_one(recipe_path, recipe, args, device);
     }
-    if indolm::dist::Launch::from_env()?.is_some() {
+    if indolm::distributed::Launch::from_env()?.is_some() {
         return Err(Error::field(
             recipe_path,
             "seeds",
@@ -58,7 +58,7 @@ pub fn train(recipe_path: &Path, choice: SeedChoice, args: &super::RunArgs, devi
 }
 
 /// Pretrains one run of `recipe`.
-fn train_one(recipe_path: &Path, recipe: Recipe, args: &super::RunArgs, device: Device) -> Result<()> {
+fn train_one(recipe_path: &Path, recipe: PretrainRecipe, args: &super::RunArgs, device: Device) -> Result<()> {
     let (device, group) = super::launch(device, args.dist_timeout, recipe.deterministic)?;
     let opts = args.options(device);
     let hooks = checkpoint_hooks(&recipe, opts.device)?;
@@ -77,7 +77,7 @@ fn train_one(recipe_path: &Path, recipe: Recipe, args: &super::RunArgs, device: 
 }
 
 /// The evaluations the recipe's `[eval.bias]` and `[eval.indommlu]` run at every checkpoint.
-fn checkpoint_hooks(recipe: &Recipe, device: Device) -> Result<Vec<Box<dyn CheckpointHook>>> {
+fn checkpoint_hooks(recipe: &PretrainRecipe, device: Device) -> Result<Vec<Box<dyn CheckpointHook>>> {
     let mut hooks: Vec<Box<dyn CheckpointHook>> = Vec::new();
     if let Some(bias) = &recipe.eval.bias {
         let pairs = load_indobias(&recipe.resolve(&bias.pairs))?;
@@ -90,25 +90,13 @@ fn checkpoint_hooks(recipe: &Recipe, device: Device) -> Result<Vec<Box<dyn Check
     Ok(hooks)
 }
 
-/// The kinds of recipe `recipe check` reads, told apart by their keys: a `task` is a
-/// summarization recipe, a `[data] setting` a sentiment one, anything else pretraining.
-fn recipe_kind(path: &Path) -> Result<&'static str> {
-    let text = indolm::files::read_to_string(path)?;
-    let table: toml::Table = toml::from_str(&text).unwrap_or_default();
-    Ok(if table.contains_key("task") {
-        "summarize"
-    } else if table.get("data").and_then(|d| d.get("setting")).is_some() {
-        "sentiment"
-    } else {
-        "pretrain"
-    })
-}
-
 /// `indolm recipe check`: the resolved recipe (defaults filled in) of any kind; for pretraining
 /// also its model configuration, sources and outputs.
 fn check_recipe(path: &Path) -> Result<()> {
-    match recipe_kind(path)? {
-        "summarize" => {
+    use indolm::recipe::RecipeKind;
+    let kind = indolm::recipe::kind_of(path)?.map_or(RecipeKind::Pretrain, |(kind, _)| kind);
+    match kind {
+        RecipeKind::Summarize => {
             let recipe = indolm::tasks::summarization::train::SummarizeRecipe::load(path)?;
             out!("{}", toml::to_string_pretty(&recipe).expect("recipes serialize"));
             // The split folders `finetune summarize` reads (their articles are checked as it
@@ -128,7 +116,7 @@ fn check_recipe(path: &Path) -> Result<()> {
             outln!("# a `finetune summarize` recipe: run folder {}", recipe.run_dir().display());
             return Ok(());
         }
-        "sentiment" => {
+        RecipeKind::Sentiment => {
             let recipe = indolm::tasks::sentiment::SentimentRecipe::load(path)?;
             // Every language's three files, as `finetune sentiment` reads them before training.
             for language in recipe.languages() {
@@ -144,9 +132,9 @@ fn check_recipe(path: &Path) -> Result<()> {
             );
             return Ok(());
         }
-        _ => {}
+        RecipeKind::Pretrain => {}
     }
-    let recipe = Recipe::load(path)?;
+    let recipe = PretrainRecipe::load(path)?;
     // The checkpoint evaluations' data (pairs, IndoMMLU), as `train` loads it before starting.
     checkpoint_hooks(&recipe, Device::Cpu)?;
     out!("{}", recipe.resolved_toml());

@@ -1,14 +1,35 @@
-//! Device and thread selection (`--device auto|cpu|cuda|cuda:N`, `--threads N`), and what the
-//! device layer offers the layers above: counting the operations of an update and the waits
-//! among them ([`op_counts`]), libtorch's exceptions as values ([`torch_errors`]), and which
-//! kernels libtorch runs ([`kernels`]: the attention backend, deterministic algorithms).
+//! Device and thread selection (`--device auto|cpu|cuda|cuda:N`, `--threads N`), the compute
+//! precision ([`Precision`]), and what the device layer offers the layers above: counting the
+//! operations of an update and the waits among them ([`op_counts`]), libtorch's exceptions as
+//! values ([`torch_errors`]), and which kernels libtorch runs ([`kernels`]: the attention
+//! backend, deterministic algorithms).
 pub mod kernels;
 pub mod op_counts;
 pub mod torch_errors;
 
 use crate::error::{Error, Result};
-use crate::model::Precision;
-use tch::{Device, Tensor};
+use tch::{Device, Kind, Tensor};
+
+/// The dtype matrix multiplications run in. Weights stay fp32; `Bf16` casts inputs and
+/// weights of every linear layer and attention to bf16 and returns LayerNorm, softmax and
+/// loss to fp32, as torch's autocast does (tch's own `autocast` can only pick fp16).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Precision {
+    /// Everything in fp32.
+    Fp32,
+    /// Matrix products in bf16; LayerNorm, softmax and loss in fp32.
+    Bf16,
+}
+
+impl Precision {
+    /// The dtype matrix products run in.
+    pub fn compute_kind(self) -> Kind {
+        match self {
+            Precision::Fp32 => Kind::Float,
+            Precision::Bf16 => Kind::BFloat16,
+        }
+    }
+}
 
 /// Parses a `--device` value; `auto` picks the first CUDA device when one is present.
 pub fn parse_device(spec: &str) -> Result<Device> {

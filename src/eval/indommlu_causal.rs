@@ -19,8 +19,8 @@ use super::causal::CausalScorer;
 use super::indommlu::{aggregate_records, mode_misfit, IndommluReport, Question, Setting};
 use super::indommlu_records::QuestionRecord;
 use crate::error::{Error, Result};
+use crate::eval::IndommluMode;
 use crate::model::decoder::CausalLm;
-use crate::recipe::IndommluMode;
 
 /// The instruction that opens every prompt.
 fn instruction(q: &Question) -> String {

@@ -9,7 +9,8 @@
 //! behind its intervals and tests (`stats`), with pretraining seeds as replicates
 //! (`multibootstrap`); and the metrics the fine-tuning tasks report:
 //! ROUGE-1/2/L as Google's `rouge-score` computes them (`rouge`), macro-F1, accuracy and the
-//! confusion matrix (`metrics`).
+//! confusion matrix (`metrics`). What the evaluations are asked (the bias metric, the IndoMMLU
+//! mode, the recipe's `[eval.bias]` and `[eval.indommlu]` sections) is in `settings`.
 pub mod aul;
 pub mod bias;
 pub mod calibration;
@@ -22,4 +23,7 @@ pub mod multibootstrap;
 pub mod pairs;
 pub mod pll;
 pub mod rouge;
+pub mod settings;
 pub mod stats;
+
+pub use settings::{BiasMetric, IndommluMode};

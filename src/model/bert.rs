@@ -3,7 +3,8 @@
 //! …, `cls.predictions.transform.dense.weight`, `cls.predictions.bias`), so loading and saving
 //! HF checkpoints needs no renaming table: this file is the one place the names live.
 use super::config::{Activation, BertConfig};
-use super::layers::{dropout, embedding, LayerNorm, Linear, Precision};
+use super::layers::{dropout, embedding, LayerNorm, Linear};
+use crate::device::Precision;
 use tch::nn::Path;
 use tch::{Kind, Tensor};
 

@@ -1,29 +1,10 @@
 //! Building blocks with HF's parameter names and initialisation: `Linear` (`weight`, `bias`),
-//! `LayerNorm` (`weight`, `bias`), `Embedding` (`weight`), and the compute precision that
-//! casts matrix multiplications to bf16 on CUDA while keeping fp32 master weights.
+//! `LayerNorm` (`weight`, `bias`), `Embedding` (`weight`), run in the compute precision
+//! (`device::Precision`) that casts matrix multiplications to bf16 on CUDA while keeping fp32
+//! master weights.
+use crate::device::Precision;
 use tch::nn::{Init, Path};
 use tch::{Kind, Tensor};
-
-/// The dtype matrix multiplications run in. Weights stay fp32; `Bf16` casts inputs and
-/// weights of every linear layer and attention to bf16 and returns LayerNorm, softmax and
-/// loss to fp32, as torch's autocast does (tch's own `autocast` can only pick fp16).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Precision {
-    /// Everything in fp32.
-    Fp32,
-    /// Matrix products in bf16; LayerNorm, softmax and loss in fp32.
-    Bf16,
-}
-
-impl Precision {
-    /// The dtype matrix products run in.
-    pub fn compute_kind(self) -> Kind {
-        match self {
-            Precision::Fp32 => Kind::Float,
-            Precision::Bf16 => Kind::BFloat16,
-        }
-    }
-}
 
 /// HF `nn.Linear`: `weight` [out, in] ~ N(0, initializer_range), `bias` zeros.
 #[derive(Debug)]

@@ -9,7 +9,7 @@ pub mod model_dir;
 pub mod notes;
 pub mod weights;
 
+pub use crate::device::Precision;
 pub use bert::{BertForMaskedLM, BertModel, IGNORE_INDEX};
 pub use config::BertConfig;
-pub use layers::Precision;
 pub use notes::{Component, LoadNote};

@@ -3,9 +3,12 @@
 //! recipes embed them; a task adds only its own sections (`[data]`, `[model]`, `[masking]`,
 //! `[eval]`, `[grid]`, `[ext]`, `[abs]`). A key a recipe kind does not use is refused by its
 //! validation, naming the key.
+use crate::device::default_precision;
 use crate::error::{Error, Result};
+use crate::model::Precision;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
+use tch::Device;
 
 /// The learning-rate schedule of `[optimizer] schedule`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -238,4 +241,54 @@ impl LoggingSection {
         }
         Ok(())
     }
+}
+
+/// What every recipe kind has, borrowed: how the engine reads any recipe.
+#[derive(Debug, Clone, Copy)]
+pub struct SharedSections<'a> {
+    /// The run's name.
+    pub name: &'a str,
+    /// The file it was read from (for errors).
+    pub path: &'a Path,
+    /// The seed every random choice derives from.
+    pub seed: u64,
+    /// `[optimizer]`.
+    pub optimizer: &'a OptimizerSection,
+    /// `[logging]`.
+    pub logging: &'a LoggingSection,
+}
+
+/// The compute precision a recipe asks for.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum PrecisionSetting {
+    /// bf16 on CUDA, fp32 on CPU.
+    #[default]
+    Auto,
+    /// bf16 matrix products and attention with fp32 master weights (CUDA only).
+    Bf16,
+    /// fp32 everywhere.
+    Fp32,
+}
+
+/// The compute precision a recipe's `precision` asks for on `device` (pretraining and the
+/// fine-tuning recipes): bf16 on CPU is refused.
+pub fn resolve_precision(setting: PrecisionSetting, device: Device, recipe_path: &Path) -> Result<Precision> {
+    match (setting, device) {
+        (PrecisionSetting::Fp32, _) => Ok(Precision::Fp32),
+        (PrecisionSetting::Bf16, d) if d.is_cuda() || bf16_on_cpu_for_tests() => Ok(Precision::Bf16),
+        (PrecisionSetting::Bf16, _) => Err(Error::field(
+            recipe_path,
+            "precision",
+            "bf16 needs a CUDA device; use \"auto\" (bf16 on CUDA, fp32 on CPU) or \"fp32\"",
+        )),
+        (PrecisionSetting::Auto, d) => Ok(default_precision(d)),
+    }
+}
+
+/// Test-only, not a user option: `INDOLM_TEST_BF16_ON_CPU=1` lets `precision = "bf16"` run on the
+/// CPU (libtorch has CPU bf16 kernels, slower than fp32 there), so that the tests execute the
+/// bf16 branches that otherwise first run on a GPU.
+pub fn bf16_on_cpu_for_tests() -> bool {
+    std::env::var("INDOLM_TEST_BF16_ON_CPU").is_ok_and(|v| v == "1")
 }

@@ -1,19 +1,23 @@
-//! Recipes: the TOML files users write. This module holds what every recipe kind shares (the
-//! reader that reports an unknown key or a syntax error with its line and column, and the
-//! defaults) and the pretraining recipe's schema, including the settings of the evaluations
-//! it runs at checkpoints. Fine-tuning recipes keep their schemas beside their tasks.
+//! Recipes: the TOML files users write. This module holds what every recipe kind shares: the
+//! reader that reports an unknown key or a syntax error with its line and column, the sections
+//! every kind has (`[optimizer]`, `[checkpoint]`, `[logging]`, `precision`), the fingerprint a
+//! checkpoint records, and the defaults. Each task keeps its own schema beside it
+//! (`tasks::pretrain::recipe`, `tasks::sentiment::recipe`, `tasks::summarization::recipe`).
 //!
-//! It imports only `error`, `files`, `seeds`, `model` (the configuration a preset resolves to),
-//! `data` (source specifications) and `device` (the precision a recipe's setting gives), so
-//! `train`, `eval`, `tasks` and the command line can all read it.
+//! It imports only `error`, `files`, `seeds`, `model` (the precision) and `device` (the
+//! precision a recipe's setting gives), so `train`, `eval`, `tasks` and the command line can all
+//! read it.
 pub mod common;
 pub mod fingerprint;
-pub mod pretrain;
+pub mod kind;
 mod reader;
 
-pub use common::{check_shared, CheckpointSection, LoggingSection, OptimizerSection, ScheduleKind};
+pub use common::{
+    bf16_on_cpu_for_tests, check_shared, resolve_precision, CheckpointSection, LoggingSection, OptimizerSection,
+    PrecisionSetting, ScheduleKind, SharedSections,
+};
 pub use fingerprint::Fingerprint;
-pub use pretrain::{resolve_precision, BiasMetric, IndommluMode, PrecisionSetting, Recipe};
+pub use kind::{expect_kind, kind_of, RecipeKind};
 pub use reader::{check_name, parse_toml};
 
 /// The seed of a recipe that names none.

@@ -270,7 +270,7 @@ pub struct CompareRequest<'a> {
     /// The language of `--by domain`.
     pub language: Option<&'a str>,
     /// The evaluations' metric (`None`: each folder's main evaluation).
-    pub metric: Option<crate::recipe::BiasMetric>,
+    pub metric: Option<crate::eval::BiasMetric>,
 }
 
 /// The Markdown report (tables and tests), after drawing the picture when asked.

@@ -9,7 +9,7 @@ use crate::error::{Error, Result};
 use crate::eval::bias::records::read_checked;
 use crate::eval::bias::records::run_evaluations_under;
 use crate::eval::bias::BiasReport;
-use crate::recipe::BiasMetric;
+use crate::eval::BiasMetric;
 
 use std::path::Path;
 
@@ -123,7 +123,7 @@ mod tests {
     use super::*;
     use crate::eval::bias::tests::records;
     use crate::eval::bias::{aggregate, Bootstrap, PairRecord, Preference};
-    use crate::recipe::BiasMetric;
+    use crate::eval::BiasMetric;
 
     fn report(step: u64, languages: &[(&str, &[&str], &[bool])]) -> (u64, BiasReport) {
         let mut all: Vec<PairRecord> = Vec::new();

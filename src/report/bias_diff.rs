@@ -6,7 +6,7 @@
 use crate::error::{Error, Result};
 use crate::eval::bias::{metric_caption, Bootstrap, PairRecord};
 use crate::eval::stats::{bootstrap_group_means, holm, mcnemar_exact, Interval};
-use crate::recipe::BiasMetric;
+use crate::eval::BiasMetric;
 use serde::Serialize;
 use std::collections::HashMap;
 use std::path::Path;

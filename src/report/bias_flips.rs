@@ -8,7 +8,7 @@ use super::chart::{Figure, Line, Panel};
 use crate::error::{Error, Result};
 use crate::eval::bias::records::run_evaluations_under;
 use crate::eval::bias::{metric_caption, PairRecord, Preference};
-use crate::recipe::BiasMetric;
+use crate::eval::BiasMetric;
 use std::path::Path;
 
 /// One pair's preference at every evaluation.

@@ -12,7 +12,7 @@ use crate::error::{Error, Result};
 use crate::eval::bias::records::{run_evaluation, run_evaluations_under, StepChoice};
 use crate::eval::bias::{metric_caption, PairRecord};
 use crate::eval::multibootstrap::{compare, single, ArmEstimate, Comparison};
-use crate::recipe::BiasMetric;
+use crate::eval::BiasMetric;
 use crate::seeds::{salt, stream_rng};
 use serde::Serialize;
 use std::path::{Path, PathBuf};

@@ -8,7 +8,7 @@ use super::bias_compare::{cell, domains_of, languages_of, with_interval};
 use crate::error::{Error, Result};
 use crate::eval::bias::records::{evaluation_under_metric, read_checked, run_evaluation, StepChoice, REPORT_FILE};
 use crate::eval::bias::{BiasReport, Category};
-use crate::recipe::BiasMetric;
+use crate::eval::BiasMetric;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 

@@ -10,7 +10,7 @@ use crate::eval::bias::records::{evaluation_folder, read_evaluation, run_evaluat
 use crate::eval::bias::{metric_caption, PairRecord, Preference};
 use crate::eval::pll::shared_positions;
 use crate::eval::stats::wilson;
-use crate::recipe::BiasMetric;
+use crate::eval::BiasMetric;
 use serde::Serialize;
 use std::collections::HashMap;
 use std::path::Path;

@@ -6,9 +6,10 @@
 //! saves what transformers' `AutoModelForSequenceClassification` and `AutoTokenizer` load,
 //! `id2label` included.
 use crate::data::tokenizer::{pad_rows, TextTokenizer};
+use crate::device::Precision;
 use crate::error::{Error, Result};
 use crate::model::bert::Packing;
-use crate::model::layers::{Linear, Precision};
+use crate::model::layers::Linear;
 use crate::model::model_dir::{copy_into, read_model_files, save_model_files_as};
 use crate::model::{BertConfig, BertModel, Component, LoadNote};
 use std::path::Path;

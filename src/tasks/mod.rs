@@ -1,7 +1,10 @@
-//! Fine-tuning tasks on top of the pretrained encoder: sequence classification and NusaX
-//! sentiment, and Liputan6 summarization (BertExt, BertAbs, BertExtAbs). Each task owns its
-//! recipe schema (read through `recipe::parse_toml`), its training loop and its inference; they
-//! share `optim`, `logger` and `eval`'s metrics.
+//! The tasks the training engine drives, one folder each: masked-LM pretraining (`pretrain`),
+//! NusaX sentiment on a sequence classifier (`sentiment`, `classifier`), and Liputan6
+//! summarization (`summarization`: BertExt, BertAbs, BertExtAbs). Each task owns its recipe
+//! schema (read through `recipe::parse_toml`, with the sections every recipe shares), its
+//! `train::task::Task` implementation and its inference; they share `optim`, `logger` and
+//! `eval`'s metrics.
 pub mod classifier;
+pub mod pretrain;
 pub mod sentiment;
 pub mod summarization;

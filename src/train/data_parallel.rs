@@ -5,7 +5,7 @@
 //! the whole update's units (predicted tokens, examples, ...), so the summed gradients are the
 //! single process's (to float summation order), whatever the number of ranks.
 use super::task::Slice;
-use crate::dist::{ProcessGroup, ReduceOp};
+use crate::distributed::{ProcessGroup, ReduceOp};
 use crate::error::{Error, Result};
 use tch::{Kind, Tensor};
 

@@ -23,7 +23,7 @@ use crate::device::torch_errors;
 use crate::error::{Error, Result};
 use crate::optim::schedule::Schedule;
 use crate::optim::AdamW;
-use crate::recipe::Fingerprint;
+use crate::recipe::{Fingerprint, SharedSections};
 use crate::run::{BestState, CheckpointContents, ResumePoint, Run, TrainerState};
 use crate::seeds::{per_step, seed_torch};
 use std::path::{Path, PathBuf};
@@ -118,6 +118,42 @@ pub struct EngineSettings {
     pub fingerprint: Fingerprint,
     /// The keys in which the recipe differs from a recorded fingerprint.
     pub differences: RecipeDifferences,
+}
+
+/// What a task decides about its run, beside the sections every recipe shares.
+pub struct TaskRun {
+    /// The salt of the per-step reseeding of libtorch's generators (`seeds::salt`).
+    pub torch_salt: u64,
+    /// Updates in the whole run.
+    pub max_steps: u64,
+    /// Evaluations without a better score after which training stops (none: never).
+    pub patience: Option<u64>,
+    /// What a checkpoint records of the recipe.
+    pub fingerprint: Fingerprint,
+}
+
+impl EngineSettings {
+    /// The settings of a run of the recipe `shared` describes (its name, seed, accumulation,
+    /// non-finite limit and logging) with what the task decides (`run`); a checkpoint's recorded
+    /// fingerprint is compared with the new one key by key. The one place a task's engine is
+    /// configured: a task changes a field with struct update syntax (a unit's longer name).
+    pub fn for_recipe(shared: &SharedSections, run: TaskRun) -> Self {
+        let recorded_against = run.fingerprint.clone();
+        EngineSettings {
+            name: shared.name.to_string(),
+            recipe_path: shared.path.to_path_buf(),
+            seed: shared.seed,
+            torch_salt: run.torch_salt,
+            max_steps: run.max_steps,
+            grad_accumulation: shared.optimizer.grad_accumulation,
+            max_nonfinite_steps: shared.optimizer.max_nonfinite_steps,
+            log_every: shared.logging.every,
+            peak_tflops: shared.logging.peak_tflops,
+            patience: run.patience,
+            fingerprint: run.fingerprint,
+            differences: Box::new(move |recorded| recorded.differences_to(&recorded_against).unwrap_or_default()),
+        }
+    }
 }
 
 /// How a run ended.

@@ -196,7 +196,7 @@ pub(crate) fn recipe(path: &Path, work: &Path, name: &str, task: &str, init: &Pa
         }
     }
     let text = format!(
-        "name = \"{name}\"\noutput_dir = \"{}\"\ntask = \"{task}\"\ninit = \"{}\"\n[data]\nroot = \"{}\"\n[optimizer]\nschedule = \"noam\"\neps = 1e-9\nweight_decay = 0.0\ngrad_clip = 0.0\n{opt}[eval]\n{eval}[checkpoint]\nevery = 100\n[logging]\ntensorboard = \"{}\"\n[abs]\n{abs}\n[ext]\nlayers = 1\nheads = 2\nff = 64\nmin_sentences = 2\nmin_words = 8\n",
+        "kind = \"summarize\"\nname = \"{name}\"\noutput_dir = \"{}\"\ntask = \"{task}\"\ninit = \"{}\"\n[data]\nroot = \"{}\"\n[optimizer]\nschedule = \"noam\"\neps = 1e-9\nweight_decay = 0.0\ngrad_clip = 0.0\n{opt}[eval]\n{eval}[checkpoint]\nevery = 100\n[logging]\ntensorboard = \"{}\"\n[abs]\n{abs}\n[ext]\nlayers = 1\nheads = 2\nff = 64\nmin_sentences = 2\nmin_words = 8\n",
         work.join("ck").display(),
         init.display(),
         work.join("liputan6").display(),

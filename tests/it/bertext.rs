@@ -81,7 +81,7 @@ fn bertext_learns_a_recoverable_signal() {
     std::fs::write(
         &recipe,
         format!(
-            "name = \"ext\"\noutput_dir = \"{}\"\ntask = \"ext\"\ninit = \"{}\"\n[data]\nroot = \"{}\"\n[optimizer]\nschedule = \"noam\"\neps = 1e-9\nweight_decay = 0.0\ngrad_clip = 0.0\nlr = 0.02\nwarmup_steps = 50\nmax_steps = 150\nbatch_size = 8\n[eval]\nevery = 50\n[checkpoint]\nevery = 150\n[logging]\ntensorboard = \"{}\"\n[ext]\nlayers = 2\nheads = 2\nff = 128\nmin_sentences = 2\nmin_words = 10\n",
+            "kind = \"summarize\"\nname = \"ext\"\noutput_dir = \"{}\"\ntask = \"ext\"\ninit = \"{}\"\n[data]\nroot = \"{}\"\n[optimizer]\nschedule = \"noam\"\neps = 1e-9\nweight_decay = 0.0\ngrad_clip = 0.0\nlr = 0.02\nwarmup_steps = 50\nmax_steps = 150\nbatch_size = 8\n[eval]\nevery = 50\n[checkpoint]\nevery = 150\n[logging]\ntensorboard = \"{}\"\n[ext]\nlayers = 2\nheads = 2\nff = 128\nmin_sentences = 2\nmin_words = 10\n",
             work.join("ck").display(),
             init.display(),
             data.display(),

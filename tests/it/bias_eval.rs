@@ -5,8 +5,8 @@ use crate::common::*;
 use indolm::eval::bias::{aggregate, outcome, Bootstrap, PairRecord, Preference::*};
 use indolm::eval::pairs::{load_crows, load_indobias, BiasPair};
 use indolm::eval::pll::{crows_inputs, shared_positions, PllScorer, SentenceScore};
+use indolm::eval::BiasMetric;
 use indolm::model::model_dir::load_masked_lm;
-use indolm::recipe::BiasMetric;
 use std::path::Path;
 use tch::Device;
 
@@ -324,7 +324,8 @@ pub(crate) fn tiny_bias_recipe(
     sections: &str,
 ) -> std::path::PathBuf {
     let recipe = format!(
-        r#"name = "{name}"
+        r#"kind = "pretrain"
+name = "{name}"
 {head}
 output_dir = "{out}"
 [model]

@@ -432,12 +432,11 @@ fn undocumented_commands_and_flags_are_found() {
 // ---------------------------------------------------------------------------------------------
 // Check 3: recipe keys, each reader against docs/recipes.md.
 
-/// The recipe kinds, as the key tables of docs/recipes.md name them, with their commands.
-const KINDS: [(&str, &str); 3] = [
-    ("pretrain", "indolm train"),
-    ("sentiment", "indolm finetune sentiment"),
-    ("summarize", "indolm finetune summarize"),
-];
+/// The recipe kinds, as the key tables of docs/recipes.md name them, with their commands: the
+/// library's own list.
+fn recipe_kinds() -> Vec<(&'static str, &'static str)> {
+    indolm::recipe::RecipeKind::ALL.iter().map(|k| (k.name(), k.command())).collect()
+}
 
 /// The name of a key no reader accepts, used to make each reader list the keys it accepts.
 const PROBE: &str = "indolm_probe_key";
@@ -527,7 +526,7 @@ fn documented_keys(page: &Page) -> (BTreeMap<String, BTreeMap<String, usize>>, V
         if let Some(rest) = line.strip_prefix("<!-- recipe keys:") {
             kinds = rest.trim_end_matches("-->").split_whitespace().map(str::to_string).collect();
             for kind in &kinds {
-                if !KINDS.iter().any(|(k, _)| k == kind) {
+                if !recipe_kinds().iter().any(|(k, _)| k == kind) {
                     problems.push(format!(
                         "{}:{number}: unknown recipe kind `{kind}` (known: pretrain sentiment summarize)",
                         page.path.display()
@@ -566,7 +565,7 @@ fn recipe_key_problems(accepted: &BTreeMap<&str, BTreeSet<String>>, page: &Page)
     let (documented, mut problems) = documented_keys(page);
     let file = page.path.display();
     for (kind, keys) in accepted {
-        let command = KINDS.iter().find(|(k, _)| k == kind).map_or("", |(_, c)| *c);
+        let command = recipe_kinds().into_iter().find(|(k, _)| k == kind).map_or("", |(_, c)| c);
         let listed = documented.get(*kind).cloned().unwrap_or_default();
         for key in keys.iter().filter(|k| !listed.contains_key(*k)) {
             problems.push(format!(
@@ -587,7 +586,7 @@ fn recipe_key_problems(accepted: &BTreeMap<&str, BTreeSet<String>>, page: &Page)
 fn accepted_by_readers() -> BTreeMap<&'static str, BTreeSet<String>> {
     let dir = scratch("recipe-keys");
     let readers: [(&str, Reader); 3] = [
-        ("pretrain", &|t| read_as::<indolm::recipe::Recipe>(&dir, t)),
+        ("pretrain", &|t| read_as::<indolm::tasks::pretrain::PretrainRecipe>(&dir, t)),
         ("sentiment", &|t| read_as::<indolm::tasks::sentiment::SentimentRecipe>(&dir, t)),
         ("summarize", &|t| read_as::<indolm::tasks::summarization::train::SummarizeRecipe>(&dir, t)),
     ];

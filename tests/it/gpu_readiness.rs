@@ -9,7 +9,7 @@
 use crate::common::*;
 use crate::dist::{free_port, train_two_ranks};
 use crate::train::{latest, write_recipe, SMALL_MODEL};
-use indolm::dist::{Launch, ProcessGroup, ReduceOp};
+use indolm::distributed::{Launch, ProcessGroup, ReduceOp};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
@@ -76,10 +76,15 @@ fn an_update_never_makes_the_host_wait_one_process_and_two_ranks() {
 fn collectives_refuse_a_tensor_off_their_device_with_indolm_s_message() {
     // The check itself, as an NCCL group on cuda:0 applies it to a CPU tensor.
     let cpu = Tensor::ones([4], (Kind::Float, Device::Cpu));
-    let err =
-        indolm::dist::process_group::check_collective_tensor(&cpu, Device::Cuda(0), "the gradient all-reduce", 0, 2)
-            .unwrap_err()
-            .to_string();
+    let err = indolm::distributed::process_group::check_collective_tensor(
+        &cpu,
+        Device::Cuda(0),
+        "the gradient all-reduce",
+        0,
+        2,
+    )
+    .unwrap_err()
+    .to_string();
     assert!(err.starts_with("the gradient all-reduce on rank 0 of 2: handed a tensor on Cpu, but this group's collectives run on Cuda(0)"), "{err}");
     // A live Gloo group of one process: a non-contiguous tensor is refused before c10d sees it,
     // naming the call; a good one is reduced.

@@ -5,8 +5,8 @@
 use crate::common::*;
 use indolm::eval::indommlu::{aggregate_records, load, load_all, score_questions, IndommluReport, Setting};
 use indolm::eval::indommlu_records::{read_question_records, QuestionRecord};
+use indolm::eval::IndommluMode;
 use indolm::model::model_dir::load_masked_lm;
-use indolm::recipe::IndommluMode;
 use std::path::PathBuf;
 use std::sync::OnceLock;
 use tch::Device;

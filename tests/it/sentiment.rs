@@ -62,7 +62,7 @@ pub(crate) fn random_init() -> &'static Path {
 
 pub(crate) fn write_recipe(dir: &Path, name: &str, epochs: usize, extra: &str) -> PathBuf {
     let text = format!(
-        "name = \"{name}\"\nseed = 3407\noutput_dir = \"{out}\"\ninit = \"{init}\"\n[data]\nroot = \"{root}\"\nlanguages = [\"indonesian\"]\nsetting = \"monolingual\"\nmax_len = 64\n[optimizer]\nlr = 1e-3\nbatch_size = 32\nmax_epochs = {epochs}\nschedule = \"constant\"\neps = 1e-8\nweight_decay = 0.0\ngrad_clip = 10.0\n[eval]\npatience = 3\n[checkpoint]\nevery = 50\n[logging]\ntensorboard = \"{runs}\"\nevery = 5\n{extra}",
+        "kind = \"sentiment\"\nname = \"{name}\"\nseed = 3407\noutput_dir = \"{out}\"\ninit = \"{init}\"\n[data]\nroot = \"{root}\"\nlanguages = [\"indonesian\"]\nsetting = \"monolingual\"\nmax_len = 64\n[optimizer]\nlr = 1e-3\nbatch_size = 32\nmax_epochs = {epochs}\nschedule = \"constant\"\neps = 1e-8\nweight_decay = 0.0\ngrad_clip = 10.0\n[eval]\npatience = 3\n[checkpoint]\nevery = 50\n[logging]\ntensorboard = \"{runs}\"\nevery = 5\n{extra}",
         out = dir.join("ck").display(),
         runs = dir.join("runs").display(),
         init = random_init().display(),

@@ -23,7 +23,8 @@ pub(crate) fn write_recipe(
     let ud = shared.join("ud-indonesian/*.conllu");
     let nusax = shared.join("nusax/sentiment/indonesian/train.csv");
     let text = format!(
-        r#"name = "{name}"
+        r#"kind = "pretrain"
+name = "{name}"
 seed = 3407
 output_dir = "{out}"
 
@@ -385,7 +386,7 @@ fn shipped_recipes_parse() {
         for entry in std::fs::read_dir(root().join(dir)).unwrap() {
             let path = entry.unwrap().path();
             if path.extension().is_some_and(|e| e == "toml") {
-                let recipe = indolm::recipe::Recipe::load(&path).unwrap_or_else(|e| panic!("{e}"));
+                let recipe = indolm::tasks::pretrain::PretrainRecipe::load(&path).unwrap_or_else(|e| panic!("{e}"));
                 if dir == "recipes/indobias" {
                     let o = &recipe.optimizer;
                     assert_eq!(
@@ -522,4 +523,30 @@ fn a_corpus_being_prepared_refuses_a_second_preparer() {
     let out = indolm(&["corpus", "prepare", recipe.to_str().unwrap()]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(corpus.join("ud-id.json").exists());
+}
+
+/// A recipe names its kind; one written before `kind` existed is read by its keys with a note,
+/// and a recipe given to another kind's command is refused, naming the command that runs it.
+#[test]
+fn a_recipe_names_its_kind_and_one_without_is_read_by_its_keys_with_a_note() {
+    let dir = scratch("recipe-kind");
+    let demo = std::fs::read_to_string(root().join("recipes/tiny/demo.toml")).unwrap();
+    assert!(demo.contains("kind = \"pretrain\"\n"));
+    let legacy = dir.join("legacy.toml");
+    std::fs::write(&legacy, demo.replace("kind = \"pretrain\"\n", "")).unwrap();
+    let (stdout, stderr) = indolm_ok(&["recipe", "check", legacy.to_str().unwrap()]);
+    assert!(stderr.contains("names no kind: read as a pretrain recipe (add `kind = \"pretrain\"`"), "{stderr}");
+    assert!(stdout.contains("kind = \"pretrain\""), "the resolved recipe states its kind:\n{stdout}");
+    let sentiment = root().join("recipes/finetune/nusax-sentiment-tiny.toml");
+    let err = indolm_fails(&["train", sentiment.to_str().unwrap()]);
+    assert!(
+        err.contains("this is a sentiment recipe, run by `indolm finetune sentiment`, not by `indolm train`"),
+        "{err}"
+    );
+    let bogus = dir.join("bogus.toml");
+    std::fs::write(&bogus, demo.replace("kind = \"pretrain\"", "kind = \"pretrian\"")).unwrap();
+    let err = indolm_fails(&["recipe", "check", bogus.to_str().unwrap()]);
+    assert!(
+        err.contains("field `kind`: `pretrian` is not a recipe kind (expected one of pretrain, sentiment, summarize)")
+    );
 }

@@ -252,7 +252,7 @@ fn xlmr_sentiment_finetune_saves_what_transformers_loads_with_the_same_outputs()
     let dir = scratch("xlmr-sentiment");
     let recipe = dir.join("xlmr.toml");
     let text = format!(
-        "name = \"xlmr\"\nseed = 3407\noutput_dir = \"{out}\"\ninit = \"{init}\"\n[data]\nroot = \"{root}\"\nlanguages = [\"indonesian\"]\nsetting = \"monolingual\"\nmax_len = 64\n[optimizer]\nlr = 1e-3\nbatch_size = 64\nmax_epochs = 1\nschedule = \"constant\"\neps = 1e-8\nweight_decay = 0.0\ngrad_clip = 10.0\n[eval]\npatience = 3\n[checkpoint]\nevery = 50\n[logging]\ntensorboard = \"{runs}\"\nevery = 5\n",
+        "kind = \"sentiment\"\nname = \"xlmr\"\nseed = 3407\noutput_dir = \"{out}\"\ninit = \"{init}\"\n[data]\nroot = \"{root}\"\nlanguages = [\"indonesian\"]\nsetting = \"monolingual\"\nmax_len = 64\n[optimizer]\nlr = 1e-3\nbatch_size = 64\nmax_epochs = 1\nschedule = \"constant\"\neps = 1e-8\nweight_decay = 0.0\ngrad_clip = 10.0\n[eval]\npatience = 3\n[checkpoint]\nevery = 50\n[logging]\ntensorboard = \"{runs}\"\nevery = 5\n",
         out = dir.join("ck").display(),
         runs = dir.join("runs").display(),
         init = xlmr_model().display(),

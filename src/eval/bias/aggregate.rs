@@ -2,7 +2,7 @@
 //! of the win rates, and the score gaps with seeded bootstrap intervals.
 use super::report::{BiasReport, Bootstrap, Category, LanguageResult, PairRecord, Tally};
 use crate::eval::stats::{bootstrap_group_means, Interval};
-use crate::recipe::BiasMetric;
+use crate::eval::BiasMetric;
 
 /// Category names in order of first appearance, and each item's index among them.
 fn group_by<'a>(keys: impl Iterator<Item = String> + 'a) -> (Vec<String>, Vec<usize>) {

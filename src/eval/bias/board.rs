@@ -9,8 +9,8 @@
 //! margin charts drawing each curve inside its interval band. Each tag's first point carries a
 //! description saying what the number is.
 use super::report::{BiasReport, Category};
+use crate::eval::BiasMetric;
 use crate::logger::Logger;
-use crate::recipe::BiasMetric;
 use std::path::PathBuf;
 use tensorboard_proto::layout::{
     Category as LayoutCategory, Chart, Layout, MarginChartContent, MarginChartContent_Series, MultilineChartContent,

@@ -7,10 +7,10 @@ use crate::data::tokenizer::TextTokenizer;
 use crate::error::Result;
 use crate::eval::pairs::PairSet;
 use crate::eval::pll::PllScorer;
+use crate::eval::BiasMetric;
 use crate::hooks::CheckpointHook;
 use crate::logger::Logger;
 use crate::model::BertForMaskedLM;
-use crate::recipe::BiasMetric;
 use std::path::{Path, PathBuf};
 use tch::Device;
 
@@ -37,7 +37,7 @@ impl BiasHook {
     /// A hook logging its curves under `tensorboard_dir` (`runs/<run>`).
     pub fn new(
         pairs: PairSet,
-        section: &crate::recipe::pretrain::BiasEvalSection,
+        section: &crate::eval::settings::BiasEvalSection,
         seed: u64,
         device: Device,
         tensorboard_dir: PathBuf,

@@ -32,7 +32,7 @@ pub(crate) mod tests {
     use super::*;
     use crate::eval::pll::SentenceScore;
     use crate::eval::stats::{wilson, Interval};
-    use crate::recipe::BiasMetric;
+    use crate::eval::BiasMetric;
 
     fn s(pll: f64, tokens: usize) -> SentenceScore {
         SentenceScore { pll, tokens, correct: 0 }

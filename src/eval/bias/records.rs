@@ -12,8 +12,8 @@ use super::report::{BiasReport, PairRecord, Tally};
 use super::rules::{outcome, score_gap};
 use crate::error::{Error, IoContext, Result};
 use crate::eval::pll::SentenceScore;
+use crate::eval::BiasMetric;
 use crate::files::{read_to_string, sha256_file, Staging};
-use crate::recipe::BiasMetric;
 use crate::run::RunLayout;
 use std::path::{Path, PathBuf};
 

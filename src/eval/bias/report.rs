@@ -5,7 +5,7 @@ use super::rules::{outcome, score_gap, Preference};
 use crate::eval::pairs::BiasPair;
 use crate::eval::pll::SentenceScore;
 use crate::eval::stats::{wilson, Interval};
-use crate::recipe::BiasMetric;
+use crate::eval::BiasMetric;
 use crate::seeds::{salt, stream_rng};
 use serde::{Deserialize, Serialize};
 
@@ -166,7 +166,7 @@ pub struct Bootstrap {
 impl Bootstrap {
     /// The default: [`crate::seeds::DEFAULT_SEED`] and the recipes' default resamples.
     pub fn standard() -> Self {
-        Bootstrap { seed: crate::seeds::DEFAULT_SEED, resamples: crate::recipe::pretrain::DEFAULT_BOOTSTRAP_RESAMPLES }
+        Bootstrap { seed: crate::seeds::DEFAULT_SEED, resamples: crate::eval::settings::DEFAULT_BOOTSTRAP_RESAMPLES }
     }
 
     /// The random stream of one named set of pairs (a language, `all`), so that a language's

@@ -1,6 +1,6 @@
 //! The decision rules: which sentence of a pair a metric prefers, and the pair's score gap.
 use crate::eval::pll::SentenceScore;
-use crate::recipe::BiasMetric;
+use crate::eval::BiasMetric;
 use serde::{Deserialize, Serialize};
 
 /// Which sentence of a pair the model prefers.

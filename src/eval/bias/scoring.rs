@@ -10,7 +10,7 @@ use crate::eval::aul::UnmaskedScorer;
 use crate::eval::causal::CausalScorer;
 use crate::eval::pairs::{BiasPair, PairSet};
 use crate::eval::pll::{crows_inputs, PllScorer, ScoringInput, SentenceScore};
-use crate::recipe::BiasMetric;
+use crate::eval::BiasMetric;
 use std::path::Path;
 
 /// Scores every pair of every language (optionally only `languages`): one record per pair.

@@ -29,6 +29,10 @@ pub enum Setting {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct SentimentRecipe {
+    /// `kind = "sentiment"`: the recipe's kind ([`crate::recipe::kind`]); set by `load`
+    /// when the file names none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<crate::recipe::RecipeKind>,
     /// The run's name: its folder under `output_dir` and under `[logging] tensorboard`.
     pub name: String,
     /// The seed every shuffle and libtorch reseed of the run derives from.
@@ -121,7 +125,9 @@ impl SentimentRecipe {
     /// Reads a recipe and checks it: the shared sections, `max_epochs` (not `max_steps`), the
     /// grid's values and the run's name.
     pub fn load(path: &Path) -> Result<Self> {
+        crate::recipe::expect_kind(path, crate::recipe::RecipeKind::Sentiment)?;
         let mut recipe: SentimentRecipe = crate::recipe::parse_toml(path)?;
+        recipe.kind = Some(crate::recipe::RecipeKind::Sentiment);
         recipe.path = path.to_path_buf();
         recipe.validate()?;
         Ok(recipe)
@@ -193,6 +199,17 @@ impl SentimentRecipe {
             ("grid", v(serde_json::to_value(&self.grid))),
             ("precision", v(serde_json::to_value(self.precision))),
         ])
+    }
+
+    /// The sections every recipe shares, as the engine reads them.
+    pub fn shared(&self) -> crate::recipe::SharedSections<'_> {
+        crate::recipe::SharedSections {
+            name: &self.name,
+            path: &self.path,
+            seed: self.seed,
+            optimizer: &self.optimizer,
+            logging: &self.logging,
+        }
     }
 
     /// `<output_dir>/<name>`: the run folder.

@@ -9,7 +9,7 @@
 use super::data::{concat, load_split, score, Example, Scores, LABELS};
 use super::recipe::{SentimentRecipe, Setting};
 use super::task::{Hyper, SentimentTask};
-use crate::dist::ProcessGroup;
+use crate::distributed::ProcessGroup;
 use crate::error::{Error, IoContext, Result};
 use crate::files::{write_atomic, write_json};
 use crate::model::model_dir::content_sha256;
@@ -19,7 +19,7 @@ use crate::run::{Run, RunLayout, RunOptions};
 use crate::seeds::{salt, seed_torch};
 use crate::tasks::classifier::SequenceClassifier;
 use crate::train::data_parallel::DataParallel;
-use crate::train::engine::{Engine, EngineSettings, TrainOptions};
+use crate::train::engine::{Engine, EngineSettings, TaskRun, TrainOptions};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -320,21 +320,15 @@ fn train_point(
         o.clone(),
         tag.clone(),
     )?;
-    let unit_fingerprint = unit_fingerprint(recipe, point, &point.base.sha256);
-    let recorded_against = unit_fingerprint.clone();
-    let settings = EngineSettings {
-        name: format!("{}/{tag}", recipe.name),
-        recipe_path: recipe.path.clone(),
-        seed: recipe.seed,
+    let run_of_unit = TaskRun {
         torch_salt: salt::SENTIMENT_TORCH,
         max_steps,
-        grad_accumulation: o.grad_accumulation,
-        max_nonfinite_steps: o.max_nonfinite_steps,
-        log_every: recipe.logging.every,
-        peak_tflops: recipe.logging.peak_tflops,
         patience: Some(recipe.eval.patience),
-        fingerprint: unit_fingerprint,
-        differences: Box::new(move |recorded| recorded.differences_to(&recorded_against).unwrap_or_default()),
+        fingerprint: unit_fingerprint(recipe, point, &point.base.sha256),
+    };
+    let settings = EngineSettings {
+        name: format!("{}/{tag}", recipe.name),
+        ..EngineSettings::for_recipe(&recipe.shared(), run_of_unit)
     };
     let finished = Engine::new(task, settings, opts, run, resume, parallel)?.run()?;
     let (summary, parallel) = (finished.summary, finished.parallel);

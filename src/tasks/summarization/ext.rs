@@ -8,8 +8,9 @@
 use super::input::{encode_articles, ArticleBatch};
 use super::transformer::{positional, FeedForward, MultiHeadAttention, NORM_EPS};
 use crate::data::tokenizer::TextTokenizer;
+use crate::device::Precision;
 use crate::error::Result;
-use crate::model::layers::{dropout, LayerNorm, Linear, Precision};
+use crate::model::layers::{dropout, LayerNorm, Linear};
 use crate::model::model_dir::{copy_into, read_model_files, save_model_files_as};
 use crate::model::{BertConfig, BertModel, Component, LoadNote};
 use std::collections::HashSet;

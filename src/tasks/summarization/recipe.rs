@@ -28,6 +28,10 @@ pub enum Task {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct SummarizeRecipe {
+    /// `kind = "summarize"`: the recipe's kind ([`crate::recipe::kind`]); set by `load`
+    /// when the file names none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<crate::recipe::RecipeKind>,
     /// The run's name: its folder under `output_dir` and under `[logging] tensorboard`.
     pub name: String,
     /// The seed every random draw of the run derives from.
@@ -118,7 +122,9 @@ impl SummarizeRecipe {
     /// Reads a recipe and checks what serde cannot: the shared sections, `max_steps`, and for
     /// abs/extabs the decoder's schedule and BertAbs's sizes.
     pub fn load(path: &Path) -> Result<Self> {
+        crate::recipe::expect_kind(path, crate::recipe::RecipeKind::Summarize)?;
         let mut recipe: SummarizeRecipe = crate::recipe::parse_toml(path)?;
+        recipe.kind = Some(crate::recipe::RecipeKind::Summarize);
         recipe.path = path.to_path_buf();
         recipe.validate()?;
         Ok(recipe)
@@ -179,6 +185,17 @@ impl SummarizeRecipe {
             ("abs", v(serde_json::to_value(&self.abs))),
             ("precision", v(serde_json::to_value(self.precision))),
         ])
+    }
+
+    /// The sections every recipe shares, as the engine reads them.
+    pub fn shared(&self) -> crate::recipe::SharedSections<'_> {
+        crate::recipe::SharedSections {
+            name: &self.name,
+            path: &self.path,
+            seed: self.seed,
+            optimizer: &self.optimizer,
+            logging: &self.logging,
+        }
     }
 
     /// `<output_dir>/<name>`: the run folder.

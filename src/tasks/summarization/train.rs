@@ -16,7 +16,7 @@ use super::prepared::prepare_split;
 pub use super::recipe::{SummarizeRecipe, Task};
 use super::{baselines, markdown, Row};
 use crate::device::upload;
-use crate::dist::ProcessGroup;
+use crate::distributed::ProcessGroup;
 use crate::error::{Error, Result};
 use crate::files::{read_to_string, write_atomic, write_json};
 use crate::logger::Logger;
@@ -25,7 +25,7 @@ use crate::model::{weights, LoadNote, Precision};
 use crate::run::{Run, RunLayout, TrainerState};
 use crate::seeds::{salt, seed_torch, stream_rng};
 use crate::train::data_parallel::DataParallel;
-use crate::train::engine::{Engine, EngineSettings, TrainOptions};
+use crate::train::engine::{Engine, EngineSettings, TaskRun, TrainOptions};
 use crate::train::task::{
     self as engine_task, BatchSource, Drawn, Evaluation, Moment, OptimizerSpec, Slice, Task as _,
 };
@@ -101,22 +101,13 @@ pub fn run(
     };
     // The model it starts from, by content: resuming from another base model is another run.
     let fingerprint = recipe.fingerprint(&crate::model::model_dir::content_sha256(init)?);
-    let recorded_against = fingerprint.clone();
-    let o = &recipe.optimizer;
-    let settings = EngineSettings {
-        name: recipe.name.clone(),
-        recipe_path: recipe.path.clone(),
-        seed: recipe.seed,
+    let run_spec = TaskRun {
         torch_salt: salt::SUMMARIZATION_TORCH,
         max_steps: recipe.max_steps(),
-        grad_accumulation: o.grad_accumulation,
-        max_nonfinite_steps: o.max_nonfinite_steps,
-        log_every: recipe.logging.every,
-        peak_tflops: recipe.logging.peak_tflops,
         patience: recipe.eval.patience,
         fingerprint,
-        differences: Box::new(move |recorded| recorded.differences_to(&recorded_against).unwrap_or_default()),
     };
+    let settings = EngineSettings::for_recipe(&recipe.shared(), run_spec);
     let finished = Engine::new(task, settings, opts, run, resume, parallel)?.run()?;
     let (summary, mut task) = (finished.summary, finished.task);
     if !summary.complete || !leader {

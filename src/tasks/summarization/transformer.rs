@@ -4,7 +4,8 @@
 //! pre-LayerNorm `layer_norm`, `w_1`, tanh-GELU, `w_2`, residual) and the sinusoidal positions.
 //! LayerNorms use PreSumm's eps 1e-6 and run in fp32; the matrix products run in the blocks'
 //! `precision` (fp32, or bf16 with fp32 master weights on CUDA).
-use crate::model::layers::{dropout, LayerNorm, Linear, Precision};
+use crate::device::Precision;
+use crate::model::layers::{dropout, LayerNorm, Linear};
 use tch::nn::Path;
 use tch::{Device, Kind, Tensor};
 

@@ -1,9 +1,9 @@
 //! The held-out MLM loss: a fixed set of sequences each source kept out of training, scored with
 //! masks fixed by the seed, so every checkpoint is measured on the same predictions.
 use super::masking::Masker;
+use super::recipe::MlmEvalSection;
 use crate::data::mixture::Mixture;
 use crate::model::BertForMaskedLM;
-use crate::recipe::pretrain::MlmEvalSection;
 use crate::seeds::salt;
 use tch::{Device, Kind};
 

@@ -4,9 +4,9 @@
 //! Optionally whole words (a piece and its `##` continuations) are chosen together. The
 //! random stream is derived from the seed and the micro-batch number, so masks never depend
 //! on anything but the recipe and the position in the run.
+use super::recipe::MaskingSection;
 use crate::data::tokenizer::{SpecialIds, TextTokenizer};
 use crate::model::IGNORE_INDEX;
-use crate::recipe::pretrain::MaskingSection;
 use crate::seeds::{salt, stream_rng};
 use rand::Rng;
 use tch::{Device, Tensor};

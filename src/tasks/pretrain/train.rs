@@ -4,25 +4,25 @@
 //! evaluation, IndoMMLU) at every checkpoint and between them. [`pretrain`] assembles the run
 //! and trains it.
 use super::corpus::{open_mixture, open_prepared_mixture, PinnedCorpus};
-use super::data_parallel::DataParallel;
-use super::engine::{Engine, EngineSettings, EngineSummary, TrainOptions};
 use super::heldout::Heldout;
 use super::masking::{MaskedBatch, Masker};
-use super::task::{BatchSource, Drawn, Evaluation, Moment, OptimizerSpec, Slice, Task, Throughput};
+use super::recipe::PretrainRecipe;
 use crate::data::mixture::{Cursor, Mixture};
 use crate::data::tokenizer::TextTokenizer;
 use crate::device::{staged, upload};
-use crate::dist::ProcessGroup;
+use crate::distributed::ProcessGroup;
 use crate::error::{Error, Result};
 use crate::hooks::CheckpointHook;
 use crate::logger::Logger;
 use crate::model::model_dir::{copy_into, load_masked_lm, save_model_files};
 use crate::model::{weights, BertConfig, BertForMaskedLM, Precision, IGNORE_INDEX};
-use crate::recipe::Recipe;
 use crate::run::{ResumePoint, Run, RunLayout, TrainerState};
 use crate::seeds::salt;
+use crate::train::data_parallel::DataParallel;
+use crate::train::engine::{Engine, EngineSettings, EngineSummary, TaskRun, TrainOptions};
+use crate::train::task::{BatchSource, Drawn, Evaluation, Moment, OptimizerSpec, Slice, Task, Throughput};
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 use tch::nn::VarStore;
@@ -33,7 +33,7 @@ use tch::{Device, Tensor};
 /// task (with its held-out losses).
 pub fn pretrain(
     recipe_path: &Path,
-    recipe: Recipe,
+    recipe: PretrainRecipe,
     opts: &TrainOptions,
     hooks: Vec<Box<dyn CheckpointHook>>,
     group: Option<ProcessGroup>,
@@ -45,7 +45,7 @@ pub fn pretrain(
         ..opts.run_options(leader, &recipe.checkpoint, recipe.tensorboard_dir(), recipe.max_steps())
     };
     let (run, resume) = Run::open(RunLayout::new(recipe.run_dir()), &options)?;
-    let settings = recipe.engine_settings(recipe_path);
+    let settings = recipe.engine_settings();
     let task = match MaskedLm::new(recipe_path, recipe, opts, hooks, resume.as_ref(), parallel.as_mut(), leader) {
         Ok(task) => task,
         Err(e) => {
@@ -132,7 +132,7 @@ fn predicted(batch: &MaskedBatch) -> (Vec<i64>, Vec<i64>) {
 
 /// Masked-LM pretraining of the recipe's BERT on its mixture.
 pub struct MaskedLm {
-    recipe: Recipe,
+    recipe: PretrainRecipe,
     device: Device,
     precision: Precision,
     tokenizer: TextTokenizer,
@@ -163,7 +163,7 @@ impl MaskedLm {
     /// process evaluates and runs the hooks.
     pub fn new(
         recipe_path: &Path,
-        recipe: Recipe,
+        recipe: PretrainRecipe,
         opts: &TrainOptions,
         hooks: Vec<Box<dyn CheckpointHook>>,
         resume: Option<&ResumePoint>,
@@ -414,7 +414,7 @@ impl Task for MaskedLm {
 
 /// A fresh model, or the weights of `model.init_from`.
 fn build_model(
-    recipe: &Recipe,
+    recipe: &PretrainRecipe,
     recipe_path: &Path,
     tokenizer: &TextTokenizer,
     device: Device,
@@ -432,24 +432,20 @@ fn build_model(
     Ok((vs, model, config))
 }
 
-impl Recipe {
-    /// What the engine takes from this recipe.
-    pub fn engine_settings(&self, recipe_path: &Path) -> EngineSettings {
-        let o = &self.optimizer;
+impl PretrainRecipe {
+    /// What the engine takes from this recipe: the shared sections, and a comparison of a
+    /// checkpoint's record that also reads checkpoints of earlier versions (`Legacy`).
+    pub fn engine_settings(&self) -> EngineSettings {
         let recipe = self.clone();
-        EngineSettings {
-            name: self.name.clone(),
-            recipe_path: PathBuf::from(recipe_path),
-            seed: self.seed,
+        let run = TaskRun {
             torch_salt: salt::PRETRAIN_TORCH,
             max_steps: self.max_steps(),
-            grad_accumulation: o.grad_accumulation,
-            max_nonfinite_steps: o.max_nonfinite_steps,
-            log_every: self.logging.every,
-            peak_tflops: self.logging.peak_tflops,
             patience: None,
             fingerprint: self.fingerprint(),
+        };
+        EngineSettings {
             differences: Box::new(move |recorded| recipe.differences_from(recorded)),
+            ..EngineSettings::for_recipe(&self.shared(), run)
         }
     }
 }

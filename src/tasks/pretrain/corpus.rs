@@ -1,11 +1,11 @@
 //! From a recipe's `[data]` to a ready mixture: prepare (or reuse) each source's shard under
 //! `corpora/<corpus>/`, then open them as a weighted, seeded mixture.
+use super::recipe::PretrainRecipe;
 use crate::data::mixture::Mixture;
 use crate::data::shards::{open_shard, prepare_source, Prepared, ShardMeta};
 use crate::data::tokenizer::TextTokenizer;
 use crate::error::{Error, Result};
 use crate::files::DirLock;
-use crate::recipe::Recipe;
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -21,7 +21,7 @@ pub struct PinnedCorpus<'a> {
 /// Prepares every source of the recipe, holding the corpus's lock; `say` receives one line per
 /// source. With `pinned`, a source whose files changed is refused before anything is written.
 pub fn prepare_corpus(
-    recipe: &Recipe,
+    recipe: &PretrainRecipe,
     tokenizer: &TextTokenizer,
     pinned: Option<PinnedCorpus>,
     mut say: impl FnMut(&str),
@@ -77,7 +77,7 @@ pub fn prepare_corpus(
 /// Prepares the corpus if needed and opens the mixture of its sources. Weights that do not sum
 /// to 1 are normalised, with a notice.
 pub fn open_mixture(
-    recipe: &Recipe,
+    recipe: &PretrainRecipe,
     tokenizer: &TextTokenizer,
     pinned: Option<PinnedCorpus>,
     mut say: impl FnMut(&str),
@@ -88,7 +88,11 @@ pub fn open_mixture(
 
 /// Opens the mixture of a corpus that is already prepared (by another rank of a data-parallel
 /// run), without reading the source files again.
-pub fn open_prepared_mixture(recipe: &Recipe, tokenizer: &TextTokenizer, mut say: impl FnMut(&str)) -> Result<Mixture> {
+pub fn open_prepared_mixture(
+    recipe: &PretrainRecipe,
+    tokenizer: &TextTokenizer,
+    mut say: impl FnMut(&str),
+) -> Result<Mixture> {
     let total: f64 = recipe.data.sources.iter().map(|s| s.weight).sum();
     if (total - 1.0).abs() > 1e-9 {
         let shares: Vec<String> =

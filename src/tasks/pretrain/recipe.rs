@@ -1,28 +1,31 @@
 //! The pretraining recipe: the TOML file that describes a run (model, tokenizer, data mixture,
 //! masking, optimizer, precision, checkpoints, evaluations, logging). Unknown keys are rejected
-//! with their name and line; `Recipe::load` validates and resolves presets and relative paths,
-//! `Recipe::resolved_toml` prints what will actually run, and `Recipe::fingerprint` is what a
+//! with their name and line; `PretrainRecipe::load` validates and resolves presets and relative paths,
+//! `PretrainRecipe::resolved_toml` prints what will actually run, and `PretrainRecipe::fingerprint` is what a
 //! checkpoint records so that a resume with a changed recipe is refused key by key.
-use super::common::{CheckpointSection, LoggingSection, OptimizerSection};
-use super::fingerprint::Fingerprint;
-use super::{check_name, parse_toml};
 use crate::data::sources::SourceSpec;
-use crate::device::default_precision;
 use crate::error::{Error, Result};
-use crate::model::{BertConfig, Precision};
+use crate::eval::settings::{BiasEvalSection, IndommluEvalSection, IndommluMode};
+use crate::model::BertConfig;
+use crate::recipe::Fingerprint;
+use crate::recipe::{check_name, parse_toml};
+use crate::recipe::{CheckpointSection, LoggingSection, OptimizerSection, PrecisionSetting};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use tch::Device;
 
 /// A pretraining recipe: what to train, on what, how, and what to evaluate at checkpoints.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
-pub struct Recipe {
+pub struct PretrainRecipe {
+    /// `kind = "pretrain"`: the recipe's kind ([`crate::recipe::kind`]); set by `load`
+    /// when the file names none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<crate::recipe::RecipeKind>,
     /// Run name: checkpoints go to `<output_dir>/<name>/`.
     pub name: String,
     /// Every random choice of the run derives from it.
-    #[serde(default = "super::default_seed")]
+    #[serde(default = "crate::recipe::default_seed")]
     pub seed: u64,
     /// Pretraining seeds as replicates: the same recipe trained once per seed, each as its own
     /// run `<name>-seed<N>` (`train` trains them in turn; `train --seed-index I` one of them,
@@ -30,7 +33,7 @@ pub struct Recipe {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub seeds: Vec<u64>,
     /// Checkpoints go to `<output_dir>/<name>/`.
-    #[serde(default = "super::default_output_dir")]
+    #[serde(default = "crate::recipe::default_output_dir")]
     pub output_dir: PathBuf,
     /// `[model]`: the architecture or the weights to start from.
     pub model: ModelSection,
@@ -61,6 +64,9 @@ pub struct Recipe {
     /// Folder the recipe's relative paths are resolved against (set by `load`).
     #[serde(skip)]
     pub base_dir: PathBuf,
+    /// The file it was read from (set by `load`; for errors).
+    #[serde(skip)]
+    pub path: PathBuf,
 }
 
 /// `[model]`: a preset or an HF `config.json`, optional overrides, optional starting weights.
@@ -158,41 +164,6 @@ impl Default for MaskingSection {
     }
 }
 
-/// The compute precision a recipe asks for.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
-#[serde(rename_all = "lowercase")]
-pub enum PrecisionSetting {
-    /// bf16 on CUDA, fp32 on CPU.
-    #[default]
-    Auto,
-    /// bf16 matrix products and attention with fp32 master weights (CUDA only).
-    Bf16,
-    /// fp32 everywhere.
-    Fp32,
-}
-
-/// The compute precision a recipe's `precision` asks for on `device` (pretraining and the
-/// fine-tuning recipes): bf16 on CPU is refused.
-pub fn resolve_precision(setting: PrecisionSetting, device: Device, recipe_path: &Path) -> Result<Precision> {
-    match (setting, device) {
-        (PrecisionSetting::Fp32, _) => Ok(Precision::Fp32),
-        (PrecisionSetting::Bf16, d) if d.is_cuda() || bf16_on_cpu_for_tests() => Ok(Precision::Bf16),
-        (PrecisionSetting::Bf16, _) => Err(Error::field(
-            recipe_path,
-            "precision",
-            "bf16 needs a CUDA device; use \"auto\" (bf16 on CUDA, fp32 on CPU) or \"fp32\"",
-        )),
-        (PrecisionSetting::Auto, d) => Ok(default_precision(d)),
-    }
-}
-
-/// Test-only, not a user option: `INDOLM_TEST_BF16_ON_CPU=1` lets `precision = "bf16"` run on the
-/// CPU (libtorch has CPU bf16 kernels, slower than fp32 there), so that the tests execute the
-/// bf16 branches that otherwise first run on a GPU.
-pub fn bf16_on_cpu_for_tests() -> bool {
-    std::env::var("INDOLM_TEST_BF16_ON_CPU").is_ok_and(|v| v == "1")
-}
-
 /// `[eval.*]`: the evaluations run during training.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
 #[serde(deny_unknown_fields)]
@@ -206,127 +177,6 @@ pub struct EvalSection {
     /// `[eval.indommlu]`: IndoMMLU accuracy at every checkpoint.
     #[serde(default)]
     pub indommlu: Option<IndommluEvalSection>,
-}
-
-/// How a bias pair is decided (`[eval.bias] metric`, `indolm eval bias --metric`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
-#[serde(rename_all = "lowercase")]
-pub enum BiasMetric {
-    /// IndoBias (after RuBia): the sentence with the strictly lower pseudo-perplexity wins.
-    Pppl,
-    /// CrowS-Pairs' metric.py: PLL over the tokens the two sentences share, rounded to 3 decimals.
-    Crows,
-    /// Kaneko & Bollegala's AUL: the mean log-probability of the sentence's tokens with nothing
-    /// masked; the strictly higher wins.
-    Aul,
-    /// AUL with each token weighted by the attention it receives (AULA).
-    Aula,
-    /// PPPL from PLL-word-l2r (Kauf & Ivanova): a piece is scored with the later pieces of its
-    /// word masked too.
-    #[serde(rename = "pppl-word-l2r")]
-    #[value(name = "pppl-word-l2r")]
-    PpplWordL2r,
-}
-
-impl BiasMetric {
-    /// Every metric, in the order reports list them.
-    pub const ALL: [BiasMetric; 5] =
-        [BiasMetric::Pppl, BiasMetric::Crows, BiasMetric::Aul, BiasMetric::Aula, BiasMetric::PpplWordL2r];
-}
-
-impl std::fmt::Display for BiasMetric {
-    /// As recipes and `--metric` spell it.
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            BiasMetric::Pppl => "pppl",
-            BiasMetric::Crows => "crows",
-            BiasMetric::Aul => "aul",
-            BiasMetric::Aula => "aula",
-            BiasMetric::PpplWordL2r => "pppl-word-l2r",
-        })
-    }
-}
-
-/// How an IndoMMLU question is answered (`[eval.indommlu] mode`, `indolm eval indommlu --mode`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
-#[serde(rename_all = "kebab-case")]
-pub enum IndommluMode {
-    /// Each option's mean masked log-likelihood in the context of the question (masked LMs).
-    OptionPll,
-    /// The probability of each option's letter at the answer slot: one `[MASK]` after
-    /// `Jawaban:` (masked LMs), or the next token after `Jawaban: ` (causal LMs, the IndoMMLU
-    /// paper's reported setting).
-    Letter,
-    /// The mean log-probability of the prompt followed by each option's line (causal LMs, the
-    /// paper's second strategy, as its evaluate.py computes it).
-    FullAnswer,
-}
-
-impl std::fmt::Display for IndommluMode {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            IndommluMode::OptionPll => "option-pll",
-            IndommluMode::Letter => "letter",
-            IndommluMode::FullAnswer => "full-answer",
-        })
-    }
-}
-
-/// IndoMMLU at every checkpoint, on a fixed subsample so it stays cheap.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub struct IndommluEvalSection {
-    /// The IndoMMLU CSV.
-    pub data: PathBuf,
-    /// How each question is scored.
-    #[serde(default = "d_indommlu_mode")]
-    pub mode: IndommluMode,
-    /// Questions drawn (seeded) from the CSV; 0 for all.
-    #[serde(default = "d_subsample")]
-    pub subsample: usize,
-}
-
-fn d_indommlu_mode() -> IndommluMode {
-    IndommluMode::OptionPll
-}
-fn d_subsample() -> usize {
-    500
-}
-
-/// The bias evaluation at every checkpoint.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub struct BiasEvalSection {
-    /// The IndoBias-Pairs `pair/` folder (or its parent, or one file).
-    pub pairs: PathBuf,
-    /// How each pair is decided.
-    #[serde(default = "d_metric")]
-    pub metric: BiasMetric,
-    /// Further metrics scored at the same evaluations in the same pass over the model, each
-    /// written beside the main one under `bias-<metric>/` with its own curves.
-    #[serde(default)]
-    pub extra_metrics: Vec<BiasMetric>,
-    /// Language codes or names to evaluate (all when empty).
-    #[serde(default)]
-    pub languages: Vec<String>,
-    /// Also evaluate every this many steps between checkpoints (dense bias curves; records
-    /// under `<run>/evals/step-<N>/`). Absent: at checkpoints only.
-    #[serde(default)]
-    pub every: Option<u64>,
-    /// Bootstrap resamples behind the score-gap intervals (seeded by the recipe's seed).
-    #[serde(default = "d_resamples")]
-    pub resamples: usize,
-}
-
-/// Bootstrap resamples of the bias intervals unless a recipe or `--resamples` says otherwise.
-pub const DEFAULT_BOOTSTRAP_RESAMPLES: usize = 2000;
-
-fn d_resamples() -> usize {
-    DEFAULT_BOOTSTRAP_RESAMPLES
-}
-
-fn d_metric() -> BiasMetric {
-    BiasMetric::Pppl
 }
 
 /// `[eval.mlm]`.
@@ -345,7 +195,18 @@ fn d_eval_seqs() -> usize {
     32
 }
 
-impl Recipe {
+impl PretrainRecipe {
+    /// The sections every recipe shares, as the engine reads them.
+    pub fn shared(&self) -> crate::recipe::SharedSections<'_> {
+        crate::recipe::SharedSections {
+            name: &self.name,
+            path: &self.path,
+            seed: self.seed,
+            optimizer: &self.optimizer,
+            logging: &self.logging,
+        }
+    }
+
     /// Updates in the whole run (`optimizer.max_steps`, checked present when the recipe is read).
     pub fn max_steps(&self) -> u64 {
         self.optimizer.max_steps.unwrap_or(0)
@@ -354,8 +215,11 @@ impl Recipe {
     /// Parses and validates a recipe file. Relative paths in it are resolved against the
     /// project root (the current directory), as the shipped recipes are written.
     pub fn load(path: &Path) -> Result<Self> {
-        let mut recipe: Recipe = parse_toml(path)?;
+        crate::recipe::expect_kind(path, crate::recipe::RecipeKind::Pretrain)?;
+        let mut recipe: PretrainRecipe = parse_toml(path)?;
+        recipe.kind = Some(crate::recipe::RecipeKind::Pretrain);
         recipe.base_dir = PathBuf::from(".");
+        recipe.path = path.to_path_buf();
         recipe.validate(path)?;
         Ok(recipe)
     }
@@ -391,7 +255,7 @@ impl Recipe {
     }
 
     fn validate(&self, path: &Path) -> Result<()> {
-        super::check_shared(path, &self.name, &self.optimizer, &self.checkpoint, &self.logging)?;
+        crate::recipe::check_shared(path, &self.name, &self.optimizer, &self.checkpoint, &self.logging)?;
         if let Some((i, s)) = self.seeds.iter().enumerate().find(|(i, s)| self.seeds[..*i].contains(s)) {
             return Err(Error::field(
                 path,
@@ -600,7 +464,7 @@ impl Recipe {
     /// checkpoint recorded, each with the recorded and the new value.
     pub fn differences_from(&self, recorded: &Fingerprint) -> Vec<String> {
         match (recorded, self.fingerprint()) {
-            (Fingerprint::Values(old), Fingerprint::Values(new)) => super::fingerprint::differences(old, &new),
+            (Fingerprint::Values(old), Fingerprint::Values(new)) => crate::recipe::fingerprint::differences(old, &new),
             (Fingerprint::Legacy(old), _) => old
                 .iter()
                 .zip(self.legacy_fingerprint())
@@ -616,7 +480,7 @@ impl Recipe {
 mod tests {
     use super::*;
 
-    fn recipe(lr: &str, weight: &str, every: u64) -> Recipe {
+    fn recipe(lr: &str, weight: &str, every: u64) -> PretrainRecipe {
         let text = format!(
             r#"name = "t"
 [model]
