@@ -38,7 +38,8 @@ def main():
                 f.write(f"{p}\n" + ("\n" if i % 5 == 4 else ""))
     recipe = os.path.join(work, "r.toml")
     with open(recipe, "w") as f:
-        f.write(f'''name = "bench-data"
+        f.write(f'''kind = "pretrain"
+name = "bench-data"
 output_dir = "{work}/ck"
 [model]
 preset = "tiny"

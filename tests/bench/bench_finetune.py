@@ -73,7 +73,8 @@ def nusax_indonesian():
 def sentiment_indolm(work, init):
     recipe = os.path.join(work, "sentiment.toml")
     with open(recipe, "w", encoding="utf-8") as f:
-        f.write(f"""name = "bench-sentiment"
+        f.write(f"""kind = "sentiment"
+name = "bench-sentiment"
 output_dir = "{work}/ck"
 init = "{init}"
 [data]
@@ -132,7 +133,8 @@ def ext_indolm(work, init, articles):
         fake.write_split(data, split, items, lambda _, a: [a[0], a[-1]])
     recipe = os.path.join(work, "ext.toml")
     with open(recipe, "w", encoding="utf-8") as f:
-        f.write(f"""name = "bench-ext"
+        f.write(f"""kind = "summarize"
+name = "bench-ext"
 output_dir = "{work}/ck"
 task = "ext"
 init = "{init}"

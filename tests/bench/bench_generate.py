@@ -61,9 +61,9 @@ def main():
     # A few updates, so the decoder prefers some words to others (a random one is uniform).
     recipe = os.path.join(work, "abs.toml")
     with open(recipe, "w", encoding="utf-8") as f:
-        f.write(f"""name = "bench"
+        f.write(f"""kind = "summarize"
+name = "bench"
 output_dir = "{work}/ck"
-tensorboard = "{work}/runs"
 task = "abs"
 init = "{init}"
 [data]
@@ -75,8 +75,13 @@ lr_dec = 0.1
 warmup_dec = 10
 max_steps = 20
 batch_size = 8
-eval_every = 20
-eval_articles = 2
+[eval]
+every = 20
+articles = 2
+[checkpoint]
+every = 20
+[logging]
+tensorboard = "{work}/runs"
 [abs]
 layers = 6
 heads = 8

@@ -26,7 +26,8 @@ WAITS = {"aten::_local_scalar_dense", "aten::item", "aten::nonzero", "aten::is_n
 def ours(work):
     tokenizer = os.path.join(work, "tok")
     data = os.path.join(ROOT, "tests", "data")
-    recipe = f"""name = "ops"
+    recipe = f"""kind = "pretrain"
+name = "ops"
 seed = 3407
 output_dir = "{work}/ck"
 precision = "fp32"

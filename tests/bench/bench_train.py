@@ -45,7 +45,8 @@ def write_bench_recipe(work):
     config = BertConfig(vocab_size=V, hidden_size=H, num_hidden_layers=L, num_attention_heads=A, intermediate_size=FF, max_position_embeddings=512)
     config.to_json_file(os.path.join(work, "config.json"))
     data = os.path.join(ROOT, "tests", "data")
-    recipe = f"""name = "bench"
+    recipe = f"""kind = "pretrain"
+name = "bench"
 output_dir = "{work}/ck"
 precision = "fp32"
 [model]
