@@ -38,9 +38,18 @@ pub fn foreign_files(dir: &Path, owned: &dyn Fn(&str) -> bool) -> Result<Vec<Pat
     Ok(found)
 }
 
+/// Refuses `dir` when it holds a file `owned` does not claim ([`foreign_files`]), naming it.
+pub fn refuse_foreign(dir: &Path, owned: &dyn Fn(&str) -> bool) -> Result<()> {
+    let foreign = foreign_files(dir, owned)?;
+    if foreign.is_empty() {
+        return Ok(());
+    }
+    Err(foreign_error(&foreign, dir))
+}
+
 /// The error for `foreign` files found in `dir` by `--overwrite`: the first named, the others
 /// counted, and what to do.
-pub fn foreign_error(foreign: &[PathBuf], dir: &Path) -> Error {
+fn foreign_error(foreign: &[PathBuf], dir: &Path) -> Error {
     let first = &foreign[0];
     let more = match foreign.len() {
         1 => String::new(),
@@ -91,6 +100,9 @@ pub fn refuse_unsafe_target(out: &Path, reads: &[&Path]) -> Result<()> {
 /// Checks that `out` may take a new output: absent or empty; or, with `overwrite`, holding only
 /// files `owned` claims, and not the working directory, one of `reads`, or a folder above them.
 pub fn check_replaceable(out: &Path, overwrite: bool, reads: &[&Path], owned: Owned) -> Result<()> {
+    if out.symlink_metadata().is_ok_and(|m| m.is_symlink()) {
+        return Err(Error::invalid(out, "is a symbolic link: name the folder it points to, or a new folder"));
+    }
     let non_empty = out.is_dir() && std::fs::read_dir(out).with_path(out)?.next().is_some();
     if out.exists() && !out.is_dir() {
         return Err(Error::invalid(out, "exists and is not a folder: name a folder for the output"));
@@ -102,16 +114,12 @@ pub fn check_replaceable(out: &Path, overwrite: bool, reads: &[&Path], owned: Ow
     if !overwrite {
         return Err(Error::invalid(out, "output directory exists and is not empty (pass --overwrite to replace it)"));
     }
-    let claims = |name: &str| owned(name) || is_temporary(name);
-    let foreign = foreign_files(out, &claims)?;
-    if !foreign.is_empty() {
-        return Err(foreign_error(&foreign, out));
-    }
-    Ok(())
+    refuse_foreign(out, &|name: &str| owned(name) || is_temporary(name))
 }
 
 /// Removes the files of `dir` that `owned` claims (and indolm's temporaries), then every folder
-/// left empty, `dir` included. Anything else stays where it is.
+/// left empty, `dir` included (a `dir` that is a symbolic link stays, its target emptied).
+/// Anything else stays where it is.
 pub fn remove_owned(dir: &Path, owned: &dyn Fn(&str) -> bool) -> Result<()> {
     if !dir.is_dir() {
         return Ok(());
@@ -126,7 +134,8 @@ pub fn remove_owned(dir: &Path, owned: &dyn Fn(&str) -> bool) -> Result<()> {
             std::fs::remove_file(&path).with_path(&path)?;
         }
     }
-    if std::fs::read_dir(dir).with_path(dir)?.next().is_none() {
+    let linked = dir.symlink_metadata().is_ok_and(|m| m.is_symlink());
+    if !linked && std::fs::read_dir(dir).with_path(dir)?.next().is_none() {
         std::fs::remove_dir(dir).with_path(dir)?;
     }
     Ok(())
@@ -233,6 +242,21 @@ mod tests {
         })
         .unwrap();
         assert_eq!(std::fs::read_to_string(out.join("vocab.txt")).unwrap(), "new");
+    }
+
+    #[test]
+    fn nothing_is_removed_through_a_symbolic_link_but_what_it_points_to_may_be_emptied() {
+        let root = tempfile::tempdir().unwrap();
+        let (target, link) = (root.path().join("scratch"), root.path().join("out"));
+        std::fs::create_dir_all(&target).unwrap();
+        std::fs::write(target.join("vocab.txt"), "old").unwrap();
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        let err = check_replaceable(&link, true, &[], tokenizer_files).unwrap_err().to_string();
+        assert!(err.contains("is a symbolic link"), "{err}");
+        // A run folder on scratch storage: its files go, the link and its target stay.
+        remove_owned(&link, &tokenizer_files).unwrap();
+        assert!(link.symlink_metadata().unwrap().is_symlink() && target.is_dir());
+        assert!(!target.join("vocab.txt").exists());
     }
 
     #[test]

@@ -354,29 +354,6 @@ fn unmasked(
     print_scores(&labels, &scores, json, warning)
 }
 
-/// Refuses to write an evaluation into `dir` when it holds one, unless `overwrite`; and always
-/// when it is a checkpoint whose evaluation its trainer has yet to make.
-fn refuse_to_replace_bias(dir: &Path, overwrite: bool) -> Result<()> {
-    if dir.join(indolm::run::layout::PENDING_EVALUATION).exists() {
-        return Err(Error::invalid(
-            dir,
-            "its evaluation is pending in the run's trainer (evaluation.pending): two writers would mix files; let the trainer finish, or resume it",
-        ));
-    }
-    if let Some(found) = indolm::eval::bias::records::evaluation_in(dir)? {
-        if !overwrite {
-            return Err(Error::invalid(
-                dir,
-                format!(
-                    "already holds a bias evaluation ({}): pass --overwrite to replace it (all of it, bias-<metric>/ folders included), or choose another --out",
-                    found.display()
-                ),
-            ));
-        }
-    }
-    Ok(())
-}
-
 /// IndoBias layout, or CrowS-Pairs when the path is a CSV with `sent_more`.
 fn load_pairs(path: &Path) -> Result<(PairSet, BiasMetric)> {
     if path.is_file() && read_to_string(path)?.lines().next().is_some_and(|h| h.contains("sent_more")) {
@@ -437,11 +414,10 @@ fn bias(args: &BiasArgs, device: Device) -> Result<()> {
     };
     let inputs: Vec<&Path> =
         [args.model.as_deref(), args.run.as_deref(), Some(args.pairs.as_path())].into_iter().flatten().collect();
-    let outputs: Vec<&Path> = args.json.as_deref().into_iter().collect();
-    indolm::outputs::check_file_outputs(&outputs, &inputs, indolm::run::ownership::written_by_indolm)?;
+    super::check_file_outputs(&args.json.as_deref().into_iter().collect::<Vec<_>>(), &inputs)?;
     if let Some(model) = &args.model {
         if let Some(dir) = &args.out {
-            refuse_to_replace_bias(dir, args.overwrite)?;
+            indolm::eval::bias::records::refuse_to_replace(dir, args.overwrite)?;
         }
         let evaluations = score(model, None)?;
         for (i, evaluation) in evaluations.iter().enumerate() {
@@ -547,22 +523,9 @@ struct IndommluArgs<'a> {
 /// `eval indommlu`: a masked LM zero-shot, or a causal LM zero- or few-shot.
 fn indommlu(args: IndommluArgs, json: Option<&Path>, out_dir: Option<&Path>, device: Device) -> Result<()> {
     use indolm::eval::IndommluMode;
-    let outputs: Vec<&Path> = json.into_iter().collect();
-    indolm::outputs::check_file_outputs(&outputs, &[args.model, args.data], indolm::run::ownership::written_by_indolm)?;
+    super::check_file_outputs(&json.into_iter().collect::<Vec<_>>(), &[args.model, args.data])?;
     if let Some(dir) = out_dir {
-        let report = dir.join(indolm::eval::indommlu::REPORT_FILE);
-        let records = dir.join(indolm::eval::indommlu_records::RECORDS_FILE);
-        if let Some(found) = [report, records].into_iter().find(|p| p.exists()) {
-            if !args.overwrite {
-                return Err(Error::invalid(
-                    dir,
-                    format!(
-                        "already holds an IndoMMLU evaluation ({}): pass --overwrite to replace it, or choose another --out",
-                        found.display()
-                    ),
-                ));
-            }
-        }
+        indolm::eval::indommlu::refuse_to_replace(dir, args.overwrite)?;
     }
     let data = indolm::eval::indommlu::load_all(args.data)?;
     let causal = is_causal_dir(args.model);

@@ -64,6 +64,13 @@ impl RunArgs {
     }
 }
 
+/// Refuses the files a command is asked to write (`--out`, `--json`, `--plot`) when one is a
+/// folder, one of its `inputs`, a file indolm keeps inside an input folder, or another output
+/// ([`indolm::outputs::check_file_outputs`] with the names runs and evaluations hold).
+pub fn check_file_outputs(outputs: &[&std::path::Path], inputs: &[&std::path::Path]) -> Result<()> {
+    indolm::outputs::check_file_outputs(outputs, inputs, indolm::run::ownership::written_by_indolm)
+}
+
 /// Joins the data-parallel group when torchrun or srun launched this process (each process then
 /// takes the GPU of its local rank on CUDA, with NCCL; Gloo on the CPU), after asking for
 /// deterministic algorithms when `deterministic` (before NCCL's group is made, which reads the

@@ -229,7 +229,7 @@ fn outputs_and_inputs(command: &ReportCommand) -> (Vec<&Path>, Vec<&Path>) {
 /// Runs a `report` subcommand.
 pub fn run(command: ReportCommand) -> Result<()> {
     let (outputs, inputs) = outputs_and_inputs(&command);
-    indolm::outputs::check_file_outputs(&outputs, &inputs, indolm::run::ownership::written_by_indolm)?;
+    super::check_file_outputs(&outputs, &inputs)?;
     match command {
         ReportCommand::BiasCurve { run, metric, out, reference } => {
             let n = indolm::report::bias_curve::write_bias_curve(&run, &out, metric, &reference)?;

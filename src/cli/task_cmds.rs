@@ -181,8 +181,7 @@ pub fn summarize(args: &SummarizeArgs, device: Device) -> Result<()> {
     use indolm::tasks::summarization::inference::{sentences_of, Summarizer};
     let inputs: Vec<&Path> =
         [Some(args.model.as_path()), args.file.as_deref(), args.liputan6.as_deref()].into_iter().flatten().collect();
-    let outputs: Vec<&Path> = args.out.as_deref().into_iter().collect();
-    indolm::outputs::check_file_outputs(&outputs, &inputs, indolm::run::ownership::written_by_indolm)?;
+    super::check_file_outputs(&args.out.as_deref().into_iter().collect::<Vec<_>>(), &inputs)?;
     let mut model = Summarizer::load_trained(&args.model, device)?;
     model.set_precision(indolm::device::default_precision(device));
     let articles: Vec<Vec<Vec<String>>> = match (&args.file, &args.liputan6) {

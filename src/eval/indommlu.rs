@@ -583,6 +583,21 @@ pub fn evaluate(
     Ok((aggregate_records(&records, Setting::masked(mode), step), records))
 }
 
+/// Refuses to write an evaluation into `dir` when it holds one, unless `overwrite`.
+pub fn refuse_to_replace(dir: &Path, overwrite: bool) -> Result<()> {
+    let found = [dir.join(REPORT_FILE), dir.join(RECORDS_FILE)].into_iter().find(|p| p.exists());
+    match found {
+        Some(found) if !overwrite => Err(Error::invalid(
+            dir,
+            format!(
+                "already holds an IndoMMLU evaluation ({}): pass --overwrite to replace it, or choose another --out",
+                found.display()
+            ),
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// Writes an evaluation into `dir`: the records (`indommlu_questions.csv`), then the report
 /// (`indommlu.json`), each atomically.
 pub fn write_evaluation(dir: &Path, report: &IndommluReport, records: &[QuestionRecord]) -> Result<()> {

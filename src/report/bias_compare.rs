@@ -290,12 +290,7 @@ pub fn bias_compare(request: &CompareRequest) -> Result<String> {
     let mut runs = Vec::new();
     for (run, name) in request.runs.iter().zip(&names) {
         let evaluation = run_evaluation(run, request.step, request.metric)?;
-        let (report, records) = if evaluation.has_records() {
-            let (report, records) = evaluation.read()?;
-            (report, Some(records))
-        } else {
-            (evaluation.report()?, None)
-        };
+        let (report, records) = crate::eval::bias::records::read_checked(&evaluation.dir)?;
         runs.push(RunAtStep { name: name.clone(), step: evaluation.step, report, records });
     }
     let metric = runs[0].report.metric;

@@ -53,10 +53,7 @@ pub fn remove_run(run_dir: &Path, tensorboard_dir: &Path, inputs: &[&Path]) -> R
         crate::outputs::refuse_unsafe_target(dir, inputs)?;
     }
     for dir in [run_dir, tensorboard_dir] {
-        let foreign = foreign_files(dir)?;
-        if !foreign.is_empty() {
-            return Err(crate::outputs::foreign_error(&foreign, dir));
-        }
+        crate::outputs::refuse_foreign(dir, &written_by_indolm)?;
     }
     for dir in [run_dir, tensorboard_dir] {
         crate::outputs::remove_owned(dir, &written_by_indolm)?;
@@ -67,10 +64,7 @@ pub fn remove_run(run_dir: &Path, tensorboard_dir: &Path, inputs: &[&Path]) -> R
 /// Removes one folder of a run (a checkpoint about to be written again, after a resume from an
 /// earlier one) when it holds only what indolm writes; otherwise an error naming the other file.
 pub fn remove_run_folder(dir: &Path) -> Result<()> {
-    let foreign = foreign_files(dir)?;
-    if !foreign.is_empty() {
-        return Err(crate::outputs::foreign_error(&foreign, dir));
-    }
+    crate::outputs::refuse_foreign(dir, &written_by_indolm)?;
     crate::outputs::remove_owned(dir, &written_by_indolm)
 }
 

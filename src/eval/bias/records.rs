@@ -129,13 +129,34 @@ pub fn read_checked(dir: &Path) -> Result<(BiasReport, Option<Vec<PairRecord>>)>
     if report.records_sha256.is_none() && !dir.join(RECORDS_FILE).exists() {
         return Ok((report, None));
     }
-    let (report, records) = read_evaluation(dir)?;
+    let records = checked_records(dir, &report)?;
     Ok((report, Some(records)))
+}
+
+/// Refuses to write a bias evaluation into `dir` when it holds one, unless `overwrite`; and
+/// always when `dir` is a checkpoint whose evaluation its trainer has yet to make.
+pub fn refuse_to_replace(dir: &Path, overwrite: bool) -> Result<()> {
+    if dir.join(crate::run::layout::PENDING_EVALUATION).exists() {
+        return Err(Error::invalid(
+            dir,
+            "its evaluation is pending in the run's trainer (evaluation.pending): two writers would mix files; let the trainer finish, or resume it",
+        ));
+    }
+    match evaluation_in(dir)? {
+        Some(found) if !overwrite => Err(Error::invalid(
+            dir,
+            format!(
+                "already holds a bias evaluation ({}): pass --overwrite to replace it (all of it, bias-<metric>/ folders included), or choose another --out",
+                found.display()
+            ),
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// Whether `dir` holds a bias evaluation's files: `bias.json` or `bias_pairs.csv`, directly or in
 /// a `bias-<metric>/` folder; the first found, for messages.
-pub fn evaluation_in(dir: &Path) -> Result<Option<PathBuf>> {
+fn evaluation_in(dir: &Path) -> Result<Option<PathBuf>> {
     for file in [REPORT_FILE, RECORDS_FILE] {
         if dir.join(file).exists() {
             return Ok(Some(dir.join(file)));
@@ -159,7 +180,8 @@ fn metric_dirs(dir: &Path) -> Result<Vec<PathBuf>> {
     let mut found: Vec<PathBuf> = std::fs::read_dir(dir)
         .with_path(dir)?
         .filter_map(|e| e.ok())
-        .filter(|e| e.path().is_dir())
+        // A symlink named like one is not indolm's folder: nothing is removed through it.
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
         .filter(|e| {
             let name = e.file_name().to_string_lossy().to_string();
             name.strip_prefix("bias-").is_some_and(|m| BiasMetric::ALL.iter().any(|k| k.to_string() == m))
@@ -186,8 +208,15 @@ pub fn remove_metric_dirs_except(dir: &Path, keep: &[BiasMetric]) -> Result<()> 
 /// evaluations, changed or cut ones (see the module's doc). A report written before the
 /// checksum existed is checked by its counts alone.
 pub fn read_evaluation(dir: &Path) -> Result<(BiasReport, Vec<PairRecord>)> {
+    let report = read_report(&dir.join(REPORT_FILE))?;
+    let records = checked_records(dir, &report)?;
+    Ok((report, records))
+}
+
+/// The records in `dir`, checked against `report` (its `bias.json`, read by the caller): the
+/// checksum, the columns, every number, each decision and each language's counts.
+fn checked_records(dir: &Path, report: &BiasReport) -> Result<Vec<PairRecord>> {
     let (report_path, records_path) = (dir.join(REPORT_FILE), dir.join(RECORDS_FILE));
-    let report = read_report(&report_path)?;
     let redo = "redo the evaluation (`indolm eval bias`)";
     if let Some(expected) = &report.records_sha256 {
         let found = sha256_file(&records_path)?;
@@ -253,7 +282,7 @@ pub fn read_evaluation(dir: &Path) -> Result<(BiasReport, Vec<PairRecord>)> {
             ));
         }
     }
-    Ok((report, records))
+    Ok(records)
 }
 
 /// Writes an evaluation's two files into `dir` as one unit: the records, then the report naming
@@ -309,11 +338,12 @@ pub fn metric_dir(dir: &Path, metric: BiasMetric) -> PathBuf {
 pub fn evaluation_under_metric(dir: PathBuf, metric: Option<BiasMetric>) -> PathBuf {
     match metric {
         None => dir,
+        Some(m) if !dir.join(REPORT_FILE).exists() => metric_dir(&dir, m),
+        // A report of another metric sends to `bias-<metric>/`; an unreadable one stays, so that
+        // reading it says what is wrong with it.
         Some(m) => match read_report(&dir.join(REPORT_FILE)) {
             Ok(r) if r.metric != m => metric_dir(&dir, m),
-            // Of that metric, or unreadable: then reading it says what is wrong with it.
-            Ok(_) | Err(_) if dir.join(REPORT_FILE).exists() => dir,
-            _ => metric_dir(&dir, m),
+            _ => dir,
         },
     }
 }
