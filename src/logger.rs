@@ -15,6 +15,11 @@ use tensorboard_proto::tensor_shape::TensorShapeProto;
 use tensorboard_proto::types::DataType;
 use tensorboard_rs::record_writer::RecordWriter;
 
+/// The names of TensorBoard's event files: `events.out.tfevents.<time>.<host>.<pid>.<n>`.
+const EVENT_FILES: &str = "events.out.tfevents.";
+
+crate::declare_run_files!(TENSORBOARD_FILES: crate::outputs::RunFile::Pattern(EVENT_FILES, ""));
+
 /// One TensorBoard event file (`events.out.tfevents.<time>.<host>.<pid>.<n>`): TFRecord
 /// records (tensorboard-rs's writer) of `Event` messages, written on the caller's thread so
 /// that every write error comes back as a value.
@@ -30,7 +35,7 @@ impl EventFile {
         let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
         let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_else(|_| "localhost".into());
         let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let name = format!("events.out.tfevents.{:010}.{}.{}.{n}", now.as_secs(), host.trim(), std::process::id());
+        let name = format!("{EVENT_FILES}{:010}.{}.{}.{n}", now.as_secs(), host.trim(), std::process::id());
         let path = dir.join(name);
         let file = std::fs::File::create(&path).with_path(&path)?;
         let mut events = EventFile { records: RecordWriter::new(BufWriter::new(file)), path };

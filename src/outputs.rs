@@ -6,7 +6,59 @@
 //! folder holding anything else (a user's notes, a checkpoint's optimizer state, a subfolder) is
 //! refused with the first such file named, and nothing is removed.
 use crate::error::{Error, IoContext, Result};
+use linkme::distributed_slice;
 use std::path::{Path, PathBuf};
+
+/// The name of a file a writer puts into run or TensorBoard folders.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunFile {
+    /// Exactly this name.
+    Named(&'static str),
+    /// Names that start with the first and end with the second (`optimizer` … `.safetensors`,
+    /// `events.out.tfevents.` …, … `.candidate`).
+    Pattern(&'static str, &'static str),
+}
+
+impl RunFile {
+    /// Whether `name` is this file's name.
+    pub fn matches(&self, name: &str) -> bool {
+        match *self {
+            RunFile::Named(n) => name == n,
+            RunFile::Pattern(start, end) => {
+                name.len() >= start.len() + end.len() && name.starts_with(start) && name.ends_with(end)
+            }
+        }
+    }
+}
+
+/// One writer's declaration: who writes, and the names.
+#[derive(Debug)]
+pub struct RunFiles {
+    /// The writing module.
+    pub writer: &'static str,
+    /// The names it writes.
+    pub files: &'static [RunFile],
+}
+
+/// Every writer's declaration, gathered at link time.
+#[distributed_slice]
+pub static RUN_FILES: [RunFiles];
+
+/// Declares, beside a writer, the names it writes into run folders:
+/// `declare_run_files!(NAME: RunFile::Named(FILE), …);` adds them to [`RUN_FILES`].
+#[macro_export]
+macro_rules! declare_run_files {
+    ($name:ident: $($file:expr),+ $(,)?) => {
+        #[linkme::distributed_slice($crate::outputs::RUN_FILES)]
+        static $name: $crate::outputs::RunFiles =
+            $crate::outputs::RunFiles { writer: module_path!(), files: &[$($file),+] };
+    };
+}
+
+/// Whether a writer declared this name ([`RUN_FILES`]).
+pub fn declared(name: &str) -> bool {
+    RUN_FILES.iter().any(|d| d.files.iter().any(|f| f.matches(name)))
+}
 
 /// Which file names a command writes into its output folder.
 pub type Owned = fn(&str) -> bool;

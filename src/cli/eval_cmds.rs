@@ -3,16 +3,16 @@
 //! baselines and IndoMMLU.
 use clap::{Args, Subcommand};
 use indolm::error::{Error, IoContext, Result};
-use indolm::eval::bias::board::BiasBoard;
+use indolm::eval::bias::models::{evaluate_model, evaluate_run, BiasRequest};
 use indolm::eval::bias::records::{metric_dir, RECORDS_FILE, REPORT_FILE};
-use indolm::eval::bias::{evaluate_causal, evaluate_under, Bootstrap, Evaluation};
+use indolm::eval::bias::{Bootstrap, Evaluation};
 use indolm::eval::causal::CausalScorer;
 use indolm::eval::pairs::{load_crows, load_indobias, PairSet};
 use indolm::eval::pll::{crows_inputs, PllScorer, ScoringInput};
+use indolm::eval::scorer::LoadedLm;
 use indolm::eval::BiasMetric;
 use indolm::files::{read_to_string, write_json};
-use indolm::model::decoder::{is_causal_dir, load_causal_lm};
-use indolm::model::model_dir::load_masked_lm;
+use indolm::model::decoder::CausalLm;
 use indolm::{out, outln};
 use std::path::{Path, PathBuf};
 use tch::Device;
@@ -149,30 +149,17 @@ pub enum PllMetric {
     Aula,
 }
 
-/// Loads a causal LM, noting on stderr the tensors it does not read.
-fn load_decoder(dir: &Path, device: Device) -> Result<indolm::model::decoder::CausalLm> {
-    let lm = load_causal_lm(dir, device)?;
-    if lm.not_text > 0 {
-        eprintln!("note: the text model of a multimodal checkpoint; {} vision tensor(s) not read", lm.not_text);
-    }
-    if !lm.unused.is_empty() {
-        eprintln!("note: ignored {} tensor(s) the model does not use, e.g. {}", lm.unused.len(), lm.unused[0]);
-    }
-    Ok(lm)
-}
-
 /// `eval pll` on a causal LM: each line's log-likelihood (after the BOS token, else EOS, as
 /// lm-evaluation-harness scores CrowS-Pairs), tokens, mean and perplexity; the convention is
 /// printed to stderr and recorded in every JSON line.
-fn causal_pll(model: &Path, text: &Path, metric: PllMetric, json: bool, device: Device) -> Result<()> {
+fn causal_pll(lm: &CausalLm, model: &Path, text: &Path, metric: PllMetric, json: bool) -> Result<()> {
     if metric != PllMetric::Pll {
         return Err(Error::argument(
             "--metric",
             format!("{} is a causal LM: only `pll` applies (its log-likelihood)", model.display()),
         ));
     }
-    let lm = load_decoder(model, device)?;
-    let scorer = CausalScorer::new(&lm)?;
+    let scorer = CausalScorer::new(lm)?;
     let c = scorer.convention();
     eprintln!(
         "{} causal LM: each sentence scored after {} (id {}, its {}), no special tokens, no EOS; log-likelihood = sum of token log-probabilities",
@@ -231,12 +218,17 @@ fn pll(
     allow_random_head: bool,
     device: Device,
 ) -> Result<()> {
-    if is_causal_dir(model) {
-        return causal_pll(model, text, metric, json, device);
-    }
-    let mut loaded = load_masked_lm(model, device)?;
-    let warning = loaded.require_trained_head(model, allow_random_head)?;
-    loaded.model.set_precision(indolm::device::default_precision(device));
+    let lm = LoadedLm::load(model, device)?;
+    let loaded = match &lm {
+        LoadedLm::Causal(causal) => {
+            for note in lm.notes() {
+                eprintln!("note: {note}");
+            }
+            return causal_pll(causal, model, text, metric, json);
+        }
+        LoadedLm::Masked(loaded) => loaded,
+    };
+    let warning = lm.require_trained_head(model, allow_random_head)?;
     let scorer = PllScorer::new(&loaded.model, &loaded.tokenizer, device);
     let content = read_to_string(text)?;
     let numbered = sentences(text, &content)?;
@@ -244,7 +236,7 @@ fn pll(
     // Each scored sentence with the line it came from.
     let mut labels: Vec<(usize, String)> = Vec::new();
     if matches!(metric, PllMetric::Aul | PllMetric::Aula) {
-        return unmasked(&loaded, text, &numbered, metric, json, warning.as_deref(), device);
+        return unmasked(loaded, text, &numbered, metric, json, warning.as_deref(), device);
     }
     for &(n, line) in &numbered {
         let at = |e| at_line(text, n, e);
@@ -378,39 +370,13 @@ fn bias(args: &BiasArgs, device: Device) -> Result<()> {
     if args.resamples == 0 {
         return Err(Error::argument("--resamples", "must be > 0"));
     }
-    let bootstrap = Bootstrap { seed: args.seed, resamples: args.resamples };
-    let languages = &args.languages;
-    let score = |dir: &Path, step: Option<u64>| -> Result<Vec<Evaluation>> {
-        if is_causal_dir(dir) {
-            let lm = load_decoder(dir, device)?;
-            let scorer = CausalScorer::new(&lm)?;
-            let started = std::time::Instant::now();
-            let evaluations = evaluate_causal(&scorer, &pairs, &metrics, languages, step, bootstrap)?;
-            eprintln!(
-                "scored by log-likelihood ({}) in {:.2} s",
-                lm.config.family.name(),
-                started.elapsed().as_secs_f64()
-            );
-            return Ok(evaluations);
-        }
-        let mut loaded = load_masked_lm(dir, device)?;
-        let warning = loaded.require_trained_head(dir, args.allow_random_head)?;
-        for note in &loaded.notes {
-            eprintln!("note: {note}");
-        }
-        if let Some(w) = &warning {
-            eprintln!("warning: {w}");
-        }
-        loaded.model.set_precision(indolm::device::default_precision(device));
-        let scorer = PllScorer::new(&loaded.model, &loaded.tokenizer, device);
-        let started = std::time::Instant::now();
-        let mut evaluations = evaluate_under(&scorer, &pairs, &metrics, languages, step, bootstrap)?;
-        for evaluation in &mut evaluations {
-            evaluation.report.warning = warning.clone();
-        }
-        let names: Vec<String> = metrics.iter().map(|m| m.to_string()).collect();
-        eprintln!("scored under {} in {:.2} s", names.join(", "), started.elapsed().as_secs_f64());
-        Ok(evaluations)
+    let request = BiasRequest {
+        pairs: &pairs,
+        metrics: &metrics,
+        languages: &args.languages,
+        bootstrap: Bootstrap { seed: args.seed, resamples: args.resamples },
+        allow_random_head: args.allow_random_head,
+        device,
     };
     let inputs: Vec<&Path> =
         [args.model.as_deref(), args.run.as_deref(), Some(args.pairs.as_path())].into_iter().flatten().collect();
@@ -419,7 +385,7 @@ fn bias(args: &BiasArgs, device: Device) -> Result<()> {
         if let Some(dir) = &args.out {
             indolm::eval::bias::records::refuse_to_replace(dir, args.overwrite)?;
         }
-        let evaluations = score(model, None)?;
+        let evaluations = evaluate_model(model, &request, None)?;
         for (i, evaluation) in evaluations.iter().enumerate() {
             out!("{}{}", if i == 0 { "" } else { "\n" }, evaluation.report.markdown());
         }
@@ -443,63 +409,11 @@ fn bias(args: &BiasArgs, device: Device) -> Result<()> {
     if args.out.is_some() {
         return Err(Error::argument("--out", "with --run, each checkpoint's files go into its own folder"));
     }
-    // Held while the weights are read: a trainer of the run keeps them meanwhile (keep_last).
-    let layout = indolm::run::RunLayout::new(run);
-    if !run.is_dir() {
-        return Err(Error::MissingFile { path: run.into(), hint: "expected a run folder (checkpoints/<run>)".into() });
-    }
-    let _hold = indolm::run::readers::ReadHold::take(&layout)?;
-    let mut steps: Vec<(u64, PathBuf)> = Vec::new();
-    for (step, dir) in layout.checkpoints()? {
-        if !dir.join(indolm::run::checkpoints::MODEL_FILE).exists() {
-            continue;
-        }
-        if dir.join(indolm::run::layout::PENDING_EVALUATION).exists() {
-            // Its trainer evaluates it (now, or when it resumes); two writers would mix files.
-            eprintln!("note: step {step}: its evaluation is pending in the run's trainer; left to it");
-            continue;
-        }
-        steps.push((step, dir));
-    }
-    if steps.is_empty() {
-        return Err(Error::invalid(
-            run,
-            "no checkpoint with weights (step-N/model.safetensors) to evaluate in this run",
-        ));
-    }
-    let evaluated: Vec<String> = steps
-        .iter()
-        .filter(|(_, d)| {
-            d.join(REPORT_FILE).exists() || metrics.iter().any(|&m| metric_dir(d, m).join(REPORT_FILE).exists())
-        })
-        .map(|(s, _)| indolm::run::layout::step_dir_name(*s))
-        .collect();
-    if !evaluated.is_empty() && !args.overwrite {
-        return Err(Error::invalid(
-            run,
-            format!(
-                "{} already hold(s) a bias evaluation (the training hook's, or an earlier `eval bias --run`): pass --overwrite to replace them",
-                evaluated.join(", ")
-            ),
-        ));
-    }
     let run_name = run.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
     let logdir = args.logdir.clone().unwrap_or_else(|| PathBuf::from("runs").join(&run_name).join("eval"));
-    let mut boards: Vec<BiasBoard> = metrics
-        .iter()
-        .enumerate()
-        .map(|(i, m)| BiasBoard::new(if i == 0 { logdir.clone() } else { logdir.join(m.to_string()) }))
-        .collect();
-    let mut reports = Vec::new();
-    for (step, dir) in &steps {
-        let evaluations = score(dir, Some(*step))?;
-        Evaluation::write_all(&evaluations, dir)?;
-        for (evaluation, board) in evaluations.into_iter().zip(&mut boards) {
-            board.log(&evaluation.report, *step);
-            outln!("step {step} ({}): {}", evaluation.report.metric, evaluation.report.summary_line());
-            reports.push(evaluation.report);
-        }
-    }
+    let reports = evaluate_run(run, &request, &logdir, args.overwrite, &mut |step, evaluation| {
+        outln!("step {step} ({}): {}", evaluation.report.metric, evaluation.report.summary_line());
+    })?;
     for report in &reports[reports.len() - metrics.len()..] {
         outln!("\nlast checkpoint:\n{}", report.markdown());
     }
@@ -522,35 +436,31 @@ struct IndommluArgs<'a> {
 
 /// `eval indommlu`: a masked LM zero-shot, or a causal LM zero- or few-shot.
 fn indommlu(args: IndommluArgs, json: Option<&Path>, out_dir: Option<&Path>, device: Device) -> Result<()> {
+    use indolm::eval::indommlu::{evaluate, load_all, refuse_to_replace, write_evaluation, Evaluated, Setting};
     use indolm::eval::IndommluMode;
     super::check_file_outputs(&json.into_iter().collect::<Vec<_>>(), &[args.model, args.data])?;
     if let Some(dir) = out_dir {
-        indolm::eval::indommlu::refuse_to_replace(dir, args.overwrite)?;
+        refuse_to_replace(dir, args.overwrite)?;
     }
-    let data = indolm::eval::indommlu::load_all(args.data)?;
-    let causal = is_causal_dir(args.model);
+    let data = load_all(args.data)?;
+    let lm = LoadedLm::load(args.model, device)?;
+    let scorer = lm.scorer(device)?;
+    let causal = scorer.is_causal();
     let mode = args.mode.unwrap_or(if causal { IndommluMode::Letter } else { IndommluMode::OptionPll });
-    indolm::eval::indommlu::Setting { mode, causal, shots: args.shots }.check(&data, args.data)?;
-    let (report, records) = if causal {
-        let lm = load_decoder(args.model, device)?;
-        let (report, records, short) =
-            indolm::eval::indommlu_causal::evaluate(&lm, &data.questions, &data.examples, mode, args.shots)?;
-        if short > 0 {
-            eprintln!(
-                "note: {short} of {} questions had fewer than {} demonstrations of their subject and level",
-                data.questions.len(),
-                args.shots
-            );
-        }
-        (report, records)
-    } else {
-        let mut loaded = load_masked_lm(args.model, device)?;
-        for note in &loaded.notes {
-            eprintln!("note: {note}");
-        }
-        loaded.model.set_precision(indolm::device::default_precision(device));
-        indolm::eval::indommlu::evaluate(&loaded.model, &loaded.tokenizer, &data.questions, mode, device, None)?
-    };
+    let setting = Setting { mode, causal, shots: args.shots };
+    setting.check(&data, args.data)?;
+    for note in lm.notes() {
+        eprintln!("note: {note}");
+    }
+    let Evaluated { report, records, short_of_demonstrations: short } =
+        evaluate(scorer.as_ref(), &data.questions, &data.examples, setting, None)?;
+    if short > 0 {
+        eprintln!(
+            "note: {short} of {} questions had fewer than {} demonstrations of their subject and level",
+            data.questions.len(),
+            args.shots
+        );
+    }
     if !data.examples.is_empty() {
         eprintln!(
             "note: {} rows marked is_for_fewshot are demonstrations, not scored; {} questions",
@@ -564,8 +474,12 @@ fn indommlu(args: IndommluArgs, json: Option<&Path>, out_dir: Option<&Path>, dev
     }
     if let Some(dir) = out_dir {
         std::fs::create_dir_all(dir).with_path(dir)?;
-        indolm::eval::indommlu::write_evaluation(dir, &report, &records)?;
-        eprintln!("wrote {} and {}", dir.join("indommlu.json").display(), dir.join("indommlu_questions.csv").display());
+        write_evaluation(dir, &report, &records)?;
+        eprintln!(
+            "wrote {} and {}",
+            dir.join(indolm::eval::indommlu::REPORT_FILE).display(),
+            dir.join(indolm::eval::indommlu::RECORDS_FILE).display()
+        );
     }
     Ok(())
 }

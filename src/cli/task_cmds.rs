@@ -146,7 +146,7 @@ fn finetune_summarize(recipe_path: &Path, init: Option<&Path>, args: &super::Run
         results.dev_best.rouge2,
         results.dev_best.rouge_l
     );
-    outln!("{}", read_to_string(&dir.join("results.md"))?);
+    outln!("{}", read_to_string(&dir.join(indolm::tasks::RESULTS_MD))?);
     outln!("model in {}", dir.join("best").display());
     Ok(())
 }

@@ -6,6 +6,7 @@
 //! transformers' `AutoTokenizer` loads.
 use crate::error::{Error, Result};
 use crate::files::{read_to_string, write_atomic, write_json};
+use crate::outputs::RunFile;
 use std::path::{Path, PathBuf};
 use tch::Tensor;
 use tokenizers::decoders::wordpiece::WordPiece as WordPieceDecoder;
@@ -21,9 +22,20 @@ pub const SPECIAL_TOKENS: [&str; 5] = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MAS
 /// RoBERTa's (XLM-R's) names for the special tokens, in `SPECIAL_TOKENS`' order.
 pub const ROBERTA_SPECIAL_TOKENS: [&str; 5] = ["<pad>", "<unk>", "<s>", "</s>", "<mask>"];
 
+/// The files [`TextTokenizer::save`] writes (`vocab.txt` for WordPiece vocabularies).
+pub const TOKENIZER_FILES: [&str; 4] =
+    ["tokenizer.json", "vocab.txt", "tokenizer_config.json", "special_tokens_map.json"];
+
+crate::declare_run_files!(
+    TOKENIZER_DIRECTORY_FILES: RunFile::Named(TOKENIZER_FILES[0]),
+    RunFile::Named(TOKENIZER_FILES[1]),
+    RunFile::Named(TOKENIZER_FILES[2]),
+    RunFile::Named(TOKENIZER_FILES[3]),
+);
+
 /// Whether [`TextTokenizer::save`] writes files of this name.
 pub fn is_tokenizer_file(name: &str) -> bool {
-    matches!(name, "tokenizer.json" | "vocab.txt" | "tokenizer_config.json" | "special_tokens_map.json")
+    TOKENIZER_FILES.contains(&name)
 }
 
 /// The special-token keys of `special_tokens_map.json` / `tokenizer_config.json`, in

@@ -6,7 +6,7 @@
 //! right-padded with an attention mask; a sentence's last token, only ever a target, is left out
 //! of the forward pass, the vocabulary projection runs only at the positions that predict a
 //! sentence token, and each batch comes back to the host once. The same machinery scores whole
-//! rows and reads next-token distributions for IndoMMLU ([`super::indommlu_causal`]).
+//! rows and reads next-token distributions for IndoMMLU ([`super::indommlu::causal`]).
 use crate::device::{read_back, to_device_queued};
 use crate::error::{Error, Result};
 use crate::model::decoder::{CausalLm, SpecialToken};

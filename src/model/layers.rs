@@ -1,18 +1,20 @@
-//! Building blocks with HF's parameter names and initialisation: `Linear` (`weight`, `bias`),
-//! `LayerNorm` (`weight`, `bias`), `Embedding` (`weight`), run in the compute precision
+//! Building blocks with HF's parameter names and initialisation, shared by BERT and the decoder
+//! families: `Linear` (`weight`, `bias`), `LayerNorm` (`weight`, `bias`), `Embedding` (`weight`),
+//! run in the compute precision
 //! (`device::Precision`) that casts matrix multiplications to bf16 on CUDA while keeping fp32
 //! master weights.
 use crate::device::Precision;
 use tch::nn::{Init, Path};
 use tch::{Kind, Tensor};
 
-/// HF `nn.Linear`: `weight` [out, in] ~ N(0, initializer_range), `bias` zeros.
+/// HF `nn.Linear`: `weight` [out, in] ~ N(0, initializer_range), `bias` zeros; the decoder
+/// families' layers without a bias, or over a tied weight, are built by `model::decoder::layers`.
 #[derive(Debug)]
 pub struct Linear {
     /// [out, in].
     pub weight: Tensor,
-    /// [out].
-    pub bias: Tensor,
+    /// [out], when the layer has one.
+    pub bias: Option<Tensor>,
 }
 
 impl Linear {
@@ -20,20 +22,22 @@ impl Linear {
     pub fn new(p: Path, in_dim: i64, out_dim: i64, init_std: f64) -> Self {
         let weight = p.var("weight", &[out_dim, in_dim], Init::Randn { mean: 0.0, stdev: init_std });
         let bias = p.var("bias", &[out_dim], Init::Const(0.0));
-        Linear { weight, bias }
+        Linear { weight, bias: Some(bias) }
     }
 
-    /// x · weightᵀ + bias over the last dimension, computed and returned in `precision`'s dtype.
+    /// x · weightᵀ + bias over the last dimension, computed and returned in `precision`'s dtype
+    /// (trained weights: fp32 masters cast for the product).
     pub fn forward(&self, x: &Tensor, precision: Precision) -> Tensor {
         let kind = precision.compute_kind();
         if x.kind() == kind && kind == Kind::Float {
-            return x.linear(&self.weight, Some(&self.bias));
+            return x.linear(&self.weight, self.bias.as_ref());
         }
-        x.to_kind(kind).linear(&self.weight.to_kind(kind), Some(&self.bias.to_kind(kind)))
+        let bias = self.bias.as_ref().map(|b| b.to_kind(kind));
+        x.to_kind(kind).linear(&self.weight.to_kind(kind), bias.as_ref())
     }
 }
 
-/// HF `nn.LayerNorm` (named `LayerNorm` in BERT): always computed in fp32.
+/// HF `nn.LayerNorm` (named `LayerNorm` in BERT, BLOOM's layer norms): always computed in fp32.
 #[derive(Debug)]
 pub struct LayerNorm {
     /// Scale [dim], initialised to ones.
@@ -51,10 +55,21 @@ impl LayerNorm {
         LayerNorm { weight, bias, eps }
     }
 
+    /// Over weights already loaded (a checkpoint's, in any dtype).
+    pub fn from_tensors(weight: Tensor, bias: Tensor, eps: f64) -> Self {
+        LayerNorm { weight, bias, eps }
+    }
+
     /// Normalises the last dimension; the result is fp32 whatever the input's dtype.
     pub fn forward(&self, x: &Tensor) -> Tensor {
         let dim = *self.weight.size().last().unwrap();
-        x.to_kind(Kind::Float).layer_norm([dim], Some(&self.weight), Some(&self.bias), self.eps, true)
+        let (weight, bias) = (self.weight.to_kind(Kind::Float), self.bias.to_kind(Kind::Float));
+        x.to_kind(Kind::Float).layer_norm([dim], Some(&weight), Some(&bias), self.eps, true)
+    }
+
+    /// [`LayerNorm::forward`], returned in the input's dtype (the decoder families).
+    pub fn forward_in_input_kind(&self, x: &Tensor) -> Tensor {
+        self.forward(x).to_kind(x.kind())
     }
 }
 
@@ -145,7 +160,7 @@ mod tests {
         // Built by hand: `Linear::new` would draw from torch's generator, which the dropout test seeds.
         let linear = Linear {
             weight: Tensor::ones([2, 4], (Kind::Float, tch::Device::Cpu)),
-            bias: Tensor::zeros([2], (Kind::Float, tch::Device::Cpu)),
+            bias: Some(Tensor::zeros([2], (Kind::Float, tch::Device::Cpu))),
         };
         assert_eq!(linear.forward(&y, Precision::Bf16).kind(), Kind::BFloat16);
         assert_eq!(linear.forward(&y, Precision::Fp32).kind(), Kind::Float);

@@ -11,6 +11,7 @@ use super::weights;
 use crate::data::tokenizer::TextTokenizer;
 use crate::error::{Error, IoContext, Result};
 use crate::files::write_atomic;
+use crate::outputs::RunFile;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use tch::nn::VarStore;
@@ -325,6 +326,13 @@ pub fn copy_into(
     Ok(notes)
 }
 
+/// A model directory's configuration file.
+pub const CONFIG_FILE: &str = "config.json";
+/// A model directory's weights, in one file.
+pub const WEIGHTS_FILE: &str = "model.safetensors";
+
+crate::declare_run_files!(MODEL_DIRECTORY_FILES: RunFile::Named(CONFIG_FILE), RunFile::Named(WEIGHTS_FILE));
+
 /// Writes `config.json`, `model.safetensors` (HF names, fp32) and the tokenizer files into `dir`
 /// (created if needed; each file written atomically).
 pub fn save_model_files(dir: &Path, config: &BertConfig, vs: &VarStore, tokenizer: &TextTokenizer) -> Result<()> {
@@ -338,21 +346,21 @@ pub fn save_model_files_as(dir: &Path, config_json: &str, vs: &VarStore, tokeniz
     let model_type = serde_json::from_str::<serde_json::Value>(config_json)
         .ok()
         .and_then(|c| c.get("model_type").and_then(|t| t.as_str()).map(String::from));
-    write_atomic(&dir.join("config.json"), config_json.as_bytes())?;
+    write_atomic(&dir.join(CONFIG_FILE), config_json.as_bytes())?;
     let mut named: Vec<(String, Tensor)> = vs
         .variables()
         .into_iter()
         .map(|(n, t)| (hf_name(n, model_type.as_deref()), t.detach().to_kind(Kind::Float)))
         .collect();
     named.sort_by(|a, b| a.0.cmp(&b.0));
-    weights::write_file(&dir.join("model.safetensors"), &named)?;
+    weights::write_file(&dir.join(WEIGHTS_FILE), &named)?;
     tokenizer.save(dir)
 }
 
 /// Whether a model directory written by indolm (`export-hf`, `import-hf`, `init`) holds files
 /// of this name: the configuration, the weights and the tokenizer's files.
 pub fn is_model_file(name: &str) -> bool {
-    matches!(name, "config.json" | "model.safetensors") || crate::data::tokenizer::is_tokenizer_file(name)
+    name == CONFIG_FILE || name == WEIGHTS_FILE || crate::data::tokenizer::is_tokenizer_file(name)
 }
 
 /// Writes a model directory as a whole: into a temporary sibling, then renamed to `out`, so an

@@ -6,8 +6,8 @@
 //! that scored different questions are pointed out, since their accuracies are not comparable.
 use super::bias_table::TableModel;
 use crate::error::{Error, Result};
+use crate::eval::indommlu::{read_question_records, RECORDS_FILE};
 use crate::eval::indommlu::{IndommluReport, AREAS, REPORT_FILE};
-use crate::eval::indommlu_records::{read_question_records, RECORDS_FILE};
 use crate::files::read_to_string;
 use serde::Serialize;
 use std::path::{Path, PathBuf};

@@ -13,18 +13,24 @@ use super::layout::{RunLayout, PENDING_EVALUATION};
 use crate::error::{Error, IoContext, Result};
 use crate::files::{read_to_string, remove_stale_temps, sha256_file, write_json, Staging};
 use crate::model::weights;
+use crate::outputs::RunFile;
 use crate::recipe::Fingerprint;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use tch::Tensor;
 
-/// The file of a checkpoint's weights.
-pub const MODEL_FILE: &str = "model.safetensors";
+/// The file of a checkpoint's weights (the model directory's).
+pub const MODEL_FILE: &str = crate::model::model_dir::WEIGHTS_FILE;
 /// The file of a checkpoint's state.
 pub const STATE_FILE: &str = "trainer_state.json";
 /// The file beside the best weights saying which step they are and how they scored.
 pub const BEST_FILE: &str = "best.json";
+
+/// An optimizer's state file: `optimizer.safetensors`, `optimizer-<name>.safetensors`.
+const OPTIMIZER_FILES: RunFile = RunFile::Pattern("optimizer", ".safetensors");
+
+crate::declare_run_files!(CHECKPOINT_FILES: RunFile::Named(STATE_FILE), RunFile::Named(BEST_FILE), OPTIMIZER_FILES);
 
 /// The state file of an optimizer named `name` (`""` for a task's only optimizer).
 pub fn optimizer_file(name: &str) -> String {
@@ -442,7 +448,7 @@ impl CheckpointStore {
 fn remove_weights(dir: &Path) -> Result<()> {
     for entry in std::fs::read_dir(dir).with_path(dir)?.filter_map(|e| e.ok()) {
         let name = entry.file_name().to_string_lossy().to_string();
-        if name == MODEL_FILE || (name.starts_with("optimizer") && name.ends_with(".safetensors")) {
+        if name == MODEL_FILE || OPTIMIZER_FILES.matches(&name) {
             let path = entry.path();
             std::fs::remove_file(&path).with_path(&path)?;
         }

@@ -13,6 +13,7 @@
 //! ```
 use crate::error::{IoContext, Result};
 use crate::files::{read_to_string, write_atomic};
+use crate::outputs::RunFile;
 use std::path::{Path, PathBuf};
 
 /// The folder under a run that holds the evaluations made between checkpoints.
@@ -26,6 +27,16 @@ pub const TRAIN_LOG: &str = "train_log.jsonl";
 /// In a checkpoint's folder while the evaluations that run on it (the checkpoint hooks) have
 /// not completed: they are redone from its weights, which are kept until then.
 pub const PENDING_EVALUATION: &str = "evaluation.pending";
+
+/// The lock file readers of a run (`eval bias --run`) hold while they read its checkpoints.
+pub const READERS_LOCK: &str = ".readers.lock";
+
+crate::declare_run_files!(
+    LAYOUT_FILES: RunFile::Named(LATEST),
+    RunFile::Named(TRAIN_LOG),
+    RunFile::Named(PENDING_EVALUATION),
+    RunFile::Named(READERS_LOCK),
+);
 
 /// A checkpoint folder's name: `step-<N>`.
 pub fn step_dir_name(step: u64) -> String {
@@ -77,7 +88,7 @@ impl RunLayout {
     /// `<run>/.readers.lock`: held shared by processes that read the run's checkpoint weights
     /// (see [`crate::run::readers`]).
     pub fn readers_lock(&self) -> PathBuf {
-        self.dir.join(".readers.lock")
+        self.dir.join(READERS_LOCK)
     }
 
     /// `<run>/latest`.

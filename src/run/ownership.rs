@@ -1,42 +1,16 @@
 //! What indolm writes in a run folder and in the run's TensorBoard folder, by file name, so that
 //! `--overwrite` removes only that: a run or TensorBoard folder holding any other file (a user's
-//! notes, an export, a plot) is refused, naming the file, and nothing is deleted.
+//! notes, an export, a plot) is refused, naming the file, and nothing is deleted. Every writer
+//! declares the names it writes beside its code ([`declare_run_files!`](crate::declare_run_files));
+//! the declarations are gathered at link time ([`crate::outputs::RUN_FILES`]), and nothing else
+//! lists them.
 use crate::error::Result;
 use std::path::{Path, PathBuf};
 
-/// The file names indolm writes into run folders (checkpoints, units, evaluations, results).
-const FILES: [&str; 21] = [
-    super::layout::LATEST,
-    super::layout::PENDING_EVALUATION,
-    super::layout::TRAIN_LOG,
-    "run.json",
-    "unit.json",
-    "result.json",
-    "results.json",
-    "results.md",
-    "trainer_state.json",
-    "best.json",
-    "config.json",
-    "model.safetensors",
-    "tokenizer.json",
-    "tokenizer_config.json",
-    "special_tokens_map.json",
-    "vocab.txt",
-    "bias.json",
-    "bias_pairs.csv",
-    "indommlu.json",
-    "indommlu_questions.csv",
-    ".readers.lock",
-];
-
-/// Whether indolm writes files of this name in a run or TensorBoard folder.
+/// Whether indolm writes files of this name in a run or TensorBoard folder: a declared name, or
+/// a temporary one of an atomic write.
 pub fn written_by_indolm(name: &str) -> bool {
-    FILES.contains(&name)
-        || (name.starts_with("optimizer") && name.ends_with(".safetensors"))
-        || name.starts_with("events.out.tfevents.")
-        || name.ends_with(".candidate")
-        || name.ends_with(".gold")
-        || crate::outputs::is_temporary(name)
+    crate::outputs::declared(name) || crate::outputs::is_temporary(name)
 }
 
 /// The files under `dir` (recursively) that indolm does not write, in path order.
@@ -71,6 +45,47 @@ pub fn remove_run_folder(dir: &Path) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::outputs::RUN_FILES;
+
+    #[test]
+    fn every_file_indolm_writes_into_runs_is_declared_once() {
+        let names = [
+            "latest",
+            "evaluation.pending",
+            "train_log.jsonl",
+            ".readers.lock",
+            "run.json",
+            "unit.json",
+            "result.json",
+            "results.json",
+            "results.md",
+            "trainer_state.json",
+            "best.json",
+            "config.json",
+            "model.safetensors",
+            "tokenizer.json",
+            "tokenizer_config.json",
+            "special_tokens_map.json",
+            "vocab.txt",
+            "bias.json",
+            "bias_pairs.csv",
+            "indommlu.json",
+            "indommlu_questions.csv",
+            "optimizer.safetensors",
+            "optimizer-dec.safetensors",
+            "events.out.tfevents.1.host.1.0",
+            "test.candidate",
+            "test.gold",
+        ];
+        for name in names {
+            let writers: Vec<&str> =
+                RUN_FILES.iter().filter(|d| d.files.iter().any(|f| f.matches(name))).map(|d| d.writer).collect();
+            assert_eq!(writers.len(), 1, "{name}: declared by {writers:?}");
+        }
+        for name in ["notes.txt", "optimizer.txt", "plot.png", "model.bin", "tokenizer.json.bak"] {
+            assert!(!written_by_indolm(name), "{name}");
+        }
+    }
 
     #[test]
     fn only_a_run_of_indolm_files_is_removed() {

@@ -7,12 +7,15 @@
 use super::layout::RunLayout;
 use crate::error::{Error, IoContext, Result};
 use crate::files::{read_to_string, write_json, DirLock};
+use crate::outputs::RunFile;
 use crate::recipe::Fingerprint;
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
 use std::path::Path;
 
 /// The manifest's file name.
 pub const MANIFEST: &str = "run.json";
+
+crate::declare_run_files!(UNITS_FILES: RunFile::Named(MANIFEST));
 
 /// What `run.json` records.
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -4,6 +4,15 @@
 //! schema (read through `recipe::parse_toml`, with the sections every recipe shares), its
 //! `train::task::Task` implementation and its inference; they share `optim`, `logger` and
 //! `eval`'s metrics.
+use crate::outputs::RunFile;
+
+/// A fine-tuning run's results, every unit's together (JSON).
+pub const RESULTS_JSON: &str = "results.json";
+/// The same results as Markdown tables.
+pub const RESULTS_MD: &str = "results.md";
+
+crate::declare_run_files!(RESULTS_FILES: RunFile::Named(RESULTS_JSON), RunFile::Named(RESULTS_MD));
+
 pub mod classifier;
 pub mod pretrain;
 pub mod sentiment;

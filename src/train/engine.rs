@@ -16,7 +16,7 @@ use super::data_parallel::DataParallel;
 use super::loader::Loader;
 use super::metrics::{Metrics, Update};
 use super::step_times::{Phase, StepTimes};
-use super::task::{CursorOf, Moment, Slice, Task};
+use super::task::{CursorOf, EvaluationPlan, Evaluations, Moment, Slice, Task};
 use crate::device::describe;
 use crate::device::op_counts::{OpCounter, OpCounts};
 use crate::device::torch_errors;
@@ -241,6 +241,8 @@ fn inject_failure(step: u64, device: Device) {
 /// A task in training.
 pub struct Engine<T: Task> {
     task: T,
+    /// When the task's evaluations happen.
+    plan: EvaluationPlan,
     settings: EngineSettings,
     device: Device,
     run: Run,
@@ -274,7 +276,7 @@ pub struct Engine<T: Task> {
     units_trained: f64,
 }
 
-impl<T: Task> Engine<T> {
+impl<T: Task + Evaluations> Engine<T> {
     /// Builds the optimizers of `task`, restores `resume` (weights, optimizer states, the
     /// source's cursor, the task's and the engine's state; the recipe compared with the one it
     /// was trained with unless `--force`), checks that every rank holds the same weights, and
@@ -360,6 +362,7 @@ impl<T: Task> Engine<T> {
         let slice = parallel.as_ref().map_or(Slice::WHOLE, |p| p.slice());
         let loader = Loader::start(task.source(slice)?, cursor.clone());
         Ok(Engine {
+            plan: task.plan(),
             device: opts.device,
             run,
             optimizers,
@@ -393,7 +396,7 @@ impl<T: Task> Engine<T> {
         if let Some(p) = self.parallel.as_mut() {
             p.barrier()?;
         }
-        if self.state.step == 0 && self.task.evaluates_at_start() {
+        if self.state.step == 0 && self.plan.at_start {
             self.evaluate(0)?; // the untrained model: where every curve starts
         }
         while self.state.step < self.stop_at && !self.state.early_stopped {
@@ -424,7 +427,7 @@ impl<T: Task> Engine<T> {
             }
             let last = step == self.settings.max_steps;
             let moment = Moment { step, checkpoint: due.checkpoint || stopping, stopping, last };
-            if due.evaluation || (stopping && self.task.evaluation_due(moment)) {
+            if due.evaluation || (stopping && self.plan.due(moment)) {
                 self.evaluate(step)?;
             }
             if due.checkpoint || stopping || self.state.early_stopped {
@@ -445,7 +448,7 @@ impl<T: Task> Engine<T> {
     /// written), each redone from its checkpoint's weights; one that fails again stays pending
     /// with a warning. Rank 0's work (the caller's barrier makes the other ranks wait).
     fn redo_pending_evaluations(&mut self, except: Option<u64>) -> Result<()> {
-        if self.rank() != 0 || !self.task.evaluates_checkpoints() {
+        if self.rank() != 0 || !self.plan.checkpoint_evaluations {
             return Ok(());
         }
         for (step, dir) in self.run.checkpoints.pending_evaluations()? {
@@ -479,7 +482,7 @@ impl<T: Task> Engine<T> {
     fn refuse_pending_evaluations(&mut self) -> Result<()> {
         // A run stopped before its end (a signal, `--stop-after`) redoes them when it resumes.
         let ended = self.state.step >= self.settings.max_steps || self.state.early_stopped;
-        if self.rank() != 0 || !self.task.evaluates_checkpoints() || !ended {
+        if self.rank() != 0 || !self.plan.checkpoint_evaluations || !ended {
             return Ok(());
         }
         let pending: Vec<String> =
@@ -502,8 +505,8 @@ impl<T: Task> Engine<T> {
     fn due_at(&self, step: u64) -> Due {
         let last = step == self.settings.max_steps;
         let checkpoint = self.run.checkpoints.due(step) || step == self.stop_at;
-        let evaluation = self.task.evaluation_due(Moment { step, checkpoint, stopping: false, last });
-        let between_checkpoints = self.task.between_checkpoints_due(step);
+        let evaluation = self.plan.due(Moment { step, checkpoint, stopping: false, last });
+        let between_checkpoints = self.plan.between_checkpoints_due(step);
         let reads = self.metrics.logs_at(step, self.stop_at) || checkpoint || evaluation || between_checkpoints;
         Due { checkpoint, evaluation, between_checkpoints, reads }
     }
@@ -715,7 +718,7 @@ impl<T: Task> Engine<T> {
         state.set_task_value("cursor", &self.cursor);
         let task = &self.task;
         let save_model = |dir: &Path| task.save_model(dir);
-        let evaluations = self.task.evaluates_checkpoints();
+        let evaluations = self.plan.checkpoint_evaluations;
         let contents = CheckpointContents {
             model: &save_model,
             optimizers: self.optimizers.iter().map(|o| (o.name.clone(), o.adam.state_tensors())).collect(),

@@ -1,7 +1,8 @@
 //! What the training engine needs from a task (masked-LM pretraining, sequence classification,
 //! BertExt, BertAbs): its optimizers with their schedules, a source of micro-batches drawn on
-//! the loader's thread, the loss of a micro-batch, its evaluations, and how its model and state
-//! are saved and restored. Everything else — the loop, accumulation, data parallelism, clipping,
+//! the loader's thread, the loss of a micro-batch, and how its model and state are saved and
+//! restored ([`Task`]); beside it, what it evaluates ([`Evaluations`]) and when
+//! ([`EvaluationPlan`]). Everything else — the loop, accumulation, data parallelism, clipping,
 //! the fused optimizer, non-finite losses, checkpoints and resume, signals, logging, best
 //! weights and early stopping — is the engine's, the same for every task.
 use crate::error::Result;
@@ -125,7 +126,69 @@ pub struct Throughput {
     pub flops_per_unit: Option<f64>,
 }
 
-/// A task the engine trains.
+/// When a task's evaluations happen, fixed by its recipe: the engine follows it, and every rank
+/// reads the same answer from it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EvaluationPlan {
+    /// [`Evaluations::evaluate`] every this many updates (0: not by count).
+    pub every: u64,
+    /// Also at every checkpoint, and when the run stops on a signal.
+    pub at_checkpoints: bool,
+    /// Also after the run's last update (`max_steps`).
+    pub at_last: bool,
+    /// Also the untrained model, as step 0 (its score can be the best).
+    pub at_start: bool,
+    /// Whether [`Evaluations::at_checkpoint`] evaluates (rank 0): checkpoints are then marked
+    /// pending until it has, and redone from their weights when it failed.
+    pub checkpoint_evaluations: bool,
+    /// The intervals of the evaluations between checkpoints (each hook's `every`): they follow
+    /// every update that one of them divides.
+    pub between_checkpoints: Vec<u64>,
+}
+
+impl EvaluationPlan {
+    /// Whether [`Evaluations::evaluate`] follows the update at `moment`.
+    pub fn due(&self, moment: Moment) -> bool {
+        (self.every > 0 && moment.step.is_multiple_of(self.every))
+            || (self.at_checkpoints && (moment.checkpoint || moment.stopping))
+            || (self.at_last && moment.last)
+    }
+
+    /// Whether evaluations between checkpoints follow the update of `step`.
+    pub fn between_checkpoints_due(&self, step: u64) -> bool {
+        self.between_checkpoints.iter().any(|&every| every > 0 && step.is_multiple_of(every))
+    }
+}
+
+/// What a task evaluates, beside its training ([`Task`]): the engine calls these when its
+/// [`EvaluationPlan`] says, on rank 0 (the other ranks wait).
+pub trait Evaluations {
+    /// When the evaluations happen.
+    fn plan(&self) -> EvaluationPlan;
+
+    /// Evaluates the model, logging through `logger`.
+    fn evaluate(&mut self, step: u64, logger: &mut Logger) -> Result<Evaluation>;
+
+    /// After a checkpoint is written into `dir`: the pretraining hooks, on the model in memory
+    /// (the checkpoint's weights).
+    fn at_checkpoint(&mut self, _step: u64, _dir: &Path, _logger: &mut Logger) -> Result<()> {
+        Ok(())
+    }
+
+    /// The checkpoint evaluations of an earlier checkpoint whose evaluations did not complete,
+    /// on its weights read from `dir`.
+    fn evaluate_saved_checkpoint(&mut self, _step: u64, _dir: &Path, _logger: &mut Logger) -> Result<()> {
+        Ok(())
+    }
+
+    /// The evaluations between checkpoints due after `step`, their files into `dir`.
+    fn evaluate_between_checkpoints(&mut self, _step: u64, _dir: &Path, _logger: &mut Logger) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// A task the engine trains: its model, batches, loss, optimizers and state. What it evaluates,
+/// and when, is [`Evaluations`] beside it.
 pub trait Task {
     /// Where its micro-batches come from.
     type Source: BatchSource;
@@ -168,46 +231,6 @@ pub trait Task {
 
     /// Checks and restores the state a checkpoint recorded (`force`: `--force` was given).
     fn restore_state(&mut self, _state: &TrainerState, _dir: &Path, _force: bool) -> Result<()> {
-        Ok(())
-    }
-
-    /// Whether an evaluation follows the update at `moment` (the same answer on every rank).
-    fn evaluation_due(&self, moment: Moment) -> bool;
-
-    /// Whether the untrained model is evaluated too, as step 0 (its score can be the best).
-    fn evaluates_at_start(&self) -> bool {
-        false
-    }
-
-    /// Evaluates the model (rank 0 only), logging through `logger`.
-    fn evaluate(&mut self, step: u64, logger: &mut Logger) -> Result<Evaluation>;
-
-    /// Whether [`Task::at_checkpoint`] evaluates (rank 0): its checkpoints are then marked
-    /// pending until it has, and redone from their weights when it failed.
-    fn evaluates_checkpoints(&self) -> bool {
-        false
-    }
-
-    /// After a checkpoint is written into `dir` (rank 0): the pretraining hooks, on the model
-    /// in memory (the checkpoint's weights).
-    fn at_checkpoint(&mut self, _step: u64, _dir: &Path, _logger: &mut Logger) -> Result<()> {
-        Ok(())
-    }
-
-    /// The checkpoint evaluations of an earlier checkpoint whose evaluations did not complete,
-    /// on its weights read from `dir` (rank 0).
-    fn evaluate_saved_checkpoint(&mut self, _step: u64, _dir: &Path, _logger: &mut Logger) -> Result<()> {
-        Ok(())
-    }
-
-    /// Whether evaluations are also made between checkpoints after `step` (every rank answers
-    /// the same; rank 0 makes them).
-    fn between_checkpoints_due(&self, _step: u64) -> bool {
-        false
-    }
-
-    /// The evaluations between checkpoints, their files into `dir` (rank 0).
-    fn evaluate_between_checkpoints(&mut self, _step: u64, _dir: &Path, _logger: &mut Logger) -> Result<()> {
         Ok(())
     }
 

@@ -470,8 +470,7 @@ fn hook_writes_records_curves_and_dense_evaluations() {
         serde_json::from_str(&std::fs::read_to_string(run.join("step-6/indommlu.json")).unwrap()).unwrap();
     assert_eq!(mmlu["questions"], 12);
     // The hook keeps the per-question records beside it, and they aggregate to it.
-    let records =
-        indolm::eval::indommlu_records::read_question_records(&run.join("step-6/indommlu_questions.csv")).unwrap();
+    let records = indolm::eval::indommlu::read_question_records(&run.join("step-6/indommlu_questions.csv")).unwrap();
     let written: indolm::eval::indommlu::IndommluReport = serde_json::from_value(mmlu.clone()).unwrap();
     assert_eq!(records.len(), 12);
     assert_eq!(

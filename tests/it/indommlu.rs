@@ -3,8 +3,10 @@
 //! evaluate.py run in Python, zero- and few-shot, both strategies, with the confidence and its
 //! calibration error; the aggregation arithmetic on the fixture (hand-computed); bad input.
 use crate::common::*;
-use indolm::eval::indommlu::{aggregate_records, load, load_all, score_questions, IndommluReport, Setting};
-use indolm::eval::indommlu_records::{read_question_records, QuestionRecord};
+use indolm::eval::indommlu::{aggregate_records, load, load_all, IndommluReport, Setting};
+use indolm::eval::indommlu::{read_question_records, QuestionRecord};
+use indolm::eval::pll::PllScorer;
+use indolm::eval::scorer::LmScorer;
 use indolm::eval::IndommluMode;
 use indolm::model::model_dir::load_masked_lm;
 use std::path::PathBuf;
@@ -32,7 +34,8 @@ fn parity(mode: IndommluMode, name: &str) {
     let expected: Vec<Vec<f64>> = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
     let loaded = load_masked_lm(dir, Device::Cpu).unwrap();
     let questions = load(&fixture()).unwrap();
-    let ours = score_questions(&loaded.model, &loaded.tokenizer, &questions, mode, Device::Cpu).unwrap();
+    let scorer = PllScorer::new(&loaded.model, &loaded.tokenizer, Device::Cpu);
+    let ours = scorer.option_scores(&questions, &[], Setting::masked(mode)).unwrap();
     let mut worst: f64 = 0.0;
     for (o, e) in ours.iter().zip(&expected) {
         assert_eq!(o.len(), e.len());
@@ -246,10 +249,10 @@ fn causal_parity(family: &'static str, mode: &str, shots: usize) {
     let mut shots_seen = Vec::new();
     for ((e, r), q) in questions.iter().zip(&records).zip(&data.questions) {
         assert_eq!(e["row"].as_u64().unwrap() as usize, r.row);
-        let shown = indolm::eval::indommlu_causal::fewshot_examples(q, &data.examples, shots);
+        let shown = indolm::eval::indommlu::causal::fewshot_examples(q, &data.examples, shots);
         shots_seen.push(shown.len());
         assert_eq!(e["shots"].as_u64().unwrap() as usize, shown.len(), "row {}", r.row);
-        let mut text = indolm::eval::indommlu_causal::prompt(q, &shown);
+        let mut text = indolm::eval::indommlu::causal::prompt(q, &shown);
         if mode == "full-answer" {
             text.push_str(q.jawaban.lines().next().unwrap());
         }
@@ -290,9 +293,9 @@ fn causal_letter_zero_and_two_shot_match_indommlu_evaluate_py() {
     let (model, data) = (causal_model("llama"), load_all(&fixture()).unwrap());
     let score = |kind| {
         let lm = indolm::model::decoder::load_causal_lm_as(&model, Device::Cpu, kind).unwrap();
-        indolm::eval::indommlu_causal::score_questions(&lm, &data.questions, &data.examples, IndommluMode::Letter, 2)
-            .unwrap()
-            .0
+        let scorer = indolm::eval::causal::CausalScorer::new(&lm).unwrap();
+        let setting = Setting { mode: IndommluMode::Letter, causal: true, shots: 2 };
+        scorer.option_scores(&data.questions, &data.examples, setting).unwrap()
     };
     let (fp32, bf16) = (score(tch::Kind::Float), score(tch::Kind::BFloat16));
     let worst =

@@ -14,6 +14,7 @@
 pub mod aggregate;
 pub mod board;
 pub mod hook;
+pub mod models;
 pub mod records;
 pub mod report;
 pub mod rules;
@@ -25,7 +26,7 @@ pub use report::{
     gap_with_interval, rate_with_interval, BiasReport, Bootstrap, Category, LanguageResult, PairRecord, Tally,
 };
 pub use rules::{metric_caption, outcome, score_gap, Preference};
-pub use scoring::{evaluate, evaluate_causal, evaluate_under, score_pairs, score_pairs_under, Evaluation};
+pub use scoring::{evaluate, evaluate_under, score_pairs, score_pairs_under, Evaluation};
 
 #[cfg(test)]
 pub(crate) mod tests {

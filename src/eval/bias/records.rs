@@ -22,6 +22,11 @@ pub const REPORT_FILE: &str = "bias.json";
 /// Its per-pair records.
 pub const RECORDS_FILE: &str = "bias_pairs.csv";
 
+crate::declare_run_files!(
+    BIAS_FILES: crate::outputs::RunFile::Named(REPORT_FILE),
+    crate::outputs::RunFile::Named(RECORDS_FILE),
+);
+
 /// Writes `records` as CSV to `path` (atomically): a `# warning: …` comment line when the
 /// evaluation carries one, a header, then one row a pair.
 pub fn write_records(path: &Path, records: &[PairRecord], warning: Option<&str>) -> Result<()> {

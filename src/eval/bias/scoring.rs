@@ -1,21 +1,20 @@
-//! Scoring the pairs with a masked LM: each pair's two sentences by pseudo-log-likelihood (or
-//! CrowS' shared-token variant, or PLL-word-l2r), or with nothing masked (AUL, AULA), one record
-//! per pair, aggregated into a report. Several metrics are scored in one call, AUL and AULA
-//! from the same forward passes. A causal LM's sentences are scored by log-likelihood
-//! ([`evaluate_causal`]): `pppl` then decides by perplexity, `crows` by the sums.
+//! Scoring the pairs with any language model through [`LmScorer`]: each pair's two sentences
+//! scored (a masked LM by pseudo-log-likelihood, CrowS' shared-token variant, PLL-word-l2r, or
+//! with nothing masked for AUL and AULA; a causal LM by log-likelihood, `pppl` then deciding by
+//! perplexity and `crows` by the sums), one record per pair, aggregated into a report. Several
+//! metrics are scored in one call.
 use super::aggregate::aggregate;
 use super::report::{BiasReport, Bootstrap, PairRecord};
-use crate::error::{Error, Result};
-use crate::eval::aul::UnmaskedScorer;
-use crate::eval::causal::CausalScorer;
+use crate::error::Result;
 use crate::eval::pairs::{BiasPair, PairSet};
-use crate::eval::pll::{crows_inputs, PllScorer, ScoringInput, SentenceScore};
+use crate::eval::pll::SentenceScore;
+use crate::eval::scorer::LmScorer;
 use crate::eval::BiasMetric;
 use std::path::Path;
 
 /// Scores every pair of every language (optionally only `languages`): one record per pair.
 pub fn score_pairs(
-    scorer: &PllScorer,
+    scorer: &dyn LmScorer,
     pairs: &PairSet,
     metric: BiasMetric,
     languages: &[String],
@@ -24,58 +23,22 @@ pub fn score_pairs(
 }
 
 /// [`score_pairs`] under several metrics in one pass over the pairs: one list of records per
-/// metric, in the order given. AUL and AULA share their forward passes.
+/// metric, in the order given (a masked LM's AUL and AULA share their forward passes, a causal
+/// LM's metrics its log-likelihoods).
 pub fn score_pairs_under(
-    scorer: &PllScorer,
+    scorer: &dyn LmScorer,
     pairs: &PairSet,
     metrics: &[BiasMetric],
     languages: &[String],
 ) -> Result<Vec<Vec<PairRecord>>> {
+    scorer.check_metrics(metrics)?;
     let mut records = vec![Vec::new(); metrics.len()];
-    let unmasked = UnmaskedScorer {
-        token_budget: scorer.token_budget,
-        ..UnmaskedScorer::new(scorer.model, scorer.tokenizer, scorer.device)
-    };
     for (lang, lang_pairs) in &pairs.languages {
         if !wanted(languages, lang) {
             continue;
         }
-        // AUL and AULA: one forward pass per sentence for both, if either is asked for.
-        let without_masks = if metrics.iter().any(|m| matches!(m, BiasMetric::Aul | BiasMetric::Aula)) {
-            let mut sentences = Vec::with_capacity(lang_pairs.len() * 2);
-            for p in lang_pairs {
-                sentences.push(unmasked.input(&p.pro)?);
-                sentences.push(unmasked.input(&p.anti)?);
-            }
-            unmasked.score(&sentences)
-        } else {
-            Vec::new()
-        };
-        for (metric, out) in metrics.iter().zip(records.iter_mut()) {
-            let scores: Vec<SentenceScore> = match metric {
-                BiasMetric::Aul => without_masks.iter().map(|s| s.aul.clone()).collect(),
-                BiasMetric::Aula => without_masks.iter().map(|s| s.aula.clone()).collect(),
-                BiasMetric::Pppl | BiasMetric::PpplWordL2r | BiasMetric::Crows => {
-                    let mut inputs: Vec<ScoringInput> = Vec::with_capacity(lang_pairs.len() * 2);
-                    for p in lang_pairs {
-                        match metric {
-                            BiasMetric::Crows => {
-                                let (a, b) = crows_inputs(scorer.tokenizer, &p.pro, &p.anti)?;
-                                inputs.extend([a, b]);
-                            }
-                            BiasMetric::PpplWordL2r => {
-                                inputs.push(scorer.word_l2r_input(&p.pro)?);
-                                inputs.push(scorer.word_l2r_input(&p.anti)?);
-                            }
-                            _ => {
-                                inputs.push(scorer.full_input(&p.pro)?);
-                                inputs.push(scorer.full_input(&p.anti)?);
-                            }
-                        }
-                    }
-                    scorer.score(&inputs)
-                }
-            };
+        let scores = scorer.pair_scores(lang_pairs, metrics)?;
+        for ((metric, out), scores) in metrics.iter().zip(records.iter_mut()).zip(scores) {
             require_finite(lang, lang_pairs, &scores)?;
             for (i, (pair, s)) in lang_pairs.iter().zip(scores.chunks(2)).enumerate() {
                 out.push(PairRecord::new(*metric, lang, i, pair, &s[0], &s[1]));
@@ -101,54 +64,6 @@ fn wanted(languages: &[String], lang: &str) -> bool {
     languages.is_empty() || languages.iter().any(|l| crate::eval::pairs::language_code(l).unwrap_or(l.as_str()) == lang)
 }
 
-/// Scores every pair with a causal LM (each sentence's log-likelihood after the prefix token)
-/// and aggregates under each metric: `pppl` prefers the sentence with the strictly lower
-/// perplexity, `crows` the higher log-likelihood sum (lm-evaluation-harness's CrowS-Pairs rule,
-/// with the existing rounding to 3 decimals); the other metrics need a masked LM and are refused.
-pub fn evaluate_causal(
-    scorer: &CausalScorer,
-    pairs: &PairSet,
-    metrics: &[BiasMetric],
-    languages: &[String],
-    step: Option<u64>,
-    bootstrap: Bootstrap,
-) -> Result<Vec<Evaluation>> {
-    if let Some(m) = metrics.iter().find(|m| !matches!(m, BiasMetric::Pppl | BiasMetric::Crows)) {
-        return Err(Error::argument(
-            "--metric",
-            format!("`{m}` needs a masked LM; a causal LM is evaluated under pppl (perplexity) or crows (log-likelihood sums)"),
-        ));
-    }
-    let mut records = vec![Vec::new(); metrics.len()];
-    for (lang, lang_pairs) in &pairs.languages {
-        if !wanted(languages, lang) {
-            continue;
-        }
-        let mut ids = Vec::with_capacity(lang_pairs.len() * 2);
-        for p in lang_pairs {
-            ids.push(scorer.encode(&p.pro)?);
-            ids.push(scorer.encode(&p.anti)?);
-        }
-        let scores: Vec<SentenceScore> = scorer.score_ids(&ids).iter().map(|s| s.as_sentence_score()).collect();
-        require_finite(lang, lang_pairs, &scores)?;
-        for (metric, out) in metrics.iter().zip(records.iter_mut()) {
-            for (i, (pair, s)) in lang_pairs.iter().zip(scores.chunks(2)).enumerate() {
-                out.push(PairRecord::new(*metric, lang, i, pair, &s[0], &s[1]));
-            }
-        }
-    }
-    let convention = scorer.convention();
-    Ok(metrics
-        .iter()
-        .zip(records)
-        .map(|(&metric, records)| {
-            let mut report = aggregate(metric, step, &records, bootstrap);
-            report.causal = Some(convention.clone());
-            Evaluation { report, records }
-        })
-        .collect())
-}
-
 /// A bias evaluation: its report and the per-pair records it was aggregated from.
 pub struct Evaluation {
     /// Win rates, intervals and gaps (`bias.json`).
@@ -159,7 +74,7 @@ pub struct Evaluation {
 
 /// Scores every pair and aggregates the records.
 pub fn evaluate(
-    scorer: &PllScorer,
+    scorer: &dyn LmScorer,
     pairs: &PairSet,
     metric: BiasMetric,
     languages: &[String],
@@ -170,9 +85,9 @@ pub fn evaluate(
 }
 
 /// [`evaluate`] under several metrics in one pass ([`score_pairs_under`]): one evaluation per
-/// metric, in the order given.
+/// metric, in the order given, a causal LM's with the convention its sentences were scored by.
 pub fn evaluate_under(
-    scorer: &PllScorer,
+    scorer: &dyn LmScorer,
     pairs: &PairSet,
     metrics: &[BiasMetric],
     languages: &[String],
@@ -180,10 +95,15 @@ pub fn evaluate_under(
     bootstrap: Bootstrap,
 ) -> Result<Vec<Evaluation>> {
     let records = score_pairs_under(scorer, pairs, metrics, languages)?;
+    let convention = scorer.convention();
     Ok(metrics
         .iter()
         .zip(records)
-        .map(|(&metric, records)| Evaluation { report: aggregate(metric, step, &records, bootstrap), records })
+        .map(|(&metric, records)| {
+            let mut report = aggregate(metric, step, &records, bootstrap);
+            report.causal = convention.clone();
+            Evaluation { report, records }
+        })
         .collect())
 }
 

@@ -87,7 +87,7 @@ impl Bloom {
         let (b, s) = ids.size2().expect("[batch, seq] ids");
         let (heads, d) = (c.num_heads, c.head_dim);
         let embedded = as_compute(&Tensor::embedding(&self.word_embeddings, ids, -1, false, false), self.kind);
-        let mut x = self.word_embeddings_layernorm.forward(&embedded);
+        let mut x = self.word_embeddings_layernorm.forward_in_input_kind(&embedded);
         let kind = x.kind();
         // ALiBi [b, heads, 1, s]: slope · (the key's position among the real tokens).
         let maskf = mask.to_kind(Kind::Float);
@@ -95,21 +95,23 @@ impl Bloom {
         let alibi = (self.slopes.view([1, heads, 1, 1]) * positions.view([b, 1, 1, s])).to_kind(kind);
         let allowed = allowed(mask, None);
         for block in &self.h {
-            let h = block.input_layernorm.forward(&x);
-            let fused = block.query_key_value.forward(&h).view([b, s, heads, 3, d]);
+            let h = block.input_layernorm.forward_in_input_kind(&x);
+            let fused = block.query_key_value.forward_in_input_kind(&h).view([b, s, heads, 3, d]);
             let q = fused.select(3, 0).transpose(1, 2);
             let k = fused.select(3, 1).transpose(1, 2);
             let v = fused.select(3, 2).transpose(1, 2);
             let att = attend(&q, &k, &v, (d as f64).powf(-0.5), Some(&alibi), None, &allowed);
-            x += block.dense.forward(&att);
-            let h = block.post_attention_layernorm.forward(&x);
-            x += block.dense_4h_to_h.forward(&activate(&block.dense_h_to_4h.forward(&h), c.activation));
+            x += block.dense.forward_in_input_kind(&att);
+            let h = block.post_attention_layernorm.forward_in_input_kind(&x);
+            x += block
+                .dense_4h_to_h
+                .forward_in_input_kind(&activate(&block.dense_h_to_4h.forward_in_input_kind(&h), c.activation));
         }
-        self.ln_f.forward(&x)
+        self.ln_f.forward_in_input_kind(&x)
     }
 
     /// Logits (fp32) of hidden states.
     pub fn logits(&self, hidden: &Tensor) -> Tensor {
-        self.lm_head.forward(hidden).to_kind(Kind::Float)
+        self.lm_head.forward_in_input_kind(hidden).to_kind(Kind::Float)
     }
 }

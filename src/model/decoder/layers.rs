@@ -9,13 +9,10 @@ use crate::error::Result;
 use tch::nn::VarStore;
 use tch::{Kind, Tensor};
 
-/// `nn.Linear`: `weight` [out, in], `bias` [out] when the layer has one.
-#[derive(Debug)]
-pub struct Linear {
-    weight: Tensor,
-    bias: Option<Tensor>,
-}
+pub use crate::model::layers::{LayerNorm, Linear};
 
+/// The decoder families' linear layers, read from a checkpoint: with or without a bias, or over
+/// a tied weight, computed in the input's dtype.
 impl Linear {
     /// `{name}.weight` (and `{name}.bias` when `bias`) from the checkpoint.
     pub fn take(w: &mut Weights, vs: &VarStore, name: &str, inp: i64, out: i64, bias: bool) -> Result<Self> {
@@ -47,7 +44,7 @@ impl Linear {
     }
 
     /// x · weightᵀ + bias, in x's dtype (a weight stored in half precision is cast for this use).
-    pub fn forward(&self, x: &Tensor) -> Tensor {
+    pub fn forward_in_input_kind(&self, x: &Tensor) -> Tensor {
         let kind = x.kind();
         let bias = self.bias.as_ref().map(|b| as_compute(b, kind));
         x.linear(&as_compute(&self.weight, kind), bias.as_ref())
@@ -91,34 +88,13 @@ impl RmsNorm {
     }
 }
 
-/// `nn.LayerNorm` (BLOOM), in fp32.
-#[derive(Debug)]
-pub struct LayerNorm {
-    weight: Tensor,
-    bias: Tensor,
-    eps: f64,
-}
-
+/// BLOOM's layer norms, read from a checkpoint.
 impl LayerNorm {
     /// `{name}.weight` and `{name}.bias` [dim].
     pub fn take(w: &mut Weights, vs: &VarStore, name: &str, dim: i64, eps: f64) -> Result<Self> {
         let weight = w.take(vs, &format!("{name}.weight"), &[dim])?;
         let bias = w.take(vs, &format!("{name}.bias"), &[dim])?;
-        Ok(LayerNorm { weight, bias, eps })
-    }
-
-    /// Normalised over the last dimension.
-    pub fn forward(&self, x: &Tensor) -> Tensor {
-        let dim = *x.size().last().unwrap_or(&1);
-        x.to_kind(Kind::Float)
-            .layer_norm(
-                [dim],
-                Some(&self.weight.to_kind(Kind::Float)),
-                Some(&self.bias.to_kind(Kind::Float)),
-                self.eps,
-                false,
-            )
-            .to_kind(x.kind())
+        Ok(LayerNorm::from_tensors(weight, bias, eps))
     }
 }
 

@@ -185,9 +185,9 @@ impl RopeDecoder {
                 Some(n) => n.forward(&x),
                 None => x.shallow_clone(),
             };
-            let mut q = layer.q_proj.forward(&h);
-            let mut k = layer.k_proj.forward(&h);
-            let v = layer.v_proj.forward(&h);
+            let mut q = layer.q_proj.forward_in_input_kind(&h);
+            let mut k = layer.k_proj.forward_in_input_kind(&h);
+            let v = layer.v_proj.forward_in_input_kind(&h);
             if let QkNorm::Full(qn, kn) = &layer.qk_norm {
                 q = qn.forward(&q);
                 k = kn.forward(&k);
@@ -202,7 +202,7 @@ impl RopeDecoder {
             let k = apply_rope(&k.transpose(1, 2), cos, sin);
             let v = v.view([b, s, c.num_kv_heads, c.head_dim]).transpose(1, 2);
             let att = attend(&q, &k, &v, c.attn_scale, None, c.attn_softcap, &allowed_here);
-            let mut h = layer.o_proj.forward(&att);
+            let mut h = layer.o_proj.forward_in_input_kind(&att);
             if self.norms != Norms::Pre {
                 h = layer.post_attention_layernorm.forward(&h);
             }
@@ -213,9 +213,10 @@ impl RopeDecoder {
                 (_, Some(n)) => n.forward(&x),
                 (_, None) => x.shallow_clone(),
             };
-            let h = layer
-                .down_proj
-                .forward(&(activate(&layer.gate_proj.forward(&h), c.activation) * layer.up_proj.forward(&h)));
+            let h = layer.down_proj.forward_in_input_kind(
+                &(activate(&layer.gate_proj.forward_in_input_kind(&h), c.activation)
+                    * layer.up_proj.forward_in_input_kind(&h)),
+            );
             let h = match &layer.post_feedforward_layernorm {
                 Some(n) => n.forward(&h),
                 None => h,
@@ -227,7 +228,7 @@ impl RopeDecoder {
 
     /// Logits (fp32) of hidden states [.., hidden], soft-capped where the family caps them.
     pub fn logits(&self, hidden: &Tensor) -> Tensor {
-        let logits = self.lm_head.forward(hidden).to_kind(Kind::Float);
+        let logits = self.lm_head.forward_in_input_kind(hidden).to_kind(Kind::Float);
         match self.config.final_softcap {
             Some(cap) => (logits / cap).tanh() * cap,
             None => logits,

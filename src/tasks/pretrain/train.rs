@@ -20,7 +20,9 @@ use crate::run::{ResumePoint, Run, RunLayout, TrainerState};
 use crate::seeds::salt;
 use crate::train::data_parallel::DataParallel;
 use crate::train::engine::{Engine, EngineSettings, EngineSummary, TaskRun, TrainOptions};
-use crate::train::task::{BatchSource, Drawn, Evaluation, Moment, OptimizerSpec, Slice, Task, Throughput};
+use crate::train::task::{
+    BatchSource, Drawn, Evaluation, EvaluationPlan, Evaluations, OptimizerSpec, Slice, Task, Throughput,
+};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
@@ -235,10 +237,63 @@ impl MaskedLm {
             recipe,
         })
     }
+}
 
-    /// The run's hooks that are due at `step` between checkpoints.
-    fn hooks_every(&self, step: u64) -> bool {
-        self.evaluate_every.iter().any(|every| step.is_multiple_of(*every))
+impl Evaluations for MaskedLm {
+    fn plan(&self) -> EvaluationPlan {
+        let mlm = self.recipe.eval.mlm.as_ref();
+        EvaluationPlan {
+            every: mlm.map_or(0, |m| m.every),
+            at_checkpoints: mlm.is_some(),
+            at_last: false,
+            at_start: mlm.is_some(),
+            checkpoint_evaluations: !self.hooks.is_empty(),
+            between_checkpoints: self.evaluate_every.clone(),
+        }
+    }
+
+    fn evaluate(&mut self, step: u64, logger: &mut Logger) -> Result<Evaluation> {
+        if let Some(heldout) = &self.heldout {
+            let batch_size = self.recipe.optimizer.batch_size;
+            let loss = heldout.loss(&self.model, &self.masker, batch_size, self.device);
+            logger.scalar("eval/mlm_loss", loss, step);
+            logger.scalar("eval/perplexity", loss.exp(), step);
+            logger.println(&format!("step {step}: held-out MLM loss {loss:.4} (perplexity {:.1})", loss.exp()));
+            self.heldout_losses.0.get_or_insert(loss);
+            self.heldout_losses.1 = Some(loss);
+        }
+        Ok(Evaluation::default())
+    }
+
+    fn at_checkpoint(&mut self, step: u64, dir: &Path, logger: &mut Logger) -> Result<()> {
+        for hook in self.hooks.iter_mut() {
+            let started = Instant::now();
+            hook.run(step, &self.model, &self.tokenizer, dir, logger)?;
+            logger.println(&format!("step {step}: {} took {:.1}s", hook.name(), started.elapsed().as_secs_f64()));
+        }
+        Ok(())
+    }
+
+    fn evaluate_saved_checkpoint(&mut self, step: u64, dir: &Path, logger: &mut Logger) -> Result<()> {
+        let mut saved = crate::model::model_dir::load_masked_lm(dir, self.device)?;
+        saved.model.set_precision(self.precision);
+        for hook in self.hooks.iter_mut() {
+            let started = Instant::now();
+            hook.run(step, &saved.model, &saved.tokenizer, dir, logger)?;
+            logger.println(&format!(
+                "step {step}: {} (redone from the checkpoint's weights) took {:.1}s",
+                hook.name(),
+                started.elapsed().as_secs_f64()
+            ));
+        }
+        Ok(())
+    }
+
+    fn evaluate_between_checkpoints(&mut self, step: u64, dir: &Path, logger: &mut Logger) -> Result<()> {
+        for hook in self.hooks.iter_mut().filter(|h| h.every().is_some_and(|every| step.is_multiple_of(every))) {
+            hook.run(step, &self.model, &self.tokenizer, dir, logger)?;
+        }
+        Ok(())
     }
 }
 
@@ -323,68 +378,6 @@ impl Task for MaskedLm {
     fn restore_state(&mut self, _state: &TrainerState, _dir: &Path, _force: bool) -> Result<()> {
         // The corpus was checked against the checkpoint's before it was prepared (`new`); later
         // checkpoints record the text the run continues on.
-        Ok(())
-    }
-
-    fn evaluation_due(&self, moment: Moment) -> bool {
-        self.recipe.eval.mlm.as_ref().is_some_and(|m| {
-            moment.checkpoint || moment.stopping || (m.every > 0 && moment.step.is_multiple_of(m.every))
-        })
-    }
-
-    fn evaluates_at_start(&self) -> bool {
-        self.recipe.eval.mlm.is_some()
-    }
-
-    fn evaluate(&mut self, step: u64, logger: &mut Logger) -> Result<Evaluation> {
-        if let Some(heldout) = &self.heldout {
-            let batch_size = self.recipe.optimizer.batch_size;
-            let loss = heldout.loss(&self.model, &self.masker, batch_size, self.device);
-            logger.scalar("eval/mlm_loss", loss, step);
-            logger.scalar("eval/perplexity", loss.exp(), step);
-            logger.println(&format!("step {step}: held-out MLM loss {loss:.4} (perplexity {:.1})", loss.exp()));
-            self.heldout_losses.0.get_or_insert(loss);
-            self.heldout_losses.1 = Some(loss);
-        }
-        Ok(Evaluation::default())
-    }
-
-    fn evaluates_checkpoints(&self) -> bool {
-        !self.hooks.is_empty()
-    }
-
-    fn at_checkpoint(&mut self, step: u64, dir: &Path, logger: &mut Logger) -> Result<()> {
-        for hook in self.hooks.iter_mut() {
-            let started = Instant::now();
-            hook.run(step, &self.model, &self.tokenizer, dir, logger)?;
-            logger.println(&format!("step {step}: {} took {:.1}s", hook.name(), started.elapsed().as_secs_f64()));
-        }
-        Ok(())
-    }
-
-    fn evaluate_saved_checkpoint(&mut self, step: u64, dir: &Path, logger: &mut Logger) -> Result<()> {
-        let mut saved = crate::model::model_dir::load_masked_lm(dir, self.device)?;
-        saved.model.set_precision(self.precision);
-        for hook in self.hooks.iter_mut() {
-            let started = Instant::now();
-            hook.run(step, &saved.model, &saved.tokenizer, dir, logger)?;
-            logger.println(&format!(
-                "step {step}: {} (redone from the checkpoint's weights) took {:.1}s",
-                hook.name(),
-                started.elapsed().as_secs_f64()
-            ));
-        }
-        Ok(())
-    }
-
-    fn between_checkpoints_due(&self, step: u64) -> bool {
-        self.hooks_every(step)
-    }
-
-    fn evaluate_between_checkpoints(&mut self, step: u64, dir: &Path, logger: &mut Logger) -> Result<()> {
-        for hook in self.hooks.iter_mut().filter(|h| h.every().is_some_and(|every| step.is_multiple_of(every))) {
-            hook.run(step, &self.model, &self.tokenizer, dir, logger)?;
-        }
         Ok(())
     }
 

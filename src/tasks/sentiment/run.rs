@@ -104,6 +104,11 @@ const SET_RESULT: &str = "result.json";
 /// The file a finished grid point writes.
 const UNIT_RESULT: &str = "unit.json";
 
+crate::declare_run_files!(
+    SENTIMENT_FILES: crate::outputs::RunFile::Named(SET_RESULT),
+    crate::outputs::RunFile::Named(UNIT_RESULT),
+);
+
 /// Runs the recipe's setting from `init` (every rank of a data-parallel launch calls this);
 /// `None` when a stop signal (or `--stop-after`) ended it before every set was tested: run it
 /// again with `--resume auto`.
@@ -197,8 +202,8 @@ pub fn run(
     }
     let results = SentimentResults { setting: recipe.data.setting, languages: langs, runs: results };
     let dir = recipe.run_dir();
-    write_json(&dir.join("results.json"), &results)?;
-    write_atomic(&dir.join("results.md"), results.markdown().as_bytes())?;
+    write_json(&dir.join(crate::tasks::RESULTS_JSON), &results)?;
+    write_atomic(&dir.join(crate::tasks::RESULTS_MD), results.markdown().as_bytes())?;
     Ok(Some(results))
 }
 

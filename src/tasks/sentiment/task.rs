@@ -12,7 +12,9 @@ use crate::model::{weights, Precision};
 use crate::optim::schedule::Schedule;
 use crate::seeds::{salt, stream_rng};
 use crate::tasks::classifier::SequenceClassifier;
-use crate::train::task::{BatchSource, Drawn, Evaluation, Moment, OptimizerSpec, Slice, Task, Throughput};
+use crate::train::task::{
+    BatchSource, Drawn, Evaluation, EvaluationPlan, Evaluations, OptimizerSpec, Slice, Task, Throughput,
+};
 use rand::seq::SliceRandom;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -179,6 +181,24 @@ impl SentimentTask {
     }
 }
 
+impl Evaluations for SentimentTask {
+    fn plan(&self) -> EvaluationPlan {
+        EvaluationPlan { every: self.hyper.updates_per_epoch, at_last: true, ..EvaluationPlan::default() }
+    }
+
+    fn evaluate(&mut self, step: u64, logger: &mut Logger) -> Result<Evaluation> {
+        let (scores, _) = score(&self.model, &self.valid, self.max_len)?;
+        logger.scalar("eval/valid_macro_f1", scores.macro_f1, step);
+        logger.scalar("eval/valid_accuracy", scores.accuracy, step);
+        let epoch = step.div_ceil(self.hyper.updates_per_epoch);
+        logger.println(&format!(
+            "{}: step {step} (epoch {epoch}): valid macro-F1 {:.4}, accuracy {:.4}",
+            self.tag, scores.macro_f1, scores.accuracy
+        ));
+        Ok(Evaluation { score: Some(("valid macro-F1".into(), scores.macro_f1)) })
+    }
+}
+
 impl Task for SentimentTask {
     type Source = ExampleSource;
 
@@ -244,22 +264,6 @@ impl Task for SentimentTask {
     fn load_weights(&mut self, dir: &Path) -> Result<()> {
         let path = dir.join(crate::run::checkpoints::MODEL_FILE);
         copy_into(&self.model.vs, weights::read_file(&path)?, &path, &[]).map(|_| ())
-    }
-
-    fn evaluation_due(&self, moment: Moment) -> bool {
-        moment.step.is_multiple_of(self.hyper.updates_per_epoch) || moment.last
-    }
-
-    fn evaluate(&mut self, step: u64, logger: &mut Logger) -> Result<Evaluation> {
-        let (scores, _) = score(&self.model, &self.valid, self.max_len)?;
-        logger.scalar("eval/valid_macro_f1", scores.macro_f1, step);
-        logger.scalar("eval/valid_accuracy", scores.accuracy, step);
-        let epoch = step.div_ceil(self.hyper.updates_per_epoch);
-        logger.println(&format!(
-            "{}: step {step} (epoch {epoch}): valid macro-F1 {:.4}, accuracy {:.4}",
-            self.tag, scores.macro_f1, scores.accuracy
-        ));
-        Ok(Evaluation { score: Some(("valid macro-F1".into(), scores.macro_f1)) })
     }
 
     fn throughput(&self) -> Throughput {

@@ -27,7 +27,7 @@ use crate::seeds::{salt, seed_torch, stream_rng};
 use crate::train::data_parallel::DataParallel;
 use crate::train::engine::{Engine, EngineSettings, TaskRun, TrainOptions};
 use crate::train::task::{
-    self as engine_task, BatchSource, Drawn, Evaluation, Moment, OptimizerSpec, Slice, Task as _,
+    self as engine_task, BatchSource, Drawn, Evaluation, EvaluationPlan, Evaluations, OptimizerSpec, Slice, Task as _,
 };
 use rand::seq::SliceRandom;
 use serde::{Deserialize, Serialize};
@@ -126,8 +126,8 @@ pub fn run(
         dev_best: row_at(best.step).unwrap_or_default(),
         test: tested.rows,
     };
-    write_json(&out_dir.join("results.json"), &results)?;
-    write_atomic(&out_dir.join("results.md"), tested.markdown.as_bytes())?;
+    write_json(&out_dir.join(crate::tasks::RESULTS_JSON), &results)?;
+    write_atomic(&out_dir.join(crate::tasks::RESULTS_MD), tested.markdown.as_bytes())?;
     Ok(Some(results))
 }
 
@@ -279,6 +279,30 @@ pub struct SummarizationTask {
     recipe: SummarizeRecipe,
 }
 
+impl Evaluations for SummarizationTask {
+    fn plan(&self) -> EvaluationPlan {
+        EvaluationPlan { every: self.recipe.eval.every, at_last: true, at_start: true, ..EvaluationPlan::default() }
+    }
+
+    fn evaluate(&mut self, step: u64, logger: &mut Logger) -> Result<Evaluation> {
+        let (row, _) = evaluate(&self.model, self.system, &self.dev)?;
+        logger.scalar("eval/dev_rouge1", row.rouge1, step);
+        logger.scalar("eval/dev_rouge2", row.rouge2, step);
+        logger.scalar("eval/dev_rougeL", row.rouge_l, step);
+        logger.println(&format!(
+            "step {step}: dev ROUGE-1/2/L {:.2}/{:.2}/{:.2} on {} articles",
+            row.rouge1,
+            row.rouge2,
+            row.rouge_l,
+            self.dev.len()
+        ));
+        let score = mean_rouge(&row);
+        self.dev_rows.retain(|(s, _)| *s != step);
+        self.dev_rows.push((step, row));
+        Ok(Evaluation { score: Some(("dev ROUGE (mean of 1/2/L)".into(), score)) })
+    }
+}
+
 impl engine_task::Task for SummarizationTask {
     type Source = ArticleSource;
 
@@ -371,32 +395,6 @@ impl engine_task::Task for SummarizationTask {
         Ok(())
     }
 
-    fn evaluation_due(&self, moment: Moment) -> bool {
-        moment.step.is_multiple_of(self.recipe.eval.every) || moment.last
-    }
-
-    fn evaluates_at_start(&self) -> bool {
-        true
-    }
-
-    fn evaluate(&mut self, step: u64, logger: &mut Logger) -> Result<Evaluation> {
-        let (row, _) = evaluate(&self.model, self.system, &self.dev)?;
-        logger.scalar("eval/dev_rouge1", row.rouge1, step);
-        logger.scalar("eval/dev_rouge2", row.rouge2, step);
-        logger.scalar("eval/dev_rougeL", row.rouge_l, step);
-        logger.println(&format!(
-            "step {step}: dev ROUGE-1/2/L {:.2}/{:.2}/{:.2} on {} articles",
-            row.rouge1,
-            row.rouge2,
-            row.rouge_l,
-            self.dev.len()
-        ));
-        let score = mean_rouge(&row);
-        self.dev_rows.retain(|(s, _)| *s != step);
-        self.dev_rows.push((step, row));
-        Ok(Evaluation { score: Some(("dev ROUGE (mean of 1/2/L)".into(), score)) })
-    }
-
     fn throughput(&self) -> engine_task::Throughput {
         engine_task::Throughput {
             per_update: (self.recipe.optimizer.batch_size * self.recipe.optimizer.grad_accumulation) as f64,
@@ -450,13 +448,23 @@ fn evaluate_tests(
     Ok(Tested { rows: test, markdown: md })
 }
 
+/// The extension of a split's predicted summaries.
+const CANDIDATE: &str = ".candidate";
+/// The extension of a split's reference summaries.
+const GOLD: &str = ".gold";
+
+crate::declare_run_files!(
+    PREDICTION_FILES: crate::outputs::RunFile::Pattern("", CANDIDATE),
+    crate::outputs::RunFile::Pattern("", GOLD),
+);
+
 /// `<split>.candidate` (the model's summaries) and `<split>.gold` (the references), one a line;
 /// a `/` or `\` in the split's name becomes `_`.
 fn write_predictions(out_dir: &Path, split: &str, predicted: &[String], articles: &[Article]) -> Result<()> {
     let file_stem = split.replace(['/', '\\'], "_");
-    write_lines(&out_dir.join(format!("{file_stem}.candidate")), predicted)?;
+    write_lines(&out_dir.join(format!("{file_stem}{CANDIDATE}")), predicted)?;
     write_lines(
-        &out_dir.join(format!("{file_stem}.gold")),
+        &out_dir.join(format!("{file_stem}{GOLD}")),
         &articles.iter().map(|a| join(&a.summary)).collect::<Vec<_>>(),
     )
 }

@@ -14,13 +14,12 @@
 //! (in CSV order), each `[soal]\n[jawaban]\n\nJawaban: [kunci]\n\n`, between the instruction and
 //! the question. A prompt longer than the model's positions is refused before anything is
 //! scored. The confidence (softmax over the options' scores) and its calibration come from the
-//! records, as for masked LMs.
-use super::causal::CausalScorer;
-use super::indommlu::{aggregate_records, mode_misfit, IndommluReport, Question, Setting};
-use super::indommlu_records::QuestionRecord;
+//! records, as for masked LMs ([`super::report`]).
+use super::questions::Question;
+use super::report::mode_misfit;
 use crate::error::{Error, Result};
+use crate::eval::causal::CausalScorer;
 use crate::eval::IndommluMode;
-use crate::model::decoder::CausalLm;
 
 /// The instruction that opens every prompt.
 fn instruction(q: &Question) -> String {
@@ -53,26 +52,24 @@ fn option_lines(q: &Question) -> Vec<&str> {
     q.jawaban.split('\n').filter(|l| !l.trim().is_empty()).collect()
 }
 
-/// The scores of every question (one per option, higher is better) and how many questions got
-/// fewer than `shots` demonstrations.
+/// How many of `questions` get fewer than `shots` demonstrations of their subject and level
+/// from `examples`.
+pub fn short_of_demonstrations(questions: &[Question], examples: &[Question], shots: usize) -> usize {
+    questions.iter().filter(|q| fewshot_examples(q, examples, shots).len() < shots).count()
+}
+
+/// The scores of every question (one per option, higher is better), each prompt with `shots`
+/// demonstrations from `examples`.
 pub fn score_questions(
-    lm: &CausalLm,
+    scorer: &CausalScorer,
     questions: &[Question],
     examples: &[Question],
     mode: IndommluMode,
     shots: usize,
-) -> Result<(Vec<Vec<f64>>, usize)> {
-    let scorer = CausalScorer::new(lm)?;
+) -> Result<Vec<Vec<f64>>> {
+    let lm = scorer.model;
     let tok = &lm.tokenizer;
-    let mut short = 0;
-    let prompts: Vec<String> = questions
-        .iter()
-        .map(|q| {
-            let shown = fewshot_examples(q, examples, shots);
-            short += usize::from(shown.len() < shots);
-            prompt(q, &shown)
-        })
-        .collect();
+    let prompts: Vec<String> = questions.iter().map(|q| prompt(q, &fewshot_examples(q, examples, shots))).collect();
     let fits = |q: &Question, ids: &[i64]| -> Result<()> {
         match lm.config.max_positions {
             Some(max) if ids.len() as i64 > max => Err(Error::data(
@@ -134,23 +131,7 @@ pub fn score_questions(
         }
         IndommluMode::OptionPll => return Err(mode_misfit(true)),
     };
-    Ok((scores, short))
-}
-
-/// Scores `questions` with `shots` demonstrations from `examples`: the report, the records and
-/// how many questions got fewer demonstrations than asked.
-pub fn evaluate(
-    lm: &CausalLm,
-    questions: &[Question],
-    examples: &[Question],
-    mode: IndommluMode,
-    shots: usize,
-) -> Result<(IndommluReport, Vec<QuestionRecord>, usize)> {
-    let (scores, short) = score_questions(lm, questions, examples, mode, shots)?;
-    let records: Vec<QuestionRecord> =
-        questions.iter().zip(scores).map(|(q, s)| QuestionRecord::new(q, s)).collect::<Result<_>>()?;
-    let report = aggregate_records(&records, Setting { mode, causal: true, shots }, None);
-    Ok((report, records, short))
+    Ok(scores)
 }
 
 #[cfg(test)]

@@ -3,7 +3,7 @@
 //! and the key, as lm-evaluation-harness's `--log_samples` keeps its samples. Any analysis
 //! (another grouping, a significance test, a calibration) can be redone from them without the
 //! model, and the report is aggregated from these records, so the two always agree.
-use super::indommlu::{area_of, Question};
+use super::questions::{area_of, Question};
 use crate::error::{Error, IoContext, Result};
 use crate::eval::metrics::argmax;
 use crate::files::{open_csv, Staging};

@@ -1,0 +1,251 @@
+//! The IndoMMLU report, aggregated from the per-question records: accuracy per subject and
+//! level, per area (mean of its subjects), the average of the areas, the random baseline from
+//! the option counts, pass/fail at 65, accuracy with and without negation, and the expected
+//! calibration error of the confidence (softmax over the options) overall and per area.
+use super::questions::{area_of, IndommluData, AREAS, NEGATIONS};
+use super::records::QuestionRecord;
+use crate::error::{Error, Result};
+use crate::eval::calibration::{expected_calibration_error, ECE_BINS};
+use crate::eval::IndommluMode;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// The report's file name in a checkpoint or `eval indommlu --out` folder.
+pub const REPORT_FILE: &str = "indommlu.json";
+
+/// The paper's pass mark: accuracy (%) a subject and level needs to count as passed.
+pub const PASS_MARK: f64 = 65.0;
+
+/// The tally of a group of questions (a subject, a subject and level, with or without negation).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Cell {
+    /// Questions in the group.
+    pub questions: usize,
+    /// Of those, answered right.
+    pub correct: usize,
+    /// Expected correct answers by chance: Σ 1 / options.
+    pub chance: f64,
+}
+
+impl Cell {
+    fn add(&mut self, correct: bool, options: usize) {
+        self.questions += 1;
+        self.correct += correct as usize;
+        self.chance += 1.0 / options as f64;
+    }
+    /// Percentage answered right (0 for an empty group).
+    pub fn accuracy(&self) -> f64 {
+        100.0 * self.correct as f64 / self.questions.max(1) as f64
+    }
+    /// The percentage a random guess would get right, on average.
+    pub fn random(&self) -> f64 {
+        100.0 * self.chance / self.questions.max(1) as f64
+    }
+}
+
+/// One area's scores (Table 2 of the paper).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AreaScore {
+    /// The area's name, as in [`AREAS`].
+    pub area: String,
+    /// Mean of the subjects' accuracies.
+    pub accuracy: f64,
+    /// Mean of the subjects' random baselines.
+    pub random: f64,
+    /// The area's subjects among the questions.
+    pub subjects: usize,
+    /// Expected calibration error (percentage points) of the area's questions pooled.
+    #[serde(default)]
+    pub ece: f64,
+}
+
+/// How an evaluation answered its questions, recorded in its report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Setting {
+    /// How the options were scored.
+    pub mode: IndommluMode,
+    /// Whether the model is a causal LM (else a masked LM).
+    pub causal: bool,
+    /// Solved questions in each prompt (causal LMs; 0 for zero-shot).
+    pub shots: usize,
+}
+
+impl Setting {
+    /// A masked LM, zero-shot, scored with `mode`.
+    pub fn masked(mode: IndommluMode) -> Self {
+        Setting { mode, causal: false, shots: 0 }
+    }
+
+    /// Refuses what the model cannot do: a mode of the other kind of model ([`mode_misfit`]),
+    /// shots for a masked LM, or shots from `data`, a CSV without the `is_for_fewshot` column.
+    pub fn check(&self, data: &IndommluData, path: &Path) -> Result<()> {
+        match (self.causal, self.mode) {
+            (true, IndommluMode::OptionPll) | (false, IndommluMode::FullAnswer) => Err(mode_misfit(self.causal)),
+            (false, _) if self.shots > 0 => Err(Error::Argument {
+                flag: "--shots".into(),
+                message: "few-shot prompts are for causal LMs; a masked LM is scored zero-shot".into(),
+            }),
+            (true, _) if self.shots > 0 && !data.has_fewshot_column => Err(Error::invalid(
+                path,
+                "no is_for_fewshot column: few-shot prompts take their solved questions from the rows marked 1",
+            )),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// The refusal of a mode the kind of model cannot be scored with: `full-answer` for a masked
+/// LM, `option-pll` for a causal one.
+pub fn mode_misfit(causal: bool) -> Error {
+    let message = if causal {
+        "option-pll masks tokens, which a causal LM cannot score; use letter or full-answer"
+    } else {
+        "full-answer scores a causal LM's answer text; a masked LM takes option-pll or letter"
+    };
+    Error::Argument { flag: "--mode".into(), message: message.into() }
+}
+
+/// The result of one IndoMMLU evaluation; written as `indommlu.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct IndommluReport {
+    /// How the options were scored.
+    pub mode: IndommluMode,
+    /// Whether the model is a causal LM (else a masked LM).
+    #[serde(default)]
+    pub causal: bool,
+    /// Solved questions in each prompt (0: zero-shot).
+    #[serde(default)]
+    pub shots: usize,
+    /// The checkpoint's training step, when evaluated during pretraining.
+    pub step: Option<u64>,
+    /// The number of questions scored.
+    pub questions: usize,
+    /// "subject / level" → cell.
+    pub subject_level: BTreeMap<String, Cell>,
+    /// Subject → cell.
+    pub subjects: BTreeMap<String, Cell>,
+    /// The areas with at least one subject among the questions, in the paper's order.
+    pub areas: Vec<AreaScore>,
+    /// Mean over the areas.
+    pub average: f64,
+    /// Mean over the areas of their random baselines.
+    pub random_average: f64,
+    /// The questions with negation (see [`Question::negated`]).
+    pub negated: Cell,
+    /// The questions without.
+    pub not_negated: Cell,
+    /// Subjects outside the paper's mapping (scored, not in the averages).
+    pub unmapped_subjects: Vec<String>,
+    /// Expected calibration error (percentage points, 10 bins) of all the questions: the
+    /// confidence is the softmax over the options' scores at the prediction.
+    #[serde(default)]
+    pub ece: f64,
+}
+
+/// Aggregates per-question records (read back from `indommlu_questions.csv`, say): the report
+/// the evaluation that wrote them wrote.
+pub fn aggregate_records(records: &[QuestionRecord], setting: Setting, step: Option<u64>) -> IndommluReport {
+    let (mut subject_level, mut subjects) = (BTreeMap::<String, Cell>::new(), BTreeMap::<String, Cell>::new());
+    let (mut negated, mut not_negated) = (Cell::default(), Cell::default());
+    for r in records {
+        let (ok, n) = (r.correct(), r.scores.len());
+        subject_level.entry(format!("{} / {}", r.subject, r.level)).or_default().add(ok, n);
+        subjects.entry(r.subject.to_string()).or_default().add(ok, n);
+        if r.negated {
+            negated.add(ok, n)
+        } else {
+            not_negated.add(ok, n)
+        }
+    }
+    let ece = |area: Option<&str>| {
+        let answers: Vec<(f64, bool)> = records
+            .iter()
+            .filter(|r| area.is_none() || area_of(&r.subject) == area)
+            .map(|r| (r.confidence(), r.correct()))
+            .collect();
+        100.0 * expected_calibration_error(&answers, ECE_BINS)
+    };
+    let mut areas = Vec::new();
+    for (area, _) in AREAS {
+        let cells: Vec<&Cell> = subjects.iter().filter(|(s, _)| area_of(s) == Some(area)).map(|(_, c)| c).collect();
+        if cells.is_empty() {
+            continue;
+        }
+        let mean = |f: &dyn Fn(&Cell) -> f64| cells.iter().map(|c| f(c)).sum::<f64>() / cells.len() as f64;
+        areas.push(AreaScore {
+            area: area.to_string(),
+            accuracy: mean(&|c| c.accuracy()),
+            random: mean(&|c| c.random()),
+            subjects: cells.len(),
+            ece: ece(Some(area)),
+        });
+    }
+    let n = areas.len().max(1) as f64;
+    let unmapped_subjects = subjects.keys().filter(|s| area_of(s).is_none()).cloned().collect();
+    IndommluReport {
+        mode: setting.mode,
+        causal: setting.causal,
+        shots: setting.shots,
+        step,
+        questions: records.len(),
+        average: areas.iter().map(|a| a.accuracy).sum::<f64>() / n,
+        random_average: areas.iter().map(|a| a.random).sum::<f64>() / n,
+        areas,
+        subject_level,
+        subjects,
+        negated,
+        not_negated,
+        unmapped_subjects,
+        ece: ece(None),
+    }
+}
+
+impl IndommluReport {
+    /// The report as markdown: the area table with the average, the subject/level table with
+    /// pass or fail, negation, and subjects outside the mapping.
+    pub fn markdown(&self) -> String {
+        let model = if self.causal { format!("causal LM, {}-shot", self.shots) } else { "masked LM".into() };
+        let mut out = format!(
+            "IndoMMLU, mode {}, {model}, {} questions: accuracy % (random baseline), expected calibration error of the confidence (softmax over the options)\n\n| area | accuracy | random | ECE | subjects |\n|---|---:|---:|---:|---:|\n",
+            self.mode, self.questions
+        );
+        for a in &self.areas {
+            out.push_str(&format!(
+                "| {} | {:.1} | {:.1} | {:.1} | {} |\n",
+                a.area, a.accuracy, a.random, a.ece, a.subjects
+            ));
+        }
+        out.push_str(&format!(
+            "| **average** | **{:.1}** | {:.1} | {:.1} (all questions) | |\n",
+            self.average, self.random_average, self.ece
+        ));
+        out.push_str(&format!(
+            "\n| subject / level | accuracy | random | questions | pass ({PASS_MARK}) |\n|---|---:|---:|---:|:-:|\n"
+        ));
+        for (k, c) in &self.subject_level {
+            out.push_str(&format!(
+                "| {k} | {:.1} | {:.1} | {} | {} |\n",
+                c.accuracy(),
+                c.random(),
+                c.questions,
+                if c.accuracy() >= PASS_MARK { "pass" } else { "fail" }
+            ));
+        }
+        out.push_str(&format!(
+            "\nwith negation ({}): {:.1} ({} questions); without: {:.1} ({} questions)\n",
+            NEGATIONS.join(", "),
+            self.negated.accuracy(),
+            self.negated.questions,
+            self.not_negated.accuracy(),
+            self.not_negated.questions
+        ));
+        if !self.unmapped_subjects.is_empty() {
+            out.push_str(&format!(
+                "subjects outside the paper's area mapping (not averaged): {}\n",
+                self.unmapped_subjects.join(", ")
+            ));
+        }
+        out
+    }
+}
