@@ -94,39 +94,41 @@ demo-bias: setup
 clean:
 	cargo clean
 
-# Benchmarks: our figure, the reference's, and the ratio, from one run.
+# Benchmarks: our figure, the reference's, and the ratio, from one run. They import the Python
+# references as a package (tests/reference/indolm_reference), found through PYTHONPATH.
+BENCH_PYTHON := PYTHONPATH=$(CURDIR)/tests/reference $(PYTHON)
 .PHONY: bench-bias
 bench-bias: setup
-	$(PYTHON) tests/bench/bench_bias.py
+	$(BENCH_PYTHON) tests/bench/bench_bias.py
 
 .PHONY: bench-train
 bench-train: setup
-	$(PYTHON) tests/bench/bench_train.py
+	$(BENCH_PYTHON) tests/bench/bench_train.py
 
 .PHONY: bench-ddp
 bench-ddp: setup
-	$(PYTHON) tests/bench/bench_ddp.py
+	$(BENCH_PYTHON) tests/bench/bench_ddp.py
 
 .PHONY: bench-data
 bench-data: setup
-	$(PYTHON) tests/bench/bench_data.py
+	$(BENCH_PYTHON) tests/bench/bench_data.py
 
 .PHONY: bench-finetune
 bench-finetune: setup
-	$(PYTHON) tests/bench/bench_finetune.py
+	$(BENCH_PYTHON) tests/bench/bench_finetune.py
 
 .PHONY: bench-liputan6-data
 bench-liputan6-data: setup
-	$(PYTHON) tests/bench/bench_liputan6_data.py
+	$(BENCH_PYTHON) tests/bench/bench_liputan6_data.py
 
 .PHONY: bench-ops
 bench-ops: setup
-	$(PYTHON) tests/bench/bench_ops.py
+	$(BENCH_PYTHON) tests/bench/bench_ops.py
 
 .PHONY: bench-causal
 bench-causal: setup
-	$(PYTHON) tests/bench/bench_causal.py
+	$(BENCH_PYTHON) tests/bench/bench_causal.py
 
 .PHONY: bench-generate
 bench-generate: setup
-	$(PYTHON) tests/bench/bench_generate.py
+	$(BENCH_PYTHON) tests/bench/bench_generate.py

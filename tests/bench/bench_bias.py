@@ -6,7 +6,6 @@ import glob
 import json
 import os
 import subprocess
-import sys
 import tempfile
 import time
 
@@ -22,8 +21,7 @@ def main():
     torch.manual_seed(0)
     torch.set_num_threads(int(os.environ.get("BENCH_THREADS", "2")))
     work = tempfile.mkdtemp(prefix="bench-bias-")
-    sys.path.insert(0, os.path.join(ROOT, "tests", "reference"))
-    from hf_reference import train_vocab
+    from indolm_reference.data import train_vocab
 
     train_vocab(work, 8000)
     # IndoBERT's vocabulary size (the tokenizer uses the first 8,000 ids): the reference loop

@@ -20,7 +20,6 @@ import os
 import random
 import re
 import subprocess
-import sys
 import tempfile
 import time
 
@@ -38,11 +37,10 @@ transformers.utils.logging.disable_progress_bar()
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BINARY = os.path.join(ROOT, "target", "release", "indolm")
 THREADS = int(os.environ.get("BENCH_THREADS", "2"))
-sys.path.insert(0, os.path.join(ROOT, "tests", "reference"))
 
 
 def make_init(work):
-    from hf_reference import train_vocab
+    from indolm_reference.data import train_vocab
     from transformers import AutoTokenizer, BertConfig, BertForMaskedLM
 
     init = os.path.join(work, "init")
@@ -234,7 +232,7 @@ def collate(encoded):
 
 
 def ext_reference(init, articles):
-    from liputan6_oracle import label
+    from indolm_reference.liputan6_oracle import label
     from transformers import AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(init)

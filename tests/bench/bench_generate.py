@@ -8,7 +8,6 @@ import os
 import random
 import re
 import subprocess
-import sys
 import tempfile
 
 import liputan6_fake as fake
@@ -24,9 +23,8 @@ V = 31923
 def model_dir(work):
     """A random BERT (hidden 256, 2 layers) with a 31,923-piece vocabulary: a WordPiece trained
     on UD Indonesian, PreSumm's [unused0..2] markers, and filler pieces up to the size."""
-    sys.path.insert(0, os.path.join(ROOT, "tests", "reference"))
     import torch
-    from hf_reference import train_vocab
+    from indolm_reference.data import train_vocab
     from transformers import BertConfig, BertForMaskedLM, BertTokenizerFast
 
     init = os.path.join(work, "init")

@@ -8,16 +8,15 @@ each, 8-30 sentences drawn from the sample corpus, a two-sentence summary; not c
     caching the token ids (`indolm corpus liputan6 --model`, what `finetune summarize` does on
     its first run); and reading both again from their caches (every later run);
   - the reference: the release's way, `json.load` of each file and the Oracle script's greedy
-    search (tests/reference/liputan6_oracle.py) in Python, then PreSumm's tokenization of each
-    sentence with transformers' (fast) BertTokenizer, on the first REF_ARTICLES files (it is
-    slow), as articles/s.
+    search (tests/reference/indolm_reference/liputan6_oracle.py) in Python, then PreSumm's
+    tokenization of each sentence with transformers' (fast) BertTokenizer, on the first
+    REF_ARTICLES files (it is slow), as articles/s.
 Prints articles/s of each and the ratios."""
 import json
 import os
 import random
 import re
 import subprocess
-import sys
 import tempfile
 import time
 
@@ -37,7 +36,7 @@ def generate(root):
 
 def make_model(work):
     """A model folder with what tokenizing needs: tokenizer files and config.json."""
-    from hf_reference import train_vocab
+    from indolm_reference.data import train_vocab
     from transformers import AutoTokenizer, BertConfig
 
     model = os.path.join(work, "model")
@@ -56,7 +55,7 @@ def indolm(root, model):
 
 
 def reference(split, model):
-    from liputan6_oracle import label
+    from indolm_reference.liputan6_oracle import label
     from transformers import AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(model)
@@ -76,7 +75,6 @@ def reference(split, model):
 
 
 def main():
-    sys.path.insert(0, os.path.join(ROOT, "tests", "reference"))
     work = tempfile.mkdtemp(prefix="bench-liputan6-")
     root = os.path.join(work, "data")
     started = time.perf_counter()

@@ -104,7 +104,7 @@ step_bias() {
 step_causal() {
   cd "$WORK" || return 1
   local model=checkpoints/device-check-llama
-  $PYTHON "$REPO/tests/gpu/make_causal.py" "$model" "$SIZE" 2>&1 | grep -v "^Writing\|^Loading" || return 1
+  PYTHONPATH="$REPO/tests/reference" $PYTHON "$REPO/tests/gpu/make_causal.py" "$model" "$SIZE" 2>&1 | grep -v "^Writing\|^Loading" || return 1
   grep -h "" corpora/sample/indonesian.txt | head -40 | sed 's/\. .*/./' > "$SCRATCH/causal.txt"
   for d in "$DEVICE" cpu; do
     "$BIN" --device "$d" eval pll --model $model --text "$SCRATCH/causal.txt" --json > "$SCRATCH/causal-$d.json" \

@@ -9,8 +9,7 @@ import sys
 
 import torch
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "reference"))
-from hf_reference import _decoder_tokenizer  # noqa: E402
+from indolm_reference.decoders import _decoder_tokenizer
 
 
 def main(out_dir, size):

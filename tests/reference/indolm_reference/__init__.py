@@ -1,0 +1,21 @@
+"""The Python references indolm's tests and benchmarks compare against, a module per area. Each
+module's docstring says what it reproduces and describes its subcommands; the command lines are
+tests/reference/hf_reference.py (every subcommand) and tests/reference/liputan6_oracle.py.
+Scripts elsewhere import the package with tests/reference on PYTHONPATH (the Makefile's bench
+targets set it; tests/gpu/device_check.sh too).
+
+  data              tests/data's sentences, WordPiece vocabularies, parquet files
+  bert              the shared random BertForMaskedLM fixture, its export check, tokenizers,
+                    sequence classification
+  optim             AdamW (fused) with transformers' linear schedule
+  scoring           PLL, PLL-word-l2r, CrowS-Pairs' metric.py and AUL/AULA on a masked LM
+  indommlu          IndoMMLU on a masked LM, and IndoMMLU's evaluate.py on a causal LM with the
+                    calibration error per area
+  decoders          tiny causal LMs of each family with their tokenizers, lm-evaluation-harness's
+                    per-token log-probabilities, bf16 copies, a BOS template
+  xlmr              a tiny XLM-R (or multilingual-E5-shaped) model, AutoTokenizer's ids
+  stats             statsmodels' intervals and tests, macro F1, the Multi-Bootstrap
+  summarization     ROUGE, PreSumm's BertAbs decoder and loss
+  tensorboard_logs  what TensorBoard's readers make of indolm's event files
+  liputan6_oracle   the Liputan6 release's Oracle labels
+"""
