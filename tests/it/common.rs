@@ -26,18 +26,98 @@ pub fn python() -> PathBuf {
     p
 }
 
-/// Runs `tests/reference/hf_reference.py <args>`; panics with its output on failure.
+/// Runs `tests/reference/hf_reference.py <args>`; panics with its output on failure. The
+/// subcommand runs in a child of the reference fork server ([`Zygote`]), a process of its own
+/// that starts with torch and transformers already imported; without the server, in a fresh
+/// interpreter.
 pub fn reference(args: &[&str]) -> String {
-    let out = Command::new(python())
-        .arg(root().join("tests/reference/hf_reference.py"))
-        .args(args)
-        .env("HF_HUB_OFFLINE", "1")
-        .env("TRANSFORMERS_VERBOSITY", "error")
-        .output()
-        .expect("run python");
-    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
-    assert!(out.status.success(), "reference {args:?} failed:\n{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    let (success, stdout, stderr) = {
+        let mut zygote = ZYGOTE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if zygote.is_none() {
+            *zygote = Zygote::start().map_err(|e| eprintln!("the reference fork server did not start ({e})")).ok();
+        }
+        match zygote.as_mut().map(|z| z.run(args)) {
+            Some(Ok(done)) => done,
+            failed => {
+                if let Some(Err(e)) = failed {
+                    eprintln!("the reference fork server failed ({e}); a fresh interpreter instead");
+                }
+                *zygote = None;
+                let out = reference_command().arg(root().join("tests/reference/hf_reference.py")).args(args).output();
+                let out = out.expect("run python");
+                let text = |b: &[u8]| String::from_utf8_lossy(b).to_string();
+                (out.status.success(), text(&out.stdout), text(&out.stderr))
+            }
+        }
+    };
+    assert!(success, "reference {args:?} failed:\n{stdout}\n{stderr}");
     stdout
+}
+
+/// The venv's python with the environment every reference runs in.
+fn reference_command() -> Command {
+    let mut command = Command::new(python());
+    command.env("HF_HUB_OFFLINE", "1").env("TRANSFORMERS_VERBOSITY", "error");
+    command
+}
+
+/// The reference fork server (`tests/reference/zygote.py`), started by the first [`reference`]
+/// and ended when this process ends (its stdin closes).
+static ZYGOTE: std::sync::Mutex<Option<Zygote>> = std::sync::Mutex::new(None);
+
+/// A running fork server: requests on its stdin, answers on its stdout.
+struct Zygote {
+    stdin: std::process::ChildStdin,
+    stdout: std::io::BufReader<std::process::ChildStdout>,
+    /// Where each request's output goes.
+    dir: PathBuf,
+    requests: usize,
+    _child: std::process::Child,
+}
+
+impl Zygote {
+    /// Starts the server and waits until it has imported everything.
+    fn start() -> std::io::Result<Zygote> {
+        use std::io::BufRead;
+        use std::process::Stdio;
+        let mut child = reference_command()
+            .arg(root().join("tests/reference/zygote.py"))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null()) // its children write to their own files; a failure shows in the fallback
+            .spawn()?;
+        let stdin = child.stdin.take().expect("piped");
+        let mut stdout = std::io::BufReader::new(child.stdout.take().expect("piped"));
+        let mut ready = String::new();
+        stdout.read_line(&mut ready)?;
+        if !ready.contains("\"ready\"") {
+            return Err(std::io::Error::other(format!("expected its ready line, read {ready:?}")));
+        }
+        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("zygote-{}", std::process::id()));
+        std::fs::create_dir_all(&dir)?;
+        Ok(Zygote { stdin, stdout, dir, requests: 0, _child: child })
+    }
+
+    /// Runs one subcommand: whether it exited 0, its stdout and its stderr.
+    fn run(&mut self, args: &[&str]) -> std::io::Result<(bool, String, String)> {
+        use std::io::{BufRead, Write};
+        self.requests += 1;
+        let (out, err) =
+            (self.dir.join(format!("{}.out", self.requests)), self.dir.join(format!("{}.err", self.requests)));
+        let request = serde_json::json!({"argv": args, "stdout": out, "stderr": err});
+        writeln!(self.stdin, "{request}")?;
+        self.stdin.flush()?;
+        let mut answer = String::new();
+        if self.stdout.read_line(&mut answer)? == 0 {
+            return Err(std::io::Error::other("it exited"));
+        }
+        let code = serde_json::from_str::<serde_json::Value>(&answer).ok().and_then(|v| v["code"].as_i64());
+        let code = code.ok_or_else(|| std::io::Error::other(format!("unexpected answer {answer:?}")))?;
+        let text = |path: &Path| std::fs::read(path).map(|b| String::from_utf8_lossy(&b).to_string());
+        let (stdout, stderr) = (text(&out)?, text(&err)?);
+        let _ = (std::fs::remove_file(&out), std::fs::remove_file(&err));
+        Ok((code == 0, stdout, stderr))
+    }
 }
 
 /// A fresh scratch directory under the target folder, `<name>-<pid>-<n>` with `n` counting the

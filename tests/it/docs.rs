@@ -331,23 +331,32 @@ fn parse_help(help: &str) -> (Vec<String>, Vec<String>) {
     (commands, flags)
 }
 
-/// The whole tree, from `indolm -h` down.
+/// The whole tree, from `indolm -h` down, in depth-first order; a command's subcommands are
+/// asked at once (each `indolm -h` is a process that loads libtorch: on two cores, together
+/// they take about half the time).
 fn help_tree() -> Vec<HelpCommand> {
-    fn walk(path: Vec<String>, parent_flags: &[String], out: &mut Vec<HelpCommand>) {
+    fn walk(path: Vec<String>, parent_flags: &[String]) -> Vec<HelpCommand> {
         let output = Command::new(env!("CARGO_BIN_EXE_indolm")).args(&path).arg("-h").output().expect("run indolm");
         assert!(output.status.success(), "indolm {path:?} -h failed");
         let (commands, flags) = parse_help(&String::from_utf8_lossy(&output.stdout));
         let own: Vec<String> = flags.iter().filter(|f| !parent_flags.contains(f)).cloned().collect();
-        out.push(HelpCommand { path: path.clone(), flags: own });
-        for command in commands {
-            let mut child = path.clone();
-            child.push(command);
-            walk(child, &flags, out);
-        }
+        let mut out = vec![HelpCommand { path: path.clone(), flags: own }];
+        let subtrees: Vec<Vec<HelpCommand>> = std::thread::scope(|scope| {
+            let walkers: Vec<_> = commands
+                .into_iter()
+                .map(|command| {
+                    let mut child = path.clone();
+                    child.push(command);
+                    let flags = &flags;
+                    scope.spawn(move || walk(child, flags))
+                })
+                .collect();
+            walkers.into_iter().map(|w| w.join().expect("a help walker panicked")).collect()
+        });
+        out.extend(subtrees.into_iter().flatten());
+        out
     }
-    let mut out = Vec::new();
-    walk(Vec::new(), &[], &mut out);
-    out
+    walk(Vec::new(), &[])
 }
 
 /// Whether `text` holds `word` with no letter, digit, `-` or `_` right before or after it.

@@ -242,7 +242,9 @@ rehearsal took {seconds:.0}s"
     assert!(nccl.contains("host syncs per update: 0") && nccl.contains("step times"), "{nccl}");
     let causal = summary["steps"][5]["figures"].to_string();
     assert!(causal.contains("30 of 30 predictions equal") && causal.contains("tokens/s"), "{causal}");
-    assert!(seconds < 120.0, "the rehearsal took {seconds:.0}s");
+    // About a minute here; the bound holds on a loaded machine and is still far below the
+    // device's 10-minute command, which the full-size script must fit.
+    assert!(seconds < 300.0, "the rehearsal took {seconds:.0}s");
 }
 
 /// Runs `body` in a child process of this test binary running this test alone, so that the
