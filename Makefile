@@ -95,7 +95,9 @@ clean:
 	cargo clean
 
 # Benchmarks: our figure, the reference's, and the ratio, from one run. They import the Python
-# references as a package (tests/reference/indolm_reference), found through PYTHONPATH.
+# references as a package (tests/reference/indolm_reference), found through PYTHONPATH. These run
+# them at full size; `make test` runs each target's recipe at a tiny size (tests/it/benches.rs,
+# through the variables each script's docstring names).
 BENCH_PYTHON := PYTHONPATH=$(CURDIR)/tests/reference $(PYTHON)
 .PHONY: bench-bias
 bench-bias: setup

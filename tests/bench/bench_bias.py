@@ -1,7 +1,10 @@
 """`make bench-bias`: masked positions scored per second by `indolm eval pll` (batched, logits
 only at masked rows) and by the per-token reference loop CrowS-Pairs' script uses (one masked
 copy per forward pass, batch 1, transformers' BertForMaskedLM), on the same model and the same
-real sentences, in one run. Prints both figures and the ratio (goal >= 10x on CPU)."""
+real sentences, in one run. Prints both figures and the ratio (goal >= 10x on CPU).
+
+Sizes from the environment (default): BENCH_SENTENCES (120), BENCH_THREADS (2). INDOLM_BIN names
+the binary (target/release/indolm); tests/it/benches.rs runs this at a tiny size."""
 import glob
 import json
 import os
@@ -14,12 +17,14 @@ from transformers import AutoTokenizer, BertConfig, BertForMaskedLM
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TEST_DATA = os.path.join(ROOT, "tests", "data")
+BINARY = os.environ.get("INDOLM_BIN", os.path.join(ROOT, "target", "release", "indolm"))
 N_SENTENCES = int(os.environ.get("BENCH_SENTENCES", "120"))
+THREADS = os.environ.get("BENCH_THREADS", "2")
 
 
 def main():
     torch.manual_seed(0)
-    torch.set_num_threads(int(os.environ.get("BENCH_THREADS", "2")))
+    torch.set_num_threads(int(THREADS))
     work = tempfile.mkdtemp(prefix="bench-bias-")
     from indolm_reference.data import train_vocab
 
@@ -40,7 +45,7 @@ def main():
         f.write("\n".join(sentences) + "\n")
     positions = sum(len(tok(s)["input_ids"]) - 2 for s in sentences)
 
-    out = subprocess.run([os.path.join(ROOT, "target", "release", "indolm"), "--device", "cpu", "--threads", os.environ.get("BENCH_THREADS", "2"),
+    out = subprocess.run([BINARY, "--device", "cpu", "--threads", THREADS,
                           "eval", "pll", "--model", work, "--text", os.path.join(work, "sentences.txt"), "--json"],
                          check=True, capture_output=True, text=True)
     # Scoring time as indolm reports it (model loading excluded, as for the reference).

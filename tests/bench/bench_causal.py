@@ -2,7 +2,10 @@
 under a token budget, logits in chunks) and by transformers' LlamaForCausalLM batched the way
 lm-evaluation-harness batches log-likelihoods (sorted by length, right-padded batches of 32,
 its default attention), on the same random Llama-shaped model and the same real sentences, in
-one run: three interleaved rounds, medians. Prints both figures and the ratio (goal >= 1.5x)."""
+one run: interleaved rounds (BENCH_ROUNDS), medians. Prints both figures and the ratio (goal >= 1.5x).
+
+Sizes from the environment (default): BENCH_SENTENCES (200), BENCH_ROUNDS (3), BENCH_THREADS (2).
+INDOLM_BIN names the binary (target/release/indolm); tests/it/benches.rs runs this at a tiny size."""
 import glob
 import json
 import os
@@ -17,7 +20,9 @@ from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BINARY = os.environ.get("INDOLM_BIN", os.path.join(ROOT, "target", "release", "indolm"))
 N_SENTENCES = int(os.environ.get("BENCH_SENTENCES", "200"))
+ROUNDS = int(os.environ.get("BENCH_ROUNDS", "3"))
 THREADS = os.environ.get("BENCH_THREADS", "2")
 BATCH = 32
 
@@ -58,7 +63,7 @@ def main():
     tokens = sum(len(e) - 1 for e in encoded)
 
     def ours():
-        out = subprocess.run([os.path.join(ROOT, "target", "release", "indolm"), "--device", "cpu", "--threads", THREADS,
+        out = subprocess.run([BINARY, "--device", "cpu", "--threads", THREADS,
                               "eval", "pll", "--model", work, "--text", path, "--json"],
                              check=True, capture_output=True, text=True)
         line = [l for l in out.stderr.splitlines() if l.startswith("scored ")][-1]
@@ -82,7 +87,7 @@ def main():
         return tokens / (time.perf_counter() - start), sums
 
     rounds = []
-    for _ in range(3):
+    for _ in range(ROUNDS):
         (a, ours_sums), (b, ref_sums) = ours(), reference()
         rounds.append((a, b))
     worst = max(abs(x - y) / abs(y) for x, y in zip(ours_sums, ref_sums))

@@ -2,7 +2,11 @@
 with both cores, writing the shard) next to the Python `tokenizers` package's `encode_batch` on
 the same paragraphs and tokenizer (encoding only), and the ratio (goal >= 0.9); (2) the data
 loader's batches/s (`indolm corpus stats`) next to the rate the tiny training recipe consumes
-them (goal >= 10x). One run, same machine."""
+them (goal >= 10x). One run, same machine.
+
+Sizes from the environment (default): BENCH_REPEAT, copies of the paragraphs in the corpus (12),
+BENCH_STEPS, updates of the tiny recipe (60). INDOLM_BIN names the binary
+(target/release/indolm); tests/it/benches.rs runs this at a tiny size."""
 import glob
 import os
 import re
@@ -14,8 +18,9 @@ from tokenizers import Tokenizer
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TEST_DATA = os.path.join(ROOT, "tests", "data")
-BIN = os.path.join(ROOT, "target", "release", "indolm")
+BIN = os.environ.get("INDOLM_BIN", os.path.join(ROOT, "target", "release", "indolm"))
 REPEAT = int(os.environ.get("BENCH_REPEAT", "12"))
+STEPS = int(os.environ.get("BENCH_STEPS", "60"))
 
 
 def paragraphs():
@@ -58,7 +63,7 @@ paths = ["{corpus}"]
 lr = 1e-3
 batch_size = 16
 warmup_steps = 10
-max_steps = 60
+max_steps = {STEPS}
 [checkpoint]
 every = 1000
 [logging]

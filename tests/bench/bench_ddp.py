@@ -3,7 +3,13 @@ global batch and the same cores: 2 ranks x 1 thread (torchrun's variables, loopb
 1 process x 2 threads, the bench-train model and recipe (L4 H256 A4 FF1024, vocab 31,923,
 seq 128, batch 32). Prints both tokens/s (medians of the logged windows, the first left out),
 their ratio (goal >= 0.85), and the share of update time rank 0 spent in the gradient
-all-reduce, from one run, alternating the two systems over rounds."""
+all-reduce, from one run, alternating the two systems over rounds. Each two-rank job takes a
+port the OS picks; when something else takes it before rank 0 binds it ("address already in
+use"), the job runs again on another.
+
+Sizes from the environment (default), bench-train's: BENCH_ROUNDS (2), BENCH_STEPS (30), BENCH_SEQ
+(128), BENCH_BATCH (32, split over the ranks: even). INDOLM_BIN names the binary
+(target/release/indolm); tests/it/benches.rs runs this at a tiny size."""
 import os
 import re
 import socket
@@ -11,9 +17,10 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_train import BINARY, STEPS, write_bench_recipe  # noqa: E402
+from bench_train import BATCH, BINARY, SEQ, STEPS, write_bench_recipe  # noqa: E402
 
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "2"))
 
@@ -28,20 +35,52 @@ def one_process(recipe):
     return rates(out.stdout)
 
 
-def two_ranks(recipe):
+def free_port():
+    """A port nobody listens on: the OS's pick, released (rank 0's store binds it)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        port = str(s.getsockname()[1])
-    ranks = []
-    for rank in range(2):
-        env = dict(os.environ, RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE="2", MASTER_ADDR="127.0.0.1", MASTER_PORT=port)
-        ranks.append(subprocess.Popen([BINARY, "--device", "cpu", "--threads", "1", "train", recipe, "--overwrite", "--stop-after", str(STEPS)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
-    outs = [r.communicate() for r in ranks]
-    for r, (out, err) in zip(ranks, outs):
-        if r.returncode != 0:
-            sys.exit(f"a rank failed:\n{out}\n{err}")
-    share = float(re.search(r"all-reduce took ([0-9.]+)%", outs[0][0]).group(1))
-    return rates(outs[0][0]), share
+        return str(s.getsockname()[1])
+
+
+def run_ranks(recipe, port):
+    """Both ranks on `port`; returns each one's (exit status, stdout, stderr). When one fails the
+    other is stopped: it would wait for the failed one until the rendezvous timed out."""
+    with tempfile.TemporaryDirectory(prefix="bench-ddp-logs-") as logs:
+        ranks, files = [], []
+        for rank in range(2):
+            env = dict(os.environ, RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE="2", MASTER_ADDR="127.0.0.1", MASTER_PORT=port)
+            out = open(os.path.join(logs, f"{rank}.out"), "w+", encoding="utf-8")
+            err = open(os.path.join(logs, f"{rank}.err"), "w+", encoding="utf-8")
+            files.append((out, err))
+            ranks.append(subprocess.Popen([BINARY, "--device", "cpu", "--threads", "1", "train", recipe, "--overwrite", "--stop-after", str(STEPS)], env=env, stdout=out, stderr=err, text=True))
+        while any(r.poll() is None for r in ranks):
+            if any(r.returncode not in (None, 0) for r in ranks):
+                for r in ranks:
+                    if r.poll() is None:
+                        r.kill()
+            time.sleep(0.05)
+        results = []
+        for r, (out, err) in zip(ranks, files):
+            out.seek(0)
+            err.seek(0)
+            results.append((r.returncode, out.read(), err.read()))
+            out.close()
+            err.close()
+        return results
+
+
+def two_ranks(recipe):
+    for attempt in range(3):
+        results = run_ranks(recipe, free_port())
+        if all(code == 0 for code, _, _ in results):
+            break
+        if attempt < 2 and any("address already in use" in err for _, _, err in results):
+            print("the port was taken before rank 0 bound it; another one", file=sys.stderr, flush=True)
+            continue
+        sys.exit("a rank failed:\n" + "\n".join(f"rank {k} (exit {code}):\n{out}\n{err}" for k, (code, out, err) in enumerate(results)))
+    stdout = results[0][1]
+    share = float(re.search(r"all-reduce took ([0-9.]+)%", stdout).group(1))
+    return rates(stdout), share
 
 
 def main():
@@ -55,7 +94,7 @@ def main():
         shares.append(share)
         print(f"round {r + 1}: 1 process x 2 threads {ones[-1]:.0f}, 2 Gloo ranks x 1 thread {twos[-1]:.0f} tokens/s, ratio {twos[-1] / ones[-1]:.2f}, all-reduce {share:.1f}% of update time", flush=True)
     one, two, share = statistics.median(ones), statistics.median(twos), statistics.median(shares)
-    print(f"global batch 32 x seq 128, {STEPS} steps, medians of {ROUNDS} alternating rounds")
+    print(f"global batch {BATCH} x seq {SEQ}, {STEPS} steps, medians of {ROUNDS} alternating rounds")
     print(f"1 process x 2 threads:      {one:8.0f} tokens/s")
     print(f"2 Gloo ranks x 1 thread:    {two:8.0f} tokens/s (all-reduce {share:.1f}% of rank 0's update time)")
     print(f"ratio: {two / one:.2f}x (goal >= 0.85)")

@@ -14,7 +14,12 @@ goal >= 1.5x):
     labels. Both sides tokenize every article once before training (indolm caches the token ids
     beside the data) and pad each batch inside the timed loop.
 The BERT is random, L4 H256 A4 FF1024 with IndoBERT's vocabulary size (31,923). indolm's figure is
-the rate over its optimizer steps as it reports it; the reference's is timed the same way."""
+the rate over its optimizer steps as it reports it; the reference's is timed the same way.
+
+Sizes from the environment (default): BENCH_ROUNDS (3), BENCH_TEXTS, the first texts of each
+NusaX split (all: 500 to train on), BENCH_EPOCHS of sentiment (2), BENCH_ARTICLES for BertExt
+(64), BENCH_STEPS of BertExt (24), BENCH_THREADS (2). INDOLM_BIN names the binary
+(target/release/indolm); tests/it/benches.rs runs this at a tiny size."""
 import math
 import os
 import random
@@ -35,8 +40,12 @@ transformers.logging.set_verbosity_error()
 transformers.utils.logging.disable_progress_bar()
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-BINARY = os.path.join(ROOT, "target", "release", "indolm")
+BINARY = os.environ.get("INDOLM_BIN", os.path.join(ROOT, "target", "release", "indolm"))
 THREADS = int(os.environ.get("BENCH_THREADS", "2"))
+TEXTS = int(os.environ["BENCH_TEXTS"]) if os.environ.get("BENCH_TEXTS") else None
+EPOCHS = int(os.environ.get("BENCH_EPOCHS", "2"))
+ARTICLES = int(os.environ.get("BENCH_ARTICLES", "64"))
+STEPS = int(os.environ.get("BENCH_STEPS", "24"))
 
 
 def make_init(work):
@@ -60,15 +69,32 @@ def indolm(args):
 
 # ---- sentiment ----------------------------------------------------------------------------
 
-def nusax_indonesian():
+def nusax_root(work):
+    """NusaX's sentiment folder; with BENCH_TEXTS, a copy of its Indonesian splits cut to their
+    first BENCH_TEXTS texts."""
     import csv
-    with open(os.path.join(ROOT, "tests", "data", "nusax", "sentiment", "indonesian", "train.csv"), encoding="utf-8") as f:
+    root = os.path.join(ROOT, "tests", "data", "nusax", "sentiment")
+    if TEXTS is None:
+        return root
+    cut = os.path.join(work, "nusax")
+    os.makedirs(os.path.join(cut, "indonesian"))
+    for split in ("train", "valid", "test"):
+        with open(os.path.join(root, "indonesian", f"{split}.csv"), encoding="utf-8", newline="") as f:
+            rows = list(csv.reader(f))
+        with open(os.path.join(cut, "indonesian", f"{split}.csv"), "w", encoding="utf-8", newline="") as f:
+            csv.writer(f, lineterminator="\n").writerows(rows[:1 + TEXTS])
+    return cut
+
+
+def nusax_indonesian(root):
+    import csv
+    with open(os.path.join(root, "indonesian", "train.csv"), encoding="utf-8") as f:
         rows = list(csv.DictReader(f))
     labels = {"negative": 0, "neutral": 1, "positive": 2}
     return [r["text"] for r in rows], [labels[r["label"]] for r in rows]
 
 
-def sentiment_indolm(work, init):
+def sentiment_indolm(work, init, root):
     recipe = os.path.join(work, "sentiment.toml")
     with open(recipe, "w", encoding="utf-8") as f:
         f.write(f"""kind = "sentiment"
@@ -76,7 +102,7 @@ name = "bench-sentiment"
 output_dir = "{work}/ck"
 init = "{init}"
 [data]
-root = "{ROOT}/tests/data/nusax/sentiment"
+root = "{root}"
 languages = ["indonesian"]
 setting = "monolingual"
 max_len = 128
@@ -86,7 +112,7 @@ schedule = "constant"
 weight_decay = 0.01
 grad_clip = 1.0
 batch_size = 32
-max_epochs = 2
+max_epochs = {EPOCHS}
 [eval]
 patience = 5
 [checkpoint]
@@ -106,7 +132,7 @@ def sentiment_reference(init, texts, labels):
     rng = random.Random(0)
     encoded = [tok(t, truncation=True, max_length=128) for t in texts]  # once, before training
     seconds, seen = 0.0, 0
-    for _ in range(2):
+    for _ in range(EPOCHS):
         order = list(range(len(texts)))
         rng.shuffle(order)
         for i in range(0, len(order), 32):
@@ -145,10 +171,10 @@ eps = 1e-9
 weight_decay = 0.0
 grad_clip = 0.0
 warmup_steps = 10
-max_steps = 24
+max_steps = {STEPS}
 batch_size = 8
 [eval]
-every = 24
+every = {STEPS}
 articles = 2
 [checkpoint]
 every = 1000
@@ -241,7 +267,7 @@ def ext_reference(init, articles):
     oracles = [label(a, [a[0], a[-1]]) for a in articles]
     encoded = [encode_one(tok, a) for a in articles]
     seconds, seen = 0.0, 0
-    for step in range(24):
+    for step in range(STEPS):
         batch = [(step * 8 + k) % len(articles) for k in range(8)]
         start = time.perf_counter()
         ids, segs, att, cls, smask = collate([encoded[i] for i in batch])
@@ -268,20 +294,21 @@ def main():
     torch.set_num_threads(THREADS)
     work = tempfile.mkdtemp(prefix="bench-finetune-")
     init = make_init(work)
-    texts, labels = nusax_indonesian()
-    articles = fake.articles(fake.sample_sentences(), 64, 8, 20, random.Random(3407))
+    root = nusax_root(work)
+    texts, labels = nusax_indonesian(root)
+    articles = fake.articles(fake.sample_sentences(), ARTICLES, 8, 20, random.Random(3407))
     rounds = {"ours_s": [], "ref_s": [], "ours_e": [], "ref_e": []}
     # Alternate the systems and take medians: this machine's speed drifts between runs.
     for r in range(ROUNDS):
-        rounds["ours_s"].append(sentiment_indolm(work, init))
+        rounds["ours_s"].append(sentiment_indolm(work, init, root))
         rounds["ref_s"].append(sentiment_reference(init, texts, labels))
         rounds["ours_e"].append(ext_indolm(work, init, articles))
         rounds["ref_e"].append(ext_reference(init, articles))
         print(f"round {r + 1}: sentiment {rounds['ours_s'][-1] / rounds['ref_s'][-1]:.2f}x, BertExt {rounds['ours_e'][-1] / rounds['ref_e'][-1]:.2f}x", flush=True)
     m = {k: statistics.median(v) for k, v in rounds.items()}
     print(f"medians of {ROUNDS} alternating rounds, {THREADS} CPU threads")
-    print(f"sentiment ({len(texts)} NusaX texts x 2 epochs, batch 32): indolm {m['ours_s']:.1f} vs transformers {m['ref_s']:.1f} examples/s, {m['ours_s'] / m['ref_s']:.2f}x (goal >= 1.5x)")
-    print(f"BertExt (64 articles of 8-20 sentences, 24 steps of 8): indolm {m['ours_e']:.2f} vs transformers + torch {m['ref_e']:.2f} articles/s, {m['ours_e'] / m['ref_e']:.2f}x (goal >= 1.5x)")
+    print(f"sentiment ({len(texts)} NusaX texts x {EPOCHS} epochs, batch 32): indolm {m['ours_s']:.1f} vs transformers {m['ref_s']:.1f} examples/s, {m['ours_s'] / m['ref_s']:.2f}x (goal >= 1.5x)")
+    print(f"BertExt ({ARTICLES} articles of 8-20 sentences, {STEPS} steps of 8): indolm {m['ours_e']:.2f} vs transformers + torch {m['ref_e']:.2f} articles/s, {m['ours_e'] / m['ref_e']:.2f}x (goal >= 1.5x)")
 
 
 if __name__ == "__main__":

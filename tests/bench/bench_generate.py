@@ -3,7 +3,12 @@ penalty, minimum length) over the same 64 articles built from the sample corpus,
 (`indolm summarize --batch-size 16`) and one article at a time (`--batch-size 1`), with the same
 model: a 6-layer decoder over a small BERT with IndoBERT's vocabulary size (31,923). One run;
 prints both figures and the ratio (goal >= 5x on 2 CPU cores), and how many summaries are the
-same both ways."""
+same both ways.
+
+Sizes from the environment (default): BENCH_ARTICLES (64), BENCH_BATCH (16), BENCH_STEPS of
+fine-tuning before (20), BENCH_MAX_LENGTH of a summary in pieces (60; the minimum is 15 or
+less), BENCH_THREADS (2). INDOLM_BIN names the binary (target/release/indolm);
+tests/it/benches.rs runs this at a tiny size."""
 import os
 import random
 import re
@@ -13,10 +18,12 @@ import tempfile
 import liputan6_fake as fake
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-BINARY = os.path.join(ROOT, "target", "release", "indolm")
+BINARY = os.environ.get("INDOLM_BIN", os.path.join(ROOT, "target", "release", "indolm"))
 THREADS = os.environ.get("BENCH_THREADS", "2")
 ARTICLES = int(os.environ.get("BENCH_ARTICLES", "64"))
 BATCH = os.environ.get("BENCH_BATCH", "16")
+STEPS = int(os.environ.get("BENCH_STEPS", "20"))
+MAX_LENGTH = int(os.environ.get("BENCH_MAX_LENGTH", "60"))
 V = 31923
 
 
@@ -71,13 +78,13 @@ lr = 0.002
 warmup_steps = 10
 lr_dec = 0.1
 warmup_dec = 10
-max_steps = 20
+max_steps = {STEPS}
 batch_size = 8
 [eval]
-every = 20
+every = {STEPS}
 articles = 2
 [checkpoint]
-every = 20
+every = {STEPS}
 [logging]
 tensorboard = "{work}/runs"
 [abs]
@@ -85,8 +92,8 @@ layers = 6
 heads = 8
 ff = 1024
 beam = 5
-min_length = 15
-max_length = 60
+min_length = {min(15, MAX_LENGTH)}
+max_length = {MAX_LENGTH}
 min_sentences = 1
 """)
     subprocess.run([BINARY, "--device", "cpu", "--threads", THREADS, "finetune", "summarize", recipe], check=True, capture_output=True)

@@ -11,7 +11,11 @@ each, 8-30 sentences drawn from the sample corpus, a two-sentence summary; not c
     search (tests/reference/indolm_reference/liputan6_oracle.py) in Python, then PreSumm's
     tokenization of each sentence with transformers' (fast) BertTokenizer, on the first
     REF_ARTICLES files (it is slow), as articles/s.
-Prints articles/s of each and the ratios."""
+Prints articles/s of each and the ratios.
+
+Sizes from the environment (default): BENCH_ARTICLES generated (193883), REF_ARTICLES the
+reference reads (5000). INDOLM_BIN names the binary (target/release/indolm); tests/it/benches.rs
+runs this at a tiny size."""
 import json
 import os
 import random
@@ -23,7 +27,7 @@ import time
 import liputan6_fake as fake
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-BINARY = os.path.join(ROOT, "target", "release", "indolm")
+BINARY = os.environ.get("INDOLM_BIN", os.path.join(ROOT, "target", "release", "indolm"))
 ARTICLES = int(os.environ.get("BENCH_ARTICLES", "193883"))
 REF_ARTICLES = int(os.environ.get("REF_ARTICLES", "5000"))
 

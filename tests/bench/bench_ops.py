@@ -5,7 +5,10 @@ BertForMaskedLM with torch.optim.AdamW(fused=True) and clip_grad_norm_ in a plai
 configuration: the demo's tiny model (L2 H128 A2 FF512, dropout 0.1), seq 64, batch 16. Prints
 both totals, their ratio, the top-level (issued by the program) counts and the operations that
 make the host wait for the device in each. On a GPU each operation is at least one kernel launch
-(about 5 us of host time), so the totals bound the host's share of an update."""
+(about 5 us of host time), so the totals bound the host's share of an update.
+
+Sizes from the environment (default): BENCH_SEQ (64), BENCH_BATCH (16), BENCH_THREADS (2).
+INDOLM_BIN names the binary (target/release/indolm); tests/it/benches.rs runs this at a tiny size."""
 import os
 import re
 import subprocess
@@ -16,8 +19,11 @@ import torch  # noqa: E402
 from transformers import BertConfig, BertForMaskedLM  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-BINARY = os.path.join(ROOT, "target", "release", "indolm")
-L, H, A, FF, SEQ, BATCH = 2, 128, 2, 512, 64, 16
+BINARY = os.environ.get("INDOLM_BIN", os.path.join(ROOT, "target", "release", "indolm"))
+THREADS = os.environ.get("BENCH_THREADS", "2")
+SEQ = int(os.environ.get("BENCH_SEQ", "64"))
+BATCH = int(os.environ.get("BENCH_BATCH", "16"))
+L, H, A, FF = 2, 128, 2, 512
 # The operations indolm's counter calls host waits (src/device/torch_shim.cpp), by name.
 WAITS = {"aten::_local_scalar_dense", "aten::item", "aten::nonzero", "aten::is_nonzero", "aten::equal",
          "aten::masked_select", "aten::unique", "aten::_unique2", "aten::allclose"}
@@ -63,7 +69,7 @@ every = 5
     with open(path, "w") as f:
         f.write(recipe)
     subprocess.run([BINARY, "tokenizer", "train", "--recipe", path, "--vocab-size", "3000"], check=True, capture_output=True)
-    out = subprocess.run([BINARY, "--device", "cpu", "--threads", "2", "train", path, "--op-counts"], check=True, capture_output=True, text=True).stdout
+    out = subprocess.run([BINARY, "--device", "cpu", "--threads", THREADS, "train", path, "--op-counts"], check=True, capture_output=True, text=True).stdout
     total, top = map(int, re.search(r"operations: (\d+) \((\d+) issued", out).groups())
     syncs = int(re.search(r"host syncs per update: (\d+)", out).group(1))
     vocab = int(re.search(r" V(\d+) on", out).group(1))
@@ -105,7 +111,7 @@ def theirs(vocab):
 
 
 def main():
-    torch.set_num_threads(2)
+    torch.set_num_threads(int(THREADS))
     total, top, syncs, vocab = ours(tempfile.mkdtemp(prefix="bench-ops-"))
     ref_total, ref_top, ref_waits = theirs(vocab)
     print(f"one pretraining update: L{L} H{H} A{A} FF{FF} vocab {vocab}, seq {SEQ}, batch {BATCH}, dropout 0.1, CPU")

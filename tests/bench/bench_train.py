@@ -2,7 +2,12 @@
 BertForMaskedLM in a plain PyTorch loop (AdamW, 15% masking, logits at every position, as HF
 computes them), same config (L4 H256 A4 FF1024, vocab 31,923), seq 128, batch 32, same threads,
 in one run. Prints both, the ratio (goal >= 3.0), indolm's useful FLOP/s and the machine's fp32
-GEMM rate (goal >= 40%)."""
+GEMM rate (goal >= 40%).
+
+Sizes from the environment (default): BENCH_ROUNDS (2), BENCH_STEPS (30), BENCH_SEQ (128),
+BENCH_BATCH (32), BENCH_GEMM, the side of the square matrices timed for the GEMM rate (2048),
+BENCH_THREADS (2). INDOLM_BIN names the binary (target/release/indolm); tests/it/benches.rs
+runs this at a tiny size."""
 import json
 import os
 import re
@@ -12,24 +17,26 @@ import sys
 import tempfile
 import time
 
-import torch
-from transformers import BertConfig, BertForMaskedLM
-
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-BINARY = os.path.join(ROOT, "target", "release", "indolm")
+BINARY = os.environ.get("INDOLM_BIN", os.path.join(ROOT, "target", "release", "indolm"))
 THREADS = int(os.environ.get("BENCH_THREADS", "2"))
 STEPS = int(os.environ.get("BENCH_STEPS", "30"))
-L, H, A, FF, V, SEQ, BATCH = 4, 256, 4, 1024, 31923, 128, 32
+SEQ = int(os.environ.get("BENCH_SEQ", "128"))
+BATCH = int(os.environ.get("BENCH_BATCH", "32"))
+GEMM = int(os.environ.get("BENCH_GEMM", "2048"))
+L, H, A, FF, V = 4, 256, 4, 1024, 31923
 
 
 def gemm_gflops():
-    a, b = torch.randn(2048, 2048), torch.randn(2048, 2048)
+    import torch
+
+    a, b = torch.randn(GEMM, GEMM), torch.randn(GEMM, GEMM)
     for _ in range(3):
         a @ b
     t = time.perf_counter()
     for _ in range(10):
         a @ b
-    return 2 * 2048**3 * 10 / (time.perf_counter() - t) / 1e9
+    return 2 * GEMM**3 * 10 / (time.perf_counter() - t) / 1e9
 
 
 def useful_flops_per_token():
@@ -42,6 +49,8 @@ def useful_flops_per_token():
 
 def write_bench_recipe(work):
     """The benchmark's recipe and its tokenizer under `work`; returns the recipe's path."""
+    from transformers import BertConfig
+
     config = BertConfig(vocab_size=V, hidden_size=H, num_hidden_layers=L, num_attention_heads=A, intermediate_size=FF, max_position_embeddings=512)
     config.to_json_file(os.path.join(work, "config.json"))
     data = os.path.join(ROOT, "tests", "data")
@@ -90,6 +99,9 @@ def indolm_tokens_per_s(work):
 
 
 def hf_tokens_per_s():
+    import torch
+    from transformers import BertConfig, BertForMaskedLM
+
     torch.manual_seed(0)
     config = BertConfig(vocab_size=V, hidden_size=H, num_hidden_layers=L, num_attention_heads=A, intermediate_size=FF)
     model = BertForMaskedLM(config).train()
@@ -114,6 +126,8 @@ ROUNDS = int(os.environ.get("BENCH_ROUNDS", "2"))
 
 
 def main():
+    import torch
+
     torch.set_num_threads(THREADS)
     # Alternate the two systems and take medians: this machine's speed drifts between runs.
     peaks, ours_all, theirs_all = [], [], []

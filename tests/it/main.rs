@@ -8,6 +8,7 @@
 //! with its path, e.g. `cargo test --release --test it -- --test-threads=1 beam::`.
 mod bad_input;
 mod beam;
+mod benches;
 mod bertabs;
 mod bertext;
 mod bf16_cpu;
