@@ -6,13 +6,11 @@ use indolm::error::{Error, IoContext, Result};
 use indolm::eval::bias::models::{evaluate_model, evaluate_run, BiasRequest};
 use indolm::eval::bias::records::{metric_dir, RECORDS_FILE, REPORT_FILE};
 use indolm::eval::bias::{Bootstrap, Evaluation};
-use indolm::eval::causal::CausalScorer;
 use indolm::eval::pairs::{load_crows, load_indobias, PairSet};
-use indolm::eval::pll::{crows_inputs, PllScorer, ScoringInput};
 use indolm::eval::scorer::LoadedLm;
+use indolm::eval::sentences::{score_lines, CausalLines, LineMetric, ScoredLines};
 use indolm::eval::BiasMetric;
 use indolm::files::{read_to_string, write_json};
-use indolm::model::decoder::CausalLm;
 use indolm::{out, outln};
 use std::path::{Path, PathBuf};
 use tch::Device;
@@ -33,7 +31,7 @@ pub enum EvalCommand {
         /// nothing masked (the table's pll is then the (attention-weighted) sum, pppl exp of
         /// minus its mean).
         #[arg(long, value_enum, default_value = "pll")]
-        metric: PllMetric,
+        metric: LineMetric,
         /// Print JSON lines instead of a table.
         #[arg(long)]
         json: bool,
@@ -140,52 +138,31 @@ pub struct BiasArgs {
     pub allow_random_head: bool,
 }
 
-#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum PllMetric {
-    Pll,
-    Crows,
-    PllWordL2r,
-    Aul,
-    Aula,
+/// `eval pll`: PLL, scored tokens and pseudo-perplexity of each line, as a table or JSON lines
+/// (a causal LM's log-likelihood, tokens, mean and perplexity for a decoder directory, with the
+/// convention in every JSON line).
+fn pll(
+    model: &Path,
+    text: &Path,
+    metric: LineMetric,
+    json: bool,
+    allow_random_head: bool,
+    device: Device,
+) -> Result<()> {
+    let lm = LoadedLm::load(model, device)?;
+    match score_lines(&lm, model, text, metric, allow_random_head, device)? {
+        ScoredLines::Masked(m) => print_scores(&m.labels, &m.scores, json, m.warning.as_deref()),
+        ScoredLines::Causal(c) => print_causal(&c, json),
+    }
 }
 
-/// `eval pll` on a causal LM: each line's log-likelihood (after the BOS token, else EOS, as
-/// lm-evaluation-harness scores CrowS-Pairs), tokens, mean and perplexity; the convention is
-/// printed to stderr and recorded in every JSON line.
-fn causal_pll(lm: &CausalLm, model: &Path, text: &Path, metric: PllMetric, json: bool) -> Result<()> {
-    if metric != PllMetric::Pll {
-        return Err(Error::argument(
-            "--metric",
-            format!("{} is a causal LM: only `pll` applies (its log-likelihood)", model.display()),
-        ));
-    }
-    let scorer = CausalScorer::new(lm)?;
-    let c = scorer.convention();
-    eprintln!(
-        "{} causal LM: each sentence scored after {} (id {}, its {}), no special tokens, no EOS; log-likelihood = sum of token log-probabilities",
-        lm.config.family.name(),
-        c.prefix_token,
-        c.prefix_token_id,
-        c.prefix_is
-    );
-    let content = read_to_string(text)?;
-    let numbered = sentences(text, &content)?;
-    let ids = numbered
-        .iter()
-        .map(|&(n, line)| scorer.encode(line).map_err(|e| at_line(text, n, e)))
-        .collect::<Result<Vec<_>>>()?;
-    let lines: Vec<&str> = numbered.iter().map(|(_, l)| *l).collect();
-    let started = std::time::Instant::now();
-    let scores = scorer.score_ids(&ids);
-    for (&(n, line), s) in numbered.iter().zip(&scores) {
-        s.as_sentence_score().require_finite("causal LM scoring", line).map_err(|e| at_line(text, n, e))?;
-    }
-    let tokens: usize = scores.iter().map(|s| s.tokens()).sum();
-    eprintln!("scored {tokens} tokens in {:.3} s", started.elapsed().as_secs_f64());
+/// A causal LM's scores as a table or JSON lines.
+fn print_causal(scored: &CausalLines, json: bool) -> Result<()> {
+    let c = &scored.convention;
     if !json {
         outln!("| log-likelihood | tokens | mean | perplexity | rank-1 | sentence |\n|---:|---:|---:|---:|---:|---|");
     }
-    for (line, s) in lines.iter().zip(&scores) {
+    for (line, s) in scored.sentences.iter().zip(&scored.scores) {
         if json {
             outln!(
                 "{}",
@@ -204,94 +181,6 @@ fn causal_pll(lm: &CausalLm, model: &Path, text: &Path, metric: PllMetric, json:
                 line
             );
         }
-    }
-    Ok(())
-}
-
-/// `eval pll`: PLL, scored tokens and pseudo-perplexity of each line, as a table or JSON lines
-/// (a causal LM's log-likelihoods for a decoder directory).
-fn pll(
-    model: &Path,
-    text: &Path,
-    metric: PllMetric,
-    json: bool,
-    allow_random_head: bool,
-    device: Device,
-) -> Result<()> {
-    let lm = LoadedLm::load(model, device)?;
-    let loaded = match &lm {
-        LoadedLm::Causal(causal) => {
-            for note in lm.notes() {
-                eprintln!("note: {note}");
-            }
-            return causal_pll(causal, model, text, metric, json);
-        }
-        LoadedLm::Masked(loaded) => loaded,
-    };
-    let warning = lm.require_trained_head(model, allow_random_head)?;
-    let scorer = PllScorer::new(&loaded.model, &loaded.tokenizer, device);
-    let content = read_to_string(text)?;
-    let numbered = sentences(text, &content)?;
-    let mut inputs: Vec<ScoringInput> = Vec::new();
-    // Each scored sentence with the line it came from.
-    let mut labels: Vec<(usize, String)> = Vec::new();
-    if matches!(metric, PllMetric::Aul | PllMetric::Aula) {
-        return unmasked(loaded, text, &numbered, metric, json, warning.as_deref(), device);
-    }
-    for &(n, line) in &numbered {
-        let at = |e| at_line(text, n, e);
-        match metric {
-            PllMetric::Pll => {
-                inputs.push(scorer.full_input(line).map_err(at)?);
-                labels.push((n, line.to_string()));
-            }
-            PllMetric::PllWordL2r => {
-                inputs.push(scorer.word_l2r_input(line).map_err(at)?);
-                labels.push((n, line.to_string()));
-            }
-            PllMetric::Aul | PllMetric::Aula => unreachable!("scored above"),
-            PllMetric::Crows => {
-                let (a, b) = line
-                    .split_once('\t')
-                    .ok_or_else(|| Error::invalid(text, format!("line {n}: expected two tab-separated sentences")))?;
-                let (ia, ib) = crows_inputs(&loaded.tokenizer, a, b).map_err(at)?;
-                inputs.extend([ia, ib]);
-                labels.extend([(n, a.to_string()), (n, b.to_string())]);
-            }
-        }
-    }
-    let started = std::time::Instant::now();
-    let scores = scorer.score(&inputs);
-    require_finite(text, &labels, &scores)?;
-    let secs = started.elapsed().as_secs_f64();
-    let positions: usize = scores.iter().map(|s| s.tokens).sum();
-    eprintln!(
-        "scored {positions} masked positions in {secs:.3} s ({:.0} positions/s)",
-        positions as f64 / secs.max(1e-9)
-    );
-    print_scores(&labels, &scores, json, warning.as_deref())
-}
-
-/// The non-blank lines of `text`'s `content`, each with its line number (from 1); a file with
-/// none is refused rather than scored as nothing.
-fn sentences<'c>(text: &Path, content: &'c str) -> Result<Vec<(usize, &'c str)>> {
-    let numbered: Vec<(usize, &str)> =
-        content.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()).map(|(i, l)| (i + 1, l)).collect();
-    if numbered.is_empty() {
-        return Err(Error::invalid(text, "no sentence to score: the file is empty or blank (one sentence a line)"));
-    }
-    Ok(numbered)
-}
-
-/// `error` about the sentence on line `n` of `text`, with the file and line in front.
-fn at_line(text: &Path, n: usize, error: Error) -> Error {
-    Error::invalid(text, format!("line {n}: {error}"))
-}
-
-/// Refuses a non-finite score, naming its line of `text`.
-fn require_finite(text: &Path, labels: &[(usize, String)], scores: &[indolm::eval::pll::SentenceScore]) -> Result<()> {
-    for ((n, label), s) in labels.iter().zip(scores) {
-        s.require_finite("PLL scoring", label).map_err(|e| at_line(text, *n, e))?;
     }
     Ok(())
 }
@@ -324,26 +213,6 @@ fn print_scores(
         }
     }
     Ok(())
-}
-
-/// `eval pll --metric aul|aula`: each line scored with nothing masked.
-fn unmasked(
-    loaded: &indolm::model::model_dir::LoadedModel,
-    text: &Path,
-    lines: &[(usize, &str)],
-    metric: PllMetric,
-    json: bool,
-    warning: Option<&str>,
-    device: Device,
-) -> Result<()> {
-    let scorer = indolm::eval::aul::UnmaskedScorer::new(&loaded.model, &loaded.tokenizer, device);
-    let inputs: Vec<Vec<i64>> =
-        lines.iter().map(|&(n, l)| scorer.input(l).map_err(|e| at_line(text, n, e))).collect::<Result<_>>()?;
-    let scores: Vec<_> =
-        scorer.score(&inputs).into_iter().map(|s| if metric == PllMetric::Aul { s.aul } else { s.aula }).collect();
-    let labels: Vec<(usize, String)> = lines.iter().map(|&(n, l)| (n, l.to_string())).collect();
-    require_finite(text, &labels, &scores)?;
-    print_scores(&labels, &scores, json, warning)
 }
 
 /// IndoBias layout, or CrowS-Pairs when the path is a CSV with `sent_more`.
