@@ -190,7 +190,7 @@ impl Error {
         Error::System { context: context.into(), message: message.into() }
     }
     /// [`Error::Unsupported`].
-    pub fn unsupported(context: impl Into<String>, message: impl Into<String>) -> Self {
+    pub(crate) fn unsupported(context: impl Into<String>, message: impl Into<String>) -> Self {
         Error::Unsupported { context: context.into(), message: message.into() }
     }
     /// [`Error::Torch`].

@@ -26,7 +26,7 @@ pub fn read_to_string(path: &Path) -> Result<String> {
 
 /// A CSV reader over `path` built by `builder`, and its header row: a missing file is
 /// [`Error::MissingFile`] with `hint`, any other failure names the file.
-pub fn open_csv(
+pub(crate) fn open_csv(
     builder: &csv::ReaderBuilder,
     path: &Path,
     hint: &str,
@@ -60,7 +60,7 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
 /// processes on this host ([`sweep_dead_temps`]), and [`remove_stale_temps`] clears them all
 /// under a lock.
 #[derive(Debug)]
-pub struct Staging {
+pub(crate) struct Staging {
     tmp: PathBuf,
     target: PathBuf,
     committed: bool,
@@ -75,7 +75,7 @@ impl Staging {
 
     /// The same, with the temporary name ending in `target`'s extension (`….tmp.png`), for
     /// writers that choose a format by the file name.
-    pub fn keeping_extension(target: &Path) -> Self {
+    pub(crate) fn keeping_extension(target: &Path) -> Self {
         let ext = target.extension().map(|e| format!(".{}", e.to_string_lossy())).unwrap_or_default();
         Self::named(target, &ext)
     }
@@ -94,7 +94,7 @@ impl Staging {
     }
 
     /// Renames the temporary file or folder to the target (a folder target must not exist).
-    pub fn commit(mut self) -> Result<()> {
+    pub(crate) fn commit(mut self) -> Result<()> {
         std::fs::rename(&self.tmp, &self.target).with_path(&self.target)?;
         self.committed = true;
         Ok(())
@@ -111,7 +111,7 @@ impl Drop for Staging {
 
 /// Deletes the temporary siblings of `target` that killed writers left (`.<name>.*.tmp`). Call
 /// only while holding the lock of the folder they are in, so none of them is being written.
-pub fn remove_stale_temps(target: &Path) -> Result<()> {
+pub(crate) fn remove_stale_temps(target: &Path) -> Result<()> {
     let Some(dir) = target.parent().filter(|d| d.is_dir()) else { return Ok(()) };
     let prefix = format!(".{}.", file_name(target));
     for entry in std::fs::read_dir(dir).with_path(dir)?.filter_map(|e| e.ok()) {
@@ -158,7 +158,7 @@ fn alive(pid: u32) -> bool {
 
 /// Deletes the temporaries of `target` that writers killed on this host left (their process is
 /// gone); best effort: what cannot be read or deleted stays.
-pub fn sweep_dead_temps(target: &Path) {
+pub(crate) fn sweep_dead_temps(target: &Path) {
     let Some(dir) = target.parent().filter(|d| d.is_dir()) else { return };
     let Ok(entries) = std::fs::read_dir(dir) else { return };
     let name = file_name(target);
@@ -175,7 +175,7 @@ pub fn sweep_dead_temps(target: &Path) {
 
 /// [`sweep_dead_temps`] for every file and folder under `dir`: what a run's next writer does on
 /// opening it, so temporaries of killed evaluations and outputs do not stay forever.
-pub fn sweep_dead_temps_under(dir: &Path) {
+pub(crate) fn sweep_dead_temps_under(dir: &Path) {
     let Ok(entries) = std::fs::read_dir(dir) else { return };
     let mut targets = std::collections::BTreeSet::new();
     for entry in entries.filter_map(|e| e.ok()) {
@@ -215,7 +215,7 @@ pub fn quoted(text: &str) -> String {
 /// `name` when it is a plain file name (what a file may name beside itself: a shard in an
 /// index, a checkpoint in `latest`, a file in a checksum list); otherwise why not. A folder, `..`,
 /// `.` or an absolute path would let a file make indolm read or write outside its folder.
-pub fn plain_file_name(name: &str) -> std::result::Result<&str, &'static str> {
+pub(crate) fn plain_file_name(name: &str) -> std::result::Result<&str, &'static str> {
     let plain = !name.is_empty()
         && name != "."
         && name != ".."
@@ -234,7 +234,7 @@ pub fn plain_file_name(name: &str) -> std::result::Result<&str, &'static str> {
 
 /// Whether `path` (named by a file or a server) stays inside the folder it is joined to: relative,
 /// made of plain names only (no `..`, `.`, root or prefix).
-pub fn stays_inside(path: &Path) -> bool {
+pub(crate) fn stays_inside(path: &Path) -> bool {
     path.components().count() > 0 && path.components().all(|c| matches!(c, std::path::Component::Normal(_)))
 }
 
@@ -302,7 +302,7 @@ impl DirLock {
 
     /// Deletes the lock file, then releases the lock: for a folder that a refused command
     /// created and removed again.
-    pub fn release_and_remove(self) {
+    pub(crate) fn release_and_remove(self) {
         let _ = std::fs::remove_file(&self.path);
     }
 }

@@ -139,7 +139,7 @@ impl Logger {
     }
 
     /// A logger whose progress counts `unit`s (a bar only when there is a total).
-    pub fn with_unit(tb_dir: &Path, total_steps: u64, start_step: u64, unit: &'static str) -> Result<Self> {
+    pub(crate) fn with_unit(tb_dir: &Path, total_steps: u64, start_step: u64, unit: &'static str) -> Result<Self> {
         std::fs::create_dir_all(tb_dir).with_path(tb_dir)?;
         let bar = (std::io::stderr().is_terminal() && total_steps > 0).then(|| {
             let bar = ProgressBar::new(total_steps).with_style(
@@ -161,14 +161,14 @@ impl Logger {
     }
 
     /// Records `value` under `tag` at `step` for TensorBoard.
-    pub fn scalar(&mut self, tag: &str, value: f64, step: u64) {
+    pub(crate) fn scalar(&mut self, tag: &str, value: f64, step: u64) {
         let written = self.tb.as_mut().map(|tb| tb.scalar(tag, value as f32, step, None));
         self.stop_tensorboard_on_error(written);
     }
 
     /// Records `value` under `tag` at `step` with `description`, which TensorBoard shows beside
     /// the chart; it is written with the tag's first record of this logger only.
-    pub fn scalar_described(&mut self, tag: &str, value: f64, step: u64, description: &str) {
+    pub(crate) fn scalar_described(&mut self, tag: &str, value: f64, step: u64, description: &str) {
         let first = self.described.insert(tag.to_string());
         let description = if first { description } else { "" };
         let written = self.tb.as_mut().map(|tb| tb.scalar(tag, value as f32, step, Some(description)));
@@ -177,7 +177,7 @@ impl Logger {
 
     /// Writes a layout for TensorBoard's custom-scalars dashboard (charts that group tags
     /// across runs, and margin charts with interval bands).
-    pub fn custom_scalars_layout(&mut self, layout: &Layout) {
+    pub(crate) fn custom_scalars_layout(&mut self, layout: &Layout) {
         let written = self.tb.as_mut().map(|tb| tb.custom_scalars_layout(layout));
         self.stop_tensorboard_on_error(written);
     }
@@ -199,7 +199,7 @@ impl Logger {
     }
 
     /// A progress update: the bar's message on a terminal, a log line otherwise.
-    pub fn progress(&self, step: u64, line: &str) {
+    pub(crate) fn progress(&self, step: u64, line: &str) {
         if self.quiet {
             return;
         }

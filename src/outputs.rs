@@ -56,22 +56,22 @@ macro_rules! declare_run_files {
 }
 
 /// Whether a writer declared this name ([`RUN_FILES`]).
-pub fn declared(name: &str) -> bool {
+pub(crate) fn declared(name: &str) -> bool {
     RUN_FILES.iter().any(|d| d.files.iter().any(|f| f.matches(name)))
 }
 
 /// Which file names a command writes into its output folder.
-pub type Owned = fn(&str) -> bool;
+pub(crate) type Owned = fn(&str) -> bool;
 
 /// Whether `name` is one of indolm's temporaries or locks (`.<name>.<pid>-<n>-<host>.tmp`,
 /// `.<name>.lock`), which any indolm output folder may hold.
-pub fn is_temporary(name: &str) -> bool {
+pub(crate) fn is_temporary(name: &str) -> bool {
     name.starts_with('.') && (name.ends_with(".lock") || name.ends_with(".tmp") || name.contains(".tmp."))
 }
 
 /// The files under `dir` (recursively, in path order) that `owned` does not claim: every file
 /// whose name it refuses, and every symlink (none of indolm's outputs is one).
-pub fn foreign_files(dir: &Path, owned: &dyn Fn(&str) -> bool) -> Result<Vec<PathBuf>> {
+pub(crate) fn foreign_files(dir: &Path, owned: &dyn Fn(&str) -> bool) -> Result<Vec<PathBuf>> {
     let mut found = Vec::new();
     if !dir.is_dir() {
         return Ok(found);
@@ -91,7 +91,7 @@ pub fn foreign_files(dir: &Path, owned: &dyn Fn(&str) -> bool) -> Result<Vec<Pat
 }
 
 /// Refuses `dir` when it holds a file `owned` does not claim ([`foreign_files`]), naming it.
-pub fn refuse_foreign(dir: &Path, owned: &dyn Fn(&str) -> bool) -> Result<()> {
+pub(crate) fn refuse_foreign(dir: &Path, owned: &dyn Fn(&str) -> bool) -> Result<()> {
     let foreign = foreign_files(dir, owned)?;
     if foreign.is_empty() {
         return Ok(());
@@ -119,7 +119,7 @@ fn foreign_error(foreign: &[PathBuf], dir: &Path) -> Error {
 /// Refuses `out` as a folder to replace when it is the working directory or a folder above it,
 /// or one of `reads` (the folders the command reads from) or a folder above one of them. A
 /// folder that does not exist yet is always fine.
-pub fn refuse_unsafe_target(out: &Path, reads: &[&Path]) -> Result<()> {
+pub(crate) fn refuse_unsafe_target(out: &Path, reads: &[&Path]) -> Result<()> {
     let Ok(target) = out.canonicalize() else { return Ok(()) };
     if let Ok(cwd) = std::env::current_dir().and_then(|d| d.canonicalize()) {
         if cwd.starts_with(&target) {
@@ -172,7 +172,7 @@ pub fn check_replaceable(out: &Path, overwrite: bool, reads: &[&Path], owned: Ow
 /// Removes the files of `dir` that `owned` claims (and indolm's temporaries), then every folder
 /// left empty, `dir` included (a `dir` that is a symbolic link stays, its target emptied).
 /// Anything else stays where it is.
-pub fn remove_owned(dir: &Path, owned: &dyn Fn(&str) -> bool) -> Result<()> {
+pub(crate) fn remove_owned(dir: &Path, owned: &dyn Fn(&str) -> bool) -> Result<()> {
     if !dir.is_dir() {
         return Ok(());
     }

@@ -12,34 +12,34 @@ pub const DEFAULT_SEED: u64 = 3407;
 /// The salt of every random purpose. Changing a value changes every run that uses it.
 pub mod salt {
     /// Which source each pretraining sequence is drawn from (stream: the sequence number).
-    pub const SOURCE_CHOICE: u64 = 1;
+    pub(crate) const SOURCE_CHOICE: u64 = 1;
     /// The block order of a source in an epoch (xored with the source index << 32; stream: the epoch).
-    pub const PERMUTATION: u64 = 2;
+    pub(crate) const PERMUTATION: u64 = 2;
     /// Masked-LM masks (stream: the micro-batch number; held-out batches use [`HELDOUT_MASKS`]).
-    pub const MASKING: u64 = 3;
+    pub(crate) const MASKING: u64 = 3;
     /// libtorch's generator before each pretraining step (dropout), see [`super::per_step`].
-    pub const PRETRAIN_TORCH: u64 = 4;
+    pub(crate) const PRETRAIN_TORCH: u64 = 4;
     /// The masking stream prefix of held-out batches (`HELDOUT_MASKS << 48 | batch`), so every
     /// checkpoint is scored on the same predictions.
-    pub const HELDOUT_MASKS: u64 = 5;
+    pub(crate) const HELDOUT_MASKS: u64 = 5;
     /// The paragraphs sampled from a recipe's mixture to train a tokenizer (stream: the source).
     pub const TOKENIZER_SAMPLE: u64 = 6;
     /// The order of sentiment training examples (stream: the epoch).
-    pub const SENTIMENT_SHUFFLE: u64 = 7;
+    pub(crate) const SENTIMENT_SHUFFLE: u64 = 7;
     /// libtorch's generator in sentiment fine-tuning: the head's initialisation, then per step.
-    pub const SENTIMENT_TORCH: u64 = 8;
+    pub(crate) const SENTIMENT_TORCH: u64 = 8;
     /// The IndoMMLU questions drawn for the checkpoint hook.
-    pub const INDOMMLU_SUBSAMPLE: u64 = 9;
+    pub(crate) const INDOMMLU_SUBSAMPLE: u64 = 9;
     /// libtorch's generator when a summarizer's new layers are initialised.
-    pub const SUMMARIZATION_INIT: u64 = 10;
+    pub(crate) const SUMMARIZATION_INIT: u64 = 10;
     /// The order of summarization training articles (stream: the step a new pass starts at).
-    pub const SUMMARIZATION_SHUFFLE: u64 = 11;
+    pub(crate) const SUMMARIZATION_SHUFFLE: u64 = 11;
     /// libtorch's generator before each summarization step (dropout), see [`super::per_step`].
-    pub const SUMMARIZATION_TORCH: u64 = 12;
+    pub(crate) const SUMMARIZATION_TORCH: u64 = 12;
     /// The resamples of the bias intervals' bootstrap (stream: a hash of the language code).
-    pub const BIAS_BOOTSTRAP: u64 = 13;
+    pub(crate) const BIAS_BOOTSTRAP: u64 = 13;
     /// The Multi-Bootstrap's replicates (stream: a hash of the comparison and category).
-    pub const MULTIBOOTSTRAP: u64 = 14;
+    pub(crate) const MULTIBOOTSTRAP: u64 = 14;
 
     /// Every salt with its name, for the uniqueness check.
     pub const ALL: [(&str, u64); 14] = [
@@ -61,7 +61,7 @@ pub mod salt {
 }
 
 /// Mixes a 64-bit value into a seed (SplitMix64 finaliser), for independent derived streams.
-pub fn derive_seed(seed: u64, salt: u64) -> u64 {
+pub(crate) fn derive_seed(seed: u64, salt: u64) -> u64 {
     let mut z = seed ^ salt.wrapping_mul(0x9E37_79B9_7F4A_7C15);
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
@@ -77,12 +77,12 @@ pub fn stream_rng(seed: u64, salt: u64, stream: u64) -> ChaCha8Rng {
 
 /// The salt of step `step` of a per-step purpose: the purpose's salt in the low 8 bits, the step
 /// above them, so no two (purpose, step) pairs meet while salts stay below 256.
-pub fn per_step(salt: u64, step: u64) -> u64 {
+pub(crate) fn per_step(salt: u64, step: u64) -> u64 {
     salt ^ (step << 8)
 }
 
 /// Reseeds libtorch's global generator (dropout, initialisation) for `salt`.
-pub fn seed_torch(seed: u64, salt: u64) {
+pub(crate) fn seed_torch(seed: u64, salt: u64) {
     tch::manual_seed(derive_seed(seed, salt) as i64);
 }
 

@@ -13,7 +13,7 @@ pub fn token_budget(device: tch::Device) -> usize {
 
 /// Item indices in batches: shortest first (ties in input order), each batch as many items as
 /// keep `items × longest ≤ token_budget` (at least one item, however long).
-pub fn by_length(lengths: &[usize], token_budget: usize) -> Vec<Vec<usize>> {
+pub(crate) fn by_length(lengths: &[usize], token_budget: usize) -> Vec<Vec<usize>> {
     let mut order: Vec<usize> = (0..lengths.len()).collect();
     order.sort_by_key(|&i| (lengths[i], i));
     let mut batches = Vec::new();

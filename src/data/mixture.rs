@@ -41,7 +41,7 @@ pub struct Mixture {
 }
 
 /// The shortest training sequence (`[CLS]`, six tokens, `[SEP]`), checked when a recipe is read.
-pub const MIN_SEQ_LEN: usize = 8;
+pub(crate) const MIN_SEQ_LEN: usize = 8;
 
 impl Mixture {
     /// `sources`: shards with their weights (> 0; normalised here). `heldout_fraction` of each
@@ -107,7 +107,7 @@ impl Mixture {
 
     /// Each source's name with the content key of the files its shard was made from
     /// (`content_sha256`): what a resumed run must still be reading.
-    pub fn source_contents(&self) -> std::collections::BTreeMap<String, String> {
+    pub(crate) fn source_contents(&self) -> std::collections::BTreeMap<String, String> {
         self.sources.iter().map(|s| (s.shard.meta.source.clone(), s.shard.meta.content_sha256.clone())).collect()
     }
 
@@ -172,7 +172,7 @@ impl Mixture {
     }
 
     /// The held-out sequences of every source (fixed; for evaluation), at most `per_source` each.
-    pub fn heldout_sequences(&self, per_source: usize) -> Vec<(usize, Vec<i64>)> {
+    pub(crate) fn heldout_sequences(&self, per_source: usize) -> Vec<(usize, Vec<i64>)> {
         let mut out = Vec::new();
         for (s, src) in self.sources.iter().enumerate() {
             for k in 0..src.heldout_blocks.min(per_source as u64) {

@@ -4,7 +4,7 @@
 use crate::error::Result;
 
 /// `f` of every item of `items`, in order, computed on every core.
-pub fn map_on_every_core<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> Result<R> + Sync) -> Result<Vec<R>> {
+pub(crate) fn map_on_every_core<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> Result<R> + Sync) -> Result<Vec<R>> {
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(items.len()).max(1);
     let chunk = items.len().div_ceil(threads).max(1);
     let f = &f;

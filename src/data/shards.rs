@@ -26,7 +26,7 @@ pub enum IdWidth {
 
 impl IdWidth {
     /// The narrowest width that holds every id of a vocabulary of `vocab_size` tokens.
-    pub fn for_vocab(vocab_size: usize) -> Self {
+    pub(crate) fn for_vocab(vocab_size: usize) -> Self {
         if vocab_size <= u16::MAX as usize + 1 {
             IdWidth::U16
         } else {
@@ -108,7 +108,7 @@ impl Shard {
 }
 
 /// SHA-256 of the tokenizer's JSON: a shard is only read with the tokenizer that made it.
-pub fn tokenizer_sha256(tokenizer: &TextTokenizer) -> Result<String> {
+pub(crate) fn tokenizer_sha256(tokenizer: &TextTokenizer) -> Result<String> {
     Ok(hex(&Sha256::digest(tokenizer.to_json()?.as_bytes())))
 }
 

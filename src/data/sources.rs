@@ -105,7 +105,7 @@ impl SourceSpec {
 
     /// The format of `file`: `format` when given, else from its name, case-insensitive and with a
     /// `.gz`/`.xz` suffix ignored: `.jsonl`, `.conllu`, `.csv`, `.parquet`, anything else text.
-    pub fn format_of(&self, file: &Path) -> Format {
+    pub(crate) fn format_of(&self, file: &Path) -> Format {
         if let Some(f) = self.format {
             return f;
         }
@@ -163,7 +163,7 @@ fn walk_files(dir: &Path) -> Result<Vec<PathBuf>> {
 }
 
 /// Opens a file, decompressing `.gz` and `.xz` transparently.
-pub fn open_maybe_compressed(path: &Path) -> Result<Box<dyn BufRead>> {
+pub(crate) fn open_maybe_compressed(path: &Path) -> Result<Box<dyn BufRead>> {
     let file = std::fs::File::open(path).with_path(path)?;
     let name = path.to_string_lossy();
     let reader: Box<dyn Read> = if name.ends_with(".gz") {

@@ -17,13 +17,13 @@ use tokenizers::processors::bert::BertProcessing;
 use tokenizers::{AddedToken, Tokenizer};
 
 /// BERT's special tokens; every vocabulary must have them.
-pub const SPECIAL_TOKENS: [&str; 5] = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"];
+pub(crate) const SPECIAL_TOKENS: [&str; 5] = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"];
 
 /// RoBERTa's (XLM-R's) names for the special tokens, in `SPECIAL_TOKENS`' order.
-pub const ROBERTA_SPECIAL_TOKENS: [&str; 5] = ["<pad>", "<unk>", "<s>", "</s>", "<mask>"];
+pub(crate) const ROBERTA_SPECIAL_TOKENS: [&str; 5] = ["<pad>", "<unk>", "<s>", "</s>", "<mask>"];
 
 /// The files [`TextTokenizer::save`] writes (`vocab.txt` for WordPiece vocabularies).
-pub const TOKENIZER_FILES: [&str; 4] =
+pub(crate) const TOKENIZER_FILES: [&str; 4] =
     ["tokenizer.json", "vocab.txt", "tokenizer_config.json", "special_tokens_map.json"];
 
 crate::declare_run_files!(
@@ -164,7 +164,7 @@ impl TextTokenizer {
 
     /// The pipeline HF builds from a `vocab.txt` (see `bert_pipeline`), WordPiece with `[UNK]`
     /// and `##` continuation.
-    pub fn from_vocab_txt(path: &Path, lowercase: bool) -> Result<Self> {
+    pub(crate) fn from_vocab_txt(path: &Path, lowercase: bool) -> Result<Self> {
         if !path.exists() {
             return Err(Error::MissingFile { path: path.into(), hint: String::new() });
         }
@@ -178,7 +178,7 @@ impl TextTokenizer {
     }
 
     /// Wraps a tokenizer built in code (e.g. just trained), checking its special tokens.
-    pub fn from_tokenizer(inner: Tokenizer, source: &Path, lowercase: bool) -> Result<Self> {
+    pub(crate) fn from_tokenizer(inner: Tokenizer, source: &Path, lowercase: bool) -> Result<Self> {
         Self::with_special_ids(inner, source, lowercase, Default::default())
     }
 
@@ -271,7 +271,7 @@ impl TextTokenizer {
 
     /// Ids of one text with `[CLS]` and `[SEP]`, and the word each piece belongs to (`None` for
     /// the special tokens): transformers' `word_ids()`.
-    pub fn encode_with_word_ids(&self, text: &str) -> Result<(Vec<u32>, Vec<Option<u32>>)> {
+    pub(crate) fn encode_with_word_ids(&self, text: &str) -> Result<(Vec<u32>, Vec<Option<u32>>)> {
         let enc = self.encode_input(text, true)?;
         Ok((enc.get_ids().to_vec(), enc.get_word_ids().to_vec()))
     }
@@ -288,7 +288,7 @@ impl TextTokenizer {
     }
 
     /// Word-piece ids of many texts (no special tokens), encoded in parallel.
-    pub fn encode_plain_batch(&self, texts: &[&str]) -> Result<Vec<Vec<u32>>> {
+    pub(crate) fn encode_plain_batch(&self, texts: &[&str]) -> Result<Vec<Vec<u32>>> {
         let encodings = self
             .inner
             .encode_batch(texts.to_vec(), false)
@@ -297,7 +297,7 @@ impl TextTokenizer {
     }
 
     /// The tokenizer as `tokenizer.json` text.
-    pub fn to_json(&self) -> Result<String> {
+    pub(crate) fn to_json(&self) -> Result<String> {
         self.inner.to_string(false).map_err(|e| Error::Tokenizer { path: self.source.clone(), message: e.to_string() })
     }
 
@@ -345,7 +345,7 @@ impl TextTokenizer {
 
     /// One text's row of a batch, before padding: `[CLS] text [SEP]` cut to `max_len` tokens
     /// (at least 3), and its token types (all 0).
-    pub fn single_row(&self, text: &str, max_len: usize) -> Result<(Vec<i64>, Vec<i64>)> {
+    pub(crate) fn single_row(&self, text: &str, max_len: usize) -> Result<(Vec<i64>, Vec<i64>)> {
         let pieces = self.encode_plain(text)?;
         let mut ids = Vec::with_capacity(pieces.len().min(max_len.saturating_sub(2)) + 2);
         ids.push(self.special.cls);
@@ -416,7 +416,7 @@ impl TextTokenizer {
 /// The BERT pipeline around a WordPiece model, as HF builds it from a `vocab.txt`: BERT
 /// normalizer (clean text, CJK splitting, lowercasing and accent stripping when uncased), BERT
 /// pre-tokenizer, the special tokens, `[CLS] A [SEP] B [SEP]` post-processing, WordPiece decoder.
-pub fn bert_pipeline(model: WordPiece, lowercase: bool) -> Tokenizer {
+pub(crate) fn bert_pipeline(model: WordPiece, lowercase: bool) -> Tokenizer {
     let mut inner = Tokenizer::new(model);
     inner.with_normalizer(Some(BertNormalizer::new(true, true, None, lowercase)));
     inner.with_pre_tokenizer(Some(BertPreTokenizer));
@@ -430,7 +430,7 @@ pub fn bert_pipeline(model: WordPiece, lowercase: bool) -> Tokenizer {
 }
 
 /// Pads rows of (ids, token types) to the longest into tensors, with the attention mask.
-pub fn pad_rows(rows: Vec<(Vec<i64>, Vec<i64>)>, pad_id: i64) -> EncodedBatch {
+pub(crate) fn pad_rows(rows: Vec<(Vec<i64>, Vec<i64>)>, pad_id: i64) -> EncodedBatch {
     let longest = rows.iter().map(|r| r.0.len()).max().unwrap_or(0);
     let n = rows.len();
     let (mut ids, mut types, mut mask) =

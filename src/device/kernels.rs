@@ -20,7 +20,7 @@ extern "C" {
 /// The backend `scaled_dot_product_attention` picks for queries, keys and values of shape
 /// [batch, heads, seq, head_dim] in `kind` on `device`, without a mask (no padding, as in
 /// pretraining), with `dropout`: libtorch's own choice (`_fused_sdp_choice`), by name.
-pub fn attention_backend(shape: [i64; 4], kind: Kind, device: Device, dropout: f64) -> Result<&'static str> {
+pub(crate) fn attention_backend(shape: [i64; 4], kind: Kind, device: Device, dropout: f64) -> Result<&'static str> {
     let q = Tensor::empty(shape, (kind, device));
     let mut error = std::ptr::null_mut();
     let p = q.as_ptr() as *mut c_void;

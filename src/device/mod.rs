@@ -23,7 +23,7 @@ pub enum Precision {
 
 impl Precision {
     /// The dtype matrix products run in.
-    pub fn compute_kind(self) -> Kind {
+    pub(crate) fn compute_kind(self) -> Kind {
         match self {
             Precision::Fp32 => Kind::Float,
             Precision::Bf16 => Kind::BFloat16,
@@ -118,7 +118,7 @@ const VML_FUNCTIONS: [fn(&Tensor) -> Tensor; 16] = [
 
 /// A host tensor of `values` in `shape`, ready to be copied to `device`: in pinned (page-locked)
 /// memory when `device` is CUDA, so that [`upload`] queues the copy without the host waiting.
-pub fn staged<T: tch::kind::Element>(values: &[T], shape: &[i64], device: Device) -> Tensor {
+pub(crate) fn staged<T: tch::kind::Element>(values: &[T], shape: &[i64], device: Device) -> Tensor {
     let t = Tensor::from_slice(values).view(shape);
     match device {
         Device::Cuda(_) => t.f_pin_memory(device).unwrap_or(t),
@@ -128,19 +128,19 @@ pub fn staged<T: tch::kind::Element>(values: &[T], shape: &[i64], device: Device
 
 /// `host` on `device`, the copy asked for as non-blocking: from pinned memory (CUDA) it is queued,
 /// not waited for; on the CPU there is no copy at all.
-pub fn upload(host: &Tensor, device: Device) -> Tensor {
+pub(crate) fn upload(host: &Tensor, device: Device) -> Tensor {
     host.to_device_(device, host.kind(), true, false)
 }
 
 /// `values` in `shape` on `device`, the copy queued without the host waiting: staged in pinned
 /// memory and uploaded non-blocking on CUDA, no copy at all on the CPU.
-pub fn to_device_queued<T: tch::kind::Element>(values: &[T], shape: &[i64], device: Device) -> Tensor {
+pub(crate) fn to_device_queued<T: tch::kind::Element>(values: &[T], shape: &[i64], device: Device) -> Tensor {
     upload(&staged(values, shape, device), device)
 }
 
 /// Equal-length 1-D device tensors (values, 0/1 flags) brought to the host in one transfer, so a
 /// batch makes the host wait once: stacked as f64, read back, one vector each.
-pub fn read_back(rows: &[Tensor]) -> Vec<Vec<f64>> {
+pub(crate) fn read_back(rows: &[Tensor]) -> Vec<Vec<f64>> {
     let stacked: Vec<Tensor> = rows.iter().map(|t| t.to_kind(tch::Kind::Double)).collect();
     let host = Tensor::stack(&stacked, 0).to_device(Device::Cpu);
     (0..rows.len() as i64).map(|i| Vec::<f64>::try_from(host.get(i)).expect("a vector of f64")).collect()

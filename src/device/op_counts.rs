@@ -172,7 +172,7 @@ impl Drop for OpCounter {
 
 /// Operations of the calling thread are never counted (the batch thread: host work done beside
 /// the update, not part of it).
-pub fn exclude_this_thread() {
+pub(crate) fn exclude_this_thread() {
     // SAFETY: sets a thread-local flag of libtorch's.
     unsafe { indolm_ops_exclude_this_thread() }
 }

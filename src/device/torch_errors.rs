@@ -14,7 +14,7 @@ thread_local! {
 
 /// A failure caught by [`catch`].
 #[derive(Debug, Clone)]
-pub struct TorchFailure {
+pub(crate) struct TorchFailure {
     /// The exception's message: its first meaningful line, without tch's wrapping or the C++
     /// backtrace libtorch appends.
     pub message: String,
@@ -22,7 +22,7 @@ pub struct TorchFailure {
 
 impl TorchFailure {
     /// Whether the device (or the host, for CPU tensors) ran out of memory.
-    pub fn out_of_memory(&self) -> bool {
+    pub(crate) fn out_of_memory(&self) -> bool {
         let m = self.message.to_lowercase();
         m.contains("out of memory")
             || m.contains("not enough memory")
@@ -33,7 +33,7 @@ impl TorchFailure {
 
 /// Runs `work`; a panic inside it (libtorch's exception, surfaced by tch, or any other) comes
 /// back as its message, printed nowhere. Panics elsewhere keep the usual report.
-pub fn catch<T>(work: impl FnOnce() -> T) -> Result<T, TorchFailure> {
+pub(crate) fn catch<T>(work: impl FnOnce() -> T) -> Result<T, TorchFailure> {
     install_quiet_hook();
     let was = CATCHING.with(|c| c.replace(true));
     let result = panic::catch_unwind(AssertUnwindSafe(work));

@@ -27,7 +27,7 @@ pub struct Launch {
 }
 
 /// The port used when Slurm launches without `MASTER_PORT` (torchrun's default).
-pub const DEFAULT_PORT: u16 = 29500;
+pub(crate) const DEFAULT_PORT: u16 = 29500;
 
 impl Launch {
     /// The launch described by this process's environment; `None` for a plain process.
@@ -36,7 +36,7 @@ impl Launch {
     }
 
     /// The launch described by the variables `get` returns (the environment, or a test's).
-    pub fn from_vars(get: impl Fn(&str) -> Option<String>) -> Result<Option<Launch>> {
+    pub(crate) fn from_vars(get: impl Fn(&str) -> Option<String>) -> Result<Option<Launch>> {
         let number = |name: &str| -> Result<Option<usize>> {
             get(name)
                 .map(|v| {
@@ -107,13 +107,13 @@ impl Launch {
     }
 
     /// Whether this process serves the rendezvous store (rank 0, unless torchrun's agent does).
-    pub fn serves_store(&self) -> bool {
+    pub(crate) fn serves_store(&self) -> bool {
         self.rank == 0 && !self.agent_store
     }
 
     /// The address Gloo's transport should bind to: loopback for a job on loopback, else
     /// `None` (this host's name, as PyTorch does).
-    pub fn gloo_host(&self) -> Option<&str> {
+    pub(crate) fn gloo_host(&self) -> Option<&str> {
         let a = self.master_addr.as_str();
         (a == "localhost" || a.starts_with("127.") || a == "::1").then_some("127.0.0.1")
     }
@@ -121,7 +121,7 @@ impl Launch {
 
 /// The first host of a Slurm host list: `gpu[003-010,012],cpu1` gives `gpu003`,
 /// `rack[1-2]-n[07,9]` gives `rack1-n07`.
-pub fn first_host(list: &str) -> Result<String> {
+pub(crate) fn first_host(list: &str) -> Result<String> {
     let bad = || Error::argument("environment SLURM_JOB_NODELIST", format!("cannot read the host list {list:?}"));
     let mut host = String::new();
     let mut rest = list.trim();

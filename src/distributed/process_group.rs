@@ -164,7 +164,7 @@ impl ProcessGroup {
     }
 
     /// Whether this build can make NCCL groups (it was compiled where CUDA's headers were found).
-    pub fn has_nccl() -> bool {
+    pub(crate) fn has_nccl() -> bool {
         // SAFETY: reads a constant.
         unsafe { indolm_c10d_has_nccl() != 0 }
     }

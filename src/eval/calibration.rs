@@ -5,7 +5,7 @@
 //! b/B < c ≤ (b+1)/B (0 goes to the first bin).
 
 /// Bins of the expected calibration error (the usual 10 of width 0.1).
-pub const ECE_BINS: usize = 10;
+pub(crate) const ECE_BINS: usize = 10;
 
 /// The softmax of `scores` (empty for none), computed stably in double precision.
 pub fn softmax(scores: &[f64]) -> Vec<f64> {
@@ -22,7 +22,7 @@ pub fn confidence(scores: &[f64], chosen: usize) -> f64 {
 
 /// The expected calibration error (a fraction in [0, 1]) of answers given as (confidence,
 /// correct), over `bins` equal-width bins; 0 for no answers.
-pub fn expected_calibration_error(answers: &[(f64, bool)], bins: usize) -> f64 {
+pub(crate) fn expected_calibration_error(answers: &[(f64, bool)], bins: usize) -> f64 {
     let mut count = vec![0usize; bins];
     let (mut conf, mut hits) = (vec![0f64; bins], vec![0f64; bins]);
     for &(c, correct) in answers {

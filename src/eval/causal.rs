@@ -57,7 +57,7 @@ impl CausalScore {
 
     /// As the bias evaluation's sentence score: `pll` is the log-likelihood sum, so its PPPL
     /// rule is the perplexity rule and CrowS' rule compares sums.
-    pub fn as_sentence_score(&self) -> crate::eval::pll::SentenceScore {
+    pub(crate) fn as_sentence_score(&self) -> crate::eval::pll::SentenceScore {
         crate::eval::pll::SentenceScore { pll: self.sum, tokens: self.tokens(), correct: self.correct }
     }
 }
@@ -152,7 +152,7 @@ impl<'a> CausalScorer<'a> {
     /// ln p of every token of each row after its first (the first is context only) and how
     /// many of them the model ranks first; rows of at least two tokens, batched shortest first
     /// under the token budget.
-    pub fn score_rows(&self, rows: &[Vec<i64>]) -> Vec<(Vec<f64>, usize)> {
+    pub(crate) fn score_rows(&self, rows: &[Vec<i64>]) -> Vec<(Vec<f64>, usize)> {
         self.in_batches(rows, |batch| {
             let chunk: Vec<&[i64]> = batch.iter().map(|&i| rows[i].as_slice()).collect();
             self.score_batch(&chunk)

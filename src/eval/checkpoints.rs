@@ -10,7 +10,7 @@ use crate::run::RunLayout;
 use std::path::{Path, PathBuf};
 
 /// The checkpoints of a run to evaluate, held for reading while this lives.
-pub struct RunCheckpoints {
+pub(crate) struct RunCheckpoints {
     /// (step, folder) of each checkpoint with weights and no pending evaluation, in step order.
     pub steps: Vec<(u64, PathBuf)>,
     _hold: ReadHold,

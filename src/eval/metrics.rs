@@ -3,7 +3,7 @@
 //! and the confusion matrix.
 
 /// Rows: gold label, columns: predicted label.
-pub fn confusion_matrix(gold: &[usize], pred: &[usize], classes: usize) -> Vec<Vec<usize>> {
+pub(crate) fn confusion_matrix(gold: &[usize], pred: &[usize], classes: usize) -> Vec<Vec<usize>> {
     let mut m = vec![vec![0; classes]; classes];
     for (&g, &p) in gold.iter().zip(pred) {
         m[g][p] += 1;

@@ -41,7 +41,7 @@ const LANGUAGE: &[&str] = &["language", "lang"];
 const LANGUAGE_ORDER: &[&str] = &["id", "jv", "su", "mak"];
 
 /// The language code for a name or code, as the IndoBias release and users write them.
-pub fn language_code(name: &str) -> Option<&'static str> {
+pub(crate) fn language_code(name: &str) -> Option<&'static str> {
     Some(match name.to_lowercase().as_str() {
         "indonesian" | "indonesia" | "id" | "ind" => "id",
         "javanese" | "jawa" | "jv" | "jav" => "jv",

@@ -61,7 +61,7 @@ impl SentenceScore {
     /// jv"): a model whose weights or configuration give NaN or infinite log-probabilities would
     /// otherwise have every comparison decided as if it were a number (NaN is never lower, so
     /// every such pair would count as anti-stereotypical) and its reports written with nulls.
-    pub fn require_finite(&self, what: &str, sentence: &str) -> Result<()> {
+    pub(crate) fn require_finite(&self, what: &str, sentence: &str) -> Result<()> {
         if self.pll.is_finite() {
             return Ok(());
         }

@@ -49,7 +49,7 @@ fn ngrams(tokens: &[String], n: usize) -> std::collections::HashMap<&[String], u
 }
 
 /// ROUGE-N between token lists.
-pub fn rouge_n(pred: &[String], reference: &[String], n: usize) -> Prf {
+pub(crate) fn rouge_n(pred: &[String], reference: &[String], n: usize) -> Prf {
     let (p, r) = (ngrams(pred, n), ngrams(reference, n));
     let overlap: usize = p.iter().map(|(g, &c)| c.min(r.get(g).copied().unwrap_or(0))).sum();
     prf(overlap, p.values().sum(), r.values().sum())

@@ -8,7 +8,7 @@ use rand::Rng;
 use serde::{Deserialize, Serialize};
 
 /// The two-sided 95% critical value of the standard normal, `Φ⁻¹(0.975)`.
-pub const Z95: f64 = 1.959_963_984_540_054;
+pub(crate) const Z95: f64 = 1.959_963_984_540_054;
 
 /// A two-sided 95% interval `[low, high]`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
@@ -56,7 +56,7 @@ fn log_factorials(n: usize) -> Vec<f64> {
 
 /// `P(X ≤ k)` for X ~ Binomial(n, 1/2), summed in log space so that large n neither
 /// underflows nor loses precision.
-pub fn binomial_half_cdf(k: usize, n: usize) -> f64 {
+pub(crate) fn binomial_half_cdf(k: usize, n: usize) -> f64 {
     if k >= n {
         return 1.0;
     }
@@ -89,7 +89,7 @@ pub fn holm(p_values: &[f64]) -> Vec<f64> {
 
 /// The `q` quantile (0..=1) of sorted `values`, interpolated linearly between order statistics
 /// (numpy's default).
-pub fn quantile_sorted(values: &[f64], q: f64) -> f64 {
+pub(crate) fn quantile_sorted(values: &[f64], q: f64) -> f64 {
     if values.is_empty() {
         return f64::NAN;
     }
@@ -106,7 +106,7 @@ pub fn quantile_sorted(values: &[f64], q: f64) -> f64 {
 /// Each resample draws `values.len()` items with replacement, uniformly, from `rng`; a group's
 /// statistic is the mean value of its drawn items, and resamples that drew none of a group's
 /// items are left out of that group's interval. A group without items gets `None`.
-pub fn bootstrap_group_means(
+pub(crate) fn bootstrap_group_means(
     values: &[f64],
     groups: &[Vec<usize>],
     group_count: usize,

@@ -29,7 +29,7 @@ pub struct Packing {
 
 impl Packing {
     /// The flat positions and columns of rows whose first `lengths[r]` tokens of `seq` are real.
-    pub fn host_of_lengths(lengths: &[usize], seq: usize) -> (Vec<i64>, Vec<i64>) {
+    pub(crate) fn host_of_lengths(lengths: &[usize], seq: usize) -> (Vec<i64>, Vec<i64>) {
         let total: usize = lengths.iter().sum();
         let (mut indices, mut columns) = (Vec::with_capacity(total), Vec::with_capacity(total));
         for (row, &len) in lengths.iter().enumerate() {
@@ -415,7 +415,7 @@ impl BertModel {
     /// hidden states, every layer's attention probabilities [batch, heads, query, key] in fp32:
     /// transformers' `output_attentions=True`. For scores that weigh tokens by the attention
     /// they receive (AULA); the fused attention kernels do not return probabilities.
-    pub fn forward_with_attentions(&self, input_ids: &Tensor, attention_mask: &Tensor) -> (Tensor, Vec<Tensor>) {
+    pub(crate) fn forward_with_attentions(&self, input_ids: &Tensor, attention_mask: &Tensor) -> (Tensor, Vec<Tensor>) {
         let (b, s) = input_ids.size2().expect("input_ids are [batch, seq]");
         let mask = attention_mask.ne(0).view([b, 1, 1, s]);
         let mut x = self.embeddings.forward(input_ids, &input_ids.zeros_like(), false);
@@ -547,7 +547,7 @@ impl BertForMaskedLM {
     /// Masked-LM loss at given flat positions of the batch (`row * seq + column`) with their
     /// `targets`: the mean cross-entropy there. Nothing here waits for the device. In training
     /// the loss carries its gradient directly (see `cross_entropy_for_backward`).
-    pub fn mlm_loss_at(
+    pub(crate) fn mlm_loss_at(
         &self,
         input_ids: &Tensor,
         token_type_ids: Option<&Tensor>,

@@ -20,7 +20,8 @@ pub enum Activation {
 
 impl Activation {
     /// The `hidden_act` values `parse` accepts.
-    pub const NAMES: &'static [&'static str] = &["gelu", "gelu_new", "gelu_pytorch_tanh", "relu", "silu", "swish"];
+    pub(crate) const NAMES: &'static [&'static str] =
+        &["gelu", "gelu_new", "gelu_pytorch_tanh", "relu", "silu", "swish"];
 
     /// The activation HF calls `name`, or `None` if indolm does not implement it.
     pub fn parse(name: &str) -> Option<Self> {
@@ -255,7 +256,7 @@ impl BertConfig {
     /// For the RoBERTa family, the padding id its position ids are offset by (transformers'
     /// `create_position_ids_from_input_ids`: real tokens at `pad + 1 ..`, padding at `pad`);
     /// `None` for BERT (positions `0..seq`).
-    pub fn position_offset(&self) -> Option<i64> {
+    pub(crate) fn position_offset(&self) -> Option<i64> {
         self.is_roberta().then_some(self.pad_token_id)
     }
 
@@ -275,7 +276,11 @@ impl BertConfig {
     }
 
     /// `config.json` for another architecture, with extra keys (e.g. `id2label`).
-    pub fn to_hf_json_as(&self, architecture: &str, extra: serde_json::Map<String, serde_json::Value>) -> String {
+    pub(crate) fn to_hf_json_as(
+        &self,
+        architecture: &str,
+        extra: serde_json::Map<String, serde_json::Value>,
+    ) -> String {
         let mut c = self.clone();
         let architecture = if self.is_roberta() {
             // The same heads under the family's class names (XLMRobertaForMaskedLM …).
@@ -294,7 +299,7 @@ impl BertConfig {
     /// the encoder's dense layers and attention at `seq_len`, and the MLM head at the
     /// `predicted_fraction` of positions where indolm computes it. Elementwise work is not
     /// counted; this is the "useful" FLOP figure behind MFU.
-    pub fn training_flops_per_token(&self, seq_len: usize, predicted_fraction: f64) -> f64 {
+    pub(crate) fn training_flops_per_token(&self, seq_len: usize, predicted_fraction: f64) -> f64 {
         let (h, ff, v) = (self.hidden_size as f64, self.intermediate_size as f64, self.vocab_size as f64);
         let per_layer = 2.0 * (4.0 * h * h + 2.0 * h * ff) + 2.0 * 2.0 * seq_len as f64 * h;
         let head = predicted_fraction * (2.0 * h * h + 2.0 * h * v);

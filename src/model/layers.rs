@@ -56,7 +56,7 @@ impl LayerNorm {
     }
 
     /// Over weights already loaded (a checkpoint's, in any dtype).
-    pub fn from_tensors(weight: Tensor, bias: Tensor, eps: f64) -> Self {
+    pub(crate) fn from_tensors(weight: Tensor, bias: Tensor, eps: f64) -> Self {
         LayerNorm { weight, bias, eps }
     }
 
@@ -68,7 +68,7 @@ impl LayerNorm {
     }
 
     /// [`LayerNorm::forward`], returned in the input's dtype (the decoder families).
-    pub fn forward_in_input_kind(&self, x: &Tensor) -> Tensor {
+    pub(crate) fn forward_in_input_kind(&self, x: &Tensor) -> Tensor {
         self.forward(x).to_kind(x.kind())
     }
 }

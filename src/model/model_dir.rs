@@ -32,14 +32,14 @@ pub struct LoadedModel {
 }
 
 /// What every output of a score from a randomly initialised MLM head carries.
-pub const RANDOM_HEAD_WARNING: &str = "the MLM head was initialised randomly (the checkpoint has none, e.g. an encoder-only or sentence-embedding model such as multilingual-E5): these scores come from an untrained projection, not from the model";
+pub(crate) const RANDOM_HEAD_WARNING: &str = "the MLM head was initialised randomly (the checkpoint has none, e.g. an encoder-only or sentence-embedding model such as multilingual-E5): these scores come from an untrained projection, not from the model";
 
 impl LoadedModel {
     /// Refuses a model whose MLM head was initialised randomly for anything scored through the
     /// head (pseudo-log-likelihoods, bias win rates, fill-mask), unless `allow_random_head`:
     /// then `Some(RANDOM_HEAD_WARNING)`, for the caller to put on every output. `dir`: the
     /// model directory, for the message.
-    pub fn require_trained_head(&self, dir: &Path, allow_random_head: bool) -> Result<Option<String>> {
+    pub(crate) fn require_trained_head(&self, dir: &Path, allow_random_head: bool) -> Result<Option<String>> {
         let Some(missing) = self.notes.iter().find(|n| n.initialises(Component::MlmHead)) else {
             return Ok(None);
         };
@@ -167,7 +167,7 @@ pub fn content_sha256(dir: &Path) -> Result<String> {
 /// PreSumm's inputs alternate segment ids 0 and 1 between sentences: an encoder with a single
 /// token type (XLM-R and RoBERTa have one) cannot take them, and `what` (BertExt, BertAbs) is
 /// refused on it with the field named, instead of an index error deep in libtorch.
-pub fn require_two_token_types(config: &BertConfig, dir: &Path, what: &str) -> Result<()> {
+pub(crate) fn require_two_token_types(config: &BertConfig, dir: &Path, what: &str) -> Result<()> {
     if config.type_vocab_size >= 2 {
         return Ok(());
     }
@@ -260,7 +260,7 @@ fn canonical_names(tensors: BTreeMap<String, Tensor>) -> BTreeMap<String, Tensor
 /// Copies checkpoint tensors into the variables of `vs`, checking every shape. The variables of
 /// an `optional` component may be missing: they keep their random initialisation, with a note;
 /// any other missing tensor is an error. Tied decoder copies must equal what they are tied to.
-pub fn copy_into(
+pub(crate) fn copy_into(
     vs: &VarStore,
     mut tensors: BTreeMap<String, Tensor>,
     path: &Path,
@@ -327,9 +327,9 @@ pub fn copy_into(
 }
 
 /// A model directory's configuration file.
-pub const CONFIG_FILE: &str = "config.json";
+pub(crate) const CONFIG_FILE: &str = "config.json";
 /// A model directory's weights, in one file.
-pub const WEIGHTS_FILE: &str = "model.safetensors";
+pub(crate) const WEIGHTS_FILE: &str = "model.safetensors";
 
 crate::declare_run_files!(MODEL_DIRECTORY_FILES: RunFile::Named(CONFIG_FILE), RunFile::Named(WEIGHTS_FILE));
 
@@ -341,7 +341,12 @@ pub fn save_model_files(dir: &Path, config: &BertConfig, vs: &VarStore, tokenize
 
 /// As `save_model_files`, with the `config.json` text given (another architecture). Its
 /// `model_type` names the family whose tensor names are written (RoBERTa's or BERT's).
-pub fn save_model_files_as(dir: &Path, config_json: &str, vs: &VarStore, tokenizer: &TextTokenizer) -> Result<()> {
+pub(crate) fn save_model_files_as(
+    dir: &Path,
+    config_json: &str,
+    vs: &VarStore,
+    tokenizer: &TextTokenizer,
+) -> Result<()> {
     std::fs::create_dir_all(dir).with_path(dir)?;
     let model_type = serde_json::from_str::<serde_json::Value>(config_json)
         .ok()

@@ -94,7 +94,7 @@ impl LoadNote {
     }
 
     /// Whether part of the model was initialised randomly (the model is not fully trained).
-    pub fn leaves_untrained(&self) -> bool {
+    pub(crate) fn leaves_untrained(&self) -> bool {
         matches!(self, LoadNote::Initialised { .. })
     }
 

@@ -66,7 +66,7 @@ pub fn read_file(path: &Path) -> Result<BTreeMap<String, Tensor>> {
 /// once, in name order, beside the index. Each must be a plain file name: a value with a folder,
 /// `..` or an absolute path is refused, so an index never makes indolm read outside the model's
 /// folder (a shard that is itself a symlink, as in HF's cache, is read as usual).
-pub fn shard_files(index: &Path) -> Result<Vec<PathBuf>> {
+pub(crate) fn shard_files(index: &Path) -> Result<Vec<PathBuf>> {
     let text = crate::files::read_to_string(index)?;
     let json: serde_json::Value = serde_json::from_str(&text).map_err(|e| Error::json(index, &e))?;
     let map = json
@@ -95,7 +95,7 @@ pub fn shard_files(index: &Path) -> Result<Vec<PathBuf>> {
 
 /// Reads a model's weights from a directory: `model.safetensors`, or the shards named by
 /// `model.safetensors.index.json`.
-pub fn read_model_weights(dir: &Path) -> Result<(PathBuf, BTreeMap<String, Tensor>)> {
+pub(crate) fn read_model_weights(dir: &Path) -> Result<(PathBuf, BTreeMap<String, Tensor>)> {
     let single = dir.join("model.safetensors");
     if single.exists() {
         return Ok((single.clone(), read_file(&single)?));

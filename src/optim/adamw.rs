@@ -234,7 +234,7 @@ impl AdamW {
 
     /// The gradients to reduce across ranks: the flat buffers, then any parameter outside them
     /// that has a gradient, in a fixed order (the same on every rank of the same model).
-    pub fn gradient_buffers(&mut self) -> Vec<Tensor> {
+    pub(crate) fn gradient_buffers(&mut self) -> Vec<Tensor> {
         self.flatten();
         let mut out: Vec<Tensor> = self.groups.iter().map(|g| g.grads.shallow_clone()).collect();
         out.extend(self.params.iter().filter(|p| !p.in_flat).map(|p| p.tensor.grad()).filter(Tensor::defined));
@@ -345,7 +345,7 @@ impl AdamW {
     }
 
     /// The number of parameter elements.
-    pub fn parameter_count(&self) -> i64 {
+    pub(crate) fn parameter_count(&self) -> i64 {
         self.params.iter().map(|p| p.tensor.numel() as i64).sum()
     }
 
@@ -355,7 +355,7 @@ impl AdamW {
     }
 
     /// The moments, named `exp_avg.<param>` and `exp_avg_sq.<param>`, for a checkpoint.
-    pub fn state_tensors(&self) -> Vec<(String, Tensor)> {
+    pub(crate) fn state_tensors(&self) -> Vec<(String, Tensor)> {
         let mut out = Vec::with_capacity(self.params.len() * 2);
         for p in &self.params {
             out.push((format!("exp_avg.{}", p.name), p.exp_avg.shallow_clone()));

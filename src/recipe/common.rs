@@ -97,7 +97,7 @@ fn d_nonfinite() -> u64 {
 
 impl OptimizerSection {
     /// The schedule of an optimizer with peak `lr` and `warmup`, over `total` updates.
-    pub fn schedule_of(&self, lr: f64, warmup: u64, total: u64) -> crate::optim::schedule::Schedule {
+    pub(crate) fn schedule_of(&self, lr: f64, warmup: u64, total: u64) -> crate::optim::schedule::Schedule {
         use crate::optim::schedule::Schedule;
         match self.schedule {
             ScheduleKind::Linear => Schedule::Linear { peak: lr, warmup, total },
@@ -136,7 +136,7 @@ impl OptimizerSection {
 
     /// `max_steps`, required (pretraining, summarization): an error naming the key when absent
     /// or 0, and `max_epochs` refused.
-    pub fn required_max_steps(&self, path: &Path) -> Result<u64> {
+    pub(crate) fn required_max_steps(&self, path: &Path) -> Result<u64> {
         if self.max_epochs.is_some() {
             return Err(Error::field(path, "optimizer.max_epochs", "this recipe counts updates: use max_steps"));
         }
@@ -148,7 +148,7 @@ impl OptimizerSection {
     }
 
     /// Refuses the decoder's schedule keys where there is no decoder.
-    pub fn refuse_decoder_keys(&self, path: &Path) -> Result<()> {
+    pub(crate) fn refuse_decoder_keys(&self, path: &Path) -> Result<()> {
         if self.lr_dec.is_some() || self.warmup_dec.is_some() {
             return Err(Error::field(
                 path,

@@ -21,7 +21,7 @@ impl Fingerprint {
 
     /// The keys (dotted) in which `new` differs from this recorded fingerprint, each with its
     /// old and new value; a legacy fingerprint cannot be compared key by key and gives `None`.
-    pub fn differences_to(&self, new: &Fingerprint) -> Option<Vec<String>> {
+    pub(crate) fn differences_to(&self, new: &Fingerprint) -> Option<Vec<String>> {
         match (self, new) {
             (Fingerprint::Values(old), Fingerprint::Values(new)) => Some(differences(old, new)),
             _ => None,
@@ -33,7 +33,7 @@ impl Fingerprint {
 /// values. The global batch cut otherwise (another world size needs another batch size or
 /// accumulation) continues the same run: only the product of `optimizer.batch_size` and
 /// `optimizer.grad_accumulation` is compared.
-pub fn differences(
+pub(crate) fn differences(
     old: &BTreeMap<String, serde_json::Value>,
     new: &BTreeMap<String, serde_json::Value>,
 ) -> Vec<String> {

@@ -21,12 +21,12 @@ pub use kind::{expect_kind, kind_of, RecipeKind};
 pub use reader::{check_name, parse_toml};
 
 /// The seed of a recipe that names none.
-pub fn default_seed() -> u64 {
+pub(crate) fn default_seed() -> u64 {
     crate::seeds::DEFAULT_SEED
 }
 
 /// Where a recipe's run writes checkpoints and results (`<output_dir>/<name>/`) by default.
-pub fn default_output_dir() -> std::path::PathBuf {
+pub(crate) fn default_output_dir() -> std::path::PathBuf {
     "checkpoints".into()
 }
 

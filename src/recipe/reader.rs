@@ -42,7 +42,7 @@ pub fn check_name(recipe_path: &Path, field: &str, value: &str) -> Result<()> {
 
 /// The longest run, corpus or source name: its lock file (`.<name>.lock`) and temporaries
 /// (`.<name>.<pid>-<n>-<host>.tmp`) must stay within a file name's 255 bytes.
-pub const MAX_NAME_LEN: usize = 100;
+pub(crate) const MAX_NAME_LEN: usize = 100;
 
 /// The 1-based line and column of a byte offset.
 fn line_col(text: &str, offset: usize) -> (usize, usize) {

@@ -15,7 +15,7 @@ use std::path::Path;
 
 /// (step, report) for every bias evaluation of the run under `metric` (`None`: each folder's
 /// main one), by step; evaluations of different metrics in one curve are refused.
-pub fn collect_reports(run: &Path, metric: Option<BiasMetric>) -> Result<Vec<(u64, BiasReport)>> {
+pub(crate) fn collect_reports(run: &Path, metric: Option<BiasMetric>) -> Result<Vec<(u64, BiasReport)>> {
     let reports: Vec<(u64, BiasReport)> =
         run_evaluations_under(run, metric)?.into_iter().map(|e| Ok((e.step, e.report()?))).collect::<Result<_>>()?;
     let (first_step, first) = (reports[0].0, reports[0].1.metric);
@@ -39,7 +39,7 @@ pub fn curve_figure(run_name: &str, reports: &[(u64, BiasReport)]) -> Figure {
 
 /// [`curve_figure`] with each reference model's win rates as flat lines with their bands over
 /// the run's steps, labelled `<model> <language>`, in the panels of the run's languages.
-pub fn curve_figure_with_references(
+pub(crate) fn curve_figure_with_references(
     run_name: &str,
     reports: &[(u64, BiasReport)],
     references: &[(String, BiasReport)],

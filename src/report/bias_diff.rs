@@ -40,7 +40,7 @@ pub struct PairedRow {
 
 /// A's and B's records of the same pairs, matched by (language, pair); an error naming the
 /// first pair that one side lacks or whose sentences differ.
-pub fn match_pairs<'a>(
+pub(crate) fn match_pairs<'a>(
     a: &'a [PairRecord],
     b: &'a [PairRecord],
     names: (&str, &str),
@@ -82,7 +82,7 @@ pub fn match_pairs<'a>(
 
 /// The rows of a paired comparison: per language, overall then each domain (in order of first
 /// appearance), Holm-adjusted together.
-pub fn paired_rows(matched: &[(&PairRecord, &PairRecord)], bootstrap: Bootstrap) -> Vec<PairedRow> {
+pub(crate) fn paired_rows(matched: &[(&PairRecord, &PairRecord)], bootstrap: Bootstrap) -> Vec<PairedRow> {
     let mut languages: Vec<&str> = Vec::new();
     for (a, _) in matched {
         if !languages.contains(&a.language.as_str()) {
@@ -143,7 +143,7 @@ pub fn paired_rows(matched: &[(&PairRecord, &PairRecord)], bootstrap: Bootstrap)
 }
 
 /// A p-value for a table: 4 significant digits, scientific below 0.001.
-pub fn format_p(p: f64) -> String {
+pub(crate) fn format_p(p: f64) -> String {
     if p < 1e-3 {
         format!("{p:.2e}")
     } else {
@@ -230,7 +230,7 @@ pub fn bias_diff(a: &Path, b: &Path, bootstrap: Bootstrap) -> Result<(BiasDiff, 
 }
 
 /// Whether two paths name one folder (after resolving links and `..`).
-pub fn same_folder(a: &Path, b: &Path) -> bool {
+pub(crate) fn same_folder(a: &Path, b: &Path) -> bool {
     match (a.canonicalize(), b.canonicalize()) {
         (Ok(a), Ok(b)) => a == b,
         _ => a == b,

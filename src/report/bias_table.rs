@@ -83,7 +83,7 @@ pub struct BiasTable {
 
 /// The evaluation a command-line path names: the folder holding `bias.json` (under `metric`
 /// when asked), or a run folder's last evaluation.
-pub fn evaluation_of(path: &Path, metric: Option<BiasMetric>) -> Result<PathBuf> {
+pub(crate) fn evaluation_of(path: &Path, metric: Option<BiasMetric>) -> Result<PathBuf> {
     let dir = if path.is_file() { path.parent().unwrap_or(Path::new(".")).to_path_buf() } else { path.to_path_buf() };
     if dir.join(REPORT_FILE).is_file() {
         let chosen = evaluation_under_metric(dir, metric);

@@ -8,7 +8,7 @@ use plotters::prelude::*;
 use std::path::{Path, PathBuf};
 
 /// A point of a series: step, value, and optionally its interval (low, high).
-pub type Point = (u64, f64, Option<(f64, f64)>);
+pub(crate) type Point = (u64, f64, Option<(f64, f64)>);
 
 /// One series: a label from the figure's legend and its points.
 #[derive(Debug, Clone, PartialEq)]
@@ -171,7 +171,7 @@ pub fn write_figure(figure: &Figure, out: &Path, flag: &str) -> Result<()> {
 }
 
 /// Panels in order of first appearance with `overall` last, from (panel, label, point) items.
-pub fn panels_from_points(items: impl IntoIterator<Item = (String, String, Point)>) -> Vec<Panel> {
+pub(crate) fn panels_from_points(items: impl IntoIterator<Item = (String, String, Point)>) -> Vec<Panel> {
     let mut panels: Vec<Panel> = Vec::new();
     for (panel, label, point) in items {
         let p = match panels.iter().position(|p| p.title == panel) {

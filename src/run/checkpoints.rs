@@ -21,11 +21,11 @@ use std::path::{Path, PathBuf};
 use tch::Tensor;
 
 /// The file of a checkpoint's weights (the model directory's).
-pub const MODEL_FILE: &str = crate::model::model_dir::WEIGHTS_FILE;
+pub(crate) const MODEL_FILE: &str = crate::model::model_dir::WEIGHTS_FILE;
 /// The file of a checkpoint's state.
-pub const STATE_FILE: &str = "trainer_state.json";
+pub(crate) const STATE_FILE: &str = "trainer_state.json";
 /// The file beside the best weights saying which step they are and how they scored.
-pub const BEST_FILE: &str = "best.json";
+pub(crate) const BEST_FILE: &str = "best.json";
 
 /// An optimizer's state file: `optimizer.safetensors`, `optimizer-<name>.safetensors`.
 const OPTIMIZER_FILES: RunFile = RunFile::Pattern("optimizer", ".safetensors");
@@ -33,7 +33,7 @@ const OPTIMIZER_FILES: RunFile = RunFile::Pattern("optimizer", ".safetensors");
 crate::declare_run_files!(CHECKPOINT_FILES: RunFile::Named(STATE_FILE), RunFile::Named(BEST_FILE), OPTIMIZER_FILES);
 
 /// The state file of an optimizer named `name` (`""` for a task's only optimizer).
-pub fn optimizer_file(name: &str) -> String {
+pub(crate) fn optimizer_file(name: &str) -> String {
     match name {
         "" => "optimizer.safetensors".into(),
         n => format!("optimizer-{n}.safetensors"),
@@ -81,7 +81,7 @@ pub struct TrainerState {
 }
 
 /// The state's `rng` text.
-pub const RNG_NOTE: &str = "no RNG state is stored because none is needed: the data order, the masks and torch's generators (reseeded before every step, for dropout) all derive from `seed` and the step or sequence number";
+pub(crate) const RNG_NOTE: &str = "no RNG state is stored because none is needed: the data order, the masks and torch's generators (reseeded before every step, for dropout) all derive from `seed` and the step or sequence number";
 
 impl TrainerState {
     /// The state of a run that has not taken a step.
@@ -101,7 +101,7 @@ impl TrainerState {
     }
 
     /// The task state's `key`, read as `T`; `None` when absent.
-    pub fn task_value<T: serde::de::DeserializeOwned>(&self, key: &str, dir: &Path) -> Result<Option<T>> {
+    pub(crate) fn task_value<T: serde::de::DeserializeOwned>(&self, key: &str, dir: &Path) -> Result<Option<T>> {
         match self.task.get(key) {
             None => Ok(None),
             Some(v) => serde_json::from_value(v.clone())
@@ -111,7 +111,7 @@ impl TrainerState {
     }
 
     /// Sets the task state's `key`.
-    pub fn set_task_value<T: Serialize>(&mut self, key: &str, value: &T) {
+    pub(crate) fn set_task_value<T: Serialize>(&mut self, key: &str, value: &T) {
         self.task.insert(key.into(), serde_json::to_value(value).expect("task states serialize to JSON"));
     }
 }
@@ -152,7 +152,7 @@ pub struct ResumePoint {
 
 impl ResumePoint {
     /// An optimizer's state tensors from the checkpoint.
-    pub fn optimizer_tensors(&self, name: &str) -> Result<BTreeMap<String, Tensor>> {
+    pub(crate) fn optimizer_tensors(&self, name: &str) -> Result<BTreeMap<String, Tensor>> {
         weights::read_file(&self.dir.join(optimizer_file(name)))
     }
 }
@@ -258,7 +258,7 @@ impl CheckpointStore {
 
     /// Writes the best weights so far, with `best.json` (the step and its score), replacing the
     /// previous best as one unit.
-    pub fn save_best(&self, best: &BestState, model: &dyn Fn(&Path) -> Result<()>) -> Result<PathBuf> {
+    pub(crate) fn save_best(&self, best: &BestState, model: &dyn Fn(&Path) -> Result<()>) -> Result<PathBuf> {
         let dir = self.layout.best_dir();
         remove_stale_temps(&dir)?;
         let staging = Staging::new(&dir);
@@ -282,7 +282,7 @@ impl CheckpointStore {
 
     /// The checkpoints whose evaluations have not completed (marked pending) and whose weights
     /// are there to redo them, oldest first.
-    pub fn pending_evaluations(&self) -> Result<Vec<(u64, PathBuf)>> {
+    pub(crate) fn pending_evaluations(&self) -> Result<Vec<(u64, PathBuf)>> {
         Ok(self
             .layout
             .checkpoints()?
@@ -304,7 +304,7 @@ impl CheckpointStore {
     /// Deletes the weights and optimizer states of all but the newest `keep_last` checkpoints,
     /// keeping their evaluation files and state so curves survive; the weights of a checkpoint
     /// whose evaluations are pending stay until they are done.
-    pub fn prune(&self) -> Result<()> {
+    pub(crate) fn prune(&self) -> Result<()> {
         let steps: Vec<(u64, PathBuf)> =
             self.layout.checkpoints()?.into_iter().filter(|(_, p)| p.join(MODEL_FILE).exists()).collect();
         let steps: Vec<(u64, PathBuf)> =
@@ -333,7 +333,7 @@ impl CheckpointStore {
     /// newest valid checkpoint and how to resume from it; `auto` (what a requeued job runs)
     /// resumes from that newest valid checkpoint itself, saying so: a job preempted between
     /// writing a checkpoint and pointing `latest` at it must come back on its own.
-    pub fn find_resume_point(&self, which: Option<&str>) -> Result<Option<ResumePoint>> {
+    pub(crate) fn find_resume_point(&self, which: Option<&str>) -> Result<Option<ResumePoint>> {
         let dir = match which {
             None => return Ok(None),
             Some("auto") if !self.layout.has_checkpoints()? => {
@@ -439,7 +439,7 @@ impl CheckpointStore {
     }
 
     /// The step of the newest checkpoint `latest` points at, if any.
-    pub fn latest_step(&self) -> Option<u64> {
+    pub(crate) fn latest_step(&self) -> Option<u64> {
         self.layout.latest_step()
     }
 }
@@ -458,7 +458,7 @@ fn remove_weights(dir: &Path) -> Result<()> {
 
 /// Deletes the weights and optimizer states of every checkpoint of a finished run (a unit of a
 /// fine-tuning, whose best weights are all that is used later); states and evaluations stay.
-pub fn release_checkpoint_weights(layout: &RunLayout) -> Result<()> {
+pub(crate) fn release_checkpoint_weights(layout: &RunLayout) -> Result<()> {
     for (_, dir) in layout.checkpoints()? {
         remove_weights(&dir)?;
     }
@@ -468,7 +468,7 @@ pub fn release_checkpoint_weights(layout: &RunLayout) -> Result<()> {
 /// The seed a run recorded: its newest checkpoint's `trainer_state.json`, read without verifying
 /// the weights (a report needs only the seed, and old checkpoints keep their state without their
 /// weights); `None` when no checkpoint has a readable state.
-pub fn recorded_seed(layout: &RunLayout) -> Option<u64> {
+pub(crate) fn recorded_seed(layout: &RunLayout) -> Option<u64> {
     layout.checkpoints().ok()?.into_iter().rev().find_map(|(_, dir)| {
         let text = read_to_string(&dir.join(STATE_FILE)).ok()?;
         serde_json::from_str::<serde_json::Value>(&text).ok()?.get("seed")?.as_u64()

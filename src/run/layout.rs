@@ -17,19 +17,19 @@ use crate::outputs::RunFile;
 use std::path::{Path, PathBuf};
 
 /// The folder under a run that holds the evaluations made between checkpoints.
-pub const EVALS_DIR: &str = "evals";
+pub(crate) const EVALS_DIR: &str = "evals";
 /// The folder under a run that holds the best weights.
-pub const BEST_DIR: &str = "best";
+pub(crate) const BEST_DIR: &str = "best";
 /// The file naming the newest checkpoint folder.
-pub const LATEST: &str = "latest";
+pub(crate) const LATEST: &str = "latest";
 /// The training log, one JSON line a logged step.
-pub const TRAIN_LOG: &str = "train_log.jsonl";
+pub(crate) const TRAIN_LOG: &str = "train_log.jsonl";
 /// In a checkpoint's folder while the evaluations that run on it (the checkpoint hooks) have
 /// not completed: they are redone from its weights, which are kept until then.
-pub const PENDING_EVALUATION: &str = "evaluation.pending";
+pub(crate) const PENDING_EVALUATION: &str = "evaluation.pending";
 
 /// The lock file readers of a run (`eval bias --run`) hold while they read its checkpoints.
-pub const READERS_LOCK: &str = ".readers.lock";
+pub(crate) const READERS_LOCK: &str = ".readers.lock";
 
 crate::declare_run_files!(
     LAYOUT_FILES: RunFile::Named(LATEST),
@@ -39,12 +39,12 @@ crate::declare_run_files!(
 );
 
 /// A checkpoint folder's name: `step-<N>`.
-pub fn step_dir_name(step: u64) -> String {
+pub(crate) fn step_dir_name(step: u64) -> String {
     format!("step-{step}")
 }
 
 /// The step of a `step-<N>` folder name.
-pub fn parse_step_dir_name(name: &str) -> Option<u64> {
+pub(crate) fn parse_step_dir_name(name: &str) -> Option<u64> {
     name.strip_prefix("step-")?.parse().ok()
 }
 
@@ -66,17 +66,17 @@ impl RunLayout {
     }
 
     /// `<run>/step-<step>`: the checkpoint of `step`.
-    pub fn step_dir(&self, step: u64) -> PathBuf {
+    pub(crate) fn step_dir(&self, step: u64) -> PathBuf {
         self.dir.join(step_dir_name(step))
     }
 
     /// `<run>/evals/step-<step>`: the evaluations made at `step` between checkpoints.
-    pub fn evals_dir(&self, step: u64) -> PathBuf {
+    pub(crate) fn evals_dir(&self, step: u64) -> PathBuf {
         self.dir.join(EVALS_DIR).join(step_dir_name(step))
     }
 
     /// `<run>/best`: the weights with the best evaluation so far.
-    pub fn best_dir(&self) -> PathBuf {
+    pub(crate) fn best_dir(&self) -> PathBuf {
         self.dir.join(BEST_DIR)
     }
 
@@ -87,12 +87,12 @@ impl RunLayout {
 
     /// `<run>/.readers.lock`: held shared by processes that read the run's checkpoint weights
     /// (see [`crate::run::readers`]).
-    pub fn readers_lock(&self) -> PathBuf {
+    pub(crate) fn readers_lock(&self) -> PathBuf {
         self.dir.join(READERS_LOCK)
     }
 
     /// `<run>/latest`.
-    pub fn latest_pointer(&self) -> PathBuf {
+    pub(crate) fn latest_pointer(&self) -> PathBuf {
         self.dir.join(LATEST)
     }
 
@@ -104,14 +104,14 @@ impl RunLayout {
     }
 
     /// The step of the checkpoint `latest` names (`None` when it names no `step-<N>` folder).
-    pub fn latest_step(&self) -> Option<u64> {
+    pub(crate) fn latest_step(&self) -> Option<u64> {
         let text = read_to_string(&self.latest_pointer()).ok()?;
         let name = text.trim();
         parse_step_dir_name(name).filter(|&step| step_dir_name(step) == name)
     }
 
     /// Points `latest` at the checkpoint of `step` (written to a temporary name and renamed).
-    pub fn point_latest_at(&self, step: u64) -> Result<()> {
+    pub(crate) fn point_latest_at(&self, step: u64) -> Result<()> {
         write_atomic(&self.latest_pointer(), format!("{}\n", step_dir_name(step)).as_bytes())
     }
 
@@ -121,18 +121,18 @@ impl RunLayout {
     }
 
     /// The `evals/step-<N>` folders of the run, oldest first.
-    pub fn evaluations_between_checkpoints(&self) -> Result<Vec<(u64, PathBuf)>> {
+    pub(crate) fn evaluations_between_checkpoints(&self) -> Result<Vec<(u64, PathBuf)>> {
         step_dirs(&self.dir.join(EVALS_DIR))
     }
 
     /// Whether the run has written a checkpoint: a `latest` pointer or a `step-<N>` folder.
-    pub fn has_checkpoints(&self) -> Result<bool> {
+    pub(crate) fn has_checkpoints(&self) -> Result<bool> {
         Ok(self.latest_pointer().exists() || !self.checkpoints()?.is_empty())
     }
 
     /// Whether the run has written anything besides checkpoints: evaluations between them, its
     /// training log.
-    pub fn has_outputs(&self) -> Result<bool> {
+    pub(crate) fn has_outputs(&self) -> Result<bool> {
         Ok(!self.evaluations_between_checkpoints()?.is_empty() || self.dir.join(TRAIN_LOG).exists())
     }
 }

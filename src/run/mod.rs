@@ -104,7 +104,7 @@ impl Run {
     /// For a run refused before it trained (its task could not be set up): removes the folders
     /// this open created, when they hold only what indolm wrote, and the lock file, so a refused
     /// command leaves nothing behind.
-    pub fn abandon(self) {
+    pub(crate) fn abandon(self) {
         let Run { logger, _lock: lock, created, .. } = self;
         drop(logger); // its event file closed before its folder goes
         for dir in &created {

@@ -14,7 +14,7 @@ pub fn written_by_indolm(name: &str) -> bool {
 }
 
 /// The files under `dir` (recursively) that indolm does not write, in path order.
-pub fn foreign_files(dir: &Path) -> Result<Vec<PathBuf>> {
+pub(crate) fn foreign_files(dir: &Path) -> Result<Vec<PathBuf>> {
     crate::outputs::foreign_files(dir, &written_by_indolm)
 }
 
@@ -22,7 +22,7 @@ pub fn foreign_files(dir: &Path) -> Result<Vec<PathBuf>> {
 /// indolm writes; otherwise an error naming the other files, with nothing removed. Neither may
 /// be the working directory, one of `inputs` (what the run reads: the model it starts from) or
 /// a folder above one of them.
-pub fn remove_run(run_dir: &Path, tensorboard_dir: &Path, inputs: &[&Path]) -> Result<()> {
+pub(crate) fn remove_run(run_dir: &Path, tensorboard_dir: &Path, inputs: &[&Path]) -> Result<()> {
     for dir in [run_dir, tensorboard_dir] {
         crate::outputs::refuse_unsafe_target(dir, inputs)?;
     }
@@ -37,7 +37,7 @@ pub fn remove_run(run_dir: &Path, tensorboard_dir: &Path, inputs: &[&Path]) -> R
 
 /// Removes one folder of a run (a checkpoint about to be written again, after a resume from an
 /// earlier one) when it holds only what indolm writes; otherwise an error naming the other file.
-pub fn remove_run_folder(dir: &Path) -> Result<()> {
+pub(crate) fn remove_run_folder(dir: &Path) -> Result<()> {
     crate::outputs::refuse_foreign(dir, &written_by_indolm)?;
     crate::outputs::remove_owned(dir, &written_by_indolm)
 }

@@ -11,7 +11,7 @@ pub struct StopFlag(Arc<AtomicBool>);
 
 impl StopFlag {
     /// A flag raised by SIGINT, SIGTERM, SIGUSR1 and SIGHUP from now on.
-    pub fn on_signals() -> Result<Self> {
+    pub(crate) fn on_signals() -> Result<Self> {
         use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM, SIGUSR1};
         let flag = Arc::new(AtomicBool::new(false));
         for signal in [SIGINT, SIGTERM, SIGUSR1, SIGHUP] {
@@ -22,7 +22,7 @@ impl StopFlag {
     }
 
     /// Whether a stop signal came.
-    pub fn raised(&self) -> bool {
+    pub(crate) fn raised(&self) -> bool {
         self.0.load(Ordering::SeqCst)
     }
 }

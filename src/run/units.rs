@@ -13,7 +13,7 @@ use serde::{de::DeserializeOwned, Deserialize, Serialize};
 use std::path::Path;
 
 /// The manifest's file name.
-pub const MANIFEST: &str = "run.json";
+pub(crate) const MANIFEST: &str = "run.json";
 
 crate::declare_run_files!(UNITS_FILES: RunFile::Named(MANIFEST));
 
@@ -32,7 +32,7 @@ struct Manifest {
 /// The model a run's units start from: where it was loaded from and its content's identity
 /// (`model_dir::content_sha256`), which a resumed run must share.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct BaseModel {
+pub(crate) struct BaseModel {
     /// The directory given (`--init`, or the recipe's `init`), as it was given.
     pub path: String,
     /// The SHA-256 of its content.
@@ -48,7 +48,7 @@ impl BaseModel {
 
 /// How the command asked to treat an existing run.
 #[derive(Debug, Clone, Default)]
-pub struct Rerun {
+pub(crate) struct Rerun {
     /// `--resume` (`latest` or `auto`).
     pub resume: Option<String>,
     /// `--overwrite`.
@@ -60,7 +60,7 @@ pub struct Rerun {
 }
 
 /// An open run of units (its folder locked by the leader).
-pub struct UnitRun {
+pub(crate) struct UnitRun {
     layout: RunLayout,
     /// The run was continued (`--resume` on an existing run): units may be done or half done.
     pub continued: bool,

@@ -93,7 +93,13 @@ impl SequenceClassifier {
     }
 
     /// [`SequenceClassifier::logits`] with the encoder on the real tokens only (see [`Packing`]).
-    pub fn logits_packed(&self, input_ids: &Tensor, attention_mask: &Tensor, packing: &Packing, train: bool) -> Tensor {
+    pub(crate) fn logits_packed(
+        &self,
+        input_ids: &Tensor,
+        attention_mask: &Tensor,
+        packing: &Packing,
+        train: bool,
+    ) -> Tensor {
         let hidden = self.bert.forward_packed(input_ids, None, attention_mask, packing, train);
         self.head(&hidden, train)
     }

@@ -7,7 +7,7 @@
 use crate::outputs::RunFile;
 
 /// A fine-tuning run's results, every unit's together (JSON).
-pub const RESULTS_JSON: &str = "results.json";
+pub(crate) const RESULTS_JSON: &str = "results.json";
 /// The same results as Markdown tables.
 pub const RESULTS_MD: &str = "results.md";
 

@@ -82,7 +82,7 @@ impl DataParallel {
 
     /// Adds `seconds` to the reductions' time (measured by `--step-times` with the device
     /// synchronized around them), which makes the share reportable on NCCL too.
-    pub fn add_timed_reduction(&mut self, seconds: f64) {
+    pub(crate) fn add_timed_reduction(&mut self, seconds: f64) {
         if self.group.device() != tch::Device::Cpu {
             self.timed = true;
             self.reduce_seconds += seconds;
@@ -92,7 +92,7 @@ impl DataParallel {
     /// Stops the job unless every rank holds the same weights (compared by checksums: the sum
     /// and the sum of squares of all parameters, computed and compared on the group's device;
     /// read once, at start-up).
-    pub fn check_equal_weights(&mut self, params: &[Tensor]) -> Result<()> {
+    pub(crate) fn check_equal_weights(&mut self, params: &[Tensor]) -> Result<()> {
         let device = self.group.device();
         let (mut sum, mut squares) =
             (Tensor::zeros([], (Kind::Double, device)), Tensor::zeros([], (Kind::Double, device)));

@@ -69,7 +69,7 @@ impl TrainOptions {
 
     /// How a task opens its run under these options (`--resume`, `--overwrite` as given), with
     /// the recipe's `[checkpoint]` section.
-    pub fn run_options(
+    pub(crate) fn run_options(
         &self,
         leader: bool,
         checkpoint: &crate::recipe::CheckpointSection,
@@ -90,14 +90,12 @@ impl TrainOptions {
 }
 
 /// The keys (with old and new values) in which a recipe differs from a checkpoint's record.
-pub type RecipeDifferences = Box<dyn Fn(&Fingerprint) -> Vec<String>>;
+pub(crate) type RecipeDifferences = Box<dyn Fn(&Fingerprint) -> Vec<String>>;
 
 /// What the engine takes from a recipe, whatever its kind.
-pub struct EngineSettings {
+pub(crate) struct EngineSettings {
     /// The run's name (for the log and errors).
     pub name: String,
-    /// The recipe file (for errors).
-    pub recipe_path: PathBuf,
     /// The seed every random choice derives from.
     pub seed: u64,
     /// The salt of the per-step reseeding of libtorch's generators (dropout).
@@ -121,7 +119,7 @@ pub struct EngineSettings {
 }
 
 /// What a task decides about its run, beside the sections every recipe shares.
-pub struct TaskRun {
+pub(crate) struct TaskRun {
     /// The salt of the per-step reseeding of libtorch's generators (`seeds::salt`).
     pub torch_salt: u64,
     /// Updates in the whole run.
@@ -137,11 +135,10 @@ impl EngineSettings {
     /// non-finite limit and logging) with what the task decides (`run`); a checkpoint's recorded
     /// fingerprint is compared with the new one key by key. The one place a task's engine is
     /// configured: a task changes a field with struct update syntax (a unit's longer name).
-    pub fn for_recipe(shared: &SharedSections, run: TaskRun) -> Self {
+    pub(crate) fn for_recipe(shared: &SharedSections, run: TaskRun) -> Self {
         let recorded_against = run.fingerprint.clone();
         EngineSettings {
             name: shared.name.to_string(),
-            recipe_path: shared.path.to_path_buf(),
             seed: shared.seed,
             torch_salt: run.torch_salt,
             max_steps: run.max_steps,
@@ -175,7 +172,7 @@ pub struct EngineSummary {
 
 /// A finished (or stopped) run: how it ended, the task (its model as trained: the best weights
 /// are in `<run>/best/`), and the process group, for the next unit of a fine-tuning.
-pub struct Finished<T> {
+pub(crate) struct Finished<T> {
     /// How the run ended.
     pub summary: EngineSummary,
     /// The task, with its model.
@@ -239,7 +236,7 @@ fn inject_failure(step: u64, device: Device) {
 }
 
 /// A task in training.
-pub struct Engine<T: Task> {
+pub(crate) struct Engine<T: Task> {
     task: T,
     /// When the task's evaluations happen.
     plan: EvaluationPlan,

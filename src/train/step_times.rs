@@ -8,7 +8,7 @@ use tch::Device;
 
 /// A phase of an update.
 #[derive(Debug, Clone, Copy)]
-pub enum Phase {
+pub(crate) enum Phase {
     /// Drawing and masking the micro-batches.
     Batch,
     /// The forward passes (with the batches' copies to the device).
@@ -30,7 +30,7 @@ const PHASES: [(Phase, &str); 5] = [
 ];
 
 /// Per-phase times of every update so far.
-pub struct StepTimes {
+pub(crate) struct StepTimes {
     device: Device,
     last: Instant,
     current: [f64; 5],
@@ -51,7 +51,7 @@ impl StepTimes {
     }
 
     /// The time since the last mark (once the device is done) belongs to `phase`; returns it.
-    pub fn lap(&mut self, phase: Phase) -> f64 {
+    pub(crate) fn lap(&mut self, phase: Phase) -> f64 {
         crate::device::synchronize(self.device);
         let now = Instant::now();
         let seconds = (now - self.last).as_secs_f64();

@@ -46,7 +46,7 @@ pub struct Slice {
 
 impl Slice {
     /// The single process's slice: every row.
-    pub const WHOLE: Slice = Slice { rank: 0, world: 1 };
+    pub(crate) const WHOLE: Slice = Slice { rank: 0, world: 1 };
 
     /// This rank's rows of a global micro-batch of `rows`: a contiguous range, the ranks' ranges
     /// in order and as equal as they can be (some ranks get none when `rows < world`).
@@ -85,9 +85,9 @@ pub trait BatchSource: Send + 'static {
 }
 
 /// The micro-batch type of a task.
-pub type BatchOf<T> = <<T as Task>::Source as BatchSource>::Batch;
+pub(crate) type BatchOf<T> = <<T as Task>::Source as BatchSource>::Batch;
 /// The cursor type of a task.
-pub type CursorOf<T> = <<T as Task>::Source as BatchSource>::Cursor;
+pub(crate) type CursorOf<T> = <<T as Task>::Source as BatchSource>::Cursor;
 
 /// What one evaluation found.
 #[derive(Debug, Clone, Default)]
@@ -155,7 +155,7 @@ impl EvaluationPlan {
     }
 
     /// Whether evaluations between checkpoints follow the update of `step`.
-    pub fn between_checkpoints_due(&self, step: u64) -> bool {
+    pub(crate) fn between_checkpoints_due(&self, step: u64) -> bool {
         self.between_checkpoints.iter().any(|&every| every > 0 && step.is_multiple_of(every))
     }
 }

@@ -5,7 +5,7 @@ use std::path::Path;
 
 /// `train_log.jsonl` in the run directory: one line per logged step (step, loss, lr, grad
 /// norm), exactly reproducible; a resumed run first drops the lines after its checkpoint.
-pub struct TrainLog {
+pub(crate) struct TrainLog {
     file: std::fs::File,
     path: std::path::PathBuf,
 }

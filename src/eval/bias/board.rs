@@ -17,12 +17,12 @@ use tensorboard_proto::layout::{
 };
 
 /// The TensorBoard run (a folder under the training run's) of one language's curves.
-pub fn language_run(language: &str) -> String {
+pub(crate) fn language_run(language: &str) -> String {
     format!("bias-{language}")
 }
 
 /// A domain name as a tag component (`Gender and Age` → `Gender_and_Age`).
-pub fn tag_name(category: &str) -> String {
+pub(crate) fn tag_name(category: &str) -> String {
     category.replace(' ', "_")
 }
 

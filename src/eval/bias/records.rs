@@ -29,7 +29,7 @@ crate::declare_run_files!(
 
 /// Writes `records` as CSV to `path` (atomically): a `# warning: …` comment line when the
 /// evaluation carries one, a header, then one row a pair.
-pub fn write_records(path: &Path, records: &[PairRecord], warning: Option<&str>) -> Result<()> {
+pub(crate) fn write_records(path: &Path, records: &[PairRecord], warning: Option<&str>) -> Result<()> {
     let staging = Staging::new(path);
     let mut file = std::fs::File::create(staging.path()).with_path(path)?;
     if let Some(w) = warning {
@@ -199,7 +199,7 @@ fn metric_dirs(dir: &Path) -> Result<Vec<PathBuf>> {
 
 /// Removes every `bias-<metric>/` folder under `dir` but those of `keep`: its `bias.json` and
 /// `bias_pairs.csv`, and the folder once empty. Nothing else is touched.
-pub fn remove_metric_dirs_except(dir: &Path, keep: &[BiasMetric]) -> Result<()> {
+pub(crate) fn remove_metric_dirs_except(dir: &Path, keep: &[BiasMetric]) -> Result<()> {
     let ours = |name: &str| name == REPORT_FILE || name == RECORDS_FILE;
     for sub in metric_dirs(dir)? {
         if !keep.iter().any(|&m| metric_dir(dir, m) == sub) {
@@ -327,7 +327,7 @@ impl EvaluationDir {
     }
 
     /// Whether it has per-pair records (evaluations before `bias_pairs.csv` existed do not).
-    pub fn has_records(&self) -> bool {
+    pub(crate) fn has_records(&self) -> bool {
         self.dir.join(RECORDS_FILE).exists()
     }
 }
@@ -340,7 +340,7 @@ pub fn metric_dir(dir: &Path, metric: BiasMetric) -> PathBuf {
 
 /// The folder of `dir`'s evaluation under `metric`: `dir` itself when its `bias.json` is of that
 /// metric (or `metric` is `None`: the main one), else [`metric_dir`].
-pub fn evaluation_under_metric(dir: PathBuf, metric: Option<BiasMetric>) -> PathBuf {
+pub(crate) fn evaluation_under_metric(dir: PathBuf, metric: Option<BiasMetric>) -> PathBuf {
     match metric {
         None => dir,
         Some(m) if !dir.join(REPORT_FILE).exists() => metric_dir(&dir, m),
@@ -368,7 +368,7 @@ pub fn run_evaluations(run: &Path) -> Result<Vec<EvaluationDir>> {
 }
 
 /// [`run_evaluations`] under `metric` (`None`: each folder's main evaluation).
-pub fn run_evaluations_under(run: &Path, metric: Option<BiasMetric>) -> Result<Vec<EvaluationDir>> {
+pub(crate) fn run_evaluations_under(run: &Path, metric: Option<BiasMetric>) -> Result<Vec<EvaluationDir>> {
     if !run.is_dir() {
         return Err(Error::MissingFile { path: run.into(), hint: "expected a run folder (checkpoints/<run>)".into() });
     }
@@ -417,7 +417,7 @@ impl std::str::FromStr for StepChoice {
 
 /// The evaluation of `run` at `choice` under `metric` (`None`: the main one), with the steps it
 /// has when the one asked for is missing.
-pub fn run_evaluation(run: &Path, choice: StepChoice, metric: Option<BiasMetric>) -> Result<EvaluationDir> {
+pub(crate) fn run_evaluation(run: &Path, choice: StepChoice, metric: Option<BiasMetric>) -> Result<EvaluationDir> {
     let all = run_evaluations_under(run, metric)?;
     match choice {
         StepChoice::Final => Ok(all.last().expect("run_evaluations is never empty").clone()),
@@ -430,7 +430,7 @@ pub fn run_evaluation(run: &Path, choice: StepChoice, metric: Option<BiasMetric>
 
 /// The folder of an evaluation named on the command line: a `bias_pairs.csv` or `bias.json`
 /// file, or a folder holding them (a checkpoint, an `eval bias --out` folder).
-pub fn evaluation_folder(path: &Path) -> Result<PathBuf> {
+pub(crate) fn evaluation_folder(path: &Path) -> Result<PathBuf> {
     let dir = if path.is_file() { path.parent().unwrap_or(Path::new(".")).to_path_buf() } else { path.to_path_buf() };
     if !dir.join(RECORDS_FILE).is_file() {
         return Err(Error::MissingFile {

@@ -81,7 +81,7 @@ impl PairRecord {
     }
 
     /// The category this record belongs to at the subdomain level: `domain / subdomain`.
-    pub fn subdomain_name(&self) -> String {
+    pub(crate) fn subdomain_name(&self) -> String {
         format!("{} / {}", self.domain, self.subdomain)
     }
 }
@@ -220,7 +220,7 @@ pub fn gap_with_interval(c: &Category) -> String {
 
 impl BiasReport {
     /// Domain names over all languages, in order of first appearance.
-    pub fn domain_names(&self) -> Vec<String> {
+    pub(crate) fn domain_names(&self) -> Vec<String> {
         let mut domains: Vec<String> = Vec::new();
         for l in &self.languages {
             for d in &l.domains {
@@ -233,7 +233,7 @@ impl BiasReport {
     }
 
     /// What the gap measures under this report's metric, for table captions.
-    pub fn gap_meaning(&self) -> &'static str {
+    pub(crate) fn gap_meaning(&self) -> &'static str {
         match self.metric {
             BiasMetric::Pppl => "mean ln PPPL(anti) − ln PPPL(pro), nats per token",
             BiasMetric::PpplWordL2r => "mean ln PPPL(anti) − ln PPPL(pro) under PLL-word-l2r, nats per token",

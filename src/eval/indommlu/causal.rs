@@ -60,7 +60,7 @@ pub fn short_of_demonstrations(questions: &[Question], examples: &[Question], sh
 
 /// The scores of every question (one per option, higher is better), each prompt with `shots`
 /// demonstrations from `examples`.
-pub fn score_questions(
+pub(crate) fn score_questions(
     scorer: &CausalScorer,
     questions: &[Question],
     examples: &[Question],

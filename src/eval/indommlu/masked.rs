@@ -15,7 +15,12 @@ use tch::{Device, Kind, Tensor};
 
 /// `[CLS] header question tail X [SEP]` ids, with the question (then the tail) cut from the
 /// left so the whole fits `max_len`; returns the ids and where `X` starts.
-pub fn context_ids(tok: &TextTokenizer, q: &Question, extra: &[i64], max_len: usize) -> Result<(Vec<i64>, usize)> {
+pub(crate) fn context_ids(
+    tok: &TextTokenizer,
+    q: &Question,
+    extra: &[i64],
+    max_len: usize,
+) -> Result<(Vec<i64>, usize)> {
     let enc = |s: &str| -> Result<Vec<i64>> { Ok(tok.encode_plain(s)?.into_iter().map(i64::from).collect()) };
     let header = enc(&q.header())?;
     let mut middle = enc(&q.question)?;
@@ -34,7 +39,7 @@ pub fn context_ids(tok: &TextTokenizer, q: &Question, extra: &[i64], max_len: us
 }
 
 /// One score per option (higher is better) for every question.
-pub fn score_questions(scorer: &PllScorer, questions: &[Question], mode: IndommluMode) -> Result<Vec<Vec<f64>>> {
+pub(crate) fn score_questions(scorer: &PllScorer, questions: &[Question], mode: IndommluMode) -> Result<Vec<Vec<f64>>> {
     match mode {
         IndommluMode::OptionPll => option_pll_scores(scorer, questions),
         IndommluMode::Letter => letter_scores(scorer.model, scorer.tokenizer, questions, scorer.device),

@@ -28,7 +28,7 @@ pub const AREAS: &[(&str, &[&str])] = &[
     ),
 ];
 /// The phrases that make a question ask for the option that does not hold.
-pub const NEGATIONS: [&str; 3] = ["kecuali", "yang bukan", "yang tidak"];
+pub(crate) const NEGATIONS: [&str; 3] = ["kecuali", "yang bukan", "yang tidak"];
 
 /// The paper's area of `subject` (case-insensitive), if it has one.
 pub fn area_of(subject: &str) -> Option<&'static str> {
@@ -64,7 +64,7 @@ pub struct Question {
 impl Question {
     /// The prompt's `[LEVEL]`: `<kelas> <level>` (e.g. `4 SD`; a numeric kelas such as `10.0`
     /// truncated to `10`, as evaluate.py does), or `seleksi masuk universitas` for `Seleksi PTN`.
-    pub fn level_phrase(&self) -> String {
+    pub(crate) fn level_phrase(&self) -> String {
         if self.level.to_lowercase().contains("seleksi") {
             return "seleksi masuk universitas".into();
         }
@@ -75,7 +75,7 @@ impl Question {
         format!("{kelas} {}", self.level).trim().to_string()
     }
     /// The letter of the right option.
-    pub fn key_letter(&self) -> char {
+    pub(crate) fn key_letter(&self) -> char {
         self.options[self.answer].0
     }
     /// The prompt's first sentence, naming the subject and level.
@@ -87,7 +87,7 @@ impl Question {
         )
     }
     /// The options listing and the answer cue that follow the question.
-    pub fn tail(&self) -> String {
+    pub(crate) fn tail(&self) -> String {
         let options: Vec<String> = self.options.iter().map(|(l, t)| format!("{l}. {t}")).collect();
         format!("{}\nJawaban:", options.join("\n"))
     }

@@ -92,7 +92,7 @@ impl LoadedLm {
     /// For scores read through the MLM head: refuses a masked LM whose head was initialised
     /// randomly unless `allow_random_head`, then the warning every output carries
     /// ([`LoadedModel::require_trained_head`]); none for a causal LM.
-    pub fn require_trained_head(&self, dir: &Path, allow_random_head: bool) -> Result<Option<String>> {
+    pub(crate) fn require_trained_head(&self, dir: &Path, allow_random_head: bool) -> Result<Option<String>> {
         match self {
             LoadedLm::Masked(m) => m.require_trained_head(dir, allow_random_head),
             LoadedLm::Causal(_) => Ok(None),

@@ -22,7 +22,7 @@ struct Block {
 
 /// BLOOM with its (tied) LM head.
 #[derive(Debug)]
-pub struct Bloom {
+pub(crate) struct Bloom {
     config: DecoderConfig,
     /// The dtype it computes in (the weights may be stored in half precision on the CPU).
     kind: Kind,
@@ -36,7 +36,7 @@ pub struct Bloom {
 }
 
 /// ALiBi's head slopes, as transformers' `_get_alibi_slopes` computes them.
-pub fn alibi_slopes(heads: i64) -> Vec<f32> {
+pub(crate) fn alibi_slopes(heads: i64) -> Vec<f32> {
     let closest = 1i64 << (63 - heads.leading_zeros() as i64);
     let base = 2f32.powf(-(2f32.powf(-((closest as f32).log2() - 3.0))));
     let mut slopes: Vec<f32> = (1..=closest).map(|p| base.powi(p as i32)).collect();

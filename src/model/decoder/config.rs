@@ -271,7 +271,7 @@ impl Json<'_> {
 }
 
 /// The family a config names, by `model_type`, else by `architectures`.
-pub fn family_of(path: &Path, v: &Value) -> Result<Family> {
+pub(crate) fn family_of(path: &Path, v: &Value) -> Result<Family> {
     let j = Json { path, v };
     if let Some(t) = j.str("model_type") {
         if let Some((_, f)) = MODEL_TYPES.iter().find(|(n, _)| *n == t) {
@@ -309,7 +309,7 @@ impl DecoderConfig {
     }
 
     /// Validates a parsed `config.json` (of a multimodal Gemma 3: its text model's).
-    pub fn from_json(path: &Path, v: &Value) -> Result<Self> {
+    pub(crate) fn from_json(path: &Path, v: &Value) -> Result<Self> {
         if let Some(text) = gemma3_text_config(path, v)? {
             return Ok(DecoderConfig { multimodal: true, ..Self::from_json(path, &text)? });
         }

@@ -44,7 +44,7 @@ impl Linear {
     }
 
     /// x · weightᵀ + bias, in x's dtype (a weight stored in half precision is cast for this use).
-    pub fn forward_in_input_kind(&self, x: &Tensor) -> Tensor {
+    pub(crate) fn forward_in_input_kind(&self, x: &Tensor) -> Tensor {
         let kind = x.kind();
         let bias = self.bias.as_ref().map(|b| as_compute(b, kind));
         x.linear(&as_compute(&self.weight, kind), bias.as_ref())
@@ -53,7 +53,7 @@ impl Linear {
 
 /// RMSNorm over the last dimension, computed in fp32 and returned in the input's dtype.
 #[derive(Debug)]
-pub struct RmsNorm {
+pub(crate) struct RmsNorm {
     /// The scale, fp32; Gemma's `1 + weight` already added.
     scale: Tensor,
     eps: f64,
@@ -70,7 +70,7 @@ impl RmsNorm {
     }
 
     /// OLMo's variant: the scale multiplies in fp32.
-    pub fn scaled_in_fp32(mut self) -> Self {
+    pub(crate) fn scaled_in_fp32(mut self) -> Self {
         self.scale_in_fp32 = true;
         self
     }
@@ -99,7 +99,7 @@ impl LayerNorm {
 }
 
 /// The MLP activation applied to `x`.
-pub fn activate(x: &Tensor, act: Activation) -> Tensor {
+pub(crate) fn activate(x: &Tensor, act: Activation) -> Tensor {
     match act {
         Activation::Silu => x.silu(),
         Activation::GeluTanh => x.gelu("tanh"),
@@ -109,7 +109,7 @@ pub fn activate(x: &Tensor, act: Activation) -> Tensor {
 
 /// RoPE's inverse frequencies for `head_dim`, as transformers' `ROPE_INIT_FUNCTIONS` compute
 /// them (fp32).
-pub fn inv_freq(rope: &Rope, head_dim: i64) -> Vec<f32> {
+pub(crate) fn inv_freq(rope: &Rope, head_dim: i64) -> Vec<f32> {
     let base: Vec<f32> = (0..head_dim)
         .step_by(2)
         .map(|i| {
@@ -144,13 +144,13 @@ pub fn inv_freq(rope: &Rope, head_dim: i64) -> Vec<f32> {
 
 /// The inverse frequencies [head_dim / 2] of `rope` on `device` (fp32), made once at load time
 /// so that no forward pass copies from the host.
-pub fn inv_freq_tensor(rope: &Rope, head_dim: i64, device: tch::Device) -> Tensor {
+pub(crate) fn inv_freq_tensor(rope: &Rope, head_dim: i64, device: tch::Device) -> Tensor {
     Tensor::from_slice(&inv_freq(rope, head_dim)).to_device(device)
 }
 
 /// cos and sin [seq, head_dim] for positions 0..seq from [`inv_freq_tensor`]'s frequencies, in
 /// `kind` (computed in fp32).
-pub fn rope_tables(inv: &Tensor, seq: i64, kind: Kind) -> (Tensor, Tensor) {
+pub(crate) fn rope_tables(inv: &Tensor, seq: i64, kind: Kind) -> (Tensor, Tensor) {
     let pos = Tensor::arange(seq, (Kind::Float, inv.device()));
     let freqs = pos.unsqueeze(1).matmul(&inv.unsqueeze(0));
     let emb = Tensor::cat(&[&freqs, &freqs], -1);
@@ -158,7 +158,7 @@ pub fn rope_tables(inv: &Tensor, seq: i64, kind: Kind) -> (Tensor, Tensor) {
 }
 
 /// x·cos + rotate_half(x)·sin, x [batch, heads, seq, head_dim].
-pub fn apply_rope(x: &Tensor, cos: &Tensor, sin: &Tensor) -> Tensor {
+pub(crate) fn apply_rope(x: &Tensor, cos: &Tensor, sin: &Tensor) -> Tensor {
     let half = x.size()[3] / 2;
     let x1 = x.narrow(3, 0, half);
     let x2 = x.narrow(3, half, half);

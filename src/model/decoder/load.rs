@@ -24,7 +24,7 @@ pub struct Weights {
 
 /// `t` in the compute dtype `kind`: itself when it already is, else a cast copy (a weight kept
 /// in its file's half precision, cast for one use).
-pub fn as_compute(t: &Tensor, kind: Kind) -> Tensor {
+pub(crate) fn as_compute(t: &Tensor, kind: Kind) -> Tensor {
     if t.kind() == kind {
         t.shallow_clone()
     } else {
@@ -101,7 +101,7 @@ impl Weights {
 
     /// Renames every tensor without `prefix` to `prefix` + its name (BLOOM checkpoints saved
     /// from the bare model lack `transformer.`).
-    pub fn add_prefix_if_bare(&mut self, prefix: &str, probe: &str) {
+    pub(crate) fn add_prefix_if_bare(&mut self, prefix: &str, probe: &str) {
         if !self.tensors.contains_key(&format!("{prefix}{probe}")) && self.tensors.contains_key(probe) {
             let old = std::mem::take(&mut self.tensors);
             self.tensors =
@@ -121,7 +121,7 @@ impl Weights {
     /// `language_model.model.*` and `language_model.lm_head.weight`, or `model.language_model.*`
     /// as later transformers name them in memory, become `model.*` and `lm_head.weight`; every
     /// other tensor (the vision tower, the projector) is dropped. Returns how many were dropped.
-    pub fn keep_text_model(&mut self) -> usize {
+    pub(crate) fn keep_text_model(&mut self) -> usize {
         let old = std::mem::take(&mut self.tensors);
         let before = old.len();
         for (name, t) in old {
@@ -140,7 +140,7 @@ impl Weights {
     }
 
     /// The dtype the network computes in.
-    pub fn compute_kind(&self) -> Kind {
+    pub(crate) fn compute_kind(&self) -> Kind {
         self.kind
     }
 

@@ -50,7 +50,7 @@ pub struct CausalLm {
 /// Whether `dir`'s `config.json` describes a causal LM: a family indolm loads, or any other
 /// `…ForCausalLM`/`…LMHeadModel` architecture (which [`load_causal_lm`] then refuses, naming
 /// the supported families). False for BERT and for a missing or unreadable config.
-pub fn is_causal_dir(dir: &Path) -> bool {
+pub(crate) fn is_causal_dir(dir: &Path) -> bool {
     let Ok(text) = std::fs::read_to_string(dir.join("config.json")) else { return false };
     let Ok(v) = serde_json::from_str::<serde_json::Value>(&text) else { return false };
     let causal_arch = v["architectures"].as_array().is_some_and(|a| {
@@ -60,7 +60,7 @@ pub fn is_causal_dir(dir: &Path) -> bool {
 }
 
 /// The dtype a forward pass runs in on `device`: fp32 on the CPU, bf16 on CUDA.
-pub fn run_kind(device: Device) -> Kind {
+pub(crate) fn run_kind(device: Device) -> Kind {
     if device.is_cuda() {
         Kind::BFloat16
     } else {

@@ -55,7 +55,7 @@ struct Layer {
 
 /// A RoPE decoder with its LM head.
 #[derive(Debug)]
-pub struct RopeDecoder {
+pub(crate) struct RopeDecoder {
     config: DecoderConfig,
     /// The dtype it computes in (the weights may be stored in half precision on the CPU).
     kind: Kind,

@@ -118,7 +118,7 @@ impl CausalTokenizer {
     /// `tokenizer.encode(letter)[-1]`: the last token of the letter encoded with special tokens,
     /// skipping special tokens the post-processor appends (an EOS there would stand for every
     /// letter).
-    pub fn answer_letter_id(&self, letter: &str) -> Result<i64> {
+    pub(crate) fn answer_letter_id(&self, letter: &str) -> Result<i64> {
         self.encode_marked(letter)?.into_iter().rev().find(|&(_, special)| !special).map(|(id, _)| id).ok_or_else(
             || Error::Tokenizer { path: self.source.clone(), message: format!("the letter {letter:?} has no tokens") },
         )

@@ -88,7 +88,7 @@ pub fn open_mixture(
 
 /// Opens the mixture of a corpus that is already prepared (by another rank of a data-parallel
 /// run), without reading the source files again.
-pub fn open_prepared_mixture(
+pub(crate) fn open_prepared_mixture(
     recipe: &PretrainRecipe,
     tokenizer: &TextTokenizer,
     mut say: impl FnMut(&str),

@@ -7,21 +7,15 @@ use crate::model::BertForMaskedLM;
 use crate::seeds::salt;
 use tch::{Device, Kind};
 
-/// The held-out sequences of a run and how often to score them between checkpoints.
-pub struct Heldout {
+/// The held-out sequences of a run (when they are scored is the task's evaluation plan).
+pub(crate) struct Heldout {
     sequences: Vec<(usize, Vec<i64>)>,
-    every: u64,
 }
 
 impl Heldout {
     /// `sequences_per_source` held-out sequences of each source of `mixture`.
     pub fn new(mixture: &Mixture, settings: &MlmEvalSection) -> Self {
-        Heldout { sequences: mixture.heldout_sequences(settings.sequences_per_source), every: settings.every }
-    }
-
-    /// Whether `[eval.mlm] every` asks for a measurement at `step` (checkpoints always get one).
-    pub fn due(&self, step: u64) -> bool {
-        self.every > 0 && step.is_multiple_of(self.every)
+        Heldout { sequences: mixture.heldout_sequences(settings.sequences_per_source) }
     }
 
     /// Mean masked-LM loss over the held-out sequences.

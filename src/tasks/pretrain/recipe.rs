@@ -417,7 +417,7 @@ impl PretrainRecipe {
     }
 
     /// `<corpora_dir>/<corpus>`: the prepared shards.
-    pub fn corpus_dir(&self) -> PathBuf {
+    pub(crate) fn corpus_dir(&self) -> PathBuf {
         self.resolve(&self.data.corpora_dir).join(&self.data.corpus)
     }
 
@@ -433,7 +433,7 @@ impl PretrainRecipe {
 
     /// The sections whose change makes a resumed run a different run, as values (checkpoint,
     /// eval and logging settings may change on resume).
-    pub fn fingerprint(&self) -> Fingerprint {
+    pub(crate) fn fingerprint(&self) -> Fingerprint {
         let value = |v: serde_json::Result<serde_json::Value>| v.expect("recipe sections serialize to JSON");
         Fingerprint::Values(BTreeMap::from([
             ("seed".to_string(), value(serde_json::to_value(self.seed))),
@@ -462,7 +462,7 @@ impl PretrainRecipe {
 
     /// The keys (dotted, e.g. `optimizer.lr`) in which this recipe differs from the one a
     /// checkpoint recorded, each with the recorded and the new value.
-    pub fn differences_from(&self, recorded: &Fingerprint) -> Vec<String> {
+    pub(crate) fn differences_from(&self, recorded: &Fingerprint) -> Vec<String> {
         match (recorded, self.fingerprint()) {
             (Fingerprint::Values(old), Fingerprint::Values(new)) => crate::recipe::fingerprint::differences(old, &new),
             (Fingerprint::Legacy(old), _) => old

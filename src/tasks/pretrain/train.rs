@@ -428,7 +428,7 @@ fn build_model(
 impl PretrainRecipe {
     /// What the engine takes from this recipe: the shared sections, and a comparison of a
     /// checkpoint's record that also reads checkpoints of earlier versions (`Legacy`).
-    pub fn engine_settings(&self) -> EngineSettings {
+    pub(crate) fn engine_settings(&self) -> EngineSettings {
         let recipe = self.clone();
         let run = TaskRun {
             torch_salt: salt::PRETRAIN_TORCH,

@@ -164,7 +164,7 @@ impl SentimentRecipe {
     }
 
     /// The precision of its matrix products on `device` (bf16 on CPU is refused).
-    pub fn compute_precision(&self, device: Device) -> Result<Precision> {
+    pub(crate) fn compute_precision(&self, device: Device) -> Result<Precision> {
         resolve_precision(self.precision, device, &self.path)
     }
 
@@ -188,7 +188,7 @@ impl SentimentRecipe {
     /// The settings whose change makes a resumed run another run, with the model the run starts
     /// from by its content ([`crate::model::model_dir::content_sha256`]), not by its path: a run
     /// resumed from another base model is another run, one whose model folder moved is not.
-    pub fn fingerprint(&self, base_model_sha256: &str) -> Fingerprint {
+    pub(crate) fn fingerprint(&self, base_model_sha256: &str) -> Fingerprint {
         let v = |x: serde_json::Result<serde_json::Value>| x.expect("recipe sections serialize to JSON");
         Fingerprint::of(&[
             ("seed", v(serde_json::to_value(self.seed))),

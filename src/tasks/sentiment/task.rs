@@ -29,7 +29,7 @@ struct Encoded {
 
 /// Where the example order stands: the epoch, and the examples of it already drawn.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct EpochCursor {
+pub(crate) struct EpochCursor {
     /// The epoch, from 0 (its order is shuffled with the stream of its number).
     pub epoch: u64,
     /// Examples of the epoch's order drawn so far.
@@ -38,7 +38,7 @@ pub struct EpochCursor {
 
 /// One micro-batch: this rank's texts, padded to the longest, on the host (pinned on CUDA),
 /// with the positions of their real tokens (the encoder skips the padding).
-pub struct TextBatch {
+pub(crate) struct TextBatch {
     input_ids: Tensor,
     attention_mask: Tensor,
     labels: Tensor,
@@ -47,7 +47,7 @@ pub struct TextBatch {
 }
 
 /// The training examples in batches of a seeded order, drawn on the loader's thread.
-pub struct ExampleSource {
+pub(crate) struct ExampleSource {
     examples: Arc<Vec<Encoded>>,
     batch_size: usize,
     seed: u64,
@@ -121,7 +121,7 @@ impl BatchSource for ExampleSource {
 
 /// The optimizer settings of one fine-tuning (a grid point's learning rate and batch size).
 #[derive(Debug, Clone)]
-pub struct Hyper {
+pub(crate) struct Hyper {
     /// The peak learning rate.
     pub lr: f64,
     /// Examples per micro-batch.
@@ -133,7 +133,7 @@ pub struct Hyper {
 }
 
 /// Fine-tuning a sequence classifier on labelled texts, selected on validation macro-F1.
-pub struct SentimentTask {
+pub(crate) struct SentimentTask {
     /// The classifier in training.
     pub model: SequenceClassifier,
     precision: Precision,

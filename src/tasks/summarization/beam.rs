@@ -388,7 +388,7 @@ pub fn beam_search(
 /// device); `parents[i]` is the row of the previous call that hypothesis `i` extends, and in the
 /// first call (one `bos` row per article) the article's index. Each article's result is what
 /// [`beam_search`] finds for it alone: best first.
-pub fn beam_search_batch(
+pub(crate) fn beam_search_batch(
     config: &BeamConfig,
     articles: usize,
     mut next_log_probs: impl FnMut(&[Vec<i64>], &[usize]) -> Tensor,

@@ -32,7 +32,7 @@ impl Summarizer {
     }
 
     /// The encoder's configuration.
-    pub fn bert_config(&self) -> &crate::model::BertConfig {
+    pub(crate) fn bert_config(&self) -> &crate::model::BertConfig {
         match self {
             Summarizer::Ext(m) => &m.config,
             Summarizer::Abs(m) => &m.config,

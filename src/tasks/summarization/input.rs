@@ -31,7 +31,7 @@ pub struct ArticleBatch {
 impl ArticleBatch {
     /// The batch on `device`, each tensor's copy asked for as non-blocking (queued from the
     /// pinned memory [`staged_batch_of`] uses on CUDA; no copy on the CPU).
-    pub fn upload(&self, device: Device) -> ArticleBatch {
+    pub(crate) fn upload(&self, device: Device) -> ArticleBatch {
         ArticleBatch {
             input_ids: upload(&self.input_ids, device),
             segments: upload(&self.segments, device),
@@ -70,7 +70,7 @@ impl EncodedArticle {
 
     /// An article from its ids and its sentences' `[CLS]` positions (the first at 0, increasing):
     /// the segment ids alternate from one `[CLS]` to the next, as [`encode_article`] gives them.
-    pub fn from_ids_and_cls(ids: Vec<i64>, cls: Vec<usize>) -> Self {
+    pub(crate) fn from_ids_and_cls(ids: Vec<i64>, cls: Vec<usize>) -> Self {
         let mut segments = vec![0i64; ids.len()];
         for (sentence, &start) in cls.iter().enumerate() {
             let end = cls.get(sentence + 1).copied().unwrap_or(ids.len()).min(ids.len());
@@ -101,7 +101,7 @@ impl EncodedArticle {
 }
 
 /// Encodes one article (sentences of words) for an encoder of `max_len` positions.
-pub fn encode_article(t: &TextTokenizer, max_len: usize, article: &[Vec<String>]) -> Result<EncodedArticle> {
+pub(crate) fn encode_article(t: &TextTokenizer, max_len: usize, article: &[Vec<String>]) -> Result<EncodedArticle> {
     let (mut ids, mut segments, mut cls) = (Vec::new(), Vec::new(), Vec::new());
     for (i, sentence) in article.iter().enumerate() {
         let pieces: Vec<i64> = t.encode_plain(&sentence.join(" "))?.into_iter().map(i64::from).collect();
@@ -123,7 +123,7 @@ pub fn encode_article(t: &TextTokenizer, max_len: usize, article: &[Vec<String>]
 }
 
 /// Encodes `articles` (sentences of words) for an encoder of `max_len` positions.
-pub fn encode_articles(
+pub(crate) fn encode_articles(
     tokenizer: &TextTokenizer,
     max_len: usize,
     articles: &[&[Vec<String>]],
@@ -135,13 +135,13 @@ pub fn encode_articles(
 }
 
 /// The padded model inputs of articles already encoded (`pad`: the `[PAD]` id).
-pub fn batch_of(pad_id: i64, encoded: &[&EncodedArticle], device: Device) -> ArticleBatch {
+pub(crate) fn batch_of(pad_id: i64, encoded: &[&EncodedArticle], device: Device) -> ArticleBatch {
     staged_batch_of(pad_id, encoded, Device::Cpu).upload(device)
 }
 
 /// The batch of `encoded` on the host, ready for [`ArticleBatch::upload`] to `device`: in pinned
 /// memory when `device` is CUDA (batches built on the loader's thread).
-pub fn staged_batch_of(pad_id: i64, encoded: &[&EncodedArticle], device: Device) -> ArticleBatch {
+pub(crate) fn staged_batch_of(pad_id: i64, encoded: &[&EncodedArticle], device: Device) -> ArticleBatch {
     let rows: Vec<(&Vec<i64>, &Vec<i64>)> = encoded.iter().map(|e| (&e.ids, &e.segments)).collect();
     let cls: Vec<&Vec<usize>> = encoded.iter().map(|e| &e.cls).collect();
     let width = rows.iter().map(|r| r.0.len()).max().unwrap_or(1).max(1);
@@ -203,7 +203,7 @@ impl TargetMarkers {
 }
 
 /// A reference summary as BertAbs's whole target, `bos s1 split s2 … eos`, before any cut.
-pub fn encode_target(t: &TextTokenizer, markers: TargetMarkers, summary: &[Vec<String>]) -> Result<Vec<i64>> {
+pub(crate) fn encode_target(t: &TextTokenizer, markers: TargetMarkers, summary: &[Vec<String>]) -> Result<Vec<i64>> {
     let mut ids = vec![markers.bos];
     for (i, sentence) in summary.iter().enumerate() {
         if i > 0 {
@@ -217,7 +217,7 @@ pub fn encode_target(t: &TextTokenizer, markers: TargetMarkers, summary: &[Vec<S
 
 /// Whole targets (from [`encode_target`]) cut to `max_tokens` as PreSumm cuts them (the last kept
 /// token becomes `eos`) and padded with `pad_id` [targets, longest].
-pub fn targets_of(targets: &[&[i64]], max_tokens: usize, eos: i64, pad_id: i64, device: Device) -> Tensor {
+pub(crate) fn targets_of(targets: &[&[i64]], max_tokens: usize, eos: i64, pad_id: i64, device: Device) -> Tensor {
     let max = max_tokens.max(2);
     let rows: Vec<Vec<i64>> = targets
         .iter()

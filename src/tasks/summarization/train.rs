@@ -171,7 +171,7 @@ impl Splits {
 /// Where the article order stands: micro-batches drawn, the draw that shuffled the order in
 /// use, and the articles of it already drawn.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ArticleCursor {
+pub(crate) struct ArticleCursor {
     /// Micro-batches drawn.
     pub draws: u64,
     /// The draw (from 1) whose stream shuffled the order in use; none before the first.
@@ -182,7 +182,7 @@ pub struct ArticleCursor {
 
 /// One micro-batch: this rank's articles as encoder inputs (on the host), with BertExt's
 /// oracle labels or BertAbs's targets.
-pub struct SummaryBatch {
+pub(crate) struct SummaryBatch {
     inputs: ArticleBatch,
     /// Ext: labels [articles, sentences]; abs: targets [articles, tokens].
     targets: Tensor,
@@ -198,7 +198,7 @@ enum Targets {
 }
 
 /// The training articles in batches of a seeded order, drawn on the loader's thread.
-pub struct ArticleSource {
+pub(crate) struct ArticleSource {
     train: Arc<EncodedSplit>,
     oracles: Arc<Vec<Vec<usize>>>,
     targets: Targets,
@@ -265,7 +265,7 @@ impl BatchSource for ArticleSource {
 }
 
 /// Fine-tuning a summarizer, selected on dev ROUGE.
-pub struct SummarizationTask {
+pub(crate) struct SummarizationTask {
     /// The summarizer in training.
     pub model: Summarizer,
     precision: Precision,

@@ -10,11 +10,11 @@ use tch::nn::Path;
 use tch::{Device, Kind, Tensor};
 
 /// LayerNorm epsilon of PreSumm's blocks.
-pub const NORM_EPS: f64 = 1e-6;
+pub(crate) const NORM_EPS: f64 = 1e-6;
 const INIT_STD: f64 = 0.02;
 
 /// PreSumm's `MultiHeadedAttention`: queries from one input, keys and values from another.
-pub struct MultiHeadAttention {
+pub(crate) struct MultiHeadAttention {
     query: Linear,
     key: Linear,
     value: Linear,
@@ -47,7 +47,7 @@ impl MultiHeadAttention {
     }
 
     /// Keys and values of `memory`, computed once when many queries attend to it (decoding).
-    pub fn keys_values(&self, memory: &Tensor) -> (Tensor, Tensor) {
+    pub(crate) fn keys_values(&self, memory: &Tensor) -> (Tensor, Tensor) {
         (self.split(self.key.forward(memory, self.precision)), self.split(self.value.forward(memory, self.precision)))
     }
 
@@ -84,7 +84,7 @@ impl MultiHeadAttention {
 }
 
 /// PreSumm's `PositionwiseFeedForward`: x + dropout(w_2(dropout(gelu(w_1(layer_norm(x)))))).
-pub struct FeedForward {
+pub(crate) struct FeedForward {
     norm: LayerNorm,
     w1: Linear,
     w2: Linear,
@@ -114,7 +114,7 @@ impl FeedForward {
 
 /// Sinusoidal positions [n, dim] for positions `start .. start + n`, sine and cosine
 /// interleaved (PreSumm's `PositionalEncoding`).
-pub fn positional(start: i64, n: i64, dim: i64, device: Device) -> Tensor {
+pub(crate) fn positional(start: i64, n: i64, dim: i64, device: Device) -> Tensor {
     let pos = Tensor::arange_start(start, start + n, (Kind::Float, device)).unsqueeze(1);
     let div = (Tensor::arange_start_step(0, dim, 2, (Kind::Float, device)) * (-(10000f64.ln()) / dim as f64)).exp();
     let angles = pos * div.unsqueeze(0);
