@@ -3,8 +3,8 @@
 //!
 //! The layers, lowest first; a module imports only from layers below it (docs/architecture.md):
 //! - `error`, `files`, `outputs`, `seeds`, `stdout`: errors as values, file helpers, what a
-//!   command may replace or remove, where randomness comes from, output a closed pipe cannot
-//!   crash;
+//!   command may replace or remove (and the run-folder names every writer declares), where
+//!   randomness comes from, output a closed pipe cannot crash;
 //! - `data`, `model`, `device`, `distributed`: text, tokenizers and corpora; BERT and its family, the
 //!   causal LM families and model directories; the device and precision; the data-parallel
 //!   launch and process group;
@@ -12,8 +12,9 @@
 //!   sections, the fingerprint), optimizers and schedules, run output, the checkpoint hook
 //!   trait — shared by the layers above;
 //! - `run`: a run's folder, lock, logger, stop signals and checkpoints;
-//! - `train` (the engine, for every task) and `eval` (evaluations of masked and causal LMs),
-//!   which never import each other;
+//! - `train` (the engine, for every task: the `Task` trait and, beside it, `Evaluations` and
+//!   their plan) and `eval` (evaluations of masked and causal LMs through one scoring
+//!   interface, `eval::scorer`), which never import each other;
 //! - `tasks` (masked-LM pretraining and the fine-tuning tasks, each with its recipe, trained by
 //!   `train`'s engine and scored with `eval`'s metrics) and `report` (reports of results).
 //!
