@@ -6,6 +6,8 @@
 //! checkpoint hooks.
 pub mod data_parallel;
 pub mod engine;
+#[cfg(test)]
+mod example_task;
 pub mod loader;
 pub mod metrics;
 pub mod step_times;
