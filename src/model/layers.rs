@@ -63,8 +63,10 @@ impl LayerNorm {
     /// Normalises the last dimension; the result is fp32 whatever the input's dtype.
     pub fn forward(&self, x: &Tensor) -> Tensor {
         let dim = *self.weight.size().last().unwrap();
-        let (weight, bias) = (self.weight.to_kind(Kind::Float), self.bias.to_kind(Kind::Float));
-        x.to_kind(Kind::Float).layer_norm([dim], Some(&weight), Some(&bias), self.eps, true)
+        // BERT's trained weights are fp32 already: cast (an operation a step) only a checkpoint's
+        // half-precision ones.
+        let fp32 = |t: &Tensor| if t.kind() == Kind::Float { t.shallow_clone() } else { t.to_kind(Kind::Float) };
+        x.to_kind(Kind::Float).layer_norm([dim], Some(&fp32(&self.weight)), Some(&fp32(&self.bias)), self.eps, true)
     }
 
     /// [`LayerNorm::forward`], returned in the input's dtype (the decoder families).

@@ -248,8 +248,6 @@ impl LoggingSection {
 pub struct SharedSections<'a> {
     /// The run's name.
     pub name: &'a str,
-    /// The file it was read from (for errors).
-    pub path: &'a Path,
     /// The seed every random choice derives from.
     pub seed: u64,
     /// `[optimizer]`.

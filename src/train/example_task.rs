@@ -123,13 +123,7 @@ fn train(recipe: &SlopeRecipe, dir: &Path, opts: &TrainOptions) -> Result<(u64, 
     let tensorboard = dir.join("runs").join(&recipe.name);
     let layout = RunLayout::new(dir.join("checkpoints").join(&recipe.name));
     let (run, resume) = Run::open(layout, &opts.run_options(true, &recipe.checkpoint, tensorboard, max_steps))?;
-    let shared = SharedSections {
-        name: &recipe.name,
-        path: Path::new("slope.toml"),
-        seed: 7,
-        optimizer: &recipe.optimizer,
-        logging: &recipe.logging,
-    };
+    let shared = SharedSections { name: &recipe.name, seed: 7, optimizer: &recipe.optimizer, logging: &recipe.logging };
     let fingerprint = Fingerprint::of(&[("optimizer", serde_json::to_value(&recipe.optimizer).unwrap())]);
     let settings =
         EngineSettings::for_recipe(&shared, TaskRun { torch_salt: 99, max_steps, patience: None, fingerprint });

@@ -82,10 +82,7 @@ impl Setting {
     pub fn check(&self, data: &IndommluData, path: &Path) -> Result<()> {
         match (self.causal, self.mode) {
             (true, IndommluMode::OptionPll) | (false, IndommluMode::FullAnswer) => Err(mode_misfit(self.causal)),
-            (false, _) if self.shots > 0 => Err(Error::Argument {
-                flag: "--shots".into(),
-                message: "few-shot prompts are for causal LMs; a masked LM is scored zero-shot".into(),
-            }),
+            (false, _) if self.shots > 0 => Err(shots_misfit()),
             (true, _) if self.shots > 0 && !data.has_fewshot_column => Err(Error::invalid(
                 path,
                 "no is_for_fewshot column: few-shot prompts take their solved questions from the rows marked 1",
@@ -93,6 +90,11 @@ impl Setting {
             _ => Ok(()),
         }
     }
+}
+
+/// The refusal of demonstrations for a masked LM, which is scored zero-shot.
+pub fn shots_misfit() -> Error {
+    Error::argument("--shots", "few-shot prompts are for causal LMs; a masked LM is scored zero-shot")
 }
 
 /// The refusal of a mode the kind of model cannot be scored with: `full-answer` for a masked

@@ -2,9 +2,9 @@
 //! tokens, or PLL-word-l2r) or with nothing masked (AUL and AULA from the same forward passes);
 //! IndoMMLU zero-shot by option PLL or the option letter at one `[MASK]`.
 use super::LmScorer;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::eval::aul::UnmaskedScorer;
-use crate::eval::indommlu::{masked, Question, Setting};
+use crate::eval::indommlu::{masked, shots_misfit, Question, Setting};
 use crate::eval::pairs::BiasPair;
 use crate::eval::pll::{crows_inputs, PllScorer, ScoringInput, SentenceScore};
 use crate::eval::BiasMetric;
@@ -62,10 +62,7 @@ impl LmScorer for PllScorer<'_> {
 
     fn option_scores(&self, questions: &[Question], _examples: &[Question], setting: Setting) -> Result<Vec<Vec<f64>>> {
         if setting.shots > 0 {
-            return Err(Error::argument(
-                "--shots",
-                "few-shot prompts are for causal LMs; a masked LM is scored zero-shot",
-            ));
+            return Err(shots_misfit());
         }
         masked::score_questions(self, questions, setting.mode)
     }

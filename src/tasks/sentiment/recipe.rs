@@ -205,7 +205,6 @@ impl SentimentRecipe {
     pub fn shared(&self) -> crate::recipe::SharedSections<'_> {
         crate::recipe::SharedSections {
             name: &self.name,
-            path: &self.path,
             seed: self.seed,
             optimizer: &self.optimizer,
             logging: &self.logging,

@@ -191,7 +191,6 @@ impl SummarizeRecipe {
     pub fn shared(&self) -> crate::recipe::SharedSections<'_> {
         crate::recipe::SharedSections {
             name: &self.name,
-            path: &self.path,
             seed: self.seed,
             optimizer: &self.optimizer,
             logging: &self.logging,
