@@ -3,7 +3,7 @@
 //! checkpoint whose evaluation is pending in the run's trainer is left to it (two writers would
 //! mix files).
 use crate::error::{Error, Result};
-use crate::run::checkpoints::MODEL_FILE;
+use crate::model::model_dir::WEIGHTS_FILE;
 use crate::run::layout::{step_dir_name, PENDING_EVALUATION};
 use crate::run::readers::ReadHold;
 use crate::run::RunLayout;
@@ -30,7 +30,7 @@ impl RunCheckpoints {
         let hold = ReadHold::take(&layout)?;
         let mut steps = Vec::new();
         for (step, dir) in layout.checkpoints()? {
-            if !dir.join(MODEL_FILE).exists() {
+            if !dir.join(WEIGHTS_FILE).exists() {
                 continue;
             }
             if dir.join(PENDING_EVALUATION).exists() {

@@ -11,8 +11,11 @@
 //! gradient at that first update (one the loss never reaches, such as an unused pooler) stays
 //! outside and is skipped, as torch skips it.
 use crate::error::{Error, Result};
+use crate::outputs::RunFile;
 use std::collections::BTreeMap;
 use tch::{Kind, Tensor};
+
+crate::declare_run_files!(OPTIMIZER_STATE_FILES: RunFile::Pattern("optimizer", ".safetensors"));
 
 struct Param {
     name: String,
@@ -362,6 +365,29 @@ impl AdamW {
             out.push((format!("exp_avg_sq.{}", p.name), p.exp_avg_sq.shallow_clone()));
         }
         out
+    }
+
+    /// The checkpoint part of the optimizer named `name` (`""` for a task's only one):
+    /// `optimizer`, `optimizer-<name>`.
+    pub(crate) fn part_name(name: &str) -> String {
+        match name {
+            "" => "optimizer".into(),
+            n => format!("optimizer-{n}"),
+        }
+    }
+
+    /// Writes the moments into `dir` as the state file of the optimizer named `name`
+    /// (`optimizer.safetensors`, `optimizer-<name>.safetensors`), returning the file's name.
+    pub(crate) fn save_into(&self, dir: &std::path::Path, name: &str) -> Result<String> {
+        let file = format!("{}.safetensors", Self::part_name(name));
+        crate::model::weights::write_file(&dir.join(&file), &self.state_tensors())?;
+        Ok(file)
+    }
+
+    /// Restores the moments [`AdamW::save_into`] wrote into `dir`, after `steps` updates.
+    pub(crate) fn restore_from(&mut self, dir: &std::path::Path, name: &str, steps: u64) -> Result<()> {
+        let path = dir.join(format!("{}.safetensors", Self::part_name(name)));
+        self.load_state(crate::model::weights::read_file(&path)?, steps, &path)
     }
 
     /// Restores the moments written by `state_tensors`.

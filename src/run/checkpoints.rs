@@ -1,42 +1,72 @@
 //! A run's checkpoints: the atomic save and the checksum-verified restore of a set of named
-//! states, whatever the task. A checkpoint `<run>/step-<N>/` holds the model's directory files
-//! (`config.json`, `model.safetensors`, the tokenizer: so it is also a model directory for every
-//! other command), one file of tensors per optimizer (`optimizer.safetensors`, or
-//! `optimizer-<name>.safetensors` when a task has several), and `trainer_state.json`: the step,
-//! the seed, the recipe's fingerprint, the checksums of every tensor file, the best evaluation so
-//! far and the task's own state (the data's cursor, early stopping). It is written to a
-//! temporary folder, fsynced, renamed, and read back (every checksum) before `latest` points at
-//! it and before any older checkpoint's weights are deleted. The store decides when a
-//! checkpoint is due, keeps the weights of the newest `keep_last`, keeps the best weights apart
-//! in `<run>/best/`, and finds where a run resumes.
+//! parts, whatever the task. A checkpoint `<run>/step-<N>/` holds the files of its file parts
+//! (a model's directory: so it is also a model directory for every other command; each
+//! optimizer's state) and `trainer_state.json`: the step, the seed, the recipe's fingerprint, the
+//! checksums of every file that holds tensors, the best evaluation so far, and each value part
+//! (the data's cursor, the task's state) under its name. The store knows none of the parts: it
+//! writes them, checksums what their writers say holds tensors, and on resume verifies those
+//! checksums before the parts' owners read them back. A checkpoint is written to a temporary
+//! folder, fsynced, renamed, and read back (every checksum) before `latest` points at it and
+//! before any older checkpoint's tensors are deleted. The store decides when a checkpoint is due,
+//! keeps the tensors of the newest `keep_last`, keeps the best weights apart in `<run>/best/`,
+//! and finds where a run resumes.
 use super::layout::{RunLayout, PENDING_EVALUATION};
 use crate::error::{Error, IoContext, Result};
 use crate::files::{read_to_string, remove_stale_temps, sha256_file, write_json, Staging};
-use crate::model::weights;
 use crate::outputs::RunFile;
 use crate::recipe::Fingerprint;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use tch::Tensor;
 
-/// The file of a checkpoint's weights (the model directory's).
-pub(crate) const MODEL_FILE: &str = crate::model::model_dir::WEIGHTS_FILE;
 /// The file of a checkpoint's state.
 pub(crate) const STATE_FILE: &str = "trainer_state.json";
 /// The file beside the best weights saying which step they are and how they scored.
 pub(crate) const BEST_FILE: &str = "best.json";
 
-/// An optimizer's state file: `optimizer.safetensors`, `optimizer-<name>.safetensors`.
-const OPTIMIZER_FILES: RunFile = RunFile::Pattern("optimizer", ".safetensors");
+crate::declare_run_files!(CHECKPOINT_FILES: RunFile::Named(STATE_FILE), RunFile::Named(BEST_FILE));
 
-crate::declare_run_files!(CHECKPOINT_FILES: RunFile::Named(STATE_FILE), RunFile::Named(BEST_FILE), OPTIMIZER_FILES);
+/// Writes a file part into a checkpoint's folder and returns the names of the files it wrote
+/// that hold tensors.
+pub type WritePart<'a> = Box<dyn Fn(&Path) -> Result<Vec<String>> + 'a>;
 
-/// The state file of an optimizer named `name` (`""` for a task's only optimizer).
-pub(crate) fn optimizer_file(name: &str) -> String {
-    match name {
-        "" => "optimizer.safetensors".into(),
-        n => format!("optimizer-{n}.safetensors"),
+/// One named part of a checkpoint. The store saves it, checksums and verifies it, and lets its
+/// tensors go when the checkpoint is no longer among the newest `keep_last`, without knowing
+/// what it is; on resume its owner reads it back from the verified folder
+/// ([`ResumePoint::dir`]) or value ([`ResumePoint::value`]).
+pub enum Part<'a> {
+    /// Files written into the checkpoint's folder (a model's directory, an optimizer's state).
+    /// The files the writer returns hold tensors: they are checksummed, verified by every
+    /// reader, and deleted with the tensors of older checkpoints; the others (a model's config
+    /// and tokenizer) stay.
+    Files {
+        /// The part's name, for messages (`model`, `optimizer-dec`).
+        name: String,
+        /// Writes the files into the folder it is given.
+        write: WritePart<'a>,
+    },
+    /// A JSON value (the data's cursor, a task's state), kept in `trainer_state.json` under
+    /// its name.
+    Value {
+        /// Its name: a key of `trainer_state.json` that the state's own fields do not use.
+        name: String,
+        /// The value.
+        value: serde_json::Value,
+    },
+}
+
+impl<'a> Part<'a> {
+    /// A file part.
+    pub fn files(name: impl Into<String>, write: impl Fn(&Path) -> Result<Vec<String>> + 'a) -> Self {
+        Part::Files { name: name.into(), write: Box::new(write) }
+    }
+
+    /// A value part.
+    pub fn value<T: Serialize + ?Sized>(name: impl Into<String>, value: &T) -> Self {
+        Part::Value {
+            name: name.into(),
+            value: serde_json::to_value(value).expect("checkpoint values serialize to JSON"),
+        }
     }
 }
 
@@ -74,11 +104,24 @@ pub struct TrainerState {
     /// Training stopped early (`patience` evaluations without a better score): the run is over.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub early_stopped: bool,
-    /// The task's own state (pretraining: the mixture's cursor; fine-tuning: the order of the
-    /// examples and early stopping), kept at the top level of the file.
+    /// The checkpoint's value parts by name (the data's cursor, the task's state), kept at the
+    /// top level of the file.
     #[serde(flatten)]
-    pub task: serde_json::Map<String, serde_json::Value>,
+    pub values: serde_json::Map<String, serde_json::Value>,
 }
+
+/// The keys of `trainer_state.json` that are the state's own: no value part may take them.
+const STATE_KEYS: [&str; 9] = [
+    "step",
+    "seed",
+    "nonfinite_skipped",
+    "rng",
+    "recipe_fingerprint",
+    "checksums",
+    "last_loss",
+    "best",
+    "early_stopped",
+];
 
 /// The state's `rng` text.
 pub(crate) const RNG_NOTE: &str = "no RNG state is stored because none is needed: the data order, the masks and torch's generators (reseeded before every step, for dropout) all derive from `seed` and the step or sequence number";
@@ -96,23 +139,18 @@ impl TrainerState {
             last_loss: None,
             best: None,
             early_stopped: false,
-            task: serde_json::Map::new(),
+            values: serde_json::Map::new(),
         }
     }
 
-    /// The task state's `key`, read as `T`; `None` when absent.
-    pub(crate) fn task_value<T: serde::de::DeserializeOwned>(&self, key: &str, dir: &Path) -> Result<Option<T>> {
-        match self.task.get(key) {
+    /// The value part `name`, read as `T`; `None` when absent.
+    pub(crate) fn value<T: serde::de::DeserializeOwned>(&self, name: &str, dir: &Path) -> Result<Option<T>> {
+        match self.values.get(name) {
             None => Ok(None),
             Some(v) => serde_json::from_value(v.clone())
                 .map(Some)
-                .map_err(|e| Error::invalid(dir.join(STATE_FILE), format!("field `{key}`: {e}"))),
+                .map_err(|e| Error::invalid(dir.join(STATE_FILE), format!("field `{name}`: {e}"))),
         }
-    }
-
-    /// Sets the task state's `key`.
-    pub(crate) fn set_task_value<T: Serialize>(&mut self, key: &str, value: &T) {
-        self.task.insert(key.into(), serde_json::to_value(value).expect("task states serialize to JSON"));
     }
 }
 
@@ -130,13 +168,10 @@ pub struct BestState {
     pub since: u64,
 }
 
-/// What a checkpoint holds: the model's directory files, written by `model` into the folder it
-/// is given, and each optimizer's tensors under its name.
+/// What a checkpoint holds: its parts, in the order they are written.
 pub struct CheckpointContents<'a> {
-    /// Writes `config.json`, `model.safetensors` and the tokenizer into a folder.
-    pub model: &'a dyn Fn(&Path) -> Result<()>,
-    /// Each optimizer's name (`""` for a task's only one) and state tensors.
-    pub optimizers: Vec<(String, Vec<(String, Tensor)>)>,
+    /// The parts (names unique).
+    pub parts: Vec<Part<'a>>,
     /// Evaluations are to run on this checkpoint: it is marked pending
     /// ([`crate::run::layout::PENDING_EVALUATION`]) until [`CheckpointStore::evaluated`].
     pub evaluations: bool,
@@ -151,9 +186,12 @@ pub struct ResumePoint {
 }
 
 impl ResumePoint {
-    /// An optimizer's state tensors from the checkpoint.
-    pub(crate) fn optimizer_tensors(&self, name: &str) -> Result<BTreeMap<String, Tensor>> {
-        weights::read_file(&self.dir.join(optimizer_file(name)))
+    /// The value part `name`; an error naming the state file when the checkpoint has none (it
+    /// is then not a checkpoint of this kind of run).
+    pub(crate) fn value<T: serde::de::DeserializeOwned>(&self, name: &str) -> Result<T> {
+        self.state.value(name, &self.dir)?.ok_or_else(|| {
+            Error::invalid(self.dir.join(STATE_FILE), format!("no `{name}`: not a checkpoint of this kind"))
+        })
     }
 }
 
@@ -229,13 +267,32 @@ impl CheckpointStore {
         remove_stale_temps(&final_dir)?; // a killed save's leftovers (the run lock is held)
         let staging = Staging::new(&final_dir);
         let tmp = staging.path();
-        (contents.model)(tmp)?;
+        std::fs::create_dir_all(tmp).with_path(tmp)?;
         let mut state = state.clone();
-        state.checksums.insert(MODEL_FILE.into(), sha256_file(&tmp.join(MODEL_FILE))?);
-        for (name, tensors) in &contents.optimizers {
-            let file = optimizer_file(name);
-            weights::write_file(&tmp.join(&file), tensors)?;
-            state.checksums.insert(file.clone(), sha256_file(&tmp.join(&file))?);
+        state.values.clear(); // the checkpoint's values are its parts, not a resumed one's
+        let mut names = std::collections::BTreeSet::new();
+        for part in &contents.parts {
+            match part {
+                Part::Files { name, write } => {
+                    assert!(names.insert(name.clone()), "checkpoint part `{name}` given twice");
+                    for file in write(tmp)? {
+                        let path = tmp.join(&file);
+                        assert!(
+                            crate::files::plain_file_name(&file).is_ok() && path.is_file(),
+                            "checkpoint part `{name}` names {file:?}, not a file it wrote into the checkpoint"
+                        );
+                        state.checksums.insert(file, sha256_file(&path)?);
+                    }
+                }
+                Part::Value { name, value } => {
+                    assert!(names.insert(name.clone()), "checkpoint part `{name}` given twice");
+                    assert!(
+                        !STATE_KEYS.contains(&name.as_str()),
+                        "checkpoint part `{name}` takes a key of the state's own"
+                    );
+                    state.values.insert(name.clone(), value.clone());
+                }
+            }
         }
         write_json(&tmp.join(STATE_FILE), &state)?;
         if contents.evaluations {
@@ -287,7 +344,7 @@ impl CheckpointStore {
             .layout
             .checkpoints()?
             .into_iter()
-            .filter(|(_, dir)| dir.join(PENDING_EVALUATION).exists() && dir.join(MODEL_FILE).exists())
+            .filter(|(_, dir)| dir.join(PENDING_EVALUATION).exists() && has_tensors(dir))
             .collect())
     }
 
@@ -301,12 +358,12 @@ impl CheckpointStore {
         self.prune()
     }
 
-    /// Deletes the weights and optimizer states of all but the newest `keep_last` checkpoints,
-    /// keeping their evaluation files and state so curves survive; the weights of a checkpoint
-    /// whose evaluations are pending stay until they are done.
+    /// Deletes the tensors (weights, optimizer states) of all but the newest `keep_last`
+    /// checkpoints, keeping their evaluation files and state so curves survive; the tensors of a
+    /// checkpoint whose evaluations are pending stay until they are done.
     pub(crate) fn prune(&self) -> Result<()> {
         let steps: Vec<(u64, PathBuf)> =
-            self.layout.checkpoints()?.into_iter().filter(|(_, p)| p.join(MODEL_FILE).exists()).collect();
+            self.layout.checkpoints()?.into_iter().filter(|(_, p)| has_tensors(p)).collect();
         let steps: Vec<(u64, PathBuf)> =
             steps.into_iter().filter(|(_, p)| !p.join(PENDING_EVALUATION).exists()).collect();
         let drop = steps.len().saturating_sub(self.keep_last);
@@ -322,7 +379,7 @@ impl CheckpointStore {
             return Ok(());
         };
         for (_, dir) in steps.into_iter().take(drop) {
-            remove_weights(&dir)?;
+            remove_tensors(&dir)?;
         }
         Ok(())
     }
@@ -361,7 +418,7 @@ impl CheckpointStore {
     /// state and checksums are good, with a note; `problem` when there is none.
     fn newest_valid_instead(&self, problem: Error) -> Result<ResumePoint> {
         let newest = self.layout.checkpoints()?.into_iter().rev().find_map(|(step, dir)| {
-            let state = dir.join(MODEL_FILE).exists().then(|| load_state(&dir).ok()).flatten()?;
+            let state = has_tensors(&dir).then(|| load_state(&dir).ok()).flatten()?;
             Some((step, dir, state))
         });
         match newest {
@@ -413,7 +470,7 @@ impl CheckpointStore {
             .into_iter()
             .flatten()
             .rev()
-            .find(|(_, dir)| *dir != bad && dir.join(MODEL_FILE).exists() && load_state(dir).is_ok());
+            .find(|(_, dir)| *dir != bad && has_tensors(dir) && load_state(dir).is_ok());
         let advice = match newest_valid {
             Some((step, dir)) => {
                 format!("the newest valid checkpoint is step {step}: resume from it with --resume {}", dir.display())
@@ -444,23 +501,42 @@ impl CheckpointStore {
     }
 }
 
-/// Deletes a checkpoint's weights and optimizer states, keeping its state and evaluation files.
-fn remove_weights(dir: &Path) -> Result<()> {
-    for entry in std::fs::read_dir(dir).with_path(dir)?.filter_map(|e| e.ok()) {
-        let name = entry.file_name().to_string_lossy().to_string();
-        if name == MODEL_FILE || OPTIMIZER_FILES.matches(&name) {
-            let path = entry.path();
+/// The files of the checkpoint in `dir` that hold tensors, as its state lists them (each a plain
+/// name inside `dir`); `None` when its state cannot be read.
+fn tensor_files(dir: &Path) -> Option<Vec<String>> {
+    #[derive(Deserialize)]
+    struct Listed {
+        #[serde(default)]
+        checksums: BTreeMap<String, String>,
+    }
+    let listed: Listed = serde_json::from_str(&read_to_string(&dir.join(STATE_FILE)).ok()?).ok()?;
+    let files: Vec<String> = listed.checksums.into_keys().collect();
+    files.iter().all(|f| crate::files::plain_file_name(f).is_ok()).then_some(files)
+}
+
+/// Whether the checkpoint in `dir` still has its tensors: its state lists some, and they are
+/// all there (older checkpoints keep their state without them).
+fn has_tensors(dir: &Path) -> bool {
+    tensor_files(dir).is_some_and(|files| !files.is_empty() && files.iter().all(|f| dir.join(f).is_file()))
+}
+
+/// Deletes the tensors of the checkpoint in `dir` (the files its state checksums), keeping its
+/// other files, its state and its evaluations.
+fn remove_tensors(dir: &Path) -> Result<()> {
+    for file in tensor_files(dir).unwrap_or_default() {
+        let path = dir.join(file);
+        if path.exists() {
             std::fs::remove_file(&path).with_path(&path)?;
         }
     }
     Ok(())
 }
 
-/// Deletes the weights and optimizer states of every checkpoint of a finished run (a unit of a
-/// fine-tuning, whose best weights are all that is used later); states and evaluations stay.
+/// Deletes the tensors of every checkpoint of a finished run (a unit of a fine-tuning, whose
+/// best weights are all that is used later); states and evaluations stay.
 pub(crate) fn release_checkpoint_weights(layout: &RunLayout) -> Result<()> {
     for (_, dir) in layout.checkpoints()? {
-        remove_weights(&dir)?;
+        remove_tensors(&dir)?;
     }
     Ok(())
 }
@@ -492,4 +568,69 @@ pub fn load_state(dir: &Path) -> Result<TrainerState> {
         }
     }
     Ok(state)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A checkpoint of two parts the store knows nothing of: `table` writes a tensor file and a
+    /// note, `count` is a value.
+    fn contents(count: u64, evaluations: bool) -> CheckpointContents<'static> {
+        CheckpointContents {
+            parts: vec![
+                Part::files("table", move |dir: &Path| {
+                    std::fs::write(dir.join("table.bin"), count.to_le_bytes()).unwrap();
+                    std::fs::write(dir.join("table.txt"), "kept with the state").unwrap();
+                    Ok(vec!["table.bin".to_string()])
+                }),
+                Part::value("count", &count),
+            ],
+            evaluations,
+        }
+    }
+
+    fn state(step: u64) -> TrainerState {
+        TrainerState { step, ..TrainerState::start(7, Fingerprint::of(&[])) }
+    }
+
+    #[test]
+    fn any_parts_are_saved_verified_pruned_and_read_back() {
+        let root = tempfile::tempdir().unwrap();
+        let store = CheckpointStore::new(RunLayout::new(root.path().join("run")), 1, 1).quiet();
+        store.save(&state(1), &contents(10, false)).unwrap();
+        let second = store.save(&state(2), &contents(20, false)).unwrap();
+        let first = root.path().join("run/step-1");
+        // The older checkpoint lost its tensors (keep_last 1) and kept its other files and state.
+        assert!(!first.join("table.bin").exists() && first.join("table.txt").exists());
+        assert!(first.join(STATE_FILE).exists() && second.join("table.bin").exists());
+        let point = store.find_resume_point(Some("latest")).unwrap().unwrap();
+        assert_eq!((point.state.step, point.value::<u64>("count").unwrap()), (2, 20));
+        assert!(point.value::<u64>("cursor").unwrap_err().to_string().contains("no `cursor`"));
+        // A tensor file that changed is refused, and `auto` finds no other valid checkpoint.
+        std::fs::write(second.join("table.bin"), 99u64.to_le_bytes()).unwrap();
+        let err = store.find_resume_point(Some("latest")).err().unwrap().to_string();
+        assert!(err.contains("table.bin") && err.contains("checksum mismatch"), "{err}");
+    }
+
+    #[test]
+    fn tensors_of_a_checkpoint_pending_evaluation_stay_until_it_is_evaluated() {
+        let root = tempfile::tempdir().unwrap();
+        let store = CheckpointStore::new(RunLayout::new(root.path().join("run")), 1, 1).quiet();
+        let first = store.save(&state(1), &contents(10, true)).unwrap();
+        store.save(&state(2), &contents(20, false)).unwrap();
+        assert!(first.join("table.bin").exists());
+        assert_eq!(store.pending_evaluations().unwrap(), vec![(1, first.clone())]);
+        store.evaluated(&first).unwrap();
+        assert!(!first.join("table.bin").exists() && store.pending_evaluations().unwrap().is_empty());
+    }
+
+    #[test]
+    #[should_panic(expected = "takes a key of the state's own")]
+    fn a_value_part_cannot_take_a_key_of_the_state() {
+        let root = tempfile::tempdir().unwrap();
+        let store = CheckpointStore::new(RunLayout::new(root.path().join("run")), 1, 1).quiet();
+        let contents = CheckpointContents { parts: vec![Part::value("step", &3)], evaluations: false };
+        let _ = store.save(&state(1), &contents);
+    }
 }

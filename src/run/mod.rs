@@ -10,7 +10,7 @@ pub mod readers;
 pub mod signals;
 pub mod units;
 
-pub use checkpoints::{BestState, CheckpointContents, CheckpointStore, ResumePoint, TrainerState};
+pub use checkpoints::{BestState, CheckpointContents, CheckpointStore, Part, ResumePoint, TrainerState};
 pub use layout::RunLayout;
 pub use signals::StopFlag;
 

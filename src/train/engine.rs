@@ -24,11 +24,16 @@ use crate::error::{Error, Result};
 use crate::optim::schedule::Schedule;
 use crate::optim::AdamW;
 use crate::recipe::{Fingerprint, SharedSections};
-use crate::run::{BestState, CheckpointContents, ResumePoint, Run, TrainerState};
+use crate::run::{BestState, CheckpointContents, Part, ResumePoint, Run, TrainerState};
 use crate::seeds::{per_step, seed_torch};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 use tch::{Device, Kind, Tensor};
+
+/// The checkpoint part of the model's directory.
+const MODEL_PART: &str = "model";
+/// The checkpoint part of the data's cursor (a key of `trainer_state.json`).
+const CURSOR_PART: &str = "cursor";
 
 /// How a run was asked to go, from the command line.
 #[derive(Debug, Clone)]
@@ -314,13 +319,10 @@ impl<T: Task + Evaluations> Engine<T> {
                 task.load_weights(&point.dir)?;
                 let applied = point.state.step - point.state.nonfinite_skipped;
                 for o in &mut optimizers {
-                    let file = point.dir.join(crate::run::checkpoints::optimizer_file(&o.name));
-                    o.adam.load_state(point.optimizer_tensors(&o.name)?, applied, &file)?;
+                    o.adam.restore_from(&point.dir, &o.name, applied)?;
                 }
                 task.restore_state(&point.state, &point.dir, opts.force)?;
-                let cursor = point.state.task_value::<CursorOf<T>>("cursor", &point.dir)?.ok_or_else(|| {
-                    Error::invalid(point.dir.join("trainer_state.json"), "no `cursor`: not a checkpoint of this kind")
-                })?;
+                let cursor: CursorOf<T> = point.value(CURSOR_PART)?;
                 if run.leader {
                     outln!("resumed from {} at step {}", point.dir.display(), point.state.step);
                 }
@@ -710,18 +712,11 @@ impl<T: Task + Evaluations> Engine<T> {
             return self.parallel.as_mut().expect("a rank other than 0 is data parallel").barrier();
         }
         let step = self.state.step;
-        let mut state = self.state.clone();
-        state.task = self.task.state();
-        state.set_task_value("cursor", &self.cursor);
-        let task = &self.task;
-        let save_model = |dir: &Path| task.save_model(dir);
         let evaluations = self.plan.checkpoint_evaluations;
-        let contents = CheckpointContents {
-            model: &save_model,
-            optimizers: self.optimizers.iter().map(|o| (o.name.clone(), o.adam.state_tensors())).collect(),
-            evaluations,
+        let dir = {
+            let contents = CheckpointContents { parts: self.checkpoint_parts(), evaluations };
+            self.run.checkpoints.save(&self.state, &contents)?
         };
-        let dir = self.run.checkpoints.save(&state, &contents)?;
         self.run.logger.println(&format!("step {step}: checkpoint {}", dir.display()));
         if evaluations {
             // A failed evaluation loses nothing: the checkpoint stays marked pending (its weights
@@ -742,6 +737,26 @@ impl<T: Task + Evaluations> Engine<T> {
             Some(p) => p.barrier(),
             None => Ok(()),
         }
+    }
+
+    /// What a checkpoint of this run holds: the model's directory, each optimizer's state, the
+    /// data's cursor and each value of the task's state.
+    fn checkpoint_parts(&self) -> Vec<Part<'_>> {
+        let task = &self.task;
+        let mut parts = vec![Part::files(MODEL_PART, move |dir: &Path| {
+            task.save_model(dir)?;
+            Ok(vec![crate::model::model_dir::WEIGHTS_FILE.to_string()])
+        })];
+        for o in &self.optimizers {
+            parts.push(Part::files(AdamW::part_name(&o.name), move |dir: &Path| {
+                Ok(vec![o.adam.save_into(dir, &o.name)?])
+            }));
+        }
+        parts.push(Part::value(CURSOR_PART, &self.cursor));
+        for (key, value) in task.state() {
+            parts.push(Part::Value { name: key, value });
+        }
+        parts
     }
 
     /// Runs the evaluations due at this step between checkpoints, their files under

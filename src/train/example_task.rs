@@ -90,13 +90,13 @@ impl Task for Slope {
     fn save_model(&self, dir: &Path) -> Result<()> {
         std::fs::create_dir_all(dir).map_err(|e| crate::error::Error::io(dir, e))?;
         crate::model::weights::write_file(
-            &dir.join(crate::run::checkpoints::MODEL_FILE),
+            &dir.join(crate::model::model_dir::WEIGHTS_FILE),
             &[("w".into(), self.w.detach().copy())],
         )?;
         crate::files::write_atomic(&dir.join(WEIGHT_FILE), format!("{}\n", self.w.double_value(&[])).as_bytes())
     }
     fn load_weights(&mut self, dir: &Path) -> Result<()> {
-        let saved = crate::model::weights::read_file(&dir.join(crate::run::checkpoints::MODEL_FILE))?;
+        let saved = crate::model::weights::read_file(&dir.join(crate::model::model_dir::WEIGHTS_FILE))?;
         tch::no_grad(|| self.w.copy_(&saved["w"]));
         Ok(())
     }

@@ -89,7 +89,7 @@ fn changed_source_text_is_refused_on_resume_unless_forced() {
     indolm_ok(&["train", s(&recipe), "--resume", "latest", "--force", "--stop-after", "15"]);
     let state = load_state(&dir.join("checkpoints/t/step-15")).unwrap();
     let meta: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&meta_path).unwrap()).unwrap();
-    assert_eq!(state.task["corpus"]["nusax-id"], meta["content_sha256"].as_str().unwrap());
+    assert_eq!(state.values["corpus"]["nusax-id"], meta["content_sha256"].as_str().unwrap());
     let (stdout, _) = indolm_ok(&["train", s(&recipe), "--resume", "latest"]);
     assert!(stdout.contains("finished at step 20"), "{stdout}");
 }

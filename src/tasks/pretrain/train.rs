@@ -188,7 +188,7 @@ impl MaskedLm {
         // A resumed run reads the text it started on: changed source files are refused (before
         // anything is re-tokenized) unless --force.
         let recorded: Option<BTreeMap<String, String>> = match resume {
-            Some(p) => p.state.task_value("corpus", &p.dir)?,
+            Some(p) => p.state.value("corpus", &p.dir)?,
             None => None,
         };
         let pinned = match (resume, &recorded) {
@@ -365,7 +365,7 @@ impl Task for MaskedLm {
     }
 
     fn load_weights(&mut self, dir: &Path) -> Result<()> {
-        let path = dir.join(crate::run::checkpoints::MODEL_FILE);
+        let path = dir.join(crate::model::model_dir::WEIGHTS_FILE);
         copy_into(&self.vs, weights::read_file(&path)?, &path, &[]).map(|_| ())
     }
 

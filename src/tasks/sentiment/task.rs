@@ -262,7 +262,7 @@ impl Task for SentimentTask {
     }
 
     fn load_weights(&mut self, dir: &Path) -> Result<()> {
-        let path = dir.join(crate::run::checkpoints::MODEL_FILE);
+        let path = dir.join(crate::model::model_dir::WEIGHTS_FILE);
         copy_into(&self.model.vs, weights::read_file(&path)?, &path, &[]).map(|_| ())
     }
 

@@ -380,7 +380,7 @@ impl engine_task::Task for SummarizationTask {
     }
 
     fn load_weights(&mut self, dir: &Path) -> Result<()> {
-        let path = dir.join(crate::run::checkpoints::MODEL_FILE);
+        let path = dir.join(crate::model::model_dir::WEIGHTS_FILE);
         copy_into(self.model.vs(), weights::read_file(&path)?, &path, &[]).map(|_| ())
     }
 
@@ -391,7 +391,7 @@ impl engine_task::Task for SummarizationTask {
     }
 
     fn restore_state(&mut self, state: &TrainerState, dir: &Path, _force: bool) -> Result<()> {
-        self.dev_rows = state.task_value("dev", dir)?.unwrap_or_default();
+        self.dev_rows = state.value("dev", dir)?.unwrap_or_default();
         Ok(())
     }
 
