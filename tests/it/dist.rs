@@ -4,14 +4,40 @@
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-/// A port nobody listens on (the OS's pick, released).
+/// A port nobody listens on, kept for this test: it lies below the range the OS picks
+/// ephemeral ports from (`/proc/sys/net/ipv4/ip_local_port_range`, 32768–60999 by default), so
+/// no connection or `bind(0)` of another process can take it between this pick and rank 0's
+/// store binding it; each call of this process takes the next free one of a block that depends on
+/// its process id, so two test processes do not meet either.
 pub(crate) fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let (low, high) = ephemeral_range();
+    let base = 20_000u32.min(low.saturating_sub(10_000)).max(1_024);
+    let span = (low - base).max(1);
+    let start = std::process::id() * 97;
+    loop {
+        let port = (base + (start + NEXT.fetch_add(1, Ordering::Relaxed)) % span) as u16;
+        assert!(u32::from(port) < low || u32::from(port) > high);
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
 }
 
-/// Runs a job on a free port, again on another when something else took the port between its
-/// pick and rank 0's store binding it (the one way a released port fails: "address already in
-/// use"); at most 5 tries.
+/// The OS's range of ephemeral ports (Linux's default when it cannot be read).
+fn ephemeral_range() -> (u32, u32) {
+    let text = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range").unwrap_or_default();
+    let bounds: Vec<u32> = text.split_whitespace().filter_map(|n| n.parse().ok()).collect();
+    match bounds[..] {
+        [low, high] if low > 11_024 => (low, high),
+        _ => (32_768, 60_999),
+    }
+}
+
+/// Runs a job on a port of [`free_port`], again on another when something took it between the
+/// pick and rank 0's store binding it ("address already in use": a listener another program
+/// opened on that very port meanwhile); at most 5 tries.
 pub(crate) fn on_a_free_port(job: impl Fn(String) -> Vec<Output>) -> Vec<Output> {
     for _ in 0..4 {
         let outputs = job(free_port().to_string());
