@@ -5,6 +5,8 @@
 mod data_cmds;
 mod dist_cmds;
 mod eval_cmds;
+pub mod fork_server;
+pub mod help_tree;
 mod model_cmds;
 mod report_cmds;
 mod task_cmds;
