@@ -197,3 +197,27 @@ fn a_cut_short_vocab_txt_is_refused_or_noted() {
         "{stderr}"
     );
 }
+
+/// The fork server the suite runs `indolm` in (`indolm()`, `src/cli/fork_server.rs`) answers as
+/// a fresh process does: the same exit status, stdout and stderr for a success, a refusal, a
+/// usage error and a help page, with the environment and working directory of the caller.
+#[test]
+fn the_suites_fork_server_answers_as_a_fresh_process() {
+    let dir = scratch("fork-server");
+    std::fs::write(dir.join("r.toml"), "kind = \"pretrain\"\nname = 1\n").unwrap();
+    let recipe = dir.join("r.toml");
+    let cases: [&[&str]; 5] = [
+        &["--version"],
+        &["recipe", "check", s(&recipe)],
+        &["recipe", "check", "no-such-recipe.toml"],
+        &["--bogus"],
+        &["eval", "bias", "-h"],
+    ];
+    for args in cases {
+        let forked = indolm(args);
+        let fresh = std::process::Command::new(env!("CARGO_BIN_EXE_indolm")).args(args).output().unwrap();
+        assert_eq!(forked.status.code(), fresh.status.code(), "indolm {args:?}");
+        assert_eq!(String::from_utf8_lossy(&forked.stdout), String::from_utf8_lossy(&fresh.stdout), "{args:?}");
+        assert_eq!(String::from_utf8_lossy(&forked.stderr), String::from_utf8_lossy(&fresh.stderr), "{args:?}");
+    }
+}

@@ -5,9 +5,7 @@
 //! comparison: ratios of indolm's figure to the reference's, finite and positive only when both
 //! sides ran. `make bench-*` runs the same scripts at full size (docs/benchmarks.md).
 use crate::common::*;
-use std::collections::BTreeSet;
-use std::fs::File;
-use std::process::Command;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 /// A target's tiny run.
@@ -99,57 +97,39 @@ fn figure_after(text: &str, marker: &str) -> Option<f64> {
 }
 
 /// Runs `script` as `$(BENCH_PYTHON) script` does from the repository root, with `tiny`'s sizes
-/// and the binary this build made; returns its exit status, stdout, stderr and wall time.
-fn run_tiny(tiny: &Tiny, script: &str) -> (std::process::ExitStatus, String, String, Duration) {
+/// and the binary this build made (in a child of the reference fork server, which has imported
+/// torch and transformers once for every script); returns how it ended and its wall time.
+fn run_tiny(tiny: &Tiny, script: &str) -> (ScriptRun, Duration) {
     let dir = scratch(tiny.target);
-    let (stdout, stderr) = (dir.join("stdout"), dir.join("stderr"));
     let venv = root().join(".venv");
     let path = std::env::var_os("PATH").unwrap_or_default();
     let mut paths = vec![venv.join("bin")];
     paths.extend(std::env::split_paths(&path));
-    let mut command = Command::new(python());
     // Sizes set where the suite runs are not this test's.
-    for (name, _) in std::env::vars_os() {
-        if name.to_str().is_some_and(|name| name.starts_with("BENCH_") || name == "REF_ARTICLES") {
-            command.env_remove(name);
-        }
-    }
-    command
-        .arg(script)
-        .current_dir(root())
-        // What the Makefile exports and BENCH_PYTHON sets.
-        .env("PYTHONPATH", root().join("tests/reference"))
-        .env("VIRTUAL_ENV", venv)
-        .env("PATH", std::env::join_paths(paths).unwrap())
-        .env("LIBTORCH_USE_PYTORCH", "1")
-        .env("HF_HUB_OFFLINE", "1")
-        .env("INDOLM_BIN", env!("CARGO_BIN_EXE_indolm"))
-        // The scripts' work folders (tempfile.mkdtemp) go here, removed after a good run.
-        .env("TMPDIR", &dir)
-        .envs(tiny.env.iter().copied())
-        .stdout(File::create(&stdout).unwrap())
-        .stderr(File::create(&stderr).unwrap());
+    let mut env: BTreeMap<String, String> =
+        std::env::vars().filter(|(name, _)| !(name.starts_with("BENCH_") || name == "REF_ARTICLES")).collect();
+    let text = |p: &std::path::Path| p.to_str().unwrap().to_string();
+    // What the Makefile exports and BENCH_PYTHON sets.
+    env.insert("PYTHONPATH".into(), text(&root().join("tests/reference")));
+    env.insert("VIRTUAL_ENV".into(), text(&venv));
+    env.insert("PATH".into(), std::env::join_paths(paths).unwrap().into_string().unwrap());
+    env.insert("LIBTORCH_USE_PYTORCH".into(), "1".into());
+    env.insert("HF_HUB_OFFLINE".into(), "1".into());
+    env.insert("INDOLM_BIN".into(), env!("CARGO_BIN_EXE_indolm").into());
+    // The scripts' work folders (tempfile.mkdtemp) go here, removed after a good run.
+    env.insert("TMPDIR".into(), text(&dir));
+    env.extend(tiny.env.iter().map(|(k, v)| (k.to_string(), v.to_string())));
     let start = Instant::now();
-    let mut child = command.spawn().expect("run python");
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if start.elapsed() > PATIENCE {
-            let _ = child.kill();
-            let _ = child.wait();
-            let target = tiny.target;
-            panic!("make {target} at a tiny size took over {PATIENCE:?}; its output is in {}", dir.display());
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let run = python_script(&root().join(script), &env, &root(), PATIENCE);
     let took = start.elapsed();
-    let read = |path: &std::path::Path| std::fs::read_to_string(path).unwrap();
-    let (stdout, stderr) = (read(&stdout), read(&stderr));
-    if status.success() {
+    if run.timed_out {
+        let target = tiny.target;
+        panic!("make {target} at a tiny size took over {PATIENCE:?}:\n{}\n{}", run.stdout, run.stderr);
+    }
+    if run.success {
         let _ = std::fs::remove_dir_all(dir);
     }
-    (status, stdout, stderr, took)
+    (run, took)
 }
 
 #[test]
@@ -173,10 +153,11 @@ fn every_make_bench_target_runs_at_a_tiny_size() {
         for (name, _) in tiny.env {
             assert!(docstring.contains(name), "{script}'s docstring does not name {name}, which this test sets");
         }
-        let (status, stdout, stderr, took) = run_tiny(tiny, script);
-        assert!(status.success(), "make {target} at a tiny size: {status}\n{stdout}\n{stderr}");
+        let (run, took) = run_tiny(tiny, script);
+        let (stdout, stderr) = (&run.stdout, &run.stderr);
+        assert!(run.success, "make {target} at a tiny size failed:\n{stdout}\n{stderr}");
         for marker in tiny.ratios {
-            let ratio = figure_after(&stdout, marker);
+            let ratio = figure_after(stdout, marker);
             assert!(
                 ratio.is_some_and(|r| r.is_finite() && r > 0.0),
                 "make {target} at a tiny size: no positive ratio after {marker:?} in its output:\n{stdout}\n{stderr}"

@@ -100,11 +100,19 @@ impl Zygote {
 
     /// Runs one subcommand: whether it exited 0, its stdout and its stderr.
     fn run(&mut self, args: &[&str]) -> std::io::Result<(bool, String, String)> {
+        let (code, stdout, stderr) = self.request(serde_json::json!({ "argv": args }))?;
+        Ok((code == 0, stdout, stderr))
+    }
+
+    /// Sends `request` (the server's keys but `stdout` and `stderr`, which this adds) and waits
+    /// for its child: its exit code (negative: the signal that ended it), stdout and stderr.
+    fn request(&mut self, mut request: serde_json::Value) -> std::io::Result<(i64, String, String)> {
         use std::io::{BufRead, Write};
         self.requests += 1;
         let (out, err) =
             (self.dir.join(format!("{}.out", self.requests)), self.dir.join(format!("{}.err", self.requests)));
-        let request = serde_json::json!({"argv": args, "stdout": out, "stderr": err});
+        request["stdout"] = serde_json::json!(out);
+        request["stderr"] = serde_json::json!(err);
         writeln!(self.stdin, "{request}")?;
         self.stdin.flush()?;
         let mut answer = String::new();
@@ -116,8 +124,76 @@ impl Zygote {
         let text = |path: &Path| std::fs::read(path).map(|b| String::from_utf8_lossy(&b).to_string());
         let (stdout, stderr) = (text(&out)?, text(&err)?);
         let _ = (std::fs::remove_file(&out), std::fs::remove_file(&err));
-        Ok((code == 0, stdout, stderr))
+        Ok((code, stdout, stderr))
     }
+}
+
+/// How a [`python_script`] ended.
+pub struct ScriptRun {
+    /// It exited 0.
+    pub success: bool,
+    /// It ran past its patience and was ended.
+    pub timed_out: bool,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+/// Runs `script` with the venv's python as `python SCRIPT` run in `cwd` with exactly the
+/// environment `env` would: in a child of the reference fork server (its imports of torch and
+/// transformers already done), or in a fresh interpreter when the server cannot be used; a run
+/// past `patience` is ended.
+pub fn python_script(
+    script: &Path,
+    env: &std::collections::BTreeMap<String, String>,
+    cwd: &Path,
+    patience: std::time::Duration,
+) -> ScriptRun {
+    {
+        let mut zygote = ZYGOTE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if zygote.is_none() {
+            *zygote = Zygote::start().map_err(|e| eprintln!("the reference fork server did not start ({e})")).ok();
+        }
+        let request = serde_json::json!({
+            "script": script, "env": env, "cwd": cwd, "timeout": patience.as_secs().max(1),
+        });
+        match zygote.as_mut().map(|z| z.request(request)) {
+            Some(Ok((code, stdout, stderr))) => {
+                return ScriptRun { success: code == 0, timed_out: code == -14, stdout, stderr };
+            }
+            Some(Err(e)) => {
+                eprintln!("the reference fork server failed ({e}); a fresh interpreter instead");
+                *zygote = None;
+            }
+            None => {}
+        }
+    }
+    let mut child = Command::new(python())
+        .arg(script)
+        .env_clear()
+        .envs(env)
+        .current_dir(cwd)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run python");
+    let (mut stdout, mut stderr) = (child.stdout.take().unwrap(), child.stderr.take().unwrap());
+    let readers = (
+        std::thread::spawn(move || std::io::read_to_string(&mut stdout).unwrap_or_default()),
+        std::thread::spawn(move || std::io::read_to_string(&mut stderr).unwrap_or_default()),
+    );
+    let start = std::time::Instant::now();
+    let (status, timed_out) = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break (status, false);
+        }
+        if start.elapsed() > patience {
+            let _ = child.kill();
+            break (child.wait().unwrap(), true);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    let (stdout, stderr) = (readers.0.join().unwrap(), readers.1.join().unwrap());
+    ScriptRun { success: status.success(), timed_out, stdout, stderr }
 }
 
 /// A fresh scratch directory under the target folder, `<name>-<pid>-<n>` with `n` counting the
@@ -143,9 +219,88 @@ pub fn reference_model() -> &'static Path {
     })
 }
 
-/// Runs the indolm binary.
+/// Runs the indolm binary with `args`, as `Command::new(indolm).args(args).output()` would: in
+/// a child of indolm's test-only fork server ([`Forker`]), which has loaded libtorch once for
+/// every command, or in a fresh process when the server cannot be used.
 pub fn indolm(args: &[&str]) -> Output {
+    {
+        let mut forker = FORKER.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if forker.is_none() {
+            *forker = Forker::start().map_err(|e| eprintln!("indolm's fork server did not start ({e})")).ok();
+        }
+        match forker.as_mut().map(|f| f.run(args)) {
+            Some(Ok(output)) => return output,
+            Some(Err(e)) => {
+                eprintln!("indolm's fork server failed ({e}); a fresh process instead");
+                *forker = None;
+            }
+            None => {}
+        }
+    }
     Command::new(env!("CARGO_BIN_EXE_indolm")).args(args).output().expect("run indolm")
+}
+
+/// indolm's fork server (`INDOLM_TEST_FORK_SERVER=1`, `src/cli/fork_server.rs`), started by the
+/// first [`indolm`] and ended when this process ends (its stdin closes).
+static FORKER: std::sync::Mutex<Option<Forker>> = std::sync::Mutex::new(None);
+
+/// A running indolm fork server: requests on its stdin, answers on its stdout.
+struct Forker {
+    stdin: std::process::ChildStdin,
+    stdout: std::io::BufReader<std::process::ChildStdout>,
+    /// Where each command's output goes.
+    dir: PathBuf,
+    requests: usize,
+    _child: std::process::Child,
+}
+
+impl Forker {
+    /// Starts the server and waits until it has loaded.
+    fn start() -> std::io::Result<Forker> {
+        use std::io::BufRead;
+        use std::process::Stdio;
+        let mut child = Command::new(env!("CARGO_BIN_EXE_indolm"))
+            .env("INDOLM_TEST_FORK_SERVER", "1")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()?;
+        let stdin = child.stdin.take().expect("piped");
+        let mut stdout = std::io::BufReader::new(child.stdout.take().expect("piped"));
+        let mut ready = String::new();
+        stdout.read_line(&mut ready)?;
+        if !ready.contains("\"ready\"") {
+            return Err(std::io::Error::other(format!("expected its ready line, read {ready:?}")));
+        }
+        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("forker-{}", std::process::id()));
+        std::fs::create_dir_all(&dir)?;
+        Ok(Forker { stdin, stdout, dir, requests: 0, _child: child })
+    }
+
+    /// Runs `indolm args` with this process's environment and working directory.
+    fn run(&mut self, args: &[&str]) -> std::io::Result<Output> {
+        use std::io::{BufRead, Write};
+        use std::os::unix::process::ExitStatusExt;
+        self.requests += 1;
+        let (out, err) =
+            (self.dir.join(format!("{}.out", self.requests)), self.dir.join(format!("{}.err", self.requests)));
+        let argv: Vec<&str> = std::iter::once(env!("CARGO_BIN_EXE_indolm")).chain(args.iter().copied()).collect();
+        let env: std::collections::BTreeMap<String, String> = std::env::vars().collect();
+        let request = serde_json::json!({
+            "argv": argv, "env": env, "cwd": std::env::current_dir()?, "stdout": out, "stderr": err,
+        });
+        writeln!(self.stdin, "{request}")?;
+        self.stdin.flush()?;
+        let mut answer = String::new();
+        if self.stdout.read_line(&mut answer)? == 0 {
+            return Err(std::io::Error::other("it exited"));
+        }
+        let status = serde_json::from_str::<serde_json::Value>(&answer).ok().and_then(|v| v["status"].as_i64());
+        let status = status.ok_or_else(|| std::io::Error::other(format!("unexpected answer {answer:?}")))?;
+        let (stdout, stderr) = (std::fs::read(&out)?, std::fs::read(&err)?);
+        let _ = (std::fs::remove_file(&out), std::fs::remove_file(&err));
+        Ok(Output { status: std::process::ExitStatus::from_raw(status as i32), stdout, stderr })
+    }
 }
 
 /// Runs indolm and expects failure; returns stderr, checked to be one clean error (no panic).

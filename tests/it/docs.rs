@@ -331,32 +331,47 @@ fn parse_help(help: &str) -> (Vec<String>, Vec<String>) {
     (commands, flags)
 }
 
-/// The whole tree, from `indolm -h` down, in depth-first order; a command's subcommands are
-/// asked at once (each `indolm -h` is a process that loads libtorch: on two cores, together
-/// they take about half the time).
+/// The whole tree, from `indolm -h` down, in depth-first order, each command's subcommands and
+/// flags read from its `-h` text. The texts come from one process (`INDOLM_TEST_HELP_TREE=1`,
+/// `src/cli/help_tree.rs`: each exactly what `indolm <path> -h` prints) rather than one process,
+/// and one load of libtorch, per command; two of them are checked against the real `-h`.
 fn help_tree() -> Vec<HelpCommand> {
-    fn walk(path: Vec<String>, parent_flags: &[String]) -> Vec<HelpCommand> {
-        let output = Command::new(env!("CARGO_BIN_EXE_indolm")).args(&path).arg("-h").output().expect("run indolm");
-        assert!(output.status.success(), "indolm {path:?} -h failed");
-        let (commands, flags) = parse_help(&String::from_utf8_lossy(&output.stdout));
+    let output =
+        Command::new(env!("CARGO_BIN_EXE_indolm")).env("INDOLM_TEST_HELP_TREE", "1").output().expect("run indolm");
+    assert!(output.status.success(), "INDOLM_TEST_HELP_TREE=1 indolm failed");
+    let entries: Vec<serde_json::Value> = serde_json::from_slice(&output.stdout).expect("a JSON array");
+    let texts: std::collections::BTreeMap<Vec<String>, String> = entries
+        .iter()
+        .map(|e| {
+            let path = e["path"].as_array().unwrap().iter().map(|p| p.as_str().unwrap().to_string()).collect();
+            (path, e["help"].as_str().unwrap().to_string())
+        })
+        .collect();
+    for path in [vec![], vec!["eval".to_string(), "bias".to_string()]] {
+        let real = Command::new(env!("CARGO_BIN_EXE_indolm")).args(&path).arg("-h").output().expect("run indolm");
+        assert_eq!(
+            String::from_utf8_lossy(&real.stdout),
+            texts[&path],
+            "the tree's `indolm {path:?} -h` is not the real one"
+        );
+    }
+    fn walk(
+        path: Vec<String>,
+        parent_flags: &[String],
+        texts: &std::collections::BTreeMap<Vec<String>, String>,
+    ) -> Vec<HelpCommand> {
+        let help = texts.get(&path).unwrap_or_else(|| panic!("indolm {path:?} -h is missing from the tree"));
+        let (commands, flags) = parse_help(help);
         let own: Vec<String> = flags.iter().filter(|f| !parent_flags.contains(f)).cloned().collect();
         let mut out = vec![HelpCommand { path: path.clone(), flags: own }];
-        let subtrees: Vec<Vec<HelpCommand>> = std::thread::scope(|scope| {
-            let walkers: Vec<_> = commands
-                .into_iter()
-                .map(|command| {
-                    let mut child = path.clone();
-                    child.push(command);
-                    let flags = &flags;
-                    scope.spawn(move || walk(child, flags))
-                })
-                .collect();
-            walkers.into_iter().map(|w| w.join().expect("a help walker panicked")).collect()
-        });
-        out.extend(subtrees.into_iter().flatten());
+        for command in commands {
+            let mut child = path.clone();
+            child.push(command);
+            out.extend(walk(child, &flags, texts));
+        }
         out
     }
-    walk(Vec::new(), &[])
+    walk(Vec::new(), &[], &texts)
 }
 
 /// Whether `text` holds `word` with no letter, digit, `-` or `_` right before or after it.

@@ -8,7 +8,10 @@ runs in a process of its own (nothing one request sets, seeds or loads is seen b
 reads one JSON request a line on stdin, {"argv": ["make-model", DIR], "stdout": PATH,
 "stderr": PATH}, runs `hf_reference.py ARGV...` in a forked child with its output going to the
 two files (stdin from /dev/null), and answers one JSON line on stdout, {"code": EXIT_STATUS},
-once the child has exited. The test helper (`reference()` in tests/it/common.rs) starts it on
+once the child has exited. A request with "script": PATH (and "env", the whole environment,
+"cwd", and "timeout" in seconds) runs that script instead, as `python PATH ARGV...` run in
+`cwd` with `env` would (the benchmark scripts, which import torch and transformers themselves);
+a script still running after `timeout` is ended by SIGALRM. The test helper (`reference()` in tests/it/common.rs) starts it on
 first use and falls back to a fresh interpreter when it cannot.
 
 No torch operation runs before the fork: libtorch's thread pools start in each child, as in a
@@ -16,7 +19,10 @@ fresh process.
 """
 import json
 import os
+import runpy
+import signal
 import sys
+import tempfile
 import traceback
 
 import hf_reference
@@ -61,11 +67,14 @@ def run_child(request):
         os.close(target)
     code = 0
     try:
-        argv = request["argv"]
-        sys.argv = [hf_reference.__file__] + argv
-        if not argv or argv[0] not in hf_reference.COMMANDS:
-            sys.exit(hf_reference.usage())
-        hf_reference.COMMANDS[argv[0]](*argv[1:])
+        if "script" in request:
+            run_script(request)
+        else:
+            argv = request["argv"]
+            sys.argv = [hf_reference.__file__] + argv
+            if not argv or argv[0] not in hf_reference.COMMANDS:
+                sys.exit(hf_reference.usage())
+            hf_reference.COMMANDS[argv[0]](*argv[1:])
     except SystemExit as e:
         if e.code is None:
             code = 0
@@ -80,6 +89,23 @@ def run_child(request):
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)
+
+
+def run_script(request):
+    """In the forked child: the script as a fresh `python SCRIPT ARGV...` in `cwd` with `env`."""
+    os.environ.clear()
+    os.environ.update(request["env"])
+    os.chdir(request["cwd"])
+    tempfile.tempdir = None  # read from TMPDIR again
+    script = os.path.abspath(request["script"])
+    sys.argv = [script] + request.get("argv", [])
+    sys.path.insert(0, os.path.dirname(script))
+    for entry in reversed(request["env"].get("PYTHONPATH", "").split(os.pathsep)):
+        if entry and entry not in sys.path:
+            sys.path.insert(1, entry)
+    if request.get("timeout"):
+        signal.alarm(int(request["timeout"]))
+    runpy.run_path(script, run_name="__main__")
 
 
 def main():
