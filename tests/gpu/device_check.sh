@@ -36,9 +36,12 @@ mkdir -p "$OUT" "$WORK"
 LOG="$OUT/device_check.log"
 SUMMARY="$OUT/summary.json"
 MEMORY="$OUT/gpu_memory.csv"
-SCRATCH=$(mktemp -d)
 STARTED=$(date +%s)
-TORCH_LIB=$($PYTHON -c 'import os, torch; print(os.path.join(os.path.dirname(torch.__file__), "lib"))')
+# The driver's scratch folder and torch's library folder, found once (importing torch takes
+# seconds) and handed to every step it runs (`$0 --step NAME`) through the environment.
+SCRATCH=${DEVICE_CHECK_SCRATCH:-$(mktemp -d)}
+TORCH_LIB=${DEVICE_CHECK_TORCH_LIB:-$($PYTHON -c 'import os, torch; print(os.path.join(os.path.dirname(torch.__file__), "lib"))')}
+export DEVICE_CHECK_SCRATCH=$SCRATCH DEVICE_CHECK_TORCH_LIB=$TORCH_LIB
 export LD_LIBRARY_PATH="$TORCH_LIB:${LD_LIBRARY_PATH:-}"
 
 # Sizes: the real ones on a GPU, tiny ones for the CPU rehearsal.
