@@ -226,7 +226,7 @@ fn bertabs_learns_to_write_the_lead_and_bertextabs_starts_from_bertext() {
         format!("lr = 0.05\nwarmup_steps = 200\nlr_dec = 0.05\nwarmup_dec = 200\nmax_steps = {steps}\nbatch_size = 8\neval_every = {}\neval_articles = 12", steps / 6)
     };
     let abs_recipe = work.join("abs.toml");
-    recipe(&abs_recipe, &work, "abs", "abs", &init, &optimizer(600), abs);
+    recipe(&abs_recipe, &work, "abs", "abs", &init, &optimizer(300), abs);
     let (stdout, _) = indolm_ok(&["finetune", "summarize", abs_recipe.to_str().unwrap()]);
     println!("{stdout}");
     let results: serde_json::Value =
@@ -329,7 +329,7 @@ fn bertabs_learns_to_write_the_lead_and_bertextabs_starts_from_bertext() {
     assert!(fine_tuned > 10, "BertExt's encoder should differ from the initial BERT");
     let words_of = |name: &str| from_ext.vs.variables()[name].shallow_clone();
     assert!(words_of("decoder.embeddings.weight").equal(&words_of("bert.embeddings.word_embeddings.weight")));
-    recipe(&extabs_recipe, &work, "extabs", "extabs", &ext_best, &optimizer(600), abs);
+    recipe(&extabs_recipe, &work, "extabs", "extabs", &ext_best, &optimizer(300), abs);
     let (stdout, _) = indolm_ok(&["finetune", "summarize", extabs_recipe.to_str().unwrap()]);
     println!("{stdout}");
     let results: serde_json::Value =
