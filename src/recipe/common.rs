@@ -181,9 +181,18 @@ pub fn check_shared(
 pub struct CheckpointSection {
     /// Write a checkpoint every this many updates (and at the last).
     pub every: u64,
-    /// Keep the weights of only the last N checkpoints (their evaluations are always kept).
+    /// Keep the weights and optimizer states of only the last N checkpoints (their evaluations
+    /// and states are always kept).
     #[serde(default = "d_keep")]
     pub keep_last: usize,
+    /// Also keep the model weights (not the optimizer states) of every this many checkpoints
+    /// for good: 1 keeps every checkpoint's, 0 (the default) only the last `keep_last`'s.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub keep_weights_every: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 fn d_keep() -> usize {

@@ -8,8 +8,9 @@
 //! checksums before the parts' owners read them back. A checkpoint is written to a temporary
 //! folder, fsynced, renamed, and read back (every checksum) before `latest` points at it and
 //! before any older checkpoint's tensors are deleted. The store decides when a checkpoint is due,
-//! keeps the tensors of the newest `keep_last`, keeps the best weights apart in `<run>/best/`,
-//! and finds where a run resumes.
+//! keeps the tensors of the newest `keep_last` and the weights parts of every
+//! `keep_weights_every`-th ([`Retention`]), keeps the best weights apart in `<run>/best/`, and
+//! finds where a run resumes.
 use super::layout::{RunLayout, PENDING_EVALUATION};
 use crate::error::{Error, IoContext, Result};
 use crate::files::{read_to_string, remove_stale_temps, sha256_file, write_json, Staging};
@@ -37,11 +38,15 @@ pub type WritePart<'a> = Box<dyn Fn(&Path) -> Result<Vec<String>> + 'a>;
 pub enum Part<'a> {
     /// Files written into the checkpoint's folder (a model's directory, an optimizer's state).
     /// The files the writer returns hold tensors: they are checksummed, verified by every
-    /// reader, and deleted with the tensors of older checkpoints; the others (a model's config
-    /// and tokenizer) stay.
+    /// reader, and deleted with the tensors of older checkpoints (unless they are `weights` and
+    /// [`Retention`] keeps this checkpoint's weights); the others (a model's config and
+    /// tokenizer) stay.
     Files {
         /// The part's name, for messages (`model`, `optimizer-dec`).
         name: String,
+        /// The part is the model's weights (kept for good when the retention keeps them), not
+        /// training state (an optimizer's moments, needed only to resume).
+        weights: bool,
         /// Writes the files into the folder it is given.
         write: WritePart<'a>,
     },
@@ -56,9 +61,14 @@ pub enum Part<'a> {
 }
 
 impl<'a> Part<'a> {
-    /// A file part.
+    /// A file part of training state (needed only to resume).
     pub fn files(name: impl Into<String>, write: impl Fn(&Path) -> Result<Vec<String>> + 'a) -> Self {
-        Part::Files { name: name.into(), write: Box::new(write) }
+        Part::Files { name: name.into(), weights: false, write: Box::new(write) }
+    }
+
+    /// A file part holding the model's weights.
+    pub fn weights(name: impl Into<String>, write: impl Fn(&Path) -> Result<Vec<String>> + 'a) -> Self {
+        Part::Files { name: name.into(), weights: true, write: Box::new(write) }
     }
 
     /// A value part.
@@ -81,6 +91,28 @@ pub struct Start {
     pub overwrite: bool,
 }
 
+/// Which checkpoints keep what: the newest `keep_last` their whole training state (to resume
+/// from), and every `keep_weights_every`-th their model's weights for good (to evaluate or
+/// fine-tune later: a checkpoint that keeps only its weights is a model directory, not a point
+/// to resume from).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Retention {
+    /// A checkpoint every this many steps.
+    pub every: u64,
+    /// The newest this many checkpoints keep everything.
+    pub keep_last: usize,
+    /// The weights of the checkpoints at multiples of `every × keep_weights_every` steps are
+    /// never deleted (1: every checkpoint's); 0: only those of the newest `keep_last`.
+    pub keep_weights_every: u64,
+}
+
+impl Retention {
+    /// Whether the checkpoint of `step` keeps its weights for good.
+    pub fn keeps_weights(&self, step: u64) -> bool {
+        self.keep_weights_every > 0 && step.is_multiple_of(self.every * self.keep_weights_every)
+    }
+}
+
 /// Everything besides tensors that a resumed run needs, as `trainer_state.json`.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct TrainerState {
@@ -96,6 +128,9 @@ pub struct TrainerState {
     pub recipe_fingerprint: Fingerprint,
     /// SHA-256 of the tensor files, verified on resume.
     pub checksums: BTreeMap<String, String>,
+    /// Which of those files are the model's weights (the others are training state).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub weight_files: Vec<String>,
     /// The loss of the last update.
     pub last_loss: Option<f64>,
     /// The best evaluation so far (tasks that keep best weights).
@@ -111,13 +146,14 @@ pub struct TrainerState {
 }
 
 /// The keys of `trainer_state.json` that are the state's own: no value part may take them.
-const STATE_KEYS: [&str; 9] = [
+const STATE_KEYS: [&str; 10] = [
     "step",
     "seed",
     "nonfinite_skipped",
     "rng",
     "recipe_fingerprint",
     "checksums",
+    "weight_files",
     "last_loss",
     "best",
     "early_stopped",
@@ -136,6 +172,7 @@ impl TrainerState {
             rng: RNG_NOTE.into(),
             recipe_fingerprint,
             checksums: BTreeMap::new(),
+            weight_files: Vec::new(),
             last_loss: None,
             best: None,
             early_stopped: false,
@@ -198,17 +235,15 @@ impl ResumePoint {
 /// The checkpoints of one run: when they are due, writing, pruning, resuming, the best weights.
 pub struct CheckpointStore {
     layout: RunLayout,
-    every: u64,
-    keep_last: usize,
+    retention: Retention,
     /// Says nothing (the data-parallel ranks other than 0, which only read checkpoints).
     quiet: bool,
 }
 
 impl CheckpointStore {
-    /// The store of the run at `layout`, a checkpoint every `every` steps, the weights of the
-    /// newest `keep_last` kept.
-    pub fn new(layout: RunLayout, every: u64, keep_last: usize) -> Self {
-        CheckpointStore { layout, every, keep_last, quiet: false }
+    /// The store of the run at `layout`, keeping what `retention` says.
+    pub fn new(layout: RunLayout, retention: Retention) -> Self {
+        CheckpointStore { layout, retention, quiet: false }
     }
 
     /// The same store, silent: for the data-parallel ranks other than 0.
@@ -257,7 +292,7 @@ impl CheckpointStore {
 
     /// Whether step `step` is one of the recipe's checkpoint steps.
     pub fn due(&self, step: u64) -> bool {
-        step.is_multiple_of(self.every)
+        step.is_multiple_of(self.retention.every)
     }
 
     /// Writes checkpoint `state.step`, reads it back, points `latest` at it, and only then
@@ -270,10 +305,11 @@ impl CheckpointStore {
         std::fs::create_dir_all(tmp).with_path(tmp)?;
         let mut state = state.clone();
         state.values.clear(); // the checkpoint's values are its parts, not a resumed one's
+        state.weight_files.clear();
         let mut names = std::collections::BTreeSet::new();
         for part in &contents.parts {
             match part {
-                Part::Files { name, write } => {
+                Part::Files { name, weights, write } => {
                     assert!(names.insert(name.clone()), "checkpoint part `{name}` given twice");
                     for file in write(tmp)? {
                         let path = tmp.join(&file);
@@ -281,7 +317,10 @@ impl CheckpointStore {
                             crate::files::plain_file_name(&file).is_ok() && path.is_file(),
                             "checkpoint part `{name}` names {file:?}, not a file it wrote into the checkpoint"
                         );
-                        state.checksums.insert(file, sha256_file(&path)?);
+                        state.checksums.insert(file.clone(), sha256_file(&path)?);
+                        if *weights {
+                            state.weight_files.push(file);
+                        }
                     }
                 }
                 Part::Value { name, value } => {
@@ -366,7 +405,7 @@ impl CheckpointStore {
             self.layout.checkpoints()?.into_iter().filter(|(_, p)| has_tensors(p)).collect();
         let steps: Vec<(u64, PathBuf)> =
             steps.into_iter().filter(|(_, p)| !p.join(PENDING_EVALUATION).exists()).collect();
-        let drop = steps.len().saturating_sub(self.keep_last);
+        let drop = steps.len().saturating_sub(self.retention.keep_last);
         if drop == 0 {
             return Ok(());
         }
@@ -378,8 +417,8 @@ impl CheckpointStore {
             }
             return Ok(());
         };
-        for (_, dir) in steps.into_iter().take(drop) {
-            remove_tensors(&dir)?;
+        for (step, dir) in steps.into_iter().take(drop) {
+            remove_tensors(&dir, self.retention.keeps_weights(step))?;
         }
         Ok(())
     }
@@ -502,28 +541,33 @@ impl CheckpointStore {
 }
 
 /// The files of the checkpoint in `dir` that hold tensors, as its state lists them (each a plain
-/// name inside `dir`); `None` when its state cannot be read.
-fn tensor_files(dir: &Path) -> Option<Vec<String>> {
+/// name inside `dir`), with those that are the model's weights; `None` when its state cannot be
+/// read.
+fn tensor_files(dir: &Path) -> Option<(Vec<String>, Vec<String>)> {
     #[derive(Deserialize)]
     struct Listed {
         #[serde(default)]
         checksums: BTreeMap<String, String>,
+        #[serde(default)]
+        weight_files: Vec<String>,
     }
     let listed: Listed = serde_json::from_str(&read_to_string(&dir.join(STATE_FILE)).ok()?).ok()?;
     let files: Vec<String> = listed.checksums.into_keys().collect();
-    files.iter().all(|f| crate::files::plain_file_name(f).is_ok()).then_some(files)
+    files.iter().all(|f| crate::files::plain_file_name(f).is_ok()).then_some((files, listed.weight_files))
 }
 
-/// Whether the checkpoint in `dir` still has its tensors: its state lists some, and they are
-/// all there (older checkpoints keep their state without them).
+/// Whether the checkpoint in `dir` still has all its tensors (so that a run can resume from it):
+/// its state lists some, and they are all there (older checkpoints keep their state without
+/// them, or with their weights only).
 fn has_tensors(dir: &Path) -> bool {
-    tensor_files(dir).is_some_and(|files| !files.is_empty() && files.iter().all(|f| dir.join(f).is_file()))
+    tensor_files(dir).is_some_and(|(files, _)| !files.is_empty() && files.iter().all(|f| dir.join(f).is_file()))
 }
 
-/// Deletes the tensors of the checkpoint in `dir` (the files its state checksums), keeping its
-/// other files, its state and its evaluations.
-fn remove_tensors(dir: &Path) -> Result<()> {
-    for file in tensor_files(dir).unwrap_or_default() {
+/// Deletes the tensors of the checkpoint in `dir` (the files its state checksums), but its
+/// model's weights when `keep_weights`; its other files, its state and its evaluations stay.
+fn remove_tensors(dir: &Path, keep_weights: bool) -> Result<()> {
+    let (files, weights) = tensor_files(dir).unwrap_or_default();
+    for file in files.into_iter().filter(|f| !(keep_weights && weights.contains(f))) {
         let path = dir.join(file);
         if path.exists() {
             std::fs::remove_file(&path).with_path(&path)?;
@@ -533,10 +577,11 @@ fn remove_tensors(dir: &Path) -> Result<()> {
 }
 
 /// Deletes the tensors of every checkpoint of a finished run (a unit of a fine-tuning, whose
-/// best weights are all that is used later); states and evaluations stay.
-pub(crate) fn release_checkpoint_weights(layout: &RunLayout) -> Result<()> {
-    for (_, dir) in layout.checkpoints()? {
-        remove_tensors(&dir)?;
+/// best weights are all that is used later) but the weights `retention` keeps for good; states
+/// and evaluations stay.
+pub(crate) fn release_checkpoint_weights(layout: &RunLayout, retention: &Retention) -> Result<()> {
+    for (step, dir) in layout.checkpoints()? {
+        remove_tensors(&dir, retention.keeps_weights(step))?;
     }
     Ok(())
 }
@@ -590,6 +635,8 @@ mod tests {
         }
     }
 
+    const RETAIN_1: Retention = Retention { every: 1, keep_last: 1, keep_weights_every: 0 };
+
     fn state(step: u64) -> TrainerState {
         TrainerState { step, ..TrainerState::start(7, Fingerprint::of(&[])) }
     }
@@ -597,7 +644,7 @@ mod tests {
     #[test]
     fn any_parts_are_saved_verified_pruned_and_read_back() {
         let root = tempfile::tempdir().unwrap();
-        let store = CheckpointStore::new(RunLayout::new(root.path().join("run")), 1, 1).quiet();
+        let store = CheckpointStore::new(RunLayout::new(root.path().join("run")), RETAIN_1).quiet();
         store.save(&state(1), &contents(10, false)).unwrap();
         let second = store.save(&state(2), &contents(20, false)).unwrap();
         let first = root.path().join("run/step-1");
@@ -616,7 +663,7 @@ mod tests {
     #[test]
     fn tensors_of_a_checkpoint_pending_evaluation_stay_until_it_is_evaluated() {
         let root = tempfile::tempdir().unwrap();
-        let store = CheckpointStore::new(RunLayout::new(root.path().join("run")), 1, 1).quiet();
+        let store = CheckpointStore::new(RunLayout::new(root.path().join("run")), RETAIN_1).quiet();
         let first = store.save(&state(1), &contents(10, true)).unwrap();
         store.save(&state(2), &contents(20, false)).unwrap();
         assert!(first.join("table.bin").exists());
@@ -626,10 +673,42 @@ mod tests {
     }
 
     #[test]
+    fn retention_keeps_the_weights_of_every_kth_checkpoint_and_resumes_only_from_whole_ones() {
+        let root = tempfile::tempdir().unwrap();
+        let retention = Retention { every: 1, keep_last: 1, keep_weights_every: 2 };
+        let store = CheckpointStore::new(RunLayout::new(root.path().join("run")), retention).quiet();
+        let contents = |step: u64| CheckpointContents {
+            parts: vec![
+                Part::weights("model", move |dir: &Path| {
+                    std::fs::write(dir.join("w.bin"), step.to_le_bytes()).unwrap();
+                    Ok(vec!["w.bin".to_string()])
+                }),
+                Part::files("moments", move |dir: &Path| {
+                    std::fs::write(dir.join("m.bin"), step.to_le_bytes()).unwrap();
+                    Ok(vec!["m.bin".to_string()])
+                }),
+            ],
+            evaluations: false,
+        };
+        for step in 1..=4 {
+            store.save(&state(step), &contents(step)).unwrap();
+        }
+        let has = |step: u64, file: &str| root.path().join(format!("run/step-{step}/{file}")).exists();
+        let kept: Vec<(bool, bool)> = (1..=4).map(|s| (has(s, "w.bin"), has(s, "m.bin"))).collect();
+        assert_eq!(kept, vec![(false, false), (true, false), (false, false), (true, true)]);
+        assert!(load_state(&root.path().join("run/step-2")).unwrap_err().to_string().contains("m.bin"));
+        // The newest whole checkpoint is the only one to resume from: with it corrupt, `auto`
+        // finds none (step 2 holds weights only).
+        std::fs::write(root.path().join("run/step-4/m.bin"), b"x").unwrap();
+        let err = store.find_resume_point(Some("auto")).err().unwrap().to_string();
+        assert!(err.contains("no valid checkpoint of this run remains"), "{err}");
+    }
+
+    #[test]
     #[should_panic(expected = "takes a key of the state's own")]
     fn a_value_part_cannot_take_a_key_of_the_state() {
         let root = tempfile::tempdir().unwrap();
-        let store = CheckpointStore::new(RunLayout::new(root.path().join("run")), 1, 1).quiet();
+        let store = CheckpointStore::new(RunLayout::new(root.path().join("run")), RETAIN_1).quiet();
         let contents = CheckpointContents { parts: vec![Part::value("step", &3)], evaluations: false };
         let _ = store.save(&state(1), &contents);
     }

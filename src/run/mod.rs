@@ -10,7 +10,7 @@ pub mod readers;
 pub mod signals;
 pub mod units;
 
-pub use checkpoints::{BestState, CheckpointContents, CheckpointStore, Part, ResumePoint, TrainerState};
+pub use checkpoints::{BestState, CheckpointContents, CheckpointStore, Part, ResumePoint, Retention, TrainerState};
 pub use layout::RunLayout;
 pub use signals::StopFlag;
 
@@ -30,10 +30,8 @@ pub struct RunOptions {
     pub overwrite: bool,
     /// This process writes (the only process, or rank 0 of a data-parallel run).
     pub leader: bool,
-    /// A checkpoint every this many steps.
-    pub checkpoint_every: u64,
-    /// The weights of the newest this many checkpoints are kept.
-    pub keep_last: usize,
+    /// When checkpoints are written and what each keeps.
+    pub retention: Retention,
     /// The run's TensorBoard folder.
     pub tensorboard: PathBuf,
     /// The steps the run takes in all (for the progress bar).
@@ -63,7 +61,7 @@ impl Run {
     /// from, makes the folder ready (refusing to overwrite an earlier run unless asked), opens
     /// the logger at the resumed step, and starts listening for stop signals.
     pub fn open(layout: RunLayout, options: &RunOptions) -> Result<(Run, Option<ResumePoint>)> {
-        let store = CheckpointStore::new(layout, options.checkpoint_every, options.keep_last);
+        let store = CheckpointStore::new(layout, options.retention);
         let store = if options.leader { store } else { store.quiet() };
         let lock = if options.leader { Some(DirLock::acquire(store.run_dir())?) } else { None };
         if options.leader {

@@ -85,12 +85,20 @@ impl TrainOptions {
             resume: self.resume.clone(),
             overwrite: self.overwrite,
             leader,
-            checkpoint_every: checkpoint.every,
-            keep_last: checkpoint.keep_last,
+            retention: retention(checkpoint),
             tensorboard,
             total_steps,
             inputs: Vec::new(),
         }
+    }
+}
+
+/// What the checkpoints of a run with the recipe's `[checkpoint]` section keep.
+pub(crate) fn retention(checkpoint: &crate::recipe::CheckpointSection) -> crate::run::Retention {
+    crate::run::Retention {
+        every: checkpoint.every,
+        keep_last: checkpoint.keep_last,
+        keep_weights_every: checkpoint.keep_weights_every,
     }
 }
 
@@ -743,7 +751,7 @@ impl<T: Task + Evaluations> Engine<T> {
     /// data's cursor and each value of the task's state.
     fn checkpoint_parts(&self) -> Vec<Part<'_>> {
         let task = &self.task;
-        let mut parts = vec![Part::files(MODEL_PART, move |dir: &Path| {
+        let mut parts = vec![Part::weights(MODEL_PART, move |dir: &Path| {
             task.save_model(dir)?;
             Ok(vec![crate::model::model_dir::WEIGHTS_FILE.to_string()])
         })];

@@ -518,6 +518,9 @@ fn paired_diff_compare_flips_and_retro_evaluation() {
     use indolm::eval::bias::records::read_records;
     let work = scratch("bias-reports");
     let (a, b) = (hook_recipe(&work, "seed-a", 3407, "every = 2"), hook_recipe(&work, "seed-b", 11, ""));
+    // seed-a keeps every checkpoint's weights (not its optimizer state) for good.
+    let text = std::fs::read_to_string(&a).unwrap();
+    std::fs::write(&a, text.replace("keep_last = 1\n", "keep_last = 1\nkeep_weights_every = 1\n")).unwrap();
     indolm_ok(&["train", a.to_str().unwrap()]);
     indolm_ok(&["train", b.to_str().unwrap()]);
     let (run_a, run_b) = (work.join("ck/seed-a"), work.join("ck/seed-b"));
@@ -698,4 +701,30 @@ fn paired_diff_compare_flips_and_retro_evaluation() {
     assert_eq!(boards.as_object().unwrap().keys().collect::<Vec<_>>(), vec!["bias-id"]);
     assert_eq!(steps_of(&boards["bias-id"]["scalars"]["bias/overall"]), vec![6], "step 3's weights were pruned");
     assert_eq!(boards["bias-id"]["layout"]["category"][0]["chart"][0]["margin"]["series"][0]["value"], "bias/overall");
+
+    // seed-a kept every checkpoint's weights (`keep_weights_every = 1`, `keep_last = 1`): step 3
+    // lost its optimizer state, not its weights, is a model directory, and the whole run is
+    // rescored under another metric after the fact.
+    let step_3 = run_a.join("step-3");
+    assert!(step_3.join("model.safetensors").exists() && !step_3.join("optimizer.safetensors").exists());
+    let (stdout, _) = indolm_ok(&["fill-mask", "--model", step_3.to_str().unwrap(), "--text", "Saya [MASK] nasi."]);
+    assert!(!stdout.trim().is_empty());
+    let (stdout, _) = indolm_ok(&[
+        "eval",
+        "bias",
+        "--run",
+        run_a.to_str().unwrap(),
+        "--pairs",
+        root().join("tests/fixtures/indobias").to_str().unwrap(),
+        "--languages",
+        "id",
+        "--metric",
+        "aul",
+        "--logdir",
+        work.join("retro-aul").to_str().unwrap(),
+        "--overwrite",
+    ]);
+    assert!(stdout.contains("step 3 (aul): id ") && stdout.contains("step 6 (aul): id "), "{stdout}");
+    let rescored = indolm::eval::bias::records::read_checked(&step_3).unwrap().0;
+    assert_eq!(rescored.metric.to_string(), "aul");
 }

@@ -173,8 +173,10 @@ pub fn run(
             if leader {
                 units.finish(&unit, UNIT_RESULT, &outcome)?;
                 // A finished grid point needs only its best weights: its checkpoints' weights
-                // and optimizer states go (BERT-base: 1.3 GB each).
-                crate::run::checkpoints::release_checkpoint_weights(&unit)?;
+                // and optimizer states go (BERT-base: 1.3 GB each), but the weights the recipe
+                // keeps for good (`keep_weights_every`).
+                let retention = crate::train::engine::retention(&recipe.checkpoint);
+                crate::run::checkpoints::release_checkpoint_weights(&unit, &retention)?;
             }
             if let Some(p) = parallel.as_mut() {
                 p.barrier()?;
