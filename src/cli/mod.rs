@@ -117,6 +117,16 @@ pub struct Cli {
 
 #[derive(Subcommand, Debug)]
 pub enum Command {
+    /// Write any model directory indolm reads (weights as model.safetensors, pytorch_model.bin, or shards of either) as one with model.safetensors; the configuration and tokenizer files are copied.
+    Convert {
+        /// The model directory.
+        model_dir: PathBuf,
+        /// The directory to write.
+        out_dir: PathBuf,
+        /// Replace `out_dir` if it exists (only files a converted directory holds).
+        #[arg(long)]
+        overwrite: bool,
+    },
     /// Convert an HF masked-LM directory (BERT, RoBERTa, XLM-R: config.json, model.safetensors, vocab.txt or tokenizer.json) into an indolm model directory.
     ImportHf {
         /// The HF model directory.
@@ -256,6 +266,9 @@ pub fn run(cli: Cli) -> Result<()> {
     indolm::device::warm_up_cpu_math();
     let device = || indolm::device::parse_device(&cli.device);
     match cli.command {
+        Command::Convert { model_dir, out_dir, overwrite } => {
+            model_cmds::to_safetensors(&model_dir, &out_dir, overwrite)
+        }
         Command::ImportHf { hf_dir, out_dir, overwrite } => {
             model_cmds::convert(&hf_dir, &out_dir, overwrite, "imported")
         }

@@ -26,6 +26,43 @@ pub fn convert(src: &Path, out: &Path, overwrite: bool, verb: &str) -> Result<()
     Ok(())
 }
 
+/// `convert`: a model directory of any family with its weights in any layout indolm reads
+/// (`model.safetensors`, PyTorch's `pytorch_model.bin`, or shards of either) written as one
+/// `model.safetensors`, the tensors as they are (names and dtypes), with its configuration and
+/// tokenizer files copied beside it.
+pub fn to_safetensors(src: &Path, out: &Path, overwrite: bool) -> Result<()> {
+    use indolm::model::model_dir::{is_converted_file, is_hf_side_file, WEIGHTS_FILE};
+    indolm::outputs::check_replaceable(out, overwrite, &[src], is_converted_file)?;
+    let (from, tensors) = indolm::model::weights::read_model_weights(src)?;
+    let mut side = Vec::new();
+    for entry in std::fs::read_dir(src).map_err(|e| indolm::error::Error::io(src, e))?.filter_map(|e| e.ok()) {
+        let name = entry.file_name().to_string_lossy().to_string();
+        if is_hf_side_file(&name) && entry.path().is_file() {
+            side.push((name, entry.path()));
+        }
+    }
+    indolm::outputs::write_dir(out, overwrite, &[src], is_converted_file, |dir| {
+        std::fs::create_dir_all(dir).map_err(|e| indolm::error::Error::io(dir, e))?;
+        let named: Vec<(String, tch::Tensor)> = tensors.iter().map(|(n, t)| (n.clone(), t.shallow_clone())).collect();
+        indolm::model::weights::write_file(&dir.join(WEIGHTS_FILE), &named)?;
+        for (name, path) in &side {
+            std::fs::copy(path, dir.join(name)).map_err(|e| indolm::error::Error::io(path, e))?;
+        }
+        Ok(())
+    })?;
+    let n: i64 = tensors.values().map(|t| t.numel() as i64).sum();
+    let copied: Vec<&str> = side.iter().map(|(n, _)| n.as_str()).collect();
+    outln!(
+        "converted {} -> {} ({} tensors, {n} values, from {}; copied {})",
+        src.display(),
+        out.join(WEIGHTS_FILE).display(),
+        tensors.len(),
+        from.file_name().map(|f| f.to_string_lossy().to_string()).unwrap_or_default(),
+        copied.join(", ")
+    );
+    Ok(())
+}
+
 /// `init`: a randomly initialised masked LM for a config and a tokenizer.
 pub fn init(config_path: &Path, tokenizer_path: &Path, out: &Path, seed: u64, overwrite: bool) -> Result<()> {
     let config = BertConfig::from_file(config_path)?;

@@ -141,20 +141,17 @@ pub fn read_model_files(dir: &Path) -> Result<ModelFiles> {
 }
 
 /// A model directory's identity, for a run that starts from it: the SHA-256 of the names and
-/// SHA-256s of the files a model is read from (`config.json`; `model.safetensors`, or the index
-/// and its shards; `tokenizer.json` and `vocab.txt` where present). A copy or a moved folder has
+/// SHA-256s of the files a model is read from (`config.json`; `model.safetensors` or
+/// `pytorch_model.bin`, or the index and its shards; `tokenizer.json` and `vocab.txt` where present). A copy or a moved folder has
 /// the same identity; another weight, configuration or vocabulary gives another.
 pub fn content_sha256(dir: &Path) -> Result<String> {
     use sha2::{Digest, Sha256};
     let mut files = vec![dir.join("config.json")];
-    let single = dir.join("model.safetensors");
-    let index = dir.join("model.safetensors.index.json");
-    if single.exists() || !index.exists() {
-        files.push(single);
-    } else {
-        files.push(index.clone());
-        files.extend(weights::shard_files(&index)?);
+    let weights_file = weights::find_weights(dir)?;
+    if weights_file.extension().is_some_and(|e| e == "json") {
+        files.extend(weights::shard_files(&weights_file)?);
     }
+    files.push(weights_file);
     files.extend(["tokenizer.json", "vocab.txt"].iter().map(|f| dir.join(f)).filter(|p| p.exists()));
     let mut hasher = Sha256::new();
     for file in &files {
@@ -329,7 +326,7 @@ pub(crate) fn copy_into(
 /// A model directory's configuration file.
 pub(crate) const CONFIG_FILE: &str = "config.json";
 /// A model directory's weights, in one file.
-pub(crate) const WEIGHTS_FILE: &str = "model.safetensors";
+pub const WEIGHTS_FILE: &str = "model.safetensors";
 
 crate::declare_run_files!(MODEL_DIRECTORY_FILES: RunFile::Named(CONFIG_FILE), RunFile::Named(WEIGHTS_FILE));
 
@@ -366,6 +363,29 @@ pub(crate) fn save_model_files_as(
 /// of this name: the configuration, the weights and the tokenizer's files.
 pub fn is_model_file(name: &str) -> bool {
     name == CONFIG_FILE || name == WEIGHTS_FILE || crate::data::tokenizer::is_tokenizer_file(name)
+}
+
+/// The files of an HF model directory besides its weights that `indolm convert` carries over:
+/// the configurations, and every tokenizer file transformers reads.
+pub fn is_hf_side_file(name: &str) -> bool {
+    is_model_file(name) && name != WEIGHTS_FILE && name != "model.safetensors.index.json"
+        || [
+            "generation_config.json",
+            "tokenizer.model",
+            "sentencepiece.bpe.model",
+            "spiece.model",
+            "merges.txt",
+            "vocab.json",
+            "added_tokens.json",
+            "chat_template.jinja",
+            "chat_template.json",
+        ]
+        .contains(&name)
+}
+
+/// Whether `name` is a file `indolm convert` writes: the weights, or a file carried over.
+pub fn is_converted_file(name: &str) -> bool {
+    name == WEIGHTS_FILE || is_hf_side_file(name)
 }
 
 /// Writes a model directory as a whole: into a temporary sibling, then renamed to `out`, so an

@@ -93,29 +93,42 @@ pub(crate) fn shard_files(index: &Path) -> Result<Vec<PathBuf>> {
     Ok(shards.into_iter().map(|s| dir.join(s)).collect())
 }
 
-/// Reads a model's weights from a directory: `model.safetensors`, or the shards named by
-/// `model.safetensors.index.json`.
-pub(crate) fn read_model_weights(dir: &Path) -> Result<(PathBuf, BTreeMap<String, Tensor>)> {
-    let single = dir.join("model.safetensors");
-    if single.exists() {
-        return Ok((single.clone(), read_file(&single)?));
-    }
-    let index = dir.join("model.safetensors.index.json");
-    if index.exists() {
-        let mut out = BTreeMap::new();
-        for shard in shard_files(&index)? {
-            out.extend(read_file(&shard)?);
-        }
-        return Ok((index, out));
-    }
-    let hint = if dir.join("pytorch_model.bin").exists() {
-        "this directory has only pytorch_model.bin (a pickle, which indolm does not execute); convert it once with:\n  \
-         python -c \"from transformers import BertForMaskedLM as M; M.from_pretrained('DIR').save_pretrained('DIR', safe_serialization=True)\""
-            .replace("DIR", &dir.display().to_string())
+/// The weight files a model directory may hold, in the order they are looked for: safetensors
+/// (one file, or shards named by an index), then PyTorch's `pytorch_model.bin` (one file or
+/// shards), read without executing its pickle ([`crate::model::torch_file`]).
+pub(crate) const WEIGHT_LAYOUTS: [&str; 4] =
+    ["model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "pytorch_model.bin.index.json"];
+
+/// The weight file (or shard index) of a model directory, in [`WEIGHT_LAYOUTS`]' order.
+pub(crate) fn find_weights(dir: &Path) -> Result<PathBuf> {
+    WEIGHT_LAYOUTS.iter().map(|f| dir.join(f)).find(|p| p.exists()).ok_or_else(|| Error::MissingFile {
+        path: dir.join(WEIGHT_LAYOUTS[0]),
+        hint: "expected model.safetensors, pytorch_model.bin, or a shard index of either".into(),
+    })
+}
+
+/// Reads every tensor of one weight file, safetensors or PyTorch's, onto the CPU.
+pub(crate) fn read_any(path: &Path) -> Result<BTreeMap<String, Tensor>> {
+    if path.extension().is_some_and(|e| e == "bin") {
+        crate::model::torch_file::read_file(path)
     } else {
-        "expected model.safetensors or model.safetensors.index.json".to_string()
-    };
-    Err(Error::MissingFile { path: single, hint })
+        read_file(path)
+    }
+}
+
+/// Reads a model's weights from a directory ([`find_weights`]): the file (or index) read, and
+/// the tensors.
+pub fn read_model_weights(dir: &Path) -> Result<(PathBuf, BTreeMap<String, Tensor>)> {
+    let path = find_weights(dir)?;
+    if path.extension().is_some_and(|e| e == "json") {
+        let mut out = BTreeMap::new();
+        for shard in shard_files(&path)? {
+            out.extend(read_any(&shard)?);
+        }
+        return Ok((path, out));
+    }
+    let tensors = read_any(&path)?;
+    Ok((path, tensors))
 }
 
 /// One tensor prepared for writing: CPU, contiguous, raw bytes.

@@ -26,10 +26,7 @@ fn missing_weights_and_pytorch_bin_only() {
     assert!(err.contains("model.safetensors: file not found"), "{err}");
     std::fs::write(dir.join("pytorch_model.bin"), b"not really a pickle").unwrap();
     let err = indolm_fails(&["info", "--model", s(&dir)]);
-    assert!(
-        err.contains("pytorch_model.bin") && err.contains("save_pretrained") && err.contains("safe_serialization=True"),
-        "{err}"
-    );
+    assert!(err.contains("pytorch_model.bin") && err.contains("not a torch.save file"), "{err}");
 }
 
 #[test]

@@ -9,10 +9,10 @@ reproduces and describes its subcommands.
 """
 import sys
 
-from indolm_reference import (bert, data, decoders, indommlu, optim, scoring, stats, summarization,
+from indolm_reference import (bert, data, decoders, indommlu, optim, pickles, scoring, stats, summarization,
                               tensorboard_logs, xlmr)
 
-MODULES = [data, bert, optim, scoring, indommlu, decoders, xlmr, stats, summarization, tensorboard_logs]
+MODULES = [data, bert, optim, scoring, indommlu, decoders, xlmr, stats, summarization, tensorboard_logs, pickles]
 
 COMMANDS = {
     "train-vocab": data.train_vocab_cmd,
@@ -42,6 +42,8 @@ COMMANDS = {
     "rouge": summarization.rouge,
     "tb-scalars": tensorboard_logs.tb_scalars,
     "tb-bias": tensorboard_logs.tb_bias,
+    "save-bin": pickles.save_bin,
+    "evil-bin": pickles.evil_bin,
 }
 
 

@@ -1,6 +1,6 @@
 //! A decoder's weights, memory-mapped: every safetensors file of the directory (single or
 //! sharded) is mapped copy-on-write and its tensors are views of the mapping, never read into a
-//! buffer first. [`Weights::take`] checks a tensor's shape, casts it to the run's dtype and device
+//! buffer first (PyTorch's `pytorch_model.bin` is read instead, without executing anything). [`Weights::take`] checks a tensor's shape, casts it to the run's dtype and device
 //! (no copy at all when both already match) and registers it in the `VarStore` under its HF
 //! name, so the store's paths are the checkpoint's tensor names.
 use crate::error::{Error, IoContext, Result};
@@ -72,25 +72,27 @@ impl Weights {
     /// Maps `model.safetensors`, or every shard named by `model.safetensors.index.json`; the
     /// tensors will be cast to `kind` on `device` as they are taken.
     pub fn open(dir: &Path, kind: Kind, device: Device) -> Result<Self> {
-        let single = dir.join("model.safetensors");
-        let index = dir.join("model.safetensors.index.json");
+        let path = crate::model::weights::find_weights(dir)?;
+        let shards = match path.extension().is_some_and(|e| e == "json") {
+            true => crate::model::weights::shard_files(&path)?,
+            false => vec![path.clone()],
+        };
         let mut tensors = BTreeMap::new();
         let mut maps = Vec::new();
-        let path = if single.exists() {
-            maps.push(map_file(&single, &mut tensors)?);
-            single
-        } else if index.exists() {
-            for shard in crate::model::weights::shard_files(&index)? {
+        for shard in shards {
+            if shard.extension().is_some_and(|e| e == "bin") {
+                // PyTorch's pickled layout: read (not mapped) without executing anything.
+                for (name, t) in crate::model::torch_file::read_file(&shard)? {
+                    if !matches!(t.kind(), Kind::Float | Kind::Half | Kind::BFloat16 | Kind::Double) {
+                        let why = format!("tensor `{name}` has dtype {:?} (expected F32, F16 or BF16)", t.kind());
+                        return Err(Error::invalid(&shard, why));
+                    }
+                    tensors.insert(name, t);
+                }
+            } else {
                 maps.push(map_file(&shard, &mut tensors)?);
             }
-            index
-        } else {
-            return Err(Error::MissingFile {
-                path: single,
-                hint: "expected model.safetensors or model.safetensors.index.json (pytorch_model.bin is not read)"
-                    .into(),
-            });
-        };
+        }
         Ok(Weights { path, tensors, maps, kind, device })
     }
 
