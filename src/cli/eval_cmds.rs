@@ -76,6 +76,11 @@ pub enum EvalCommand {
         /// level) before each question.
         #[arg(long, default_value_t = 0)]
         shots: usize,
+        /// Which rows are scored: `held-out` leaves out the rows marked is_for_fewshot (the
+        /// demonstrations few-shot prompts show: 14,906 questions); `all` scores every row, as
+        /// the paper's zero-shot tables do (14,981; zero-shot only).
+        #[arg(long, value_enum, default_value = "held-out")]
+        questions: indolm::eval::indommlu::QuestionSet,
         /// Write the results as JSON to this file.
         #[arg(long)]
         json: Option<PathBuf>,
@@ -300,13 +305,23 @@ struct IndommluArgs<'a> {
     data: &'a Path,
     mode: Option<indolm::eval::IndommluMode>,
     shots: usize,
+    questions: indolm::eval::indommlu::QuestionSet,
     overwrite: bool,
 }
 
 /// `eval indommlu`: a masked LM zero-shot, or a causal LM zero- or few-shot.
 fn indommlu(args: IndommluArgs, json: Option<&Path>, out_dir: Option<&Path>, device: Device) -> Result<()> {
-    use indolm::eval::indommlu::{evaluate, load_all, refuse_to_replace, write_evaluation, Evaluated, Setting};
+    use indolm::eval::indommlu::{
+        evaluate, load_all, refuse_to_replace, write_evaluation, Evaluated, QuestionSet, Setting,
+    };
     use indolm::eval::IndommluMode;
+    let all = args.questions == QuestionSet::All;
+    if all && args.shots > 0 {
+        return Err(indolm::error::Error::argument(
+            "--questions",
+            "`all` scores the is_for_fewshot rows too, which few-shot prompts show as demonstrations: only with --shots 0",
+        ));
+    }
     super::check_file_outputs(&json.into_iter().collect::<Vec<_>>(), &[args.model, args.data])?;
     if let Some(dir) = out_dir {
         refuse_to_replace(dir, args.overwrite)?;
@@ -321,20 +336,28 @@ fn indommlu(args: IndommluArgs, json: Option<&Path>, out_dir: Option<&Path>, dev
     for note in lm.notes() {
         eprintln!("note: {note}");
     }
-    let Evaluated { report, records, short_of_demonstrations: short } =
-        evaluate(scorer.as_ref(), &data.questions, &data.examples, setting, None)?;
+    let questions = data.scored(args.questions);
+    let Evaluated { mut report, records, short_of_demonstrations: short } =
+        evaluate(scorer.as_ref(), &questions, &data.examples, setting, None)?;
+    report.demonstrations_included = all;
     if short > 0 {
         eprintln!(
             "note: {short} of {} questions had fewer than {} demonstrations of their subject and level",
-            data.questions.len(),
+            questions.len(),
             args.shots
         );
     }
-    if !data.examples.is_empty() {
+    if !data.examples.is_empty() && all {
         eprintln!(
-            "note: {} rows marked is_for_fewshot are demonstrations, not scored; {} questions",
+            "note: every row scored, the {} marked is_for_fewshot included (the paper's zero-shot set): {} questions",
             data.examples.len(),
-            data.questions.len()
+            questions.len()
+        );
+    } else if !data.examples.is_empty() {
+        eprintln!(
+            "note: {} rows marked is_for_fewshot are demonstrations, not scored; {} questions (--questions all scores them too, as the paper's zero-shot tables do)",
+            data.examples.len(),
+            questions.len()
         );
     }
     out!("{}", report.markdown());
@@ -384,8 +407,8 @@ pub fn run(command: EvalCommand, device: &dyn Fn() -> Result<Device>) -> Result<
         EvalCommand::Bias(args) => bias(&args, device()?),
         EvalCommand::Rouge { pred, reference } => rouge(&pred, &reference),
         EvalCommand::SummarizationBaselines { data, split } => summarization_baselines(&data, &split),
-        EvalCommand::Indommlu { model, data, mode, shots, json, out, overwrite } => indommlu(
-            IndommluArgs { model: &model, data: &data, mode, shots, overwrite },
+        EvalCommand::Indommlu { model, data, mode, shots, questions, json, out, overwrite } => indommlu(
+            IndommluArgs { model: &model, data: &data, mode, shots, questions, overwrite },
             json.as_deref(),
             out.as_deref(),
             device()?,

@@ -109,6 +109,36 @@ fn per_question_records_hold_the_reference_scores_and_give_back_the_report() {
     assert_eq!(aggregate_records(&records, Setting::masked(IndommluMode::Letter), None), written);
 }
 
+/// The paper's zero-shot set, `--questions all`: every row, the seven demonstrations included,
+/// each scored as transformers scores it, the report saying which set it used; refused with
+/// demonstrations in the prompts (`--shots`).
+#[test]
+fn zero_shot_on_every_row_scores_the_demonstrations_too_as_the_paper_did() {
+    let (dir, fixture) = (long_model(), fixture());
+    let work = scratch("indommlu-all");
+    let reference_out = work.join("ref.json");
+    let (model, csv) = (dir.to_str().unwrap(), fixture.to_str().unwrap());
+    reference(&["indommlu", model, csv, "letter", reference_out.to_str().unwrap(), "all"]);
+    let expected: Vec<Vec<f64>> = serde_json::from_str(&std::fs::read_to_string(&reference_out).unwrap()).unwrap();
+    let out = work.join("eval");
+    let args = ["--threads", "1", "eval", "indommlu", "--model", model, "--data", csv, "--mode", "letter"];
+    let (stdout, stderr) = indolm_ok(&[&args[..], &["--questions", "all", "--out", out.to_str().unwrap()]].concat());
+    assert!(stdout.contains("37 questions (every row, the is_for_fewshot demonstrations included)"), "{stdout}");
+    assert!(stderr.contains("the 7 marked is_for_fewshot included (the paper's zero-shot set)"), "{stderr}");
+    let records = read_question_records(&out.join("indommlu_questions.csv")).unwrap();
+    assert_eq!((records.len(), expected.len()), (37, 37));
+    for (r, e) in records.iter().zip(&expected) {
+        for (a, b) in r.scores.iter().zip(e) {
+            assert!((a - b).abs() / b.abs().max(1e-9) <= 1e-4, "row {}: {a} vs {b}", r.row);
+        }
+    }
+    let written: IndommluReport =
+        serde_json::from_str(&std::fs::read_to_string(out.join("indommlu.json")).unwrap()).unwrap();
+    assert!(written.demonstrations_included && written.questions == 37);
+    let err = indolm_fails(&[&args[..], &["--questions", "all", "--shots", "2"]].concat());
+    assert!(err.contains("--questions") && err.contains("only with --shots 0"), "{err}");
+}
+
 #[test]
 fn aggregation_on_the_fixture_with_hand_computed_values() {
     let data = load_all(&fixture()).unwrap();

@@ -16,7 +16,7 @@ pub mod report;
 
 pub use evaluation::{evaluate, refuse_to_replace, write_evaluation, Evaluated};
 pub use hook::IndommluHook;
-pub use questions::{area_of, load, load_all, IndommluData, Question, AREAS};
+pub use questions::{area_of, load, load_all, IndommluData, Question, QuestionSet, AREAS};
 pub use records::{read_question_records, write_question_records, QuestionRecord, RECORDS_FILE};
 pub use report::{
     aggregate_records, mode_misfit, shots_misfit, AreaScore, Cell, IndommluReport, Setting, PASS_MARK, REPORT_FILE,

@@ -115,6 +115,18 @@ fn split_options(text: &str) -> Option<Vec<(char, String)>> {
     (out.len() >= 2).then_some(out)
 }
 
+/// Which of the CSV's rows an evaluation scores.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum QuestionSet {
+    /// The rows not marked `is_for_fewshot = 1` (the release's 14,906): the demonstrations
+    /// few-shot prompts show are left out, so zero- and few-shot figures share one set.
+    #[default]
+    HeldOut,
+    /// Every row, the demonstrations included (the release's 14,981), as the paper's zero-shot
+    /// tables score them; zero-shot only.
+    All,
+}
+
 /// The CSV's rows: the questions to score and the few-shot demonstrations.
 #[derive(Debug, Clone, PartialEq)]
 pub struct IndommluData {
@@ -124,6 +136,20 @@ pub struct IndommluData {
     pub examples: Vec<Question>,
     /// Whether the CSV has the `is_for_fewshot` column.
     pub has_fewshot_column: bool,
+}
+
+impl IndommluData {
+    /// The rows `set` scores, in CSV order.
+    pub fn scored(&self, set: QuestionSet) -> Vec<Question> {
+        match set {
+            QuestionSet::HeldOut => self.questions.clone(),
+            QuestionSet::All => {
+                let mut all: Vec<Question> = self.questions.iter().chain(&self.examples).cloned().collect();
+                all.sort_by_key(|q| q.row);
+                all
+            }
+        }
+    }
 }
 
 /// The questions to score in the IndoMMLU CSV (rows not marked `is_for_fewshot = 1`); see

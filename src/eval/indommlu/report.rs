@@ -123,6 +123,10 @@ pub struct IndommluReport {
     pub step: Option<u64>,
     /// The number of questions scored.
     pub questions: usize,
+    /// The scored questions include the rows marked `is_for_fewshot` (`--questions all`, the
+    /// paper's zero-shot set); else those rows were left out.
+    #[serde(default)]
+    pub demonstrations_included: bool,
     /// "subject / level" → cell.
     pub subject_level: BTreeMap<String, Cell>,
     /// Subject → cell.
@@ -191,6 +195,7 @@ pub fn aggregate_records(records: &[QuestionRecord], setting: Setting, step: Opt
         shots: setting.shots,
         step,
         questions: records.len(),
+        demonstrations_included: false,
         average: areas.iter().map(|a| a.accuracy).sum::<f64>() / n,
         random_average: areas.iter().map(|a| a.random).sum::<f64>() / n,
         areas,
@@ -208,8 +213,13 @@ impl IndommluReport {
     /// pass or fail, negation, and subjects outside the mapping.
     pub fn markdown(&self) -> String {
         let model = if self.causal { format!("causal LM, {}-shot", self.shots) } else { "masked LM".into() };
+        let set = if self.demonstrations_included {
+            "every row, the is_for_fewshot demonstrations included"
+        } else {
+            "the rows not marked is_for_fewshot"
+        };
         let mut out = format!(
-            "IndoMMLU, mode {}, {model}, {} questions: accuracy % (random baseline), expected calibration error of the confidence (softmax over the options)\n\n| area | accuracy | random | ECE | subjects |\n|---|---:|---:|---:|---:|\n",
+            "IndoMMLU, mode {}, {model}, {} questions ({set}): accuracy % (random baseline), expected calibration error of the confidence (softmax over the options)\n\n| area | accuracy | random | ECE | subjects |\n|---|---:|---:|---:|---:|\n",
             self.mode, self.questions
         );
         for a in &self.areas {

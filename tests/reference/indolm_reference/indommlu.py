@@ -2,10 +2,12 @@
 from the paper's text), and IndoMMLU's own evaluate.py/utils.py on a causal LM with the expected
 calibration error overall and per area (INDOMMLU_AREAS, the paper's grouping of subjects).
 
-  indommlu DIR CSV MODE OUT  per-option scores of the IndoMMLU questions in CSV with transformers:
+  indommlu DIR CSV MODE OUT [all]  per-option scores of the IndoMMLU questions in CSV with transformers:
                           option-pll (mean PLL of the option's tokens after the prompt, one mask
                           a forward pass) or letter (log-prob of the option letters at one
-                          [MASK] after "Jawaban:"); the prompt built here from the paper's text.
+                          [MASK] after "Jawaban:"); the prompt built here from the paper's text;
+                          `all`: every row, the is_for_fewshot demonstrations included, as the
+                          paper's zero-shot tables score them.
   indommlu-causal DIR CSV STRATEGY SHOTS OUT  IndoMMLU's own evaluate.py/utils.py on a causal LM
                           (letter or full-answer), zero- or few-shot, one question at a time in
                           fp32: per-question scores, confidence, prediction and prompt ids, and the
@@ -43,14 +45,14 @@ def _ece(conf, correct, bins=10):
     return total
 
 
-def indommlu(model_dir, csv_path, mode, out_path):
+def indommlu(model_dir, csv_path, mode, out_path, rows="held-out"):
     model, tok = _load_mlm(model_dir)
     max_len = model.config.max_position_embeddings
     enc = lambda s: tok(s, add_special_tokens=False)["input_ids"]
     out = []
     with open(csv_path, newline="", encoding="utf-8") as f:
         for row in csv.DictReader(f):
-            if row.get("is_for_fewshot", "0") == "1":  # demonstrations, not questions
+            if row.get("is_for_fewshot", "0") == "1" and rows != "all":  # demonstrations, not questions
                 continue
             options = [l.strip() for l in row["jawaban"].split("\n") if l.strip()]
             letters = [o[0].upper() for o in options]
