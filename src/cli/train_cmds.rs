@@ -145,7 +145,7 @@ fn check_recipe(path: &Path) -> Result<()> {
             outln!("\n# resolved model config.json\n{}", config.to_hf_json());
         }
         Err(e) => outln!(
-            "\n# tokenizer not available yet ({e}); train it with `indolm tokenizer train --recipe {}`",
+            "\n# tokenizer not available yet ({e}); put one there (a folder with vocab.txt or tokenizer.json: IndoLEM's vocabulary for the paper recipes, docs/papers.md) or train indolm's own with `indolm tokenizer train --recipe {}`",
             path.display()
         ),
     }

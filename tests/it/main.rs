@@ -27,6 +27,7 @@ mod finetune_engine;
 mod gpu_readiness;
 mod hf_parity;
 mod indommlu;
+mod papers;
 mod pickles;
 mod rouge;
 mod sentiment;
