@@ -120,6 +120,16 @@ fn llama3_with_rope_scaling_and_shards_matches_transformers() {
     check(&dir, "llama3");
 }
 
+/// YaRN RoPE scaling (OLMo 3 7B's long-context layout: on the full-attention layers, the
+/// sliding ones unscaled), the frequencies' ramp and the attention factor on cos and sin.
+#[test]
+fn olmo3_with_yarn_rope_scaling_matches_transformers() {
+    let dir = fixture("olmo3yarn");
+    let config = std::fs::read_to_string(dir.join("config.json")).unwrap();
+    assert!(config.contains("\"yarn\""), "{config}");
+    check(&dir, "olmo3 with yarn");
+}
+
 #[test]
 fn mistral_with_a_sliding_window_matches_transformers() {
     check(&fixture("mistral"), "mistral");

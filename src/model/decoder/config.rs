@@ -100,6 +100,34 @@ pub enum RopeScaling {
         /// `original_max_position_embeddings`.
         original: f64,
     },
+    /// YaRN (OLMo 3's long-context checkpoints, Qwen's): each frequency between its
+    /// interpolated (divided by `factor`) and original value by a ramp over the dimensions whose
+    /// rotations in `original` positions lie between `beta_slow` and `beta_fast`, and cos/sin
+    /// multiplied by `attention_factor`, as transformers' `_compute_yarn_parameters`.
+    Yarn {
+        /// The divisor of interpolated frequencies.
+        factor: f64,
+        /// `original_max_position_embeddings`.
+        original: f64,
+        /// Rotations bounding the ramp (defaults 32 and 1).
+        beta_fast: f64,
+        /// See `beta_fast`.
+        beta_slow: f64,
+        /// The multiplier of cos and sin (0.1·ln(factor) + 1 unless given, or from `mscale`).
+        attention_factor: f64,
+        /// Whether the ramp's bounds are rounded outwards to whole dimensions (default true).
+        truncate: bool,
+    },
+}
+
+impl Rope {
+    /// The multiplier of cos and sin (YaRN's attention factor; 1 otherwise).
+    pub fn attention_scaling(&self) -> f64 {
+        match self.scaling {
+            RopeScaling::Yarn { attention_factor, .. } => attention_factor,
+            _ => 1.0,
+        }
+    }
 }
 
 /// What one decoder layer does differently from the others.
@@ -525,11 +553,41 @@ fn scaling_of(j: &Json, field: &str, p: &Value) -> Result<RopeScaling> {
             high_freq_factor: num("high_freq_factor")?,
             original: num("original_max_position_embeddings")?,
         },
+        // Dynamic NTK changes the frequencies only for sequences longer than the model's
+        // positions, which indolm refuses before scoring: within them it is the default.
+        "dynamic" => {
+            num("factor")?;
+            RopeScaling::Default
+        }
+        "yarn" => {
+            let factor = num("factor")?;
+            let optional = |key: &str| -> Result<Option<f64>> {
+                match p.get(key) {
+                    None | Some(Value::Null) => Ok(None),
+                    Some(_) => num(key).map(Some),
+                }
+            };
+            let mscale = |scale: f64, m: f64| if scale <= 1.0 { 1.0 } else { 0.1 * m * scale.ln() + 1.0 };
+            let attention_factor =
+                match (optional("attention_factor")?, optional("mscale")?, optional("mscale_all_dim")?) {
+                    (Some(a), _, _) => a,
+                    (None, Some(m), Some(all)) => mscale(factor, m) / mscale(factor, all),
+                    _ => mscale(factor, 1.0),
+                };
+            RopeScaling::Yarn {
+                factor,
+                original: num("original_max_position_embeddings")?,
+                beta_fast: optional("beta_fast")?.unwrap_or(32.0),
+                beta_slow: optional("beta_slow")?.unwrap_or(1.0),
+                attention_factor,
+                truncate: p.get("truncate").and_then(Value::as_bool).unwrap_or(true),
+            }
+        }
         other => {
             return Err(Error::field(
                 j.path,
                 format!("{field}.rope_type"),
-                format!("`{other}` is not supported (default, linear, llama3)"),
+                format!("`{other}` is not supported (default, linear, llama3, dynamic, yarn)"),
             ))
         }
     })
@@ -572,12 +630,12 @@ mod tests {
         assert_eq!(c.attn_scale, 0.25);
         assert!(c.tie_word_embeddings);
         let err = parse(json!({"model_type": "llama", "vocab_size": 10, "hidden_size": 8, "intermediate_size": 16,
-            "num_hidden_layers": 1, "num_attention_heads": 2, "rope_scaling": {"type": "yarn", "factor": 2.0}}))
+            "num_hidden_layers": 1, "num_attention_heads": 2, "rope_scaling": {"type": "longrope", "factor": 2.0}}))
         .unwrap_err()
         .to_string();
         assert_eq!(
             err,
-            "config.json: field `rope_scaling.rope_type`: `yarn` is not supported (default, linear, llama3)"
+            "config.json: field `rope_scaling.rope_type`: `longrope` is not supported (default, linear, llama3, dynamic, yarn)"
         );
     }
 

@@ -139,22 +139,52 @@ pub(crate) fn inv_freq(rope: &Rope, head_dim: i64) -> Vec<f32> {
                 })
                 .collect()
         }
+        RopeScaling::Yarn { factor, original, beta_fast, beta_slow, truncate, .. } => {
+            // transformers' `_compute_yarn_parameters`: the ramp's bounds in f64 (Python floats),
+            // the frequencies and the ramp in fp32 (torch).
+            let dim = head_dim as f64;
+            let correction_dim = |rotations: f64| {
+                dim * (original / (rotations * 2.0 * std::f64::consts::PI)).ln() / (2.0 * rope.theta.ln())
+            };
+            let (mut low, mut high) = (correction_dim(beta_fast), correction_dim(beta_slow));
+            if truncate {
+                (low, high) = (low.floor(), high.ceil());
+            }
+            let (low, mut high) = (low.max(0.0), high.min(dim - 1.0));
+            if low == high {
+                high += 0.001;
+            }
+            (0..head_dim)
+                .step_by(2)
+                .enumerate()
+                .map(|(i, d)| {
+                    let pos_freq = (rope.theta as f32).powf(d as f32 / head_dim as f32);
+                    let ramp = ((i as f32 - low as f32) / ((high - low) as f32)).clamp(0.0, 1.0);
+                    let extrapolation = 1.0 - ramp;
+                    let interpolated = 1.0 / (factor as f32 * pos_freq);
+                    interpolated * (1.0 - extrapolation) + (1.0 / pos_freq) * extrapolation
+                })
+                .collect()
+        }
     }
 }
 
 /// The inverse frequencies [head_dim / 2] of `rope` on `device` (fp32), made once at load time
-/// so that no forward pass copies from the host.
-pub(crate) fn inv_freq_tensor(rope: &Rope, head_dim: i64, device: tch::Device) -> Tensor {
-    Tensor::from_slice(&inv_freq(rope, head_dim)).to_device(device)
+/// so that no forward pass copies from the host, with the multiplier of cos and sin.
+pub(crate) fn inv_freq_tensor(rope: &Rope, head_dim: i64, device: tch::Device) -> (Tensor, f64) {
+    (Tensor::from_slice(&inv_freq(rope, head_dim)).to_device(device), rope.attention_scaling())
 }
 
-/// cos and sin [seq, head_dim] for positions 0..seq from [`inv_freq_tensor`]'s frequencies, in
-/// `kind` (computed in fp32).
-pub(crate) fn rope_tables(inv: &Tensor, seq: i64, kind: Kind) -> (Tensor, Tensor) {
+/// cos and sin [seq, head_dim] for positions 0..seq from [`inv_freq_tensor`]'s frequencies,
+/// multiplied by `scaling` (YaRN's attention factor), in `kind` (computed in fp32).
+pub(crate) fn rope_tables(inv: &Tensor, scaling: f64, seq: i64, kind: Kind) -> (Tensor, Tensor) {
     let pos = Tensor::arange(seq, (Kind::Float, inv.device()));
     let freqs = pos.unsqueeze(1).matmul(&inv.unsqueeze(0));
     let emb = Tensor::cat(&[&freqs, &freqs], -1);
-    (emb.cos().to_kind(kind), emb.sin().to_kind(kind))
+    if scaling == 1.0 {
+        return (emb.cos().to_kind(kind), emb.sin().to_kind(kind));
+    }
+    ((emb.cos() * scaling).to_kind(kind), (emb.sin() * scaling).to_kind(kind))
 }
 
 /// x·cos + rotate_half(x)·sin, x [batch, heads, seq, head_dim].

@@ -67,7 +67,7 @@ pub(crate) struct RopeDecoder {
     norm: RmsNorm,
     lm_head: Linear,
     /// Each distinct RoPE's inverse frequencies, on the device.
-    ropes: Vec<Tensor>,
+    ropes: Vec<(Tensor, f64)>,
 }
 
 impl RopeDecoder {
@@ -164,7 +164,8 @@ impl RopeDecoder {
         if let Some(scale) = self.embed_scale {
             x *= scale;
         }
-        let tables: Vec<(Tensor, Tensor)> = self.ropes.iter().map(|inv| rope_tables(inv, s, kind)).collect();
+        let tables: Vec<(Tensor, Tensor)> =
+            self.ropes.iter().map(|(inv, scaling)| rope_tables(inv, *scaling, s, kind)).collect();
         let full = allowed(mask, None);
         let mut windowed: Vec<(i64, Tensor)> = Vec::new();
         for layer in &self.layers {

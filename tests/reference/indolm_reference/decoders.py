@@ -5,7 +5,8 @@ computes them; a bf16 copy and a Llama-style BOS template.
 
   make-decoder FAMILY DIR [POSITIONS]  a tiny random causal LM of FAMILY (llama, llama3, mistral, qwen2, qwen3,
                           gemma2, gemma3, olmo2, olmo3, bloom; gemma3mm: a Gemma3ForConditionalGeneration
-                          with a vision tower and a config as sparse as the hub's) built with transformers' own class
+                          with a vision tower and a config as sparse as the hub's; olmo3yarn: OLMo 3 with
+                          YaRN RoPE scaling on its full-attention layers) built with transformers' own class
                           (seeded, eager attention, GQA 4:2 where the family has it, a sliding
                           window shorter than the test sentences), saved with safetensors (sharded
                           for some), and a tokenizer.json trained here with `tokenizers` (byte-level
@@ -41,7 +42,7 @@ DECODER_SENTENCES = [
 
 DECODER_TOKENIZERS = {"llama": "metaspace", "llama3": "bytelevel", "mistral": "metaspace", "qwen2": "bytelevel",
                       "qwen3": "bytelevel", "gemma2": "unigram", "gemma3": "unigram", "olmo2": "bytelevel",
-                      "olmo3": "metaspace", "bloom": "bytelevel", "gemma3mm": "unigram"}
+                      "olmo3": "metaspace", "olmo3yarn": "metaspace", "bloom": "bytelevel", "gemma3mm": "unigram"}
 
 
 def _decoder_tokenizer(kind, out_dir, bos=True):
@@ -126,6 +127,14 @@ def make_decoder(family, out_dir, positions="128"):
     elif family == "olmo3":
         config = tr.Olmo3Config(**common, sliding_window=5,
                                 layer_types=["sliding_attention", "full_attention", "sliding_attention"])
+        cls = tr.Olmo3ForCausalLM
+    elif family == "olmo3yarn":  # OLMo 3 7B's long-context layout: YaRN on the full-attention layers
+        yarn = {"rope_type": "yarn", "rope_theta": 500000.0, "factor": 8.0, "original_max_position_embeddings": 16,
+                "beta_fast": 32, "beta_slow": 1}
+        config = tr.Olmo3Config(**common, sliding_window=5,
+                                layer_types=["sliding_attention", "full_attention", "sliding_attention"],
+                                rope_parameters={"full_attention": yarn,
+                                                 "sliding_attention": {"rope_type": "default", "rope_theta": 500000.0}})
         cls = tr.Olmo3ForCausalLM
     elif family == "bloom":
         config = tr.BloomConfig(vocab_size=vocab, hidden_size=64, n_layer=3, n_head=4, **ids)
