@@ -12,7 +12,7 @@
 //! exited: `{"status": S}`, the raw wait status (an exit code or the signal that ended it). The
 //! client is `indolm()` in `tests/it/common.rs`, which falls back to a fresh process without it.
 use std::ffi::CString;
-use std::io::{BufRead, Write};
+use std::io::Write;
 
 /// Whether the variable asks for the server.
 pub fn asked() -> bool {
@@ -39,8 +39,14 @@ pub fn serve(main: fn(Vec<String>) -> i32, exit: fn(i32) -> !) -> ! {
     }
     let mut out = std::io::stdout();
     let _ = writeln!(out, "{{\"ready\": true}}").and_then(|_| out.flush());
-    for line in std::io::stdin().lock().lines() {
-        let Ok(line) = line else { break };
+    loop {
+        // Read a line at a time with stdin's lock released before the fork (a child never sees it
+        // held); requests come one at a time, so nothing is left buffered.
+        let mut line = String::new();
+        match std::io::stdin().read_line(&mut line) {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {}
+        }
         if line.trim().is_empty() {
             continue;
         }

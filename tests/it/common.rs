@@ -27,16 +27,16 @@ pub fn python() -> PathBuf {
 }
 
 /// Runs `tests/reference/hf_reference.py <args>`; panics with its output on failure. The
-/// subcommand runs in a child of the reference fork server ([`Zygote`]), a process of its own
+/// subcommand runs in a child of the reference fork server ([`ZYGOTE`]), a process of its own
 /// that starts with torch and transformers already imported; without the server, in a fresh
 /// interpreter.
 pub fn reference(args: &[&str]) -> String {
     let (success, stdout, stderr) = {
         let mut zygote = ZYGOTE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         if zygote.is_none() {
-            *zygote = Zygote::start().map_err(|e| eprintln!("the reference fork server did not start ({e})")).ok();
+            *zygote = start_zygote().map_err(|e| eprintln!("the reference fork server did not start ({e})")).ok();
         }
-        match zygote.as_mut().map(|z| z.run(args)) {
+        match zygote.as_mut().map(|z| z.reference(args)) {
             Some(Ok(done)) => done,
             failed => {
                 if let Some(Err(e)) = failed {
@@ -45,7 +45,6 @@ pub fn reference(args: &[&str]) -> String {
                 *zygote = None;
                 let out = reference_command().arg(root().join("tests/reference/hf_reference.py")).args(args).output();
                 let out = out.expect("run python");
-                let text = |b: &[u8]| String::from_utf8_lossy(b).to_string();
                 (out.status.success(), text(&out.stdout), text(&out.stderr))
             }
         }
@@ -63,10 +62,20 @@ fn reference_command() -> Command {
 
 /// The reference fork server (`tests/reference/zygote.py`), started by the first [`reference`]
 /// and ended when this process ends (its stdin closes).
-static ZYGOTE: std::sync::Mutex<Option<Zygote>> = std::sync::Mutex::new(None);
+static ZYGOTE: std::sync::Mutex<Option<ForkServer>> = std::sync::Mutex::new(None);
 
-/// A running fork server: requests on its stdin, answers on its stdout.
-struct Zygote {
+/// Starts the reference fork server, once it has imported everything.
+fn start_zygote() -> std::io::Result<ForkServer> {
+    let mut command = reference_command();
+    // Its children write to their own files; a failure shows in the fallback.
+    command.arg(root().join("tests/reference/zygote.py")).stderr(std::process::Stdio::null());
+    ForkServer::start(command, "zygote")
+}
+
+/// A running fork server, Python's or indolm's: one JSON request a line on its stdin, each run
+/// in a child with its output in two files, one JSON answer a line on its stdout once the child
+/// has exited.
+struct ForkServer {
     stdin: std::process::ChildStdin,
     stdout: std::io::BufReader<std::process::ChildStdout>,
     /// Where each request's output goes.
@@ -75,17 +84,12 @@ struct Zygote {
     _child: std::process::Child,
 }
 
-impl Zygote {
-    /// Starts the server and waits until it has imported everything.
-    fn start() -> std::io::Result<Zygote> {
+impl ForkServer {
+    /// Starts `command` as a server and waits for its ready line; `name` names its output folder.
+    fn start(mut command: Command, name: &str) -> std::io::Result<ForkServer> {
         use std::io::BufRead;
         use std::process::Stdio;
-        let mut child = reference_command()
-            .arg(root().join("tests/reference/zygote.py"))
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null()) // its children write to their own files; a failure shows in the fallback
-            .spawn()?;
+        let mut child = command.stdin(Stdio::piped()).stdout(Stdio::piped()).spawn()?;
         let stdin = child.stdin.take().expect("piped");
         let mut stdout = std::io::BufReader::new(child.stdout.take().expect("piped"));
         let mut ready = String::new();
@@ -93,20 +97,14 @@ impl Zygote {
         if !ready.contains("\"ready\"") {
             return Err(std::io::Error::other(format!("expected its ready line, read {ready:?}")));
         }
-        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("zygote-{}", std::process::id()));
+        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("{name}-{}", std::process::id()));
         std::fs::create_dir_all(&dir)?;
-        Ok(Zygote { stdin, stdout, dir, requests: 0, _child: child })
-    }
-
-    /// Runs one subcommand: whether it exited 0, its stdout and its stderr.
-    fn run(&mut self, args: &[&str]) -> std::io::Result<(bool, String, String)> {
-        let (code, stdout, stderr) = self.request(serde_json::json!({ "argv": args }))?;
-        Ok((code == 0, stdout, stderr))
+        Ok(ForkServer { stdin, stdout, dir, requests: 0, _child: child })
     }
 
     /// Sends `request` (the server's keys but `stdout` and `stderr`, which this adds) and waits
-    /// for its child: its exit code (negative: the signal that ended it), stdout and stderr.
-    fn request(&mut self, mut request: serde_json::Value) -> std::io::Result<(i64, String, String)> {
+    /// for its child: the answer's `key` (an exit code or a wait status), its stdout and stderr.
+    fn request(&mut self, mut request: serde_json::Value, key: &str) -> std::io::Result<(i64, Vec<u8>, Vec<u8>)> {
         use std::io::{BufRead, Write};
         self.requests += 1;
         let (out, err) =
@@ -119,13 +117,33 @@ impl Zygote {
         if self.stdout.read_line(&mut answer)? == 0 {
             return Err(std::io::Error::other("it exited"));
         }
-        let code = serde_json::from_str::<serde_json::Value>(&answer).ok().and_then(|v| v["code"].as_i64());
-        let code = code.ok_or_else(|| std::io::Error::other(format!("unexpected answer {answer:?}")))?;
-        let text = |path: &Path| std::fs::read(path).map(|b| String::from_utf8_lossy(&b).to_string());
-        let (stdout, stderr) = (text(&out)?, text(&err)?);
+        let value = serde_json::from_str::<serde_json::Value>(&answer).ok().and_then(|v| v[key].as_i64());
+        let value = value.ok_or_else(|| std::io::Error::other(format!("unexpected answer {answer:?}")))?;
+        let (stdout, stderr) = (std::fs::read(&out)?, std::fs::read(&err)?);
         let _ = (std::fs::remove_file(&out), std::fs::remove_file(&err));
-        Ok((code, stdout, stderr))
+        Ok((value, stdout, stderr))
     }
+
+    /// Runs one reference subcommand: whether it exited 0, its stdout and its stderr.
+    fn reference(&mut self, args: &[&str]) -> std::io::Result<(bool, String, String)> {
+        let (code, stdout, stderr) = self.request(serde_json::json!({ "argv": args }), "code")?;
+        Ok((code == 0, text(&stdout), text(&stderr)))
+    }
+
+    /// Runs `indolm args` with this process's environment and working directory.
+    fn indolm(&mut self, args: &[&str]) -> std::io::Result<Output> {
+        use std::os::unix::process::ExitStatusExt;
+        let argv: Vec<&str> = std::iter::once(env!("CARGO_BIN_EXE_indolm")).chain(args.iter().copied()).collect();
+        let env: std::collections::BTreeMap<String, String> = std::env::vars().collect();
+        let request = serde_json::json!({ "argv": argv, "env": env, "cwd": std::env::current_dir()? });
+        let (status, stdout, stderr) = self.request(request, "status")?;
+        Ok(Output { status: std::process::ExitStatus::from_raw(status as i32), stdout, stderr })
+    }
+}
+
+/// Bytes as text, invalid UTF-8 replaced.
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).to_string()
 }
 
 /// How a [`python_script`] ended.
@@ -151,13 +169,14 @@ pub fn python_script(
     {
         let mut zygote = ZYGOTE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         if zygote.is_none() {
-            *zygote = Zygote::start().map_err(|e| eprintln!("the reference fork server did not start ({e})")).ok();
+            *zygote = start_zygote().map_err(|e| eprintln!("the reference fork server did not start ({e})")).ok();
         }
         let request = serde_json::json!({
             "script": script, "env": env, "cwd": cwd, "timeout": patience.as_secs().max(1),
         });
-        match zygote.as_mut().map(|z| z.request(request)) {
+        match zygote.as_mut().map(|z| z.request(request, "code")) {
             Some(Ok((code, stdout, stderr))) => {
+                let (stdout, stderr) = (text(&stdout), text(&stderr));
                 return ScriptRun { success: code == 0, timed_out: code == -14, stdout, stderr };
             }
             Some(Err(e)) => {
@@ -220,15 +239,19 @@ pub fn reference_model() -> &'static Path {
 }
 
 /// Runs the indolm binary with `args`, as `Command::new(indolm).args(args).output()` would: in
-/// a child of indolm's test-only fork server ([`Forker`]), which has loaded libtorch once for
+/// a child of indolm's test-only fork server ([`FORKER`]), which has loaded libtorch once for
 /// every command, or in a fresh process when the server cannot be used.
 pub fn indolm(args: &[&str]) -> Output {
     {
         let mut forker = FORKER.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         if forker.is_none() {
-            *forker = Forker::start().map_err(|e| eprintln!("indolm's fork server did not start ({e})")).ok();
+            let mut command = Command::new(env!("CARGO_BIN_EXE_indolm"));
+            command.env("INDOLM_TEST_FORK_SERVER", "1");
+            *forker = ForkServer::start(command, "forker")
+                .map_err(|e| eprintln!("indolm's fork server did not start ({e})"))
+                .ok();
         }
-        match forker.as_mut().map(|f| f.run(args)) {
+        match forker.as_mut().map(|f| f.indolm(args)) {
             Some(Ok(output)) => return output,
             Some(Err(e)) => {
                 eprintln!("indolm's fork server failed ({e}); a fresh process instead");
@@ -242,66 +265,7 @@ pub fn indolm(args: &[&str]) -> Output {
 
 /// indolm's fork server (`INDOLM_TEST_FORK_SERVER=1`, `src/cli/fork_server.rs`), started by the
 /// first [`indolm`] and ended when this process ends (its stdin closes).
-static FORKER: std::sync::Mutex<Option<Forker>> = std::sync::Mutex::new(None);
-
-/// A running indolm fork server: requests on its stdin, answers on its stdout.
-struct Forker {
-    stdin: std::process::ChildStdin,
-    stdout: std::io::BufReader<std::process::ChildStdout>,
-    /// Where each command's output goes.
-    dir: PathBuf,
-    requests: usize,
-    _child: std::process::Child,
-}
-
-impl Forker {
-    /// Starts the server and waits until it has loaded.
-    fn start() -> std::io::Result<Forker> {
-        use std::io::BufRead;
-        use std::process::Stdio;
-        let mut child = Command::new(env!("CARGO_BIN_EXE_indolm"))
-            .env("INDOLM_TEST_FORK_SERVER", "1")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()?;
-        let stdin = child.stdin.take().expect("piped");
-        let mut stdout = std::io::BufReader::new(child.stdout.take().expect("piped"));
-        let mut ready = String::new();
-        stdout.read_line(&mut ready)?;
-        if !ready.contains("\"ready\"") {
-            return Err(std::io::Error::other(format!("expected its ready line, read {ready:?}")));
-        }
-        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("forker-{}", std::process::id()));
-        std::fs::create_dir_all(&dir)?;
-        Ok(Forker { stdin, stdout, dir, requests: 0, _child: child })
-    }
-
-    /// Runs `indolm args` with this process's environment and working directory.
-    fn run(&mut self, args: &[&str]) -> std::io::Result<Output> {
-        use std::io::{BufRead, Write};
-        use std::os::unix::process::ExitStatusExt;
-        self.requests += 1;
-        let (out, err) =
-            (self.dir.join(format!("{}.out", self.requests)), self.dir.join(format!("{}.err", self.requests)));
-        let argv: Vec<&str> = std::iter::once(env!("CARGO_BIN_EXE_indolm")).chain(args.iter().copied()).collect();
-        let env: std::collections::BTreeMap<String, String> = std::env::vars().collect();
-        let request = serde_json::json!({
-            "argv": argv, "env": env, "cwd": std::env::current_dir()?, "stdout": out, "stderr": err,
-        });
-        writeln!(self.stdin, "{request}")?;
-        self.stdin.flush()?;
-        let mut answer = String::new();
-        if self.stdout.read_line(&mut answer)? == 0 {
-            return Err(std::io::Error::other("it exited"));
-        }
-        let status = serde_json::from_str::<serde_json::Value>(&answer).ok().and_then(|v| v["status"].as_i64());
-        let status = status.ok_or_else(|| std::io::Error::other(format!("unexpected answer {answer:?}")))?;
-        let (stdout, stderr) = (std::fs::read(&out)?, std::fs::read(&err)?);
-        let _ = (std::fs::remove_file(&out), std::fs::remove_file(&err));
-        Ok(Output { status: std::process::ExitStatus::from_raw(status as i32), stdout, stderr })
-    }
-}
+static FORKER: std::sync::Mutex<Option<ForkServer>> = std::sync::Mutex::new(None);
 
 /// Runs indolm and expects failure; returns stderr, checked to be one clean error (no panic).
 pub fn indolm_fails(args: &[&str]) -> String {
