@@ -174,6 +174,14 @@ fn aggregation_on_the_fixture_with_hand_computed_values() {
     assert_eq!(report.not_negated.questions, 26);
     let cell = &report.subject_level["Bahasa Indonesia / Seleksi PTN"];
     assert_eq!((cell.questions, cell.correct), (1, 1));
+    // Fig. 5's Indonesian language by grade: grades 2, 7 and 12 and the entrance exam, keyed A,
+    // B, C and A (grade 8's row is a demonstration).
+    let grades: Vec<(&str, usize, usize)> =
+        report.indonesian_by_grade.iter().map(|g| (g.grade.as_str(), g.cell.questions, g.cell.correct)).collect();
+    assert_eq!(grades, vec![("2", 1, 1), ("7", 1, 0), ("12", 1, 0), ("UE", 1, 1)]);
+    assert!(report.markdown().contains(
+        "Indonesian language by grade (accuracy, questions): 2 100.0 (1), 7 0.0 (1), 12 0.0 (1), UE 100.0 (1)"
+    ));
     assert!(report.markdown().contains("| Bahasa Indonesia / Seleksi PTN | 100.0 | 20.0 | 1 | pass |"));
     assert!(questions
         .iter()

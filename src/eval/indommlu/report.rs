@@ -60,6 +60,18 @@ pub struct AreaScore {
     pub ece: f64,
 }
 
+/// The Indonesian-language questions of one grade (Fig. 5 of the paper).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GradeScore {
+    /// The grade, `1` to `12`, or `UE` for the university entrance exams.
+    pub grade: String,
+    /// Its questions.
+    pub cell: Cell,
+}
+
+/// The subject of the paper's per-grade figure.
+const GRADED_SUBJECT: &str = "Bahasa Indonesia";
+
 /// How an evaluation answered its questions, recorded in its report.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Setting {
@@ -143,6 +155,10 @@ pub struct IndommluReport {
     pub not_negated: Cell,
     /// Subjects outside the paper's mapping (scored, not in the averages).
     pub unmapped_subjects: Vec<String>,
+    /// The Indonesian-language questions by grade, 1 to 12 then the university entrance exams
+    /// (the paper's Fig. 5), for the grades present.
+    #[serde(default)]
+    pub indonesian_by_grade: Vec<GradeScore>,
     /// Expected calibration error (percentage points, 10 bins) of all the questions: the
     /// confidence is the softmax over the options' scores at the prediction.
     #[serde(default)]
@@ -154,8 +170,21 @@ pub struct IndommluReport {
 pub fn aggregate_records(records: &[QuestionRecord], setting: Setting, step: Option<u64>) -> IndommluReport {
     let (mut subject_level, mut subjects) = (BTreeMap::<String, Cell>::new(), BTreeMap::<String, Cell>::new());
     let (mut negated, mut not_negated) = (Cell::default(), Cell::default());
+    // (grade as a number, 13 for the entrance exams; its label) -> cell.
+    let mut grades = BTreeMap::<(u32, String), Cell>::new();
     for r in records {
         let (ok, n) = (r.correct(), r.scores.len());
+        if r.subject == GRADED_SUBJECT {
+            let entrance = r.level.to_lowercase().contains("seleksi");
+            let grade = if entrance {
+                Some((13, "UE".to_string()))
+            } else {
+                r.kelas.parse().ok().map(|g| (g, r.kelas.clone()))
+            };
+            if let Some(grade) = grade {
+                grades.entry(grade).or_default().add(ok, n);
+            }
+        }
         subject_level.entry(format!("{} / {}", r.subject, r.level)).or_default().add(ok, n);
         subjects.entry(r.subject.to_string()).or_default().add(ok, n);
         if r.negated {
@@ -204,6 +233,7 @@ pub fn aggregate_records(records: &[QuestionRecord], setting: Setting, step: Opt
         negated,
         not_negated,
         unmapped_subjects,
+        indonesian_by_grade: grades.into_iter().map(|((_, grade), cell)| GradeScore { grade, cell }).collect(),
         ece: ece(None),
     }
 }
@@ -252,6 +282,14 @@ impl IndommluReport {
             self.not_negated.accuracy(),
             self.not_negated.questions
         ));
+        if !self.indonesian_by_grade.is_empty() {
+            let grades: Vec<String> = self
+                .indonesian_by_grade
+                .iter()
+                .map(|g| format!("{} {:.1} ({})", g.grade, g.cell.accuracy(), g.cell.questions))
+                .collect();
+            out.push_str(&format!("Indonesian language by grade (accuracy, questions): {}\n", grades.join(", ")));
+        }
         if !self.unmapped_subjects.is_empty() {
             out.push_str(&format!(
                 "subjects outside the paper's area mapping (not averaged): {}\n",
