@@ -147,11 +147,12 @@ pub fn read_model_files(dir: &Path) -> Result<ModelFiles> {
 pub fn content_sha256(dir: &Path) -> Result<String> {
     use sha2::{Digest, Sha256};
     let mut files = vec![dir.join("config.json")];
-    let weights_file = weights::find_weights(dir)?;
-    if weights_file.extension().is_some_and(|e| e == "json") {
-        files.extend(weights::shard_files(&weights_file)?);
+    let (weights_file, shards) = weights::weight_files(dir)?;
+    let sharded = shards != [weights_file.clone()];
+    files.push(weights_file); // the file, or the index before its shards
+    if sharded {
+        files.extend(shards);
     }
-    files.push(weights_file);
     files.extend(["tokenizer.json", "vocab.txt"].iter().map(|f| dir.join(f)).filter(|p| p.exists()));
     let mut hasher = Sha256::new();
     for file in &files {
@@ -368,7 +369,7 @@ pub fn is_model_file(name: &str) -> bool {
 /// The files of an HF model directory besides its weights that `indolm convert` carries over:
 /// the configurations, and every tokenizer file transformers reads.
 pub fn is_hf_side_file(name: &str) -> bool {
-    is_model_file(name) && name != WEIGHTS_FILE && name != "model.safetensors.index.json"
+    (is_model_file(name) && name != WEIGHTS_FILE)
         || [
             "generation_config.json",
             "tokenizer.model",

@@ -116,19 +116,26 @@ pub(crate) fn read_any(path: &Path) -> Result<BTreeMap<String, Tensor>> {
     }
 }
 
-/// Reads a model's weights from a directory ([`find_weights`]): the file (or index) read, and
+/// A model directory's weights ([`find_weights`]): the file or shard index found, and the files
+/// that hold the tensors (the file itself, or the index's shards).
+pub(crate) fn weight_files(dir: &Path) -> Result<(PathBuf, Vec<PathBuf>)> {
+    let path = find_weights(dir)?;
+    let files = match path.extension().is_some_and(|e| e == "json") {
+        true => shard_files(&path)?,
+        false => vec![path.clone()],
+    };
+    Ok((path, files))
+}
+
+/// Reads a model's weights from a directory ([`weight_files`]): the file (or index) read, and
 /// the tensors.
 pub fn read_model_weights(dir: &Path) -> Result<(PathBuf, BTreeMap<String, Tensor>)> {
-    let path = find_weights(dir)?;
-    if path.extension().is_some_and(|e| e == "json") {
-        let mut out = BTreeMap::new();
-        for shard in shard_files(&path)? {
-            out.extend(read_any(&shard)?);
-        }
-        return Ok((path, out));
+    let (path, files) = weight_files(dir)?;
+    let mut out = BTreeMap::new();
+    for file in files {
+        out.extend(read_any(&file)?);
     }
-    let tensors = read_any(&path)?;
-    Ok((path, tensors))
+    Ok((path, out))
 }
 
 /// One tensor prepared for writing: CPU, contiguous, raw bytes.

@@ -317,6 +317,10 @@ impl CheckpointStore {
                             crate::files::plain_file_name(&file).is_ok() && path.is_file(),
                             "checkpoint part `{name}` names {file:?}, not a file it wrote into the checkpoint"
                         );
+                        assert!(
+                            crate::outputs::declared(&file),
+                            "checkpoint part `{name}` writes {file:?}, which no writer declares (declare_run_files!)"
+                        );
                         state.checksums.insert(file.clone(), sha256_file(&path)?);
                         if *weights {
                             state.weight_files.push(file);
@@ -541,7 +545,8 @@ impl CheckpointStore {
 }
 
 /// The files of the checkpoint in `dir` that hold tensors, as its state lists them (each a plain
-/// name inside `dir`), with those that are the model's weights; `None` when its state cannot be
+/// name inside `dir` that a writer declares: a state edited by hand cannot make pruning delete
+/// anything else), with those that are the model's weights; `None` when its state cannot be
 /// read.
 fn tensor_files(dir: &Path) -> Option<(Vec<String>, Vec<String>)> {
     #[derive(Deserialize)]
@@ -553,7 +558,8 @@ fn tensor_files(dir: &Path) -> Option<(Vec<String>, Vec<String>)> {
     }
     let listed: Listed = serde_json::from_str(&read_to_string(&dir.join(STATE_FILE)).ok()?).ok()?;
     let files: Vec<String> = listed.checksums.into_keys().collect();
-    files.iter().all(|f| crate::files::plain_file_name(f).is_ok()).then_some((files, listed.weight_files))
+    let ours = |f: &String| crate::files::plain_file_name(f).is_ok() && crate::outputs::declared(f);
+    files.iter().all(ours).then_some((files, listed.weight_files))
 }
 
 /// Whether the checkpoint in `dir` still has all its tensors (so that a run can resume from it):
@@ -635,6 +641,12 @@ mod tests {
         }
     }
 
+    crate::declare_run_files!(
+        TEST_PART_FILES: RunFile::Named("table.bin"),
+        RunFile::Named("w.bin"),
+        RunFile::Named("m.bin"),
+    );
+
     const RETAIN_1: Retention = Retention { every: 1, keep_last: 1, keep_weights_every: 0 };
 
     fn state(step: u64) -> TrainerState {
@@ -702,6 +714,20 @@ mod tests {
         std::fs::write(root.path().join("run/step-4/m.bin"), b"x").unwrap();
         let err = store.find_resume_point(Some("auto")).err().unwrap().to_string();
         assert!(err.contains("no valid checkpoint of this run remains"), "{err}");
+    }
+
+    #[test]
+    fn a_state_listing_a_file_no_writer_declares_deletes_nothing() {
+        let root = tempfile::tempdir().unwrap();
+        let layout = RunLayout::new(root.path().join("run"));
+        let store = CheckpointStore::new(layout.clone(), RETAIN_1).quiet();
+        let dir = store.save(&state(1), &contents(10, false)).unwrap();
+        std::fs::write(dir.join("notes.txt"), "mine").unwrap();
+        let text = std::fs::read_to_string(dir.join(STATE_FILE)).unwrap();
+        std::fs::write(dir.join(STATE_FILE), text.replace("\"table.bin\"", "\"notes.txt\": \"0\", \"table.bin\""))
+            .unwrap();
+        release_checkpoint_weights(&layout, &RETAIN_1).unwrap();
+        assert!(dir.join("notes.txt").exists() && dir.join("table.bin").exists());
     }
 
     #[test]

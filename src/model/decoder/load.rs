@@ -72,11 +72,7 @@ impl Weights {
     /// Maps `model.safetensors`, or every shard named by `model.safetensors.index.json`; the
     /// tensors will be cast to `kind` on `device` as they are taken.
     pub fn open(dir: &Path, kind: Kind, device: Device) -> Result<Self> {
-        let path = crate::model::weights::find_weights(dir)?;
-        let shards = match path.extension().is_some_and(|e| e == "json") {
-            true => crate::model::weights::shard_files(&path)?,
-            false => vec![path.clone()],
-        };
+        let (path, shards) = crate::model::weights::weight_files(dir)?;
         let mut tensors = BTreeMap::new();
         let mut maps = Vec::new();
         for shard in shards {
