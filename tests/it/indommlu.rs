@@ -4,7 +4,7 @@
 //! calibration error; the aggregation arithmetic on the fixture (hand-computed); bad input.
 use crate::common::*;
 use indolm::eval::indommlu::{aggregate_records, load, load_all, IndommluReport, Setting};
-use indolm::eval::indommlu::{read_question_records, QuestionRecord};
+use indolm::eval::indommlu::{read_question_records, Question, QuestionRecord};
 use indolm::eval::pll::PllScorer;
 use indolm::eval::scorer::LmScorer;
 use indolm::eval::IndommluMode;
@@ -172,6 +172,27 @@ fn aggregation_on_the_fixture_with_hand_computed_values() {
     assert!((report.average - 48.5).abs() < 1e-9 && (report.random_average - 25.0).abs() < 1e-9);
     assert_eq!((report.negated.questions, report.negated.correct), (4, 0));
     assert_eq!(report.not_negated.questions, 26);
+    // Table 5 per area: the negated rows are two STEM (IPA, Biologi), one PPKN and one Bahasa
+    // Indonesia question, all keyed C; A is right for 1 of STEM's other 5, 4 of Social science's
+    // 7, 3 of Humanities' 6, 2 of Indonesian's 3 and 4 of the local languages' 5.
+    let negation: Vec<(&str, usize, usize, usize, usize)> = report
+        .negation_by_area
+        .iter()
+        .map(|n| {
+            (n.area.as_str(), n.negated.questions, n.negated.correct, n.not_negated.questions, n.not_negated.correct)
+        })
+        .collect();
+    assert_eq!(
+        negation,
+        vec![
+            ("STEM", 2, 0, 5, 1),
+            ("Social science", 1, 0, 7, 4),
+            ("Humanities", 0, 0, 6, 3),
+            ("Indonesian language", 1, 0, 3, 2),
+            ("Local languages and cultures", 0, 0, 5, 4)
+        ]
+    );
+    assert!(report.markdown().contains("| Indonesian language | 0.0 | 66.7 | 1 / 3 |"), "{}", report.markdown());
     let cell = &report.subject_level["Bahasa Indonesia / Seleksi PTN"];
     assert_eq!((cell.questions, cell.correct), (1, 1));
     // Fig. 5's Indonesian language by grade: grades 2, 7 and 12 and the entrance exam, keyed A,
@@ -242,10 +263,13 @@ fn causal_model(family: &'static str) -> PathBuf {
 
 /// `eval indommlu` on a causal LM against IndoMMLU's evaluate.py (in Python, one question at a
 /// time): the prompt's token ids, every option's score within 1e-4 relative, the prediction,
-/// the confidence, and the calibration error overall and per area.
-fn causal_parity(family: &'static str, mode: &str, shots: usize) {
+/// the confidence, the calibration error overall and per area, and the paper's breakdowns
+/// computed in Python from evaluate.py's predictions (Tables 3, 4 and 5, Figs. 5 and 8).
+/// `questions`: `held-out` or `all` (evaluate.py's own zero-shot run: every row).
+fn causal_parity(family: &'static str, mode: &str, shots: usize, questions: &str) {
+    let questions_arg = questions;
     let model = causal_model(family);
-    let work = scratch(&format!("indommlu-{family}-{mode}-{shots}"));
+    let work = scratch(&format!("indommlu-{family}-{mode}-{shots}-{questions}"));
     let (fixture, shots_arg) = (fixture(), shots.to_string());
     reference(&[
         "indommlu-causal",
@@ -254,6 +278,7 @@ fn causal_parity(family: &'static str, mode: &str, shots: usize) {
         mode,
         &shots_arg,
         work.join("ref.json").to_str().unwrap(),
+        questions,
     ]);
     let expected: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(work.join("ref.json")).unwrap()).unwrap();
@@ -268,6 +293,8 @@ fn causal_parity(family: &'static str, mode: &str, shots: usize) {
         &shots_arg,
         "--out",
         out.to_str().unwrap(),
+        "--questions",
+        questions,
     ]);
     let (printed, _) = indolm_ok(&args);
     assert!(printed.contains(&format!("causal LM, {shots}-shot")), "{printed}");
@@ -275,7 +302,9 @@ fn causal_parity(family: &'static str, mode: &str, shots: usize) {
     let report: IndommluReport =
         serde_json::from_str(&std::fs::read_to_string(out.join("indommlu.json")).unwrap()).unwrap();
     let setting = Setting { mode: report.mode, causal: true, shots };
-    assert_eq!(report, aggregate_records(&records, setting, None), "the report is the records' aggregate");
+    let mut aggregate = aggregate_records(&records, setting, None);
+    aggregate.demonstrations_included = questions == "all";
+    assert_eq!(report, aggregate, "the report is the records' aggregate");
     assert_eq!(report.mode.to_string(), mode);
 
     // The prompts' ids as transformers' tokenizer(prompt) gives them, special tokens included.
@@ -285,7 +314,14 @@ fn causal_parity(family: &'static str, mode: &str, shots: usize) {
     assert_eq!(questions.len(), records.len());
     let (mut worst_score, mut worst_confidence) = (0f64, 0f64);
     let mut shots_seen = Vec::new();
-    for ((e, r), q) in questions.iter().zip(&records).zip(&data.questions) {
+    // The questions scored, in CSV order: with `all`, the demonstrations too.
+    let mut scored: Vec<&Question> = data.questions.iter().collect();
+    if questions_arg == "all" {
+        scored.extend(&data.examples);
+        scored.sort_by_key(|q| q.row);
+    }
+    assert_eq!(scored.len(), records.len());
+    for ((e, r), q) in questions.iter().zip(&records).zip(scored) {
         assert_eq!(e["row"].as_u64().unwrap() as usize, r.row);
         let shown = indolm::eval::indommlu::causal::fewshot_examples(q, &data.examples, shots);
         shots_seen.push(shown.len());
@@ -305,6 +341,7 @@ fn causal_parity(family: &'static str, mode: &str, shots: usize) {
         worst_confidence = worst_confidence.max((r.confidence() - e["confidence"].as_f64().unwrap()).abs());
     }
     let ece_gap = (report.ece - expected["ece"].as_f64().unwrap()).abs();
+    breakdowns_match(&report, &expected["breakdowns"]);
     for a in &report.areas {
         let theirs = expected["areas"][&a.area].as_f64().unwrap();
         assert!((a.ece - theirs).abs() < 1e-3, "{}: ECE {} vs {theirs}", a.area, a.ece);
@@ -323,10 +360,46 @@ fn causal_parity(family: &'static str, mode: &str, shots: usize) {
     );
 }
 
+/// The paper's breakdowns in `report` equal those the Python port computes from evaluate.py's
+/// predictions: accuracy per subject/level (Table 4) and per area with their average (Table 3),
+/// with and without negation per area (Table 5), Indonesian language by grade (Fig. 5), and the
+/// subject/levels' mean confidence and its correlation with accuracy (Fig. 8).
+fn breakdowns_match(report: &IndommluReport, theirs: &serde_json::Value) {
+    let close = |a: f64, b: f64, what: &str| assert!((a - b).abs() < 1e-3, "{what}: {a} vs {b}");
+    let cells = theirs["subject_level"].as_object().unwrap();
+    assert_eq!(cells.len(), report.subject_level.len());
+    for (key, cell) in &report.subject_level {
+        let t = &cells[key];
+        assert_eq!(cell.questions as u64, t["questions"].as_u64().unwrap(), "{key}");
+        close(cell.accuracy(), t["accuracy"].as_f64().unwrap(), key);
+        close(cell.mean_confidence(), t["confidence"].as_f64().unwrap(), key);
+    }
+    for a in &report.areas {
+        close(a.accuracy, theirs["areas"][&a.area].as_f64().unwrap(), &a.area);
+    }
+    assert_eq!(report.areas.len(), theirs["areas"].as_object().unwrap().len());
+    close(report.average, theirs["average"].as_f64().unwrap(), "average");
+    assert_eq!(report.negation_by_area.len(), theirs["negation"].as_object().unwrap().len());
+    for n in &report.negation_by_area {
+        let t = &theirs["negation"][&n.area];
+        for (cell, side) in [(&n.negated, "with"), (&n.not_negated, "without")] {
+            assert_eq!(cell.questions as u64, t[side][1].as_u64().unwrap(), "{} {side}", n.area);
+            close(cell.accuracy(), t[side][0].as_f64().unwrap(), &n.area);
+        }
+    }
+    let grades = theirs["grades"].as_object().unwrap();
+    assert_eq!(report.indonesian_by_grade.len(), grades.len());
+    for g in &report.indonesian_by_grade {
+        assert_eq!(g.cell.questions as u64, grades[&g.grade][1].as_u64().unwrap(), "grade {}", g.grade);
+        close(g.cell.accuracy(), grades[&g.grade][0].as_f64().unwrap(), &g.grade);
+    }
+    close(report.confidence_accuracy_r.unwrap(), theirs["confidence_accuracy_r"].as_f64().unwrap(), "r");
+}
+
 #[test]
 fn causal_letter_zero_and_two_shot_match_indommlu_evaluate_py() {
-    causal_parity("llama", "letter", 0);
-    causal_parity("llama", "letter", 2);
+    causal_parity("llama", "letter", 0, "held-out");
+    causal_parity("llama", "letter", 2, "held-out");
     // The bf16 path CUDA runs, here on the CPU: the same letter scores to bf16's precision.
     let (model, data) = (causal_model("llama"), load_all(&fixture()).unwrap());
     let score = |kind| {
@@ -344,9 +417,16 @@ fn causal_letter_zero_and_two_shot_match_indommlu_evaluate_py() {
 
 #[test]
 fn causal_full_answer_matches_indommlu_evaluate_py_with_and_without_bos() {
-    causal_parity("llama", "full-answer", 1);
-    causal_parity("bloom", "full-answer", 0);
-    causal_parity("bloom", "letter", 2);
+    causal_parity("llama", "full-answer", 1, "held-out");
+    causal_parity("bloom", "full-answer", 0, "held-out");
+    causal_parity("bloom", "letter", 2, "held-out");
+}
+
+/// evaluate.py's own run, as the paper's tables were made: zero-shot on every row (the
+/// demonstrations included), with the per-level, negation, per-grade and confidence breakdowns.
+#[test]
+fn causal_zero_shot_on_every_row_matches_evaluate_py_and_its_breakdowns() {
+    causal_parity("bloom", "letter", 0, "all");
 }
 
 /// Modes and flags that do not fit the model are refused, naming what would.

@@ -19,6 +19,6 @@ pub use hook::IndommluHook;
 pub use questions::{area_of, load, load_all, IndommluData, Question, QuestionSet, AREAS};
 pub use records::{read_question_records, write_question_records, QuestionRecord, RECORDS_FILE};
 pub use report::{
-    aggregate_records, mode_misfit, shots_misfit, AreaScore, Cell, GradeScore, IndommluReport, Setting, PASS_MARK,
-    REPORT_FILE,
+    aggregate_records, mode_misfit, shots_misfit, AreaScore, Cell, GradeScore, IndommluReport, NegationScore, Setting,
+    PASS_MARK, REPORT_FILE,
 };

@@ -1,7 +1,9 @@
 //! The IndoMMLU report, aggregated from the per-question records: accuracy per subject and
 //! level, per area (mean of its subjects), the average of the areas, the random baseline from
-//! the option counts, pass/fail at 65, accuracy with and without negation, and the expected
-//! calibration error of the confidence (softmax over the options) overall and per area.
+//! the option counts, pass/fail at 65 (the paper's Table 4), accuracy with and without negation
+//! overall and per area (Table 5), the Indonesian-language questions by grade (Fig. 5), the
+//! expected calibration error of the confidence (softmax over the options) overall and per
+//! area, and the correlation of the subject/levels' mean confidence with their accuracy (Fig. 8).
 use super::questions::{area_of, IndommluData, AREAS, NEGATIONS};
 use super::records::QuestionRecord;
 use crate::error::{Error, Result};
@@ -26,13 +28,17 @@ pub struct Cell {
     pub correct: usize,
     /// Expected correct answers by chance: Σ 1 / options.
     pub chance: f64,
+    /// Σ confidence (the softmax over the options at the prediction).
+    #[serde(default)]
+    pub confidence: f64,
 }
 
 impl Cell {
-    fn add(&mut self, correct: bool, options: usize) {
+    fn add(&mut self, correct: bool, options: usize, confidence: f64) {
         self.questions += 1;
         self.correct += correct as usize;
         self.chance += 1.0 / options as f64;
+        self.confidence += confidence;
     }
     /// Percentage answered right (0 for an empty group).
     pub fn accuracy(&self) -> f64 {
@@ -42,6 +48,33 @@ impl Cell {
     pub fn random(&self) -> f64 {
         100.0 * self.chance / self.questions.max(1) as f64
     }
+    /// The mean confidence, as a percentage (0 for an empty group).
+    pub fn mean_confidence(&self) -> f64 {
+        100.0 * self.confidence / self.questions.max(1) as f64
+    }
+}
+
+/// One area's questions with and without negation (Table 5 of the paper).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NegationScore {
+    /// The area's name, as in [`AREAS`].
+    pub area: String,
+    /// Its questions with negation (see [`super::Question::negated`]).
+    pub negated: Cell,
+    /// Its questions without.
+    pub not_negated: Cell,
+}
+
+/// Pearson's correlation of `xs` with `ys`; `None` for under two points or a constant series.
+fn pearson(xs: &[f64], ys: &[f64]) -> Option<f64> {
+    let n = xs.len() as f64;
+    if xs.len() < 2 {
+        return None;
+    }
+    let (mx, my) = (xs.iter().sum::<f64>() / n, ys.iter().sum::<f64>() / n);
+    let cov: f64 = xs.iter().zip(ys).map(|(x, y)| (x - mx) * (y - my)).sum();
+    let (vx, vy): (f64, f64) = (xs.iter().map(|x| (x - mx).powi(2)).sum(), ys.iter().map(|y| (y - my).powi(2)).sum());
+    (vx > 0.0 && vy > 0.0).then(|| cov / (vx * vy).sqrt())
 }
 
 /// One area's scores (Table 2 of the paper).
@@ -153,6 +186,10 @@ pub struct IndommluReport {
     pub negated: Cell,
     /// The questions without.
     pub not_negated: Cell,
+    /// With and without negation per area, for the areas with questions, in the paper's order
+    /// (its Table 5 shows Indonesian language and Social science).
+    #[serde(default)]
+    pub negation_by_area: Vec<NegationScore>,
     /// Subjects outside the paper's mapping (scored, not in the averages).
     pub unmapped_subjects: Vec<String>,
     /// The Indonesian-language questions by grade, 1 to 12 then the university entrance exams
@@ -163,6 +200,21 @@ pub struct IndommluReport {
     /// confidence is the softmax over the options' scores at the prediction.
     #[serde(default)]
     pub ece: f64,
+    /// Pearson's r between the mean confidence and the accuracy of the subject/level groups
+    /// (the paper's "64 tasks", Fig. 8); `None` for fewer than two groups or a constant series.
+    #[serde(default)]
+    pub confidence_accuracy_r: Option<f64>,
+}
+
+/// The grade of an Indonesian-language question for Fig. 5: `(order, label)`, 1 to 12 from
+/// `kelas` (`10` or `10.0`), `(13, "UE")` for the university entrance exams; `None` when
+/// `kelas` is not a whole grade.
+fn grade_of(level: &str, kelas: &str) -> Option<(u32, String)> {
+    if level.to_lowercase().contains("seleksi") {
+        return Some((13, "UE".to_string()));
+    }
+    let g = kelas.trim().parse::<f64>().ok().filter(|g| g.fract() == 0.0 && (1.0..=12.0).contains(g))?;
+    Some((g as u32, (g as u32).to_string()))
 }
 
 /// Aggregates per-question records (read back from `indommlu_questions.csv`, say): the report
@@ -170,27 +222,23 @@ pub struct IndommluReport {
 pub fn aggregate_records(records: &[QuestionRecord], setting: Setting, step: Option<u64>) -> IndommluReport {
     let (mut subject_level, mut subjects) = (BTreeMap::<String, Cell>::new(), BTreeMap::<String, Cell>::new());
     let (mut negated, mut not_negated) = (Cell::default(), Cell::default());
+    // Area -> (with negation, without).
+    let mut negation = BTreeMap::<&str, (Cell, Cell)>::new();
     // (grade as a number, 13 for the entrance exams; its label) -> cell.
     let mut grades = BTreeMap::<(u32, String), Cell>::new();
     for r in records {
-        let (ok, n) = (r.correct(), r.scores.len());
+        let (ok, n, c) = (r.correct(), r.scores.len(), r.confidence());
         if r.subject == GRADED_SUBJECT {
-            let entrance = r.level.to_lowercase().contains("seleksi");
-            let grade = if entrance {
-                Some((13, "UE".to_string()))
-            } else {
-                r.kelas.parse().ok().map(|g| (g, r.kelas.clone()))
-            };
-            if let Some(grade) = grade {
-                grades.entry(grade).or_default().add(ok, n);
+            if let Some(grade) = grade_of(&r.level, &r.kelas) {
+                grades.entry(grade).or_default().add(ok, n, c);
             }
         }
-        subject_level.entry(format!("{} / {}", r.subject, r.level)).or_default().add(ok, n);
-        subjects.entry(r.subject.to_string()).or_default().add(ok, n);
-        if r.negated {
-            negated.add(ok, n)
-        } else {
-            not_negated.add(ok, n)
+        subject_level.entry(format!("{} / {}", r.subject, r.level)).or_default().add(ok, n, c);
+        subjects.entry(r.subject.to_string()).or_default().add(ok, n, c);
+        if r.negated { &mut negated } else { &mut not_negated }.add(ok, n, c);
+        if let Some(area) = area_of(&r.subject) {
+            let (with, without) = negation.entry(area).or_default();
+            if r.negated { with } else { without }.add(ok, n, c);
         }
     }
     let ece = |area: Option<&str>| {
@@ -218,6 +266,15 @@ pub fn aggregate_records(records: &[QuestionRecord], setting: Setting, step: Opt
     }
     let n = areas.len().max(1) as f64;
     let unmapped_subjects = subjects.keys().filter(|s| area_of(s).is_none()).cloned().collect();
+    let negation_by_area = AREAS
+        .iter()
+        .filter_map(|(area, _)| {
+            let (negated, not_negated) = negation.remove(area)?;
+            Some(NegationScore { area: area.to_string(), negated, not_negated })
+        })
+        .collect();
+    let (confidences, accuracies): (Vec<f64>, Vec<f64>) =
+        subject_level.values().map(|c| (c.mean_confidence(), c.accuracy())).unzip();
     IndommluReport {
         mode: setting.mode,
         causal: setting.causal,
@@ -232,9 +289,11 @@ pub fn aggregate_records(records: &[QuestionRecord], setting: Setting, step: Opt
         subjects,
         negated,
         not_negated,
+        negation_by_area,
         unmapped_subjects,
         indonesian_by_grade: grades.into_iter().map(|((_, grade), cell)| GradeScore { grade, cell }).collect(),
         ece: ece(None),
+        confidence_accuracy_r: pearson(&confidences, &accuracies),
     }
 }
 
@@ -282,6 +341,19 @@ impl IndommluReport {
             self.not_negated.accuracy(),
             self.not_negated.questions
         ));
+        if !self.negation_by_area.is_empty() {
+            out.push_str("\n| area | with negation | without | questions with / without |\n|---|---:|---:|---:|\n");
+            for a in &self.negation_by_area {
+                out.push_str(&format!(
+                    "| {} | {:.1} | {:.1} | {} / {} |\n",
+                    a.area,
+                    a.negated.accuracy(),
+                    a.not_negated.accuracy(),
+                    a.negated.questions,
+                    a.not_negated.questions
+                ));
+            }
+        }
         if !self.indonesian_by_grade.is_empty() {
             let grades: Vec<String> = self
                 .indonesian_by_grade
@@ -290,6 +362,12 @@ impl IndommluReport {
                 .collect();
             out.push_str(&format!("Indonesian language by grade (accuracy, questions): {}\n", grades.join(", ")));
         }
+        if let Some(r) = self.confidence_accuracy_r {
+            out.push_str(&format!(
+                "mean confidence against accuracy over the {} subject/level groups: Pearson r {r:.3}\n",
+                self.subject_level.len()
+            ));
+        }
         if !self.unmapped_subjects.is_empty() {
             out.push_str(&format!(
                 "subjects outside the paper's area mapping (not averaged): {}\n",
@@ -297,5 +375,30 @@ impl IndommluReport {
             ));
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pearson_is_one_for_a_line_minus_one_reversed_and_none_when_undefined() {
+        assert!((pearson(&[1.0, 2.0, 3.0], &[2.0, 4.0, 6.0]).unwrap() - 1.0).abs() < 1e-12);
+        assert!((pearson(&[1.0, 2.0, 3.0], &[3.0, 2.0, 1.0]).unwrap() + 1.0).abs() < 1e-12);
+        // By hand: means 2 and 5/3; cov = (-1)(-2/3) + 0 + (1)(1/3) = 1; var x = 2, var y = 2/3.
+        let r = pearson(&[1.0, 2.0, 3.0], &[1.0, 2.0, 2.0]).unwrap();
+        assert!((r - 1.0 / (2.0f64 * 2.0 / 3.0).sqrt()).abs() < 1e-12, "{r}");
+        assert_eq!(pearson(&[1.0, 2.0], &[5.0, 5.0]), None);
+        assert_eq!(pearson(&[1.0], &[1.0]), None);
+    }
+
+    #[test]
+    fn grades_come_from_whole_kelas_values_and_the_entrance_exams() {
+        assert_eq!(grade_of("SMA", "10"), Some((10, "10".into())));
+        assert_eq!(grade_of("SMA", "10.0"), Some((10, "10".into())));
+        assert_eq!(grade_of("Seleksi PTN", ""), Some((13, "UE".into())));
+        assert_eq!(grade_of("SD", "2.5"), None);
+        assert_eq!(grade_of("SD", ""), None);
     }
 }

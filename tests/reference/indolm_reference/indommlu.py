@@ -8,10 +8,16 @@ calibration error overall and per area (INDOMMLU_AREAS, the paper's grouping of 
                           [MASK] after "Jawaban:"); the prompt built here from the paper's text;
                           `all`: every row, the is_for_fewshot demonstrations included, as the
                           paper's zero-shot tables score them.
-  indommlu-causal DIR CSV STRATEGY SHOTS OUT  IndoMMLU's own evaluate.py/utils.py on a causal LM
+  indommlu-causal DIR CSV STRATEGY SHOTS OUT [all]  IndoMMLU's own evaluate.py/utils.py on a causal LM
                           (letter or full-answer), zero- or few-shot, one question at a time in
-                          fp32: per-question scores, confidence, prediction and prompt ids, and the
-                          expected calibration error overall and per area. OUT JSON.
+                          fp32: per-question scores, confidence, prediction and prompt ids, the
+                          expected calibration error overall and per area, and the paper's
+                          breakdowns computed here from the predictions: accuracy per subject and
+                          level (Table 4), per area and their average (Table 3), with and without
+                          negation per area (Table 5), Indonesian language by grade (Fig. 5), and
+                          Pearson's r of the subject/levels' mean confidence with their accuracy
+                          (Fig. 8). `all`: every row, as evaluate.py scores them (zero-shot only).
+                          OUT JSON.
 """
 import csv
 import json
@@ -86,7 +92,51 @@ def indommlu(model_dir, csv_path, mode, out_path, rows="held-out"):
         json.dump(out, f)
 
 
-def indommlu_causal(model_dir, csv_path, strategy, shots, out_path):
+NEGATIONS = ["kecuali", "yang bukan", "yang tidak"]  # the paper's footnote 10
+
+
+def _breakdowns(qs):
+    """The paper's tables from per-question dicts (subject, level, kelas, soal, pred, key,
+    confidence), computed here independently of indolm."""
+    import math
+
+    def acc(sel):
+        return 100.0 * sum(q["pred"] == q["key"] for q in sel) / len(sel) if sel else 0.0
+
+    def group(key):
+        out = {}
+        for q in qs:
+            out.setdefault(key(q), []).append(q)
+        return out
+
+    subject_level = {k: {"accuracy": acc(v), "questions": len(v),
+                         "confidence": 100.0 * float(np.mean([q["confidence"] for q in v]))}
+                     for k, v in group(lambda q: f"{q['subject']} / {q['level']}").items()}
+    subjects = {k: acc(v) for k, v in group(lambda q: q["subject"]).items()}
+    areas, negation = {}, {}
+    for area, members in INDOMMLU_AREAS.items():
+        accs = [a for s, a in subjects.items() if s in members]
+        if accs:
+            areas[area] = float(np.mean(accs))
+        sel = [q for q in qs if q["subject"] in members]
+        if sel:
+            neg = [q for q in sel if any(n in q["soal"].lower() for n in NEGATIONS)]
+            rest = [q for q in sel if not any(n in q["soal"].lower() for n in NEGATIONS)]
+            negation[area] = {"with": [acc(neg), len(neg)], "without": [acc(rest), len(rest)]}
+    grades = {}
+    for q in qs:
+        if q["subject"] == "Bahasa Indonesia":
+            g = "UE" if q["level"] == "Seleksi PTN" else str(math.trunc(float(q["kelas"])))
+            grades.setdefault(g, []).append(q)
+    conf = [v["confidence"] for v in subject_level.values()]
+    accs = [v["accuracy"] for v in subject_level.values()]
+    r = float(np.corrcoef(conf, accs)[0, 1]) if len(conf) > 1 else None
+    return {"subject_level": subject_level, "areas": areas, "average": float(np.mean(list(areas.values()))),
+            "negation": negation, "grades": {g: [acc(v), len(v)] for g, v in grades.items()},
+            "confidence_accuracy_r": r}
+
+
+def indommlu_causal(model_dir, csv_path, strategy, shots, out_path, rows="held-out"):
     """IndoMMLU's evaluate.py and utils.py (fajri91/IndoMMLU) on a causal LM in fp32 on the CPU,
     one question (and one option) at a time: the prompt from its template with the CSV's fields,
     tokenizer(prompt) with special tokens; `letter`: logits of the last position at
@@ -94,13 +144,14 @@ def indommlu_causal(model_dir, csv_path, strategy, shots, out_path):
     log-probability of all tokens after the first of prompt + option line. Few-shot: the first
     SHOTS rows with is_for_fewshot == 1 of the same subject and level, each
     "soal\njawaban\n\nJawaban: KEY\n\n", after the instruction. Rows with is_for_fewshot == 1
-    are not scored. Also the accuracy and the expected calibration error (10 bins) overall and per
+    are not scored unless `rows` is "all" (evaluate.py's own zero-shot run scores every row). Also the accuracy and the expected calibration error (10 bins) overall and per
     area (questions pooled), as percentages."""
     import math
     import pandas as pd
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     shots = int(shots)
+    assert rows in ("held-out", "all") and (rows == "held-out" or shots == 0), rows
     tok = AutoTokenizer.from_pretrained(model_dir)
     model = AutoModelForCausalLM.from_pretrained(model_dir, attn_implementation="eager", dtype=torch.float32)
     model.eval()
@@ -109,7 +160,7 @@ def indommlu_causal(model_dir, csv_path, strategy, shots, out_path):
     template = "Ini adalah soal [SUBJECT] untuk [LEVEL]. Pilihlah salah satu jawaban yang dianggap benar!\n\n[INPUT]\n[OPTION]\n\nJawaban: "
     out = {"questions": []}
     for idx, row in data.iterrows():
-        if row["is_for_fewshot"] == 1:
+        if row["is_for_fewshot"] == 1 and rows != "all":
             continue
         if row["level"] == "Seleksi PTN":
             level = "seleksi masuk universitas"
@@ -149,7 +200,8 @@ def indommlu_causal(model_dir, csv_path, strategy, shots, out_path):
         key = "ABCDE".index(row["kunci"])
         out["questions"].append({"row": int(idx) + 2, "subject": row["subject"], "scores": [float(x) for x in scores],
                                  "confidence": float(conf[pred]), "pred": pred, "key": key, "shots": len(shown),
-                                 "ids": ids})
+                                 "ids": ids, "level": row["level"], "kelas": "" if pd.isna(row["kelas"]) else str(row["kelas"]),
+                                 "soal": row["soal"]})
     qs = out["questions"]
     conf = [q["confidence"] for q in qs]
     right = [q["pred"] == q["key"] for q in qs]
@@ -159,4 +211,5 @@ def indommlu_causal(model_dir, csv_path, strategy, shots, out_path):
         sel = [i for i, q in enumerate(qs) if q["subject"] in subjects]
         if sel:
             out["areas"][area] = 100 * _ece([conf[i] for i in sel], [right[i] for i in sel])
+    out["breakdowns"] = _breakdowns(qs)
     json.dump(out, open(out_path, "w"))
