@@ -340,6 +340,10 @@ fn indommlu(args: IndommluArgs, json: Option<&Path>, out_dir: Option<&Path>, dev
     let Evaluated { mut report, records, short_of_demonstrations: short } =
         evaluate(scorer.as_ref(), &questions, &data.examples, setting, None)?;
     report.demonstrations_included = all;
+    report.encoder_decoder = matches!(lm, LoadedLm::Seq2Seq(_));
+    if let LoadedLm::Causal(causal) = &lm {
+        report.template = indolm::eval::indommlu::causal::PromptTemplate::of(causal);
+    }
     if short > 0 {
         eprintln!(
             "note: {short} of {} questions had fewer than {} demonstrations of their subject and level",

@@ -75,6 +75,16 @@ pub fn score_lines(
             return causal_lines(causal, model, text, metric).map(ScoredLines::Causal);
         }
         LoadedLm::Masked(loaded) => loaded,
+        LoadedLm::Seq2Seq(_) => {
+            return Err(Error::argument(
+                "--model",
+                format!(
+                    "{} ({}): sentence scores are defined for masked and causal LMs only",
+                    lm.describe(),
+                    model.display()
+                ),
+            ))
+        }
     };
     let warning = lm.require_trained_head(model, allow_random_head)?;
     let scorer = PllScorer::new(&loaded.model, &loaded.tokenizer, device);

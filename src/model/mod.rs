@@ -7,6 +7,7 @@ pub mod decoder;
 pub mod layers;
 pub mod model_dir;
 pub mod notes;
+pub mod seq2seq;
 pub mod torch_file;
 pub mod weights;
 

@@ -2,8 +2,9 @@
 //! a row per model with its accuracy per area, the average over areas and the expected
 //! calibration error, then the random baseline. A model is one IndoMMLU evaluation: an `eval
 //! indommlu --out` folder, a checkpoint folder, or an `indommlu.json`, named `NAME=PATH` or by
-//! its folder. Each row states how it was scored (masked or causal LM, mode, shots), and models
-//! that scored different questions are pointed out, since their accuracies are not comparable.
+//! its folder. Each row states how it was scored (masked, causal or encoder-decoder LM, mode,
+//! shots, the LoRA prompt), and models that scored different questions are pointed out, since
+//! their accuracies are not comparable.
 use super::bias_table::TableModel;
 use crate::error::{Error, Result};
 use crate::eval::indommlu::{read_question_records, RECORDS_FILE};
@@ -51,11 +52,15 @@ fn report_path(path: &Path) -> Result<PathBuf> {
 }
 
 fn setting(r: &IndommluReport) -> String {
-    if r.causal {
-        format!("causal LM, {}, {}-shot", r.mode, r.shots)
-    } else {
-        format!("masked LM, {}", r.mode)
+    let mut out = match (r.encoder_decoder, r.causal) {
+        (true, _) => format!("encoder-decoder LM, {}, {}-shot", r.mode, r.shots),
+        (false, true) => format!("causal LM, {}, {}-shot", r.mode, r.shots),
+        (false, false) => format!("masked LM, {}", r.mode),
+    };
+    if r.template == crate::eval::indommlu::causal::PromptTemplate::LoraInstruct {
+        out.push_str(", LoRA instruction prompt");
     }
+    out
 }
 
 /// Builds the table for `models`.

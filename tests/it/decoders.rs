@@ -2,13 +2,15 @@
 //! transformers' own class (`hf_reference.py make-decoder`: seeded, eager attention, GQA 4:2,
 //! sliding windows shorter than the sentences, soft-capping for Gemma 2, tied and untied
 //! embeddings, Llama 3.1 RoPE scaling, sharded weights for two, Gemma 3 also as gemma-3-4b's
-//! multimodal folder with a sparse config) and a tokenizer trained with
-//! `tokenizers` (byte-level BPE, Metaspace BPE, Unigram). indolm's token ids must equal
-//! `AutoTokenizer`'s, its per-token log-probabilities transformers' (batch of one, no padding)
-//! within 1e-4 relative while indolm scores all sentences in one right-padded batch, and its
-//! sentence sums lm-evaluation-harness's rule computed in Python.
+//! multimodal folder with a sparse config, XGLM's sinusoidal positions, Falcon in falcon-7b's,
+//! falcon-40b's and falcon-rw's layouts, the last with ALiBi against transformers' SDPA path)
+//! and a tokenizer trained with `tokenizers` (byte-level BPE, Metaspace BPE, Unigram). indolm's
+//! token ids must equal `AutoTokenizer`'s, its per-token log-probabilities transformers' (batch
+//! of one, no padding) within 1e-4 relative while indolm scores all sentences in one right-padded
+//! batch, and its sentence sums lm-evaluation-harness's rule computed in Python.
 use crate::common::*;
 use indolm::eval::causal::CausalScorer;
+use indolm::model::decoder::config::{FalconNorms, FalconOptions, FalconQkv, FamilyOptions, XglmOptions};
 use indolm::model::decoder::load_causal_lm;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -30,7 +32,7 @@ fn relative(a: f64, b: f64) -> f64 {
 
 /// Scores the reference sentences with indolm and compares; returns the max relative
 /// difference of the per-token log-probabilities.
-fn check(dir: &Path, family: &str) -> f64 {
+pub(crate) fn check(dir: &Path, family: &str) -> f64 {
     let reference: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("reference.json")).unwrap()).unwrap();
     let lm = load_causal_lm(dir, Device::Cpu).unwrap();
     assert!(lm.unused.is_empty(), "{family}: unused tensors {:?}", lm.unused);
@@ -230,13 +232,60 @@ fn bloom_matches_transformers() {
     check(&fixture("bloom"), "bloom");
 }
 
+/// XGLM in xglm-564M's layout: token embeddings times √d_model, sinusoidal positions read at
+/// offset 2 with the table's row `pad_token_id` zeroed (4 in this fixture, so the third position
+/// has none, as in transformers), pre-LayerNorm blocks, tied head.
+#[test]
+fn xglm_matches_transformers() {
+    let dir = fixture("xglm");
+    check(&dir, "xglm");
+    let lm = load_causal_lm(&dir, Device::Cpu).unwrap();
+    let options = XglmOptions { embed_scale: 8.0, padding_idx: Some(4) };
+    assert_eq!(lm.config.options, FamilyOptions::Xglm(options));
+}
+
+/// Falcon in falcon-7b's layout: rotary embeddings (RoPE base 500), one key/value head shared by
+/// the queries in the fused projection, attention and MLP in parallel from one norm, no biases.
+#[test]
+fn falcon_7b_layout_matches_transformers() {
+    let dir = fixture("falcon");
+    check(&dir, "falcon");
+    let c = load_causal_lm(&dir, Device::Cpu).unwrap().config;
+    assert_eq!(c.num_kv_heads, 1);
+    let options = FalconOptions { alibi: false, qkv: FalconQkv::MultiQuery, norms: FalconNorms::Shared };
+    assert_eq!(c.options, FamilyOptions::Falcon(options));
+}
+
+/// Falcon in falcon-40b's layout: the new decoder architecture, 2 key/value groups of 2 heads in
+/// the fused projection, `ln_attn` and `ln_mlp`, an MLP narrower than 4 × hidden, untied head.
+#[test]
+fn falcon_40b_layout_matches_transformers() {
+    let dir = fixture("falcon40b");
+    check(&dir, "falcon40b");
+    let c = load_causal_lm(&dir, Device::Cpu).unwrap().config;
+    assert_eq!((c.num_heads, c.num_kv_heads, c.intermediate_size, c.tie_word_embeddings), (4, 2, 112, false));
+    let options = FalconOptions { alibi: false, qkv: FalconQkv::Grouped, norms: FalconNorms::Two };
+    assert_eq!(c.options, FamilyOptions::Falcon(options));
+}
+
+/// Falcon in falcon-rw's layout: ALiBi (bf16-rounded, divided by √head_dim, added once, as
+/// transformers' SDPA path computes it), biases, attention then MLP, a key and value per head.
+#[test]
+fn falcon_rw_alibi_layout_matches_transformers() {
+    let dir = fixture("falconalibi");
+    check(&dir, "falconalibi");
+    let c = load_causal_lm(&dir, Device::Cpu).unwrap().config;
+    let options = FalconOptions { alibi: true, qkv: FalconQkv::PerHead, norms: FalconNorms::Sequential };
+    assert_eq!(c.options, FamilyOptions::Falcon(options));
+}
+
 #[test]
 fn unknown_model_types_are_refused() {
     let dir = scratch("decoder-unknown");
     std::fs::write(dir.join("config.json"), r#"{"model_type": "gpt2", "architectures": ["GPT2LMHeadModel"]}"#).unwrap();
     let err = load_causal_lm(&dir, Device::Cpu).err().expect("refused").to_string();
     assert!(
-        err.ends_with("config.json: field `model_type`: `gpt2` is not a supported causal LM (supported: llama, mistral, qwen2, qwen3, gemma2, gemma3_text, gemma3, olmo2, olmo3, bloom)"),
+        err.ends_with("config.json: field `model_type`: `gpt2` is not a supported causal LM (supported: llama, mistral, qwen2, qwen3, gemma2, gemma3_text, gemma3, olmo2, olmo3, bloom, xglm, falcon)"),
         "{err}"
     );
 }

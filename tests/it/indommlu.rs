@@ -3,13 +3,14 @@
 //! evaluate.py run in Python, zero- and few-shot, both strategies, with the confidence and its
 //! calibration error; the aggregation arithmetic on the fixture (hand-computed); bad input.
 use crate::common::*;
+use indolm::eval::indommlu::causal::PromptTemplate;
 use indolm::eval::indommlu::{aggregate_records, load, load_all, IndommluReport, Setting};
 use indolm::eval::indommlu::{read_question_records, Question, QuestionRecord};
 use indolm::eval::pll::PllScorer;
 use indolm::eval::scorer::LmScorer;
 use indolm::eval::IndommluMode;
 use indolm::model::model_dir::load_masked_lm;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use tch::Device;
 
@@ -267,8 +268,12 @@ fn causal_model(family: &'static str) -> PathBuf {
 /// computed in Python from evaluate.py's predictions (Tables 3, 4 and 5, Figs. 5 and 8).
 /// `questions`: `held-out` or `all` (evaluate.py's own zero-shot run: every row).
 fn causal_parity(family: &'static str, mode: &str, shots: usize, questions: &str) {
+    causal_parity_of(&causal_model(family), family, mode, shots, questions);
+}
+
+/// [`causal_parity`] on the causal LM (or PEFT adapter) folder `model`, named `family`.
+fn causal_parity_of(model: &Path, family: &str, mode: &str, shots: usize, questions: &str) -> IndommluReport {
     let questions_arg = questions;
-    let model = causal_model(family);
     let work = scratch(&format!("indommlu-{family}-{mode}-{shots}-{questions}"));
     let (fixture, shots_arg) = (fixture(), shots.to_string());
     reference(&[
@@ -302,14 +307,16 @@ fn causal_parity(family: &'static str, mode: &str, shots: usize, questions: &str
     let report: IndommluReport =
         serde_json::from_str(&std::fs::read_to_string(out.join("indommlu.json")).unwrap()).unwrap();
     let setting = Setting { mode: report.mode, causal: true, shots };
+    let lm = indolm::model::decoder::load_causal_lm(model, Device::Cpu).unwrap();
+    let template = PromptTemplate::of(&lm);
     let mut aggregate = aggregate_records(&records, setting, None);
     aggregate.demonstrations_included = questions == "all";
+    aggregate.template = template;
     assert_eq!(report, aggregate, "the report is the records' aggregate");
     assert_eq!(report.mode.to_string(), mode);
 
     // The prompts' ids as transformers' tokenizer(prompt) gives them, special tokens included.
     let data = load_all(&fixture).unwrap();
-    let lm = indolm::model::decoder::load_causal_lm(&model, Device::Cpu).unwrap();
     let questions = expected["questions"].as_array().unwrap();
     assert_eq!(questions.len(), records.len());
     let (mut worst_score, mut worst_confidence) = (0f64, 0f64);
@@ -326,7 +333,7 @@ fn causal_parity(family: &'static str, mode: &str, shots: usize, questions: &str
         let shown = indolm::eval::indommlu::causal::fewshot_examples(q, &data.examples, shots);
         shots_seen.push(shown.len());
         assert_eq!(e["shots"].as_u64().unwrap() as usize, shown.len(), "row {}", r.row);
-        let mut text = indolm::eval::indommlu::causal::prompt(q, &shown);
+        let mut text = indolm::eval::indommlu::causal::prompt_in(q, &shown, template);
         if mode == "full-answer" {
             text.push_str(q.jawaban.lines().next().unwrap());
         }
@@ -358,6 +365,7 @@ fn causal_parity(family: &'static str, mode: &str, shots: usize, questions: &str
         worst_score < 1e-4 && worst_confidence < 1e-4 && ece_gap < 1e-3,
         "{worst_score} {worst_confidence} {ece_gap}"
     );
+    report
 }
 
 /// The paper's breakdowns in `report` equal those the Python port computes from evaluate.py's
@@ -427,6 +435,17 @@ fn causal_full_answer_matches_indommlu_evaluate_py_with_and_without_bos() {
 #[test]
 fn causal_zero_shot_on_every_row_matches_evaluate_py_and_its_breakdowns() {
     causal_parity("bloom", "letter", 0, "all");
+}
+
+/// A PEFT LoRA adapter (Bactrian-X's kind) as evaluate.py runs `--lora_weights`: PeftModel over
+/// its base, with the script's `### Input:` … `### Output:` prompt; indolm merges it at load.
+#[test]
+fn a_lora_adapter_is_scored_as_evaluate_py_scores_bactrian_x() {
+    let adapter = scratch("indommlu-lora");
+    reference(&["make-lora", causal_model("llama").to_str().unwrap(), adapter.to_str().unwrap()]);
+    let report = causal_parity_of(&adapter, "llama+lora", "letter", 0, "held-out");
+    assert_eq!(report.template, PromptTemplate::LoraInstruct);
+    assert!(report.markdown().contains("causal LM, 0-shot, LoRA instruction prompt"), "{}", report.markdown());
 }
 
 /// Modes and flags that do not fit the model are refused, naming what would.

@@ -6,6 +6,7 @@
 //! Everything runs in one process, so the tests are run one at a time (`make test` passes
 //! `--test-threads=1`): several seed torch's process-global random generator. Filter to a module
 //! with its path, e.g. `cargo test --release --test it -- --test-threads=1 beam::`.
+mod adapters;
 mod bad_input;
 mod beam;
 mod benches;
@@ -31,6 +32,7 @@ mod papers;
 mod pickles;
 mod rouge;
 mod sentiment;
+mod seq2seq;
 mod summarization;
 mod tokenizer_parity;
 mod train;

@@ -9,10 +9,11 @@ reproduces and describes its subcommands.
 """
 import sys
 
-from indolm_reference import (bert, data, decoders, indommlu, optim, pickles, scoring, stats, summarization,
-                              tensorboard_logs, xlmr)
+from indolm_reference import (adapters, bert, data, decoders, indommlu, optim, pickles, scoring, seq2seq, stats,
+                              summarization, tensorboard_logs, xlmr)
 
-MODULES = [data, bert, optim, scoring, indommlu, decoders, xlmr, stats, summarization, tensorboard_logs, pickles]
+MODULES = [data, bert, optim, scoring, indommlu, decoders, xlmr, stats, summarization, tensorboard_logs, pickles,
+           adapters, seq2seq]
 
 COMMANDS = {
     "train-vocab": data.train_vocab_cmd,
@@ -29,10 +30,13 @@ COMMANDS = {
     "pll-word-l2r": scoring.pll_word_l2r,
     "indommlu": indommlu.indommlu,
     "indommlu-causal": indommlu.indommlu_causal,
+    "make-mt5": seq2seq.make_mt5,
+    "indommlu-mt0": seq2seq.indommlu_mt0,
     "make-decoder": decoders.make_decoder,
     "causal-ref": decoders.causal_ref,
     "decoder-to-bf16": decoders.decoder_to_bf16,
     "bos-template": decoders.bos_template,
+    "make-lora": adapters.make_lora,
     "make-xlmr": xlmr.make_xlmr,
     "tokenize-auto": xlmr.tokenize_auto,
     "stats": stats.stats,

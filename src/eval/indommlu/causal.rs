@@ -10,6 +10,10 @@
 //!   log-probability of all its tokens after the first — evaluate.py's `logprobs.mean()`, in
 //!   which the prompt's tokens count too.
 //!
+//! With a PEFT LoRA adapter (Bactrian-X), the prompt is the one evaluate.py uses whenever it is
+//! given `--lora_weights`: the same text between `### Input:\n` and ` ### Output:\n`
+//! ([`PromptTemplate::LoraInstruct`]).
+//!
 //! Few-shot prompts put `k` solved rows marked `is_for_fewshot` of the same subject and level
 //! (in CSV order), each `[soal]\n[jawaban]\n\nJawaban: [kunci]\n\n`, between the instruction and
 //! the question. A prompt longer than the model's positions is refused before anything is
@@ -20,6 +24,29 @@ use super::report::mode_misfit;
 use crate::error::{Error, Result};
 use crate::eval::causal::CausalScorer;
 use crate::eval::IndommluMode;
+
+/// The wrapping of evaluate.py's prompt, chosen as the script chooses it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PromptTemplate {
+    /// `Ini adalah soal … Jawaban: `, for every model without an adapter.
+    #[default]
+    Plain,
+    /// `### Input:\nIni adalah soal … Jawaban: ### Output:\n`, evaluate.py's prompt for a model
+    /// given LoRA weights (Bactrian-X's instruction format).
+    LoraInstruct,
+}
+
+impl PromptTemplate {
+    /// evaluate.py's choice for `lm`: the instruction template when a LoRA adapter was merged.
+    pub fn of(lm: &crate::model::decoder::CausalLm) -> Self {
+        if lm.adapter.is_some() {
+            PromptTemplate::LoraInstruct
+        } else {
+            PromptTemplate::Plain
+        }
+    }
+}
 
 /// The instruction that opens every prompt.
 fn instruction(q: &Question) -> String {
@@ -37,18 +64,30 @@ pub fn fewshot_examples<'a>(q: &Question, pool: &'a [Question], shots: usize) ->
 }
 
 /// The prompt for `q` after `examples`: the instruction, each example with its key, the
-/// question and its options, and `Jawaban: `.
+/// question and its options, and `Jawaban: ` (evaluate.py's plain template).
 pub fn prompt(q: &Question, examples: &[&Question]) -> String {
-    let mut text = instruction(q);
+    prompt_in(q, examples, PromptTemplate::Plain)
+}
+
+/// [`prompt`] wrapped as `template` says.
+pub fn prompt_in(q: &Question, examples: &[&Question], template: PromptTemplate) -> String {
+    let mut text = match template {
+        PromptTemplate::Plain => String::new(),
+        PromptTemplate::LoraInstruct => "### Input:\n".to_string(),
+    };
+    text.push_str(&instruction(q));
     for e in examples {
         text.push_str(&format!("{}\n{}\n\nJawaban: {}\n\n", e.soal, e.jawaban, e.key_letter()));
     }
     text.push_str(&format!("{}\n{}\n\nJawaban: ", q.soal, q.jawaban));
+    if template == PromptTemplate::LoraInstruct {
+        text.push_str("### Output:\n");
+    }
     text
 }
 
 /// The option lines of `q` as the CSV writes them (its non-empty `jawaban` lines, one an option).
-fn option_lines(q: &Question) -> Vec<&str> {
+pub(crate) fn option_lines(q: &Question) -> Vec<&str> {
     q.jawaban.split('\n').filter(|l| !l.trim().is_empty()).collect()
 }
 
@@ -69,7 +108,9 @@ pub(crate) fn score_questions(
 ) -> Result<Vec<Vec<f64>>> {
     let lm = scorer.model;
     let tok = &lm.tokenizer;
-    let prompts: Vec<String> = questions.iter().map(|q| prompt(q, &fewshot_examples(q, examples, shots))).collect();
+    let template = PromptTemplate::of(lm);
+    let prompts: Vec<String> =
+        questions.iter().map(|q| prompt_in(q, &fewshot_examples(q, examples, shots), template)).collect();
     let fits = |q: &Question, ids: &[i64]| -> Result<()> {
         match lm.config.max_positions {
             Some(max) if ids.len() as i64 > max => Err(Error::data(
@@ -178,5 +219,9 @@ mod tests {
              Berapa kaki ayam? \nA. satu\nB. dua\nC. tiga\n\nJawaban: "
         );
         assert_eq!(option_lines(&q), ["A. satu", "B. dua", "C. tiga"]);
+        assert_eq!(
+            prompt_in(&q, &[], PromptTemplate::LoraInstruct),
+            "### Input:\nIni adalah soal IPA untuk 4 SD. Pilihlah salah satu jawaban yang dianggap benar!\n\nBerapa kaki ayam? \nA. satu\nB. dua\nC. tiga\n\nJawaban: ### Output:\n"
+        );
     }
 }

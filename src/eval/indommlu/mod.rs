@@ -1,11 +1,12 @@
 //! IndoMMLU (Koto et al., 2023): multiple-choice questions from Indonesian school exams, by job.
-//! [`questions`] reads the CSV; [`masked`] and [`causal`] score the options with a masked LM
-//! (zero-shot) or a causal LM (zero- or few-shot, as IndoMMLU's own `evaluate.py`), both reached
-//! through the one scoring interface ([`crate::eval::scorer::LmScorer`]); [`records`] keeps a
-//! record per question (`indommlu_questions.csv`); [`report`] aggregates them (`indommlu.json`:
-//! accuracy per subject, level and area, the random baseline, calibration); [`evaluation`] is
-//! one evaluation end to end and [`hook`] the `[eval.indommlu]` checkpoint hook. The layers
-//! import downwards only: questions ← masked, causal, records ← report ← evaluation ← hook.
+//! [`questions`] reads the CSV; [`masked`], [`causal`] and [`seq2seq`] score the options with a
+//! masked LM (zero-shot), a causal LM or an encoder-decoder such as mT0 (zero- or few-shot, as
+//! IndoMMLU's own `evaluate.py` and `utils.py`), all reached through the one scoring interface
+//! ([`crate::eval::scorer::LmScorer`]); [`records`] keeps a record per question
+//! (`indommlu_questions.csv`); [`report`] aggregates them (`indommlu.json`: accuracy per
+//! subject, level and area, the random baseline, calibration); [`evaluation`] is one evaluation
+//! end to end and [`hook`] the `[eval.indommlu]` checkpoint hook. The layers import downwards
+//! only: questions ← masked, causal ← seq2seq, records ← report ← evaluation ← hook.
 pub mod causal;
 pub mod evaluation;
 pub mod hook;
@@ -13,6 +14,7 @@ pub mod masked;
 pub mod questions;
 pub mod records;
 pub mod report;
+pub mod seq2seq;
 
 pub use evaluation::{evaluate, refuse_to_replace, write_evaluation, Evaluated};
 pub use hook::IndommluHook;

@@ -4,6 +4,7 @@
 //! overall and per area (Table 5), the Indonesian-language questions by grade (Fig. 5), the
 //! expected calibration error of the confidence (softmax over the options) overall and per
 //! area, and the correlation of the subject/levels' mean confidence with their accuracy (Fig. 8).
+use super::causal::PromptTemplate;
 use super::questions::{area_of, IndommluData, AREAS, NEGATIONS};
 use super::records::QuestionRecord;
 use crate::error::{Error, Result};
@@ -172,6 +173,14 @@ pub struct IndommluReport {
     /// paper's zero-shot set); else those rows were left out.
     #[serde(default)]
     pub demonstrations_included: bool,
+    /// The model is an encoder-decoder (mT0, mT5), scored as evaluate.py scores mT0 (`causal`
+    /// is then true as well: its prompts are the causal LMs').
+    #[serde(default)]
+    pub encoder_decoder: bool,
+    /// The prompt's wrapping: evaluate.py's plain template, or its LoRA instruction template for
+    /// a model with a merged adapter (Bactrian-X).
+    #[serde(default)]
+    pub template: PromptTemplate,
     /// "subject / level" → cell.
     pub subject_level: BTreeMap<String, Cell>,
     /// Subject → cell.
@@ -282,6 +291,8 @@ pub fn aggregate_records(records: &[QuestionRecord], setting: Setting, step: Opt
         step,
         questions: records.len(),
         demonstrations_included: false,
+        encoder_decoder: false,
+        template: PromptTemplate::Plain,
         average: areas.iter().map(|a| a.accuracy).sum::<f64>() / n,
         random_average: areas.iter().map(|a| a.random).sum::<f64>() / n,
         areas,
@@ -298,10 +309,24 @@ pub fn aggregate_records(records: &[QuestionRecord], setting: Setting, step: Opt
 }
 
 impl IndommluReport {
+    /// The kind of model and its prompting: `masked LM`, `causal LM, 2-shot`,
+    /// `encoder-decoder LM, 0-shot`, with `, LoRA instruction prompt` for an adapter.
+    pub fn model_setting(&self) -> String {
+        let mut out = match (self.encoder_decoder, self.causal) {
+            (true, _) => format!("encoder-decoder LM, {}-shot", self.shots),
+            (false, true) => format!("causal LM, {}-shot", self.shots),
+            (false, false) => "masked LM".into(),
+        };
+        if self.template == PromptTemplate::LoraInstruct {
+            out.push_str(", LoRA instruction prompt");
+        }
+        out
+    }
+
     /// The report as markdown: the area table with the average, the subject/level table with
     /// pass or fail, negation, and subjects outside the mapping.
     pub fn markdown(&self) -> String {
-        let model = if self.causal { format!("causal LM, {}-shot", self.shots) } else { "masked LM".into() };
+        let model = self.model_setting();
         let set = if self.demonstrations_included {
             "every row, the is_for_fewshot demonstrations included"
         } else {

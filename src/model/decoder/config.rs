@@ -2,7 +2,8 @@
 //! chosen by `model_type` (or `architectures`), then each layer's attention kind (sliding window
 //! or full) and rotary frequencies, in both of transformers' layouts (`rope_theta` +
 //! `rope_scaling` of older configs, `rope_parameters` of transformers 5, per layer type for
-//! Gemma 3 and OLMo 3).
+//! Gemma 3 and OLMo 3). XGLM and Falcon, whose configs name things their own way, are read by
+//! their own functions into the same shape, with what only they have in [`FamilyOptions`].
 use crate::error::{Error, Result};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -28,6 +29,11 @@ pub enum Family {
     Olmo3,
     /// BLOOM: ALiBi, LayerNorms, a fused query/key/value projection.
     Bloom,
+    /// XGLM: fairseq's pre-LayerNorm decoder with scaled embeddings and sinusoidal positions.
+    Xglm,
+    /// Falcon: rotary or ALiBi, a fused query/key/value projection of multi-query, grouped or
+    /// per-head layout, attention and MLP in parallel or in sequence.
+    Falcon,
 }
 
 /// `model_type` values and the family each names (the first per family is its canonical name).
@@ -42,6 +48,8 @@ const MODEL_TYPES: &[(&str, Family)] = &[
     ("olmo2", Family::Olmo2),
     ("olmo3", Family::Olmo3),
     ("bloom", Family::Bloom),
+    ("xglm", Family::Xglm),
+    ("falcon", Family::Falcon),
 ];
 
 /// `architectures` entries and their family (for a config without `model_type`).
@@ -56,6 +64,8 @@ const ARCHITECTURES: &[(&str, Family)] = &[
     ("Olmo2ForCausalLM", Family::Olmo2),
     ("Olmo3ForCausalLM", Family::Olmo3),
     ("BloomForCausalLM", Family::Bloom),
+    ("XGLMForCausalLM", Family::Xglm),
+    ("FalconForCausalLM", Family::Falcon),
 ];
 
 impl Family {
@@ -135,7 +145,7 @@ impl Rope {
 pub struct LayerKind {
     /// Keys a query sees: those less than this many positions back (`None`: all earlier ones).
     pub window: Option<i64>,
-    /// Its rotary embedding (`None` for BLOOM's ALiBi).
+    /// Its rotary embedding (`None` for ALiBi, BLOOM's and Falcon's, and XGLM's sinusoidal positions).
     pub rope: Option<Rope>,
 }
 
@@ -148,6 +158,66 @@ pub enum Activation {
     GeluTanh,
     /// Exact GELU.
     Gelu,
+}
+
+/// What only some families have, beside [`DecoderConfig`]'s shared fields.
+#[derive(Debug, Clone, PartialEq)]
+pub enum FamilyOptions {
+    /// Nothing more (the RoPE families, BLOOM).
+    Common,
+    /// XGLM's.
+    Xglm(XglmOptions),
+    /// Falcon's.
+    Falcon(FalconOptions),
+}
+
+/// XGLM's embeddings, as transformers' `XGLMModel` makes them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct XglmOptions {
+    /// Token embeddings are multiplied by this: √d_model with `scale_embedding` (default), else 1.
+    pub embed_scale: f64,
+    /// `pad_token_id` (default 1; `None` when null): its row of the sinusoidal table is zeros, so
+    /// position `pad_token_id - 2` has no position embedding (an unused row for the usual 1).
+    pub padding_idx: Option<i64>,
+}
+
+/// How a Falcon's fused `query_key_value` output lays out queries, keys and values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FalconQkv {
+    /// [heads, 3, head_dim]: a query, key and value per head (neither `multi_query` nor
+    /// `new_decoder_architecture`: falcon-rw).
+    PerHead,
+    /// [heads + 2, head_dim]: the queries, then one key and one value for all heads
+    /// (`multi_query`: falcon-7b).
+    MultiQuery,
+    /// [kv_heads, heads / kv_heads + 2, head_dim]: each group's queries, then its key and value
+    /// (`new_decoder_architecture`: falcon-40b).
+    Grouped,
+}
+
+/// Where a Falcon block's layer norms sit and how attention and MLP combine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FalconNorms {
+    /// `input_layernorm` before attention, whose output joins the residual before
+    /// `post_attention_layernorm` and the MLP (`parallel_attn` false).
+    Sequential,
+    /// One `input_layernorm` feeding attention and the MLP, their outputs added together
+    /// (`parallel_attn`; `num_ln_in_parallel_attn` 1 in the new architecture).
+    Shared,
+    /// `ln_attn` before attention and `ln_mlp` before the MLP, in parallel (the new
+    /// architecture's default, `num_ln_in_parallel_attn` 2).
+    Two,
+}
+
+/// Falcon's layout, from transformers' `FalconConfig` flags.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FalconOptions {
+    /// ALiBi (`alibi`) instead of rotary embeddings.
+    pub alibi: bool,
+    /// The fused projection's layout.
+    pub qkv: FalconQkv,
+    /// The block's norms.
+    pub norms: FalconNorms,
 }
 
 /// A causal LM's configuration, every family in one shape.
@@ -198,6 +268,8 @@ pub struct DecoderConfig {
     /// The text model of a multimodal checkpoint (Gemma 3's `gemma3`): its tensors are named
     /// under `language_model.` and the vision tower's are not read.
     pub multimodal: bool,
+    /// What only XGLM or Falcon has.
+    pub options: FamilyOptions,
 }
 
 /// Gemma3TextConfig's defaults (transformers): a multimodal Gemma 3 config.json (as the hub's
@@ -343,6 +415,11 @@ impl DecoderConfig {
         }
         let family = family_of(path, v)?;
         let j = Json { path, v };
+        match family {
+            Family::Xglm => return xglm_config(&j),
+            Family::Falcon => return falcon_config(&j),
+            _ => {}
+        }
         if j.bool("use_bidirectional_attention", false)? {
             return Err(Error::field(
                 path,
@@ -382,16 +459,7 @@ impl DecoderConfig {
             (true, _) => Activation::GeluTanh,
             (false, None) if gemma => Activation::GeluTanh,
             (false, None) => Activation::Silu,
-            (false, Some("silu" | "swish")) => Activation::Silu,
-            (false, Some("gelu_pytorch_tanh" | "gelu_new" | "gelu_fast")) => Activation::GeluTanh,
-            (false, Some("gelu")) => Activation::Gelu,
-            (false, Some(other)) => {
-                return Err(Error::field(
-                    path,
-                    "hidden_act",
-                    format!("`{other}` is not supported (silu, gelu, gelu_pytorch_tanh)"),
-                ))
-            }
+            (false, Some(name)) => activation_named(&j, "hidden_act", name)?,
         };
         let attn_scale = match j.float("query_pre_attn_scalar")? {
             Some(s) if gemma => positive(&j, "query_pre_attn_scalar", s)?.powf(-0.5),
@@ -448,8 +516,164 @@ impl DecoderConfig {
             bos_token_id: j.token_id("bos_token_id"),
             eos_token_id: j.token_id("eos_token_id"),
             multimodal: false,
+            options: FamilyOptions::Common,
         })
     }
+}
+
+/// The activation transformers' `ACT2FN[name]` computes; an error naming `field` for others.
+fn activation_named(j: &Json, field: &str, name: &str) -> Result<Activation> {
+    match name {
+        "silu" | "swish" => Ok(Activation::Silu),
+        "gelu_pytorch_tanh" | "gelu_new" | "gelu_fast" => Ok(Activation::GeluTanh),
+        "gelu" => Ok(Activation::Gelu),
+        other => {
+            Err(Error::field(j.path, field, format!("`{other}` is not supported (silu, gelu, gelu_pytorch_tanh)")))
+        }
+    }
+}
+
+/// XGLM's config.json, with `XGLMConfig`'s names (`d_model`, `attention_heads`, `num_layers`,
+/// `ffn_dim`, `activation_function`) and defaults: LayerNorms of epsilon 1e-5 (`nn.LayerNorm`'s
+/// default: config.json has none), biases on every projection, tied embeddings unless
+/// `tie_word_embeddings` is false, no RoPE (sinusoidal positions, [`XglmOptions`]).
+fn xglm_config(j: &Json) -> Result<DecoderConfig> {
+    let path = j.path;
+    let hidden_size = j.req_int(&["d_model", "hidden_size"])?;
+    let num_heads = j.req_int(&["attention_heads", "num_attention_heads"])?;
+    let num_layers = j.req_int(&["num_layers", "num_hidden_layers"])?;
+    if hidden_size % num_heads != 0 {
+        return Err(Error::field(
+            path,
+            "d_model",
+            format!("{hidden_size} is not a multiple of attention_heads {num_heads}"),
+        ));
+    }
+    if hidden_size < 4 {
+        let why = format!("{hidden_size} is too small for XGLM's sinusoidal positions (at least 4)");
+        return Err(Error::field(path, "d_model", why));
+    }
+    let padding_idx = match j.v.get("pad_token_id") {
+        None => Some(1),
+        Some(Value::Null) => None,
+        Some(v) => Some(v.as_i64().filter(|&n| n >= 0).ok_or_else(|| {
+            Error::field(path, "pad_token_id", format!("expected a non-negative token id or null, found {v}"))
+        })?),
+    };
+    let head_dim = hidden_size / num_heads;
+    Ok(DecoderConfig {
+        path: path.to_path_buf(),
+        family: Family::Xglm,
+        vocab_size: j.req_int(&["vocab_size"])?,
+        hidden_size,
+        intermediate_size: j.req_int(&["ffn_dim"])?,
+        num_heads,
+        num_kv_heads: num_heads,
+        head_dim,
+        layers: vec![LayerKind { window: None, rope: None }; num_layers as usize],
+        norm_eps: 1e-5,
+        max_positions: Some(j.int(&["max_position_embeddings"])?.unwrap_or(2048)),
+        tie_word_embeddings: j.bool("tie_word_embeddings", true)?,
+        qkv_bias: true,
+        o_bias: true,
+        mlp_bias: true,
+        activation: activation_named(j, "activation_function", j.str("activation_function").unwrap_or("gelu"))?,
+        attn_scale: (head_dim as f64).powf(-0.5),
+        attn_softcap: None,
+        final_softcap: None,
+        bos_token_id: j.token_id("bos_token_id"),
+        eos_token_id: j.token_id("eos_token_id"),
+        multimodal: false,
+        options: FamilyOptions::Xglm(XglmOptions {
+            embed_scale: if j.bool("scale_embedding", true)? { (hidden_size as f64).sqrt() } else { 1.0 },
+            padding_idx,
+        }),
+    })
+}
+
+/// Falcon's config.json, with `FalconConfig`'s names (`n_embed`, `n_head`, `n_layer` of older
+/// files too) and defaults (`multi_query` and `parallel_attn` true; `alibi`, `bias` and
+/// `new_decoder_architecture` false; `ffn_hidden_size` 4 × hidden; epsilon 1e-5; exact GELU),
+/// refusing the combinations transformers' `FalconDecoderLayer` cannot run.
+fn falcon_config(j: &Json) -> Result<DecoderConfig> {
+    let path = j.path;
+    let hidden_size = j.req_int(&["hidden_size", "n_embed"])?;
+    let num_heads = j.req_int(&["num_attention_heads", "n_head"])?;
+    let num_layers = j.req_int(&["num_hidden_layers", "n_layer"])?;
+    if hidden_size % num_heads != 0 {
+        return Err(Error::field(
+            path,
+            "hidden_size",
+            format!("{hidden_size} is not a multiple of num_attention_heads {num_heads}"),
+        ));
+    }
+    let new_architecture = j.bool("new_decoder_architecture", false)?;
+    let parallel = j.bool("parallel_attn", true)?;
+    let alibi = j.bool("alibi", false)?;
+    let bias = j.bool("bias", false)?;
+    let kv_given = j.int(&["num_kv_heads"])?;
+    let (qkv, num_kv_heads) = if new_architecture {
+        let kv = kv_given.unwrap_or(num_heads);
+        if num_heads % kv != 0 {
+            let why = format!("{kv} does not divide num_attention_heads {num_heads}");
+            return Err(Error::field(path, "num_kv_heads", why));
+        }
+        (FalconQkv::Grouped, kv)
+    } else if j.bool("multi_query", true)? {
+        (FalconQkv::MultiQuery, 1)
+    } else {
+        if let Some(kv) = kv_given.filter(|&kv| kv != num_heads) {
+            let why = format!(
+                "{kv} differs from num_attention_heads {num_heads}: without multi_query or new_decoder_architecture each head has its own key and value"
+            );
+            return Err(Error::field(path, "num_kv_heads", why));
+        }
+        (FalconQkv::PerHead, num_heads)
+    };
+    let norms = match (new_architecture, parallel, j.int(&["num_ln_in_parallel_attn"])?) {
+        (true, false, _) => {
+            let why = "false with new_decoder_architecture, a layout transformers' Falcon cannot run";
+            return Err(Error::field(path, "parallel_attn", why));
+        }
+        (true, true, None | Some(2)) => FalconNorms::Two,
+        (true, true, Some(1)) => FalconNorms::Shared,
+        (true, true, Some(n)) => {
+            return Err(Error::field(path, "num_ln_in_parallel_attn", format!("{n}: expected 1 or 2")));
+        }
+        (false, true, Some(2)) => {
+            let why = "2 without new_decoder_architecture, a layout transformers' Falcon cannot run";
+            return Err(Error::field(path, "num_ln_in_parallel_attn", why));
+        }
+        (false, true, _) => FalconNorms::Shared,
+        (false, false, _) => FalconNorms::Sequential,
+    };
+    let rope = if alibi { None } else { Some(rope_of(j, Family::Falcon, "full_attention")?) };
+    let head_dim = hidden_size / num_heads;
+    Ok(DecoderConfig {
+        path: path.to_path_buf(),
+        family: Family::Falcon,
+        vocab_size: j.req_int(&["vocab_size"])?,
+        hidden_size,
+        intermediate_size: j.int(&["ffn_hidden_size"])?.unwrap_or(4 * hidden_size),
+        num_heads,
+        num_kv_heads,
+        head_dim,
+        layers: vec![LayerKind { window: None, rope }; num_layers as usize],
+        norm_eps: positive(j, "layer_norm_epsilon", j.float("layer_norm_epsilon")?.unwrap_or(1e-5))?,
+        max_positions: Some(j.int(&["max_position_embeddings"])?.unwrap_or(2048)),
+        tie_word_embeddings: j.bool("tie_word_embeddings", true)?,
+        qkv_bias: bias,
+        o_bias: bias,
+        mlp_bias: bias,
+        activation: activation_named(j, "activation", j.str("activation").unwrap_or("gelu"))?,
+        attn_scale: (head_dim as f64).powf(-0.5),
+        attn_softcap: None,
+        final_softcap: None,
+        bos_token_id: j.token_id("bos_token_id"),
+        eos_token_id: j.token_id("eos_token_id"),
+        multimodal: false,
+        options: FamilyOptions::Falcon(FalconOptions { alibi, qkv, norms }),
+    })
 }
 
 /// Each layer's type (`full_attention` or `sliding_attention`): `layer_types` when given, else
@@ -487,7 +711,7 @@ fn layer_types(j: &Json, family: Family, n: i64) -> Result<Vec<String>> {
                 (i + 1) % pattern != 0
             }
             Family::Olmo3 => (i + 1) % 4 != 0,
-            Family::Llama | Family::Olmo2 | Family::Bloom => false,
+            Family::Llama | Family::Olmo2 | Family::Bloom | Family::Xglm | Family::Falcon => false,
         }
     };
     Ok((0..n).map(|i| if sliding(i) { "sliding_attention" } else { "full_attention" }.to_string()).collect())
@@ -672,5 +896,145 @@ mod tests {
         assert!(err.contains("`text_config`") && err.contains("missing"), "{err}");
         let err = parse(json!({"model_type": "gemma3_text", "use_bidirectional_attention": true})).unwrap_err();
         assert!(err.to_string().contains("not a causal LM"), "{err}");
+    }
+
+    /// The `falcon` config.json files of falcon-7b, falcon-40b and falcon-rw-1b (the hub's, as
+    /// transformers reads them): each fused projection's layout, key/value heads and norms.
+    #[test]
+    fn falcon_7b_40b_and_rw_configs_give_their_attention_layouts() {
+        let shared = json!({"apply_residual_connection_post_layernorm": false, "architectures": ["FalconForCausalLM"],
+            "attention_dropout": 0.0, "hidden_dropout": 0.0, "initializer_range": 0.02, "layer_norm_epsilon": 1e-5,
+            "model_type": "falcon", "torch_dtype": "bfloat16", "transformers_version": "4.27.4", "use_cache": true});
+        let with = |extra: Value| {
+            let mut v = shared.clone();
+            v.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+            parse(v)
+        };
+        let falcon = |alibi, qkv, norms| FamilyOptions::Falcon(FalconOptions { alibi, qkv, norms });
+        let c = with(json!({"alibi": false, "bias": false, "bos_token_id": 11, "eos_token_id": 11,
+            "hidden_size": 4544, "multi_query": true, "new_decoder_architecture": false, "num_attention_heads": 71,
+            "num_hidden_layers": 32, "parallel_attn": true, "vocab_size": 65_024}))
+        .unwrap();
+        assert_eq!(c.family, Family::Falcon);
+        assert_eq!(
+            (c.num_heads, c.num_kv_heads, c.head_dim, c.intermediate_size, c.layers.len()),
+            (71, 1, 64, 18_176, 32),
+            "falcon-7b: multi-query, one key/value head"
+        );
+        assert_eq!(c.options, falcon(false, FalconQkv::MultiQuery, FalconNorms::Shared));
+        assert_eq!(c.layers[31].rope, Some(Rope { theta: 10_000.0, scaling: RopeScaling::Default }));
+        assert!(!c.qkv_bias && !c.o_bias && !c.mlp_bias && c.tie_word_embeddings);
+        assert_eq!((c.norm_eps, c.max_positions, c.activation), (1e-5, Some(2048), Activation::Gelu));
+        assert_eq!((c.bos_token_id, c.eos_token_id, c.attn_scale), (Some(11), Some(11), 0.125));
+        let c = with(json!({"alibi": false, "bias": false, "bos_token_id": 11, "eos_token_id": 11,
+            "hidden_size": 8192, "new_decoder_architecture": true, "num_attention_heads": 128, "num_hidden_layers": 60,
+            "num_kv_heads": 8, "parallel_attn": true, "vocab_size": 65_024}))
+        .unwrap();
+        assert_eq!(
+            (c.num_heads, c.num_kv_heads, c.head_dim, c.intermediate_size, c.layers.len()),
+            (128, 8, 64, 32_768, 60),
+            "falcon-40b: 8 key/value groups of 16 heads"
+        );
+        assert_eq!(c.options, falcon(false, FalconQkv::Grouped, FalconNorms::Two), "ln_attn and ln_mlp");
+        // falcon-11B's layout: the new architecture with one norm, its own RoPE base and MLP width.
+        let c = with(json!({"hidden_size": 4096, "new_decoder_architecture": true, "num_attention_heads": 32,
+            "num_hidden_layers": 60, "num_kv_heads": 8, "num_ln_in_parallel_attn": 1, "rope_theta": 500_042.0,
+            "ffn_hidden_size": 16_384, "max_position_embeddings": 8192, "vocab_size": 65_024}))
+        .unwrap();
+        assert_eq!((c.num_kv_heads, c.intermediate_size, c.max_positions), (8, 16_384, Some(8192)));
+        assert_eq!(c.options, falcon(false, FalconQkv::Grouped, FalconNorms::Shared));
+        assert_eq!(c.layers[0].rope.as_ref().map(|r| r.theta), Some(500_042.0));
+        let c = with(json!({"alibi": true, "bias": true, "bos_token_id": 1, "eos_token_id": 2, "hidden_size": 2048,
+            "multi_query": false, "new_decoder_architecture": false, "num_attention_heads": 32,
+            "num_hidden_layers": 24, "parallel_attn": false, "vocab_size": 50_304}))
+        .unwrap();
+        assert_eq!((c.num_heads, c.num_kv_heads, c.head_dim, c.intermediate_size), (32, 32, 64, 8192), "falcon-rw-1b");
+        assert_eq!(c.options, falcon(true, FalconQkv::PerHead, FalconNorms::Sequential));
+        assert!(c.layers.iter().all(|l| l.rope.is_none() && l.window.is_none()));
+        assert!(c.qkv_bias && c.o_bias && c.mlp_bias);
+    }
+
+    /// Falcon layouts transformers' FalconDecoderLayer cannot run, and the older `RefinedWeb`
+    /// configs (remote code, which transformers does not map to Falcon), are refused by name.
+    #[test]
+    fn impossible_falcon_layouts_and_refinedweb_configs_are_refused() {
+        let base = json!({"model_type": "falcon", "vocab_size": 10, "hidden_size": 8, "num_attention_heads": 4,
+            "num_hidden_layers": 1});
+        let refused = |extra: Value| {
+            let mut v = base.clone();
+            v.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+            parse(v).unwrap_err().to_string()
+        };
+        let err = refused(json!({"new_decoder_architecture": true, "parallel_attn": false}));
+        assert!(err.starts_with("config.json: field `parallel_attn`: false with new_decoder_architecture"), "{err}");
+        let err = refused(json!({"num_ln_in_parallel_attn": 2}));
+        assert!(err.starts_with("config.json: field `num_ln_in_parallel_attn`: 2 without"), "{err}");
+        let err = refused(json!({"new_decoder_architecture": true, "num_ln_in_parallel_attn": 3}));
+        assert!(err.ends_with("field `num_ln_in_parallel_attn`: 3: expected 1 or 2"), "{err}");
+        let err = refused(json!({"new_decoder_architecture": true, "num_kv_heads": 3}));
+        assert!(err.ends_with("field `num_kv_heads`: 3 does not divide num_attention_heads 4"), "{err}");
+        let err = refused(json!({"multi_query": false, "num_kv_heads": 2}));
+        assert!(err.contains("field `num_kv_heads`: 2 differs from num_attention_heads 4"), "{err}");
+        let err = refused(json!({"activation": "relu"}));
+        assert!(err.ends_with("field `activation`: `relu` is not supported (silu, gelu, gelu_pytorch_tanh)"), "{err}");
+        // The parallel layout with one norm is transformers' default for the old architecture.
+        let mut ok = base;
+        ok["num_ln_in_parallel_attn"] = json!(1);
+        assert_eq!(
+            parse(ok).unwrap().options,
+            FamilyOptions::Falcon(FalconOptions {
+                alibi: false,
+                qkv: FalconQkv::MultiQuery,
+                norms: FalconNorms::Shared
+            })
+        );
+        let err = parse(json!({"model_type": "RefinedWeb", "architectures": ["RWForCausalLM"], "n_head": 128}))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("`RefinedWeb` is not a supported causal LM"), "{err}");
+    }
+
+    /// xglm-564M's config.json: XGLM's own names, the LayerNorm epsilon config.json lacks,
+    /// √d_model embeddings and the sinusoidal table's zero row at `pad_token_id`.
+    #[test]
+    fn the_xglm_564m_config_gives_xglm_names_and_defaults() {
+        let hub = json!({"activation_dropout": 0.0, "activation_function": "gelu", "architectures": ["XGLMForCausalLM"],
+            "attention_dropout": 0.1, "attention_heads": 16, "bos_token_id": 0, "d_model": 1024,
+            "decoder_start_token_id": 2, "dropout": 0.1, "eos_token_id": 2, "ffn_dim": 4096, "init_std": 0.02,
+            "layerdrop": 0.0, "max_position_embeddings": 2048, "model_type": "xglm", "num_layers": 24,
+            "pad_token_id": 1, "scale_embedding": true, "transformers_version": "4.16.0.dev0", "use_cache": true,
+            "vocab_size": 256_008});
+        let c = parse(hub.clone()).unwrap();
+        assert_eq!(c.family, Family::Xglm);
+        assert_eq!(
+            (c.vocab_size, c.hidden_size, c.intermediate_size, c.num_heads, c.num_kv_heads, c.head_dim),
+            (256_008, 1024, 4096, 16, 16, 64)
+        );
+        assert_eq!(
+            (c.layers.len(), c.norm_eps, c.max_positions, c.activation),
+            (24, 1e-5, Some(2048), Activation::Gelu)
+        );
+        assert!(c.layers.iter().all(|l| l.rope.is_none() && l.window.is_none()));
+        assert!(c.tie_word_embeddings && c.qkv_bias && c.o_bias && c.mlp_bias);
+        assert_eq!((c.bos_token_id, c.eos_token_id, c.attn_scale), (Some(0), Some(2), 0.125));
+        assert_eq!(c.options, FamilyOptions::Xglm(XglmOptions { embed_scale: 32.0, padding_idx: Some(1) }));
+        let mut v = hub.clone();
+        v["scale_embedding"] = json!(false);
+        v["pad_token_id"] = Value::Null;
+        assert_eq!(parse(v).unwrap().options, FamilyOptions::Xglm(XglmOptions { embed_scale: 1.0, padding_idx: None }));
+        let mut v = hub.clone();
+        v.as_object_mut().unwrap().remove("pad_token_id");
+        let FamilyOptions::Xglm(o) = parse(v).unwrap().options else { panic!("XGLM options") };
+        assert_eq!(o.padding_idx, Some(1), "XGLMConfig's default pad_token_id");
+        let mut v = hub.clone();
+        v["activation_function"] = json!("relu");
+        let err = parse(v).unwrap_err().to_string();
+        assert!(err.ends_with("field `activation_function`: `relu` is not supported (silu, gelu, gelu_pytorch_tanh)"));
+        let mut v = hub;
+        v["attention_heads"] = json!(15);
+        let err = parse(v).unwrap_err().to_string();
+        assert!(err.ends_with("field `d_model`: 1024 is not a multiple of attention_heads 15"), "{err}");
+        assert_eq!((Family::Xglm.name(), Family::Falcon.name()), ("xglm", "falcon"));
+        assert!(Family::supported().ends_with("bloom, xglm, falcon"), "{}", Family::supported());
     }
 }

@@ -179,6 +179,46 @@ impl Weights {
         Ok(p.add(last, t, false))
     }
 
+    /// The shape of the tensor `name`, if the checkpoint has it.
+    pub(crate) fn shape_of(&self, name: &str) -> Option<Vec<i64>> {
+        self.tensors.get(name).map(Tensor::size)
+    }
+
+    /// Adds `delta` (a LoRA update, [`super::adapter`]) to the tensor `name`, as peft's
+    /// `merge_and_unload` does: the sum is computed in fp32 and stored in the tensor's own dtype,
+    /// as a new tensor (the mapped file is not written).
+    pub(crate) fn merge_lora(&mut self, name: &str, delta: &Tensor) -> Result<()> {
+        let w = self.existing(name)?;
+        if w.size() != delta.size() {
+            let (expected, found) = (w.size(), delta.size());
+            return Err(Error::Shape { path: self.path.clone(), tensor: name.into(), expected, found });
+        }
+        let sum = w
+            .f_to_kind(Kind::Float)
+            .and_then(|w32| w32.f_add(&delta.f_to_kind(Kind::Float)?))
+            .and_then(|s| s.f_to_kind(w.kind()))
+            .map_err(|e| Error::torch(format!("merging a LoRA update into `{name}`"), e))?;
+        self.tensors.insert(name.to_string(), sum);
+        Ok(())
+    }
+
+    /// Replaces the tensor `name` with `t` cast to its dtype (a module an adapter saved whole).
+    pub(crate) fn replace(&mut self, name: &str, t: &Tensor) -> Result<()> {
+        let w = self.existing(name)?;
+        if w.size() != t.size() {
+            let (expected, found) = (w.size(), t.size());
+            return Err(Error::Shape { path: self.path.clone(), tensor: name.into(), expected, found });
+        }
+        let t = t.f_to_kind(w.kind()).map_err(|e| Error::torch(format!("replacing `{name}`"), e))?;
+        self.tensors.insert(name.to_string(), t);
+        Ok(())
+    }
+
+    /// The tensor `name`, which must exist.
+    fn existing(&self, name: &str) -> Result<&Tensor> {
+        self.tensors.get(name).ok_or_else(|| Error::invalid(&self.path, format!("tensor `{name}` is missing")))
+    }
+
     /// Names left untaken, sorted (for a note).
     pub fn leftover(&self) -> Vec<String> {
         self.tensors.keys().cloned().collect()

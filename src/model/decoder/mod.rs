@@ -1,15 +1,20 @@
 //! Causal (decoder-only) LMs from Hugging Face directories: the family chosen by
 //! `config.json` (`config`), the weights memory-mapped from single or sharded safetensors
 //! (`load`), the shared pieces (`layers`), the RoPE families in one network with per-family
-//! switches (`rope`: Llama, Mistral, Qwen2/3, Gemma 2/3, OLMo 2/3), BLOOM (`bloom`), and the
-//! directory's own `tokenizer.json` with its BOS/EOS (`tokenizer`). Weights keep HF's names as
-//! `VarStore` paths. BERT directories are loaded by `model_dir`, untouched by this.
+//! switches (`rope`: Llama, Mistral, Qwen2/3, Gemma 2/3, OLMo 2/3), BLOOM (`bloom`), XGLM
+//! (`xglm`), Falcon (`falcon`), and the directory's own `tokenizer.json` with its BOS/EOS
+//! (`tokenizer`). Weights keep HF's names as `VarStore` paths. BERT directories are loaded by
+//! `model_dir`, untouched by this. A PEFT LoRA adapter folder loads as its base model with the
+//! adapter merged into the weights (`adapter`).
+pub mod adapter;
 pub mod bloom;
 pub mod config;
+pub mod falcon;
 pub mod layers;
 pub mod load;
 pub mod rope;
 pub mod tokenizer;
+pub mod xglm;
 
 pub use config::{DecoderConfig, Family};
 pub use tokenizer::{CausalTokenizer, SpecialToken};
@@ -24,6 +29,8 @@ use tch::{Device, Kind, Tensor};
 enum Net {
     Rope(rope::RopeDecoder),
     Bloom(bloom::Bloom),
+    Xglm(xglm::Xglm),
+    Falcon(falcon::Falcon),
 }
 
 /// A causal LM ready to score: network, variables, configuration, tokenizer.
@@ -44,13 +51,20 @@ pub struct CausalLm {
     /// Tensors of a multimodal checkpoint outside its text model (the vision tower, the
     /// projector), not read.
     pub not_text: usize,
+    /// The PEFT LoRA adapter merged into the weights, when the folder was an adapter's.
+    pub adapter: Option<Box<adapter::MergedAdapter>>,
     _maps: Vec<std::sync::Arc<memmap2::MmapMut>>,
 }
 
 /// Whether `dir`'s `config.json` describes a causal LM: a family indolm loads, or any other
 /// `…ForCausalLM`/`…LMHeadModel` architecture (which [`load_causal_lm`] then refuses, naming
-/// the supported families). False for BERT and for a missing or unreadable config.
+/// the supported families). False for BERT and for a missing or unreadable config. A PEFT adapter
+/// folder (`adapter_config.json`) counts as one: [`load_causal_lm`] loads its base model and
+/// merges it, or says why not.
 pub(crate) fn is_causal_dir(dir: &Path) -> bool {
+    if adapter::is_adapter_dir(dir) {
+        return true;
+    }
     let Ok(text) = std::fs::read_to_string(dir.join("config.json")) else { return false };
     let Ok(v) = serde_json::from_str::<serde_json::Value>(&text) else { return false };
     let causal_arch = v["architectures"].as_array().is_some_and(|a| {
@@ -73,8 +87,13 @@ pub fn load_causal_lm(dir: &Path, device: Device) -> Result<CausalLm> {
     load_causal_lm_as(dir, device, run_kind(device))
 }
 
-/// Loads the causal LM in `dir` onto `device`, its weights cast to `kind`.
+/// Loads the causal LM in `dir` onto `device`, its weights cast to `kind`. A PEFT LoRA adapter
+/// folder loads as its base model (config, tokenizer unless the adapter has its own
+/// `tokenizer.json`, weights) with the adapter merged into the weights ([`adapter`]).
 pub fn load_causal_lm_as(dir: &Path, device: Device, kind: Kind) -> Result<CausalLm> {
+    let lora = adapter::Adapter::open(dir)?;
+    let tokenizer_dir = lora.as_ref().map_or(dir, |a| a.tokenizer_dir());
+    let dir = lora.as_ref().map_or(dir, |a| a.base.as_path());
     let config_path = dir.join("config.json");
     if !config_path.exists() {
         return Err(Error::MissingFile {
@@ -83,7 +102,7 @@ pub fn load_causal_lm_as(dir: &Path, device: Device, kind: Kind) -> Result<Causa
         });
     }
     let config = DecoderConfig::from_file(&config_path)?;
-    let tokenizer = CausalTokenizer::from_dir(dir, config.bos_token_id, config.eos_token_id)?;
+    let tokenizer = CausalTokenizer::from_dir(tokenizer_dir, config.bos_token_id, config.eos_token_id)?;
     let tokens = tokenizer.vocab_size() as i64;
     if tokens > config.vocab_size {
         return Err(Error::field(
@@ -98,15 +117,18 @@ pub fn load_causal_lm_as(dir: &Path, device: Device, kind: Kind) -> Result<Causa
     }
     let mut weights = load::Weights::open(dir, kind, device)?;
     let dropped = if config.multimodal { weights.keep_text_model() } else { 0 };
+    let adapter = lora.as_ref().map(|a| a.merge_into(&mut weights, config.multimodal)).transpose()?.map(Box::new);
     let vs = VarStore::new(device);
     let net = tch::no_grad(|| -> Result<Net> {
         Ok(match config.family {
             Family::Bloom => Net::Bloom(bloom::Bloom::take(&mut weights, &vs, &config)?),
+            Family::Xglm => Net::Xglm(xglm::Xglm::take(&mut weights, &vs, &config)?),
+            Family::Falcon => Net::Falcon(falcon::Falcon::take(&mut weights, &vs, &config)?),
             _ => Net::Rope(rope::RopeDecoder::take(&mut weights, &vs, &config)?),
         })
     })?;
     let unused = weights.leftover();
-    Ok(CausalLm { net, vs, config, tokenizer, kind, device, unused, not_text: dropped, _maps: weights.maps })
+    Ok(CausalLm { net, vs, config, tokenizer, kind, device, unused, not_text: dropped, adapter, _maps: weights.maps })
 }
 
 impl CausalLm {
@@ -116,6 +138,8 @@ impl CausalLm {
         match &self.net {
             Net::Rope(n) => n.hidden(ids, mask),
             Net::Bloom(n) => n.hidden(ids, mask),
+            Net::Xglm(n) => n.hidden(ids, mask),
+            Net::Falcon(n) => n.hidden(ids, mask),
         }
     }
 
@@ -124,6 +148,8 @@ impl CausalLm {
         match &self.net {
             Net::Rope(n) => n.logits(hidden),
             Net::Bloom(n) => n.logits(hidden),
+            Net::Xglm(n) => n.logits(hidden),
+            Net::Falcon(n) => n.logits(hidden),
         }
     }
 }

@@ -13,6 +13,8 @@ targets set it; tests/gpu/device_check.sh too).
                     calibration error per area
   decoders          tiny causal LMs of each family with their tokenizers, lm-evaluation-harness's
                     per-token log-probabilities, bf16 copies, a BOS template
+  adapters          PEFT LoRA adapters over a tiny causal LM, scored by PeftModel
+  seq2seq           a tiny mT5 and IndoMMLU's utils.py scoring of mT0
   xlmr              a tiny XLM-R (or multilingual-E5-shaped) model, AutoTokenizer's ids
   stats             statsmodels' intervals and tests, macro F1, the Multi-Bootstrap
   summarization     ROUGE, PreSumm's BertAbs decoder and loss

@@ -4,9 +4,13 @@ also used by tests/gpu/make_causal.py); per-token log-probabilities as lm-evalua
 computes them; a bf16 copy and a Llama-style BOS template.
 
   make-decoder FAMILY DIR [POSITIONS]  a tiny random causal LM of FAMILY (llama, llama3, mistral, qwen2, qwen3,
-                          gemma2, gemma3, olmo2, olmo3, bloom; gemma3mm: a Gemma3ForConditionalGeneration
+                          gemma2, gemma3, olmo2, olmo3, bloom, xglm; gemma3mm: a Gemma3ForConditionalGeneration
                           with a vision tower and a config as sparse as the hub's; olmo3yarn: OLMo 3 with
-                          YaRN RoPE scaling on its full-attention layers) built with transformers' own class
+                          YaRN RoPE scaling on its full-attention layers; falcon: falcon-7b's layout (rotary,
+                          multi-query, parallel attention, no biases); falcon40b: falcon-40b's (the new
+                          decoder architecture, 2 key/value groups over 4 heads, ln_attn and ln_mlp);
+                          falconalibi: falcon-rw's (ALiBi, biases, sequential attention and MLP, one key
+                          and value per head)) built with transformers' own class
                           (seeded, eager attention, GQA 4:2 where the family has it, a sliding
                           window shorter than the test sentences), saved with safetensors (sharded
                           for some), and a tokenizer.json trained here with `tokenizers` (byte-level
@@ -16,7 +20,8 @@ computes them; a bf16 copy and a Llama-style BOS template.
   causal-ref DIR SENTENCES OUT  per-token log-probabilities of each sentence (a line) after the
                           prefix token, lm-evaluation-harness's rule for CrowS-Pairs: AutoTokenizer
                           ids without special tokens, context [bos_token_id, else eos_token_id], no
-                          EOS; one sentence a forward pass (batch 1, no padding). OUT JSON.
+                          EOS; one sentence a forward pass (batch 1, no padding), eager attention but
+                          for Falcon with ALiBi (SDPA: see _attn_implementation). OUT JSON.
   decoder-to-bf16 SRC OUT  the causal LM in SRC saved in bf16 to OUT, with its tokenizer and a
                           reference.json computed by transformers in fp32 from the saved
                           (bf16-rounded) weights.
@@ -42,7 +47,8 @@ DECODER_SENTENCES = [
 
 DECODER_TOKENIZERS = {"llama": "metaspace", "llama3": "bytelevel", "mistral": "metaspace", "qwen2": "bytelevel",
                       "qwen3": "bytelevel", "gemma2": "unigram", "gemma3": "unigram", "olmo2": "bytelevel",
-                      "olmo3": "metaspace", "olmo3yarn": "metaspace", "bloom": "bytelevel", "gemma3mm": "unigram"}
+                      "olmo3": "metaspace", "olmo3yarn": "metaspace", "bloom": "bytelevel", "gemma3mm": "unigram",
+                      "xglm": "unigram", "falcon": "bytelevel", "falcon40b": "bytelevel", "falconalibi": "bytelevel"}
 
 
 def _decoder_tokenizer(kind, out_dir, bos=True):
@@ -139,6 +145,24 @@ def make_decoder(family, out_dir, positions="128"):
     elif family == "bloom":
         config = tr.BloomConfig(vocab_size=vocab, hidden_size=64, n_layer=3, n_head=4, **ids)
         cls = tr.BloomForCausalLM
+    elif family == "xglm":  # xglm-564M's layout; pad_token_id 4 (hub: 1) makes transformers zero the sinusoidal
+        # table's row 4, the third position's (an unused row for the hub's pad id 1)
+        config = tr.XGLMConfig(vocab_size=vocab, d_model=64, ffn_dim=112, num_layers=3, attention_heads=4,
+                               max_position_embeddings=int(positions), activation_function="gelu",
+                               scale_embedding=True, **{**ids, "pad_token_id": 4})
+        cls = tr.XGLMForCausalLM
+    elif family in ("falcon", "falcon40b", "falconalibi"):
+        shared = dict(vocab_size=vocab, hidden_size=64, num_hidden_layers=3, num_attention_heads=4,
+                      max_position_embeddings=int(positions), **ids)
+        if family == "falcon":  # falcon-7b: rotary, one key/value head, attention and MLP in parallel
+            extra = dict(multi_query=True, parallel_attn=True, bias=False, alibi=False, new_decoder_architecture=False,
+                         rope_theta=500.0)
+        elif family == "falcon40b":  # falcon-40b: key/value groups in the fused projection, ln_attn and ln_mlp
+            extra = dict(new_decoder_architecture=True, num_kv_heads=2, multi_query=True, parallel_attn=True,
+                         bias=False, alibi=False, ffn_hidden_size=112, tie_word_embeddings=False)
+        else:  # falcon-rw-1b: ALiBi, biases, attention then MLP, a key and value per head
+            extra = dict(alibi=True, bias=True, parallel_attn=False, multi_query=False, new_decoder_architecture=False)
+        config, cls = tr.FalconConfig(**shared, **extra), tr.FalconForCausalLM
     else:
         sys.exit(f"unknown family {family}")
     config._attn_implementation = "eager"
@@ -179,11 +203,20 @@ def _sparse_gemma3_config(out_dir):
     json.dump(cfg, open(path, "w"), indent=2)
 
 
+def _attn_implementation(model_dir):
+    """Eager attention, except for Falcon with ALiBi: transformers 5's eager FalconAttention adds the ALiBi bias
+    twice (to the scores, and again through the causal mask FalconModel folds it into), while its SDPA path, its
+    4.x eager path and the original Falcon code add it once; SDPA (fp32 here) is what those models compute."""
+    cfg = json.load(open(os.path.join(model_dir, "config.json")))
+    return "sdpa" if cfg.get("model_type") == "falcon" and cfg.get("alibi") else "eager"
+
+
 def causal_ref(model_dir, sentences_path, out_path):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(model_dir)
-    model = AutoModelForCausalLM.from_pretrained(model_dir, attn_implementation="eager", dtype=torch.float32)
+    model = AutoModelForCausalLM.from_pretrained(model_dir, attn_implementation=_attn_implementation(model_dir),
+                                                 dtype=torch.float32)
     model.eval()
     prefix = tok.bos_token_id if tok.bos_token_id is not None else tok.eos_token_id
     sentences = [line.rstrip("\n") for line in open(sentences_path, encoding="utf-8") if line.strip()]

@@ -21,6 +21,7 @@ calibration error overall and per area (INDOMMLU_AREAS, the paper's grouping of 
 """
 import csv
 import json
+import os
 
 import numpy as np
 import torch
@@ -144,20 +145,33 @@ def indommlu_causal(model_dir, csv_path, strategy, shots, out_path, rows="held-o
     log-probability of all tokens after the first of prompt + option line. Few-shot: the first
     SHOTS rows with is_for_fewshot == 1 of the same subject and level, each
     "soal\njawaban\n\nJawaban: KEY\n\n", after the instruction. Rows with is_for_fewshot == 1
-    are not scored unless `rows` is "all" (evaluate.py's own zero-shot run scores every row). Also the accuracy and the expected calibration error (10 bins) overall and per
-    area (questions pooled), as percentages."""
+    are not scored unless `rows` is "all" (evaluate.py's own zero-shot run scores every row).
+    Also the accuracy and the expected calibration error (10 bins) overall and per area
+    (questions pooled), as percentages. A PEFT adapter folder (adapter_config.json) is run as
+    evaluate.py runs --lora_weights: PeftModel over its base (base_model_name_or_path, relative
+    to the folder) with the script's `### Input:` … `### Output:` prompt."""
     import math
     import pandas as pd
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     shots = int(shots)
     assert rows in ("held-out", "all") and (rows == "held-out" or shots == 0), rows
-    tok = AutoTokenizer.from_pretrained(model_dir)
-    model = AutoModelForCausalLM.from_pretrained(model_dir, attn_implementation="eager", dtype=torch.float32)
+    template = "Ini adalah soal [SUBJECT] untuk [LEVEL]. Pilihlah salah satu jawaban yang dianggap benar!\n\n[INPUT]\n[OPTION]\n\nJawaban: "
+    adapter = os.path.join(model_dir, "adapter_config.json")
+    if os.path.exists(adapter):  # evaluate.py --lora_weights: PeftModel over the base, its instruction prompt
+        from peft import PeftModel
+        with open(adapter) as f:
+            base = os.path.join(model_dir, json.load(f)["base_model_name_or_path"])
+        tok = AutoTokenizer.from_pretrained(base)
+        model = AutoModelForCausalLM.from_pretrained(base, attn_implementation="eager", dtype=torch.float32)
+        model = PeftModel.from_pretrained(model, model_dir)
+        template = '### Input:\nIni adalah soal [SUBJECT] untuk [LEVEL]. Pilihlah salah satu jawaban yang dianggap benar!\n\n[INPUT]\n[OPTION]\n\nJawaban: ### Output:\n'
+    else:
+        tok = AutoTokenizer.from_pretrained(model_dir)
+        model = AutoModelForCausalLM.from_pretrained(model_dir, attn_implementation="eager", dtype=torch.float32)
     model.eval()
     data = pd.read_csv(csv_path)
     demos = data[data["is_for_fewshot"] == 1]
-    template = "Ini adalah soal [SUBJECT] untuk [LEVEL]. Pilihlah salah satu jawaban yang dianggap benar!\n\n[INPUT]\n[OPTION]\n\nJawaban: "
     out = {"questions": []}
     for idx, row in data.iterrows():
         if row["is_for_fewshot"] == 1 and rows != "all":
