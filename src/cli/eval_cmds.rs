@@ -1,6 +1,6 @@
 //! `indolm eval …`: pseudo-log-likelihoods (log-likelihoods for causal LMs), bias win rates (one
-//! model, causal LMs included, or every checkpoint of a run), ROUGE, the Liputan6 extractive
-//! baselines and IndoMMLU.
+//! model, causal LMs included, or every checkpoint of a run), ROUGE, BERTScore, the Liputan6
+//! extractive baselines and IndoMMLU.
 use clap::{Args, Subcommand};
 use indolm::error::{Error, IoContext, Result};
 use indolm::eval::bias::models::{evaluate_model, evaluate_run, BiasRequest};
@@ -42,15 +42,35 @@ pub enum EvalCommand {
     },
     /// Stereotype win rates on IndoBias-Pairs (or CrowS-Pairs) per language, domain and subdomain.
     Bias(BiasArgs),
-    /// ROUGE-1/2/L F1 (as rouge-score computes them) of predicted summaries against references.
+    /// ROUGE-1/2/L of predicted summaries against references with 95% bootstrap intervals: the
+    /// official ROUGE-1.5.5 as the Liputan6 paper ran it (-c 95 -m -r 1000 -n 2 -a), or rouge-score.
     Rouge {
-        /// One predicted summary a line.
+        /// One predicted summary a line, sentences separated by `<q>` (PreSumm's files, and the
+        /// `<split>.candidate` files of `finetune summarize`).
         #[arg(long)]
         pred: PathBuf,
         /// One reference summary a line, aligned with --pred.
         #[arg(long = "ref")]
         reference: PathBuf,
+        /// `official`: ROUGE-1.5.5.pl's figures (PreSumm's pyrouge input, Porter stemming with
+        /// WordNet exceptions, summary-level ROUGE-L; pairs with an empty reference left out);
+        /// `rouge-score`: Google's package without stemming (`<q>` read as a space).
+        #[arg(long, value_enum, default_value = "official")]
+        rouge: indolm::eval::rouge::Scorer,
+        /// Bootstrap seed: resample i draws with perl's rand after srand(seed × resamples + i);
+        /// 0 is the script's own srand(i), with which every official figure is the script's.
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+        /// Bootstrap resamples (the script's -r).
+        #[arg(long, default_value_t = indolm::eval::rouge::DEFAULT_RESAMPLES)]
+        resamples: usize,
+        /// Also write the figures as JSON (every pair's too) to this file.
+        #[arg(long)]
+        json: Option<PathBuf>,
     },
+    /// BERTScore precision, recall and F1 (as bert-score computes them) of predicted summaries
+    /// against references, from a BERT or XLM-R model's hidden states at one layer.
+    Bertscore(BertscoreArgs),
     /// Lead-1/2/3 and Oracle ROUGE on a Liputan6 split (the extractive baselines of the paper's Table 4).
     SummarizationBaselines {
         /// The Liputan6 folder holding the split folders.
@@ -92,6 +112,34 @@ pub enum EvalCommand {
         #[arg(long, requires = "out")]
         overwrite: bool,
     },
+}
+
+/// `indolm eval bertscore`: the model, its layer, the summaries and the options.
+#[derive(Args, Debug)]
+pub struct BertscoreArgs {
+    /// A BERT or XLM-R model directory (the paper's: bert-base-multilingual-cased).
+    #[arg(long)]
+    pub model: PathBuf,
+    /// Use the hidden states after this many encoder layers (0: the embeddings); default:
+    /// bert-score's for the model, when it knows it (9 for bert-base-multilingual-cased).
+    #[arg(long)]
+    pub layer: Option<usize>,
+    /// One predicted summary a line.
+    #[arg(long)]
+    pub pred: PathBuf,
+    /// One reference summary a line, aligned with --pred.
+    #[arg(long = "ref")]
+    pub reference: PathBuf,
+    /// Weight tokens by their idf, computed on the references (bert-score's idf=True).
+    #[arg(long)]
+    pub idf: bool,
+    /// Rescale the scores by row --layer of a bert-score rescale_baseline file (CSV:
+    /// LAYER,P,R,F).
+    #[arg(long)]
+    pub baseline: Option<PathBuf>,
+    /// Write the settings, the means and every pair's scores as JSON to this file.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
 }
 
 /// `indolm eval bias`: one model, or every checkpoint of a run after the fact.
@@ -380,8 +428,24 @@ fn indommlu(args: IndommluArgs, json: Option<&Path>, out_dir: Option<&Path>, dev
     Ok(())
 }
 
-/// `eval rouge`: mean ROUGE-1/2/L F1 of aligned prediction and reference lines.
-fn rouge(pred: &Path, reference: &Path) -> Result<()> {
+/// What `eval rouge` was asked.
+struct RougeArgs<'a> {
+    /// The predicted summaries, one a line.
+    pred: &'a Path,
+    /// The references, aligned with them.
+    reference: &'a Path,
+    /// Which ROUGE, and its resampling.
+    options: indolm::eval::rouge::RougeOptions,
+    /// Where to write the report as JSON.
+    json: Option<&'a Path>,
+}
+
+/// `eval rouge`: ROUGE-1/2/L of aligned prediction and reference lines with their intervals, as
+/// a table (F1 ×100, then every figure as the script prints it), and as JSON on request.
+fn rouge(args: RougeArgs) -> Result<()> {
+    let RougeArgs { pred, reference, options, json } = args;
+    options.check()?;
+    super::check_file_outputs(&json.into_iter().collect::<Vec<_>>(), &[pred, reference])?;
     let (p, r) = (read_to_string(pred)?, read_to_string(reference)?);
     let (p, r): (Vec<&str>, Vec<&str>) = (p.lines().collect(), r.lines().collect());
     if p.len() != r.len() {
@@ -394,11 +458,74 @@ fn rouge(pred: &Path, reference: &Path) -> Result<()> {
         return Err(Error::invalid(pred, "no summary to score: the file is empty or blank (one summary a line)"));
     }
     let pairs: Vec<(String, String)> = p.iter().zip(&r).map(|(a, b)| (a.to_string(), b.to_string())).collect();
-    let (r1, r2, rl) = indolm::eval::rouge::mean_f1(&pairs);
+    let report = indolm::eval::rouge::evaluate(&pairs, &options)?;
+    if report.scored == 0 {
+        return Err(Error::invalid(reference, "no pair to score: every reference line is empty"));
+    }
+    if report.scored < report.pairs {
+        eprintln!(
+            "note: {} of {} pairs have an empty reference and are left out, as PreSumm leaves them out",
+            report.pairs - report.scored,
+            report.pairs
+        );
+    }
+    out!("{}", report.markdown());
+    if let Some(path) = json {
+        write_json(path, &report)?;
+    }
+    Ok(())
+}
+
+/// `eval bertscore`: mean BERTScore P, R and F1 (×100) of aligned prediction and reference
+/// lines, with every pair's scores (fractions, as bert-score gives them) in --json.
+fn bertscore(args: &BertscoreArgs, device: Device) -> Result<()> {
+    use indolm::eval::bertscore::{mean, Scorer};
+    let inputs = [args.model.as_path(), args.pred.as_path(), args.reference.as_path()];
+    super::check_file_outputs(&args.json.as_deref().into_iter().collect::<Vec<_>>(), &inputs)?;
+    let (p, r) = (read_to_string(&args.pred)?, read_to_string(&args.reference)?);
+    let pairs: Vec<(&str, &str)> = p.lines().zip(r.lines()).collect();
+    let (np, nr) = (p.lines().count(), r.lines().count());
+    if np != nr {
+        return Err(Error::invalid(
+            &args.pred,
+            format!("{np} predictions but {nr} references in {}", args.reference.display()),
+        ));
+    }
+    if pairs.iter().all(|(c, _)| c.trim().is_empty()) {
+        return Err(Error::invalid(&args.pred, "no summary to score: the file is empty or blank (one summary a line)"));
+    }
+    let mut scorer = Scorer::new(&args.model, args.layer, device)?.with_idf(args.idf);
+    if let Some(baseline) = &args.baseline {
+        scorer = scorer.with_baseline(baseline)?;
+    }
+    for note in scorer.notes() {
+        eprintln!("note: {note}");
+    }
+    let empty = pairs.iter().filter(|(c, r)| c.trim().is_empty() || r.trim().is_empty()).count();
+    if empty > 0 {
+        eprintln!("note: {empty} pair(s) with an empty prediction or reference: scored 0, as bert-score does");
+    }
+    let scores = scorer.score(&pairs)?;
+    let undefined = scores.iter().filter(|s| s.precision.is_nan() || s.recall.is_nan()).count();
+    if undefined > 0 {
+        eprintln!(
+            "note: {undefined} pair(s) whose every token is in every reference weigh nothing with --idf: their P or R is NaN, as in bert-score"
+        );
+    }
+    let (m, s) = (mean(&scores), scorer.settings());
     outln!(
-        "| pairs | ROUGE-1 | ROUGE-2 | ROUGE-L |\n|---:|---:|---:|---:|\n| {} | {r1:.2} | {r2:.2} | {rl:.2} |",
-        pairs.len()
+        "| pairs | layer | idf | rescaled | BERTScore P | BERTScore R | BERTScore F1 |\n|---:|---:|---|---|---:|---:|---:|\n| {} | {} | {} | {} | {:.2} | {:.2} | {:.2} |",
+        scores.len(),
+        s.layer,
+        if s.idf { "yes" } else { "no" },
+        if s.baseline.is_some() { "yes" } else { "no" },
+        100.0 * m.precision,
+        100.0 * m.recall,
+        100.0 * m.f1
     );
+    if let Some(out) = &args.json {
+        write_json(out, &serde_json::json!({"settings": s, "pairs": scores.len(), "mean": m, "scores": scores}))?;
+    }
     Ok(())
 }
 
@@ -409,7 +536,11 @@ pub fn run(command: EvalCommand, device: &dyn Fn() -> Result<Device>) -> Result<
             pll(&model, &text, metric, json, allow_random_head, device()?)
         }
         EvalCommand::Bias(args) => bias(&args, device()?),
-        EvalCommand::Rouge { pred, reference } => rouge(&pred, &reference),
+        EvalCommand::Rouge { pred, reference, rouge: scorer, seed, resamples, json } => {
+            let options = indolm::eval::rouge::RougeOptions { scorer, seed, resamples, ..Default::default() };
+            rouge(RougeArgs { pred: &pred, reference: &reference, options, json: json.as_deref() })
+        }
+        EvalCommand::Bertscore(args) => bertscore(&args, device()?),
         EvalCommand::SummarizationBaselines { data, split } => summarization_baselines(&data, &split),
         EvalCommand::Indommlu { model, data, mode, shots, questions, json, out, overwrite } => indommlu(
             IndommluArgs { model: &model, data: &data, mode, shots, questions, overwrite },

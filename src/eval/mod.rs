@@ -9,10 +9,12 @@
 //! calibration (`calibration`); a run's checkpoints as an evaluation after the fact reads them
 //! (`checkpoints`); the statistics behind the intervals and tests (`stats`), with pretraining seeds
 //! as replicates (`multibootstrap`); and the metrics the fine-tuning tasks report: ROUGE-1/2/L as
-//! Google's `rouge-score` computes them (`rouge`), macro-F1, accuracy and the confusion matrix
+//! the official ROUGE-1.5.5 script computes them with the papers' options, bootstrap intervals
+//! included, or as Google's `rouge-score` (`rouge`), macro-F1, accuracy and the confusion matrix
 //! (`metrics`). What the evaluations are asked (the bias metric, the IndoMMLU mode, the recipe's
 //! `[eval.bias]` and `[eval.indommlu]` sections) is in `settings`.
 pub mod aul;
+pub mod bertscore;
 pub mod bias;
 pub mod calibration;
 pub mod causal;

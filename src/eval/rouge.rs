@@ -1,203 +1,379 @@
-//! ROUGE-1, ROUGE-2 and ROUGE-L F1 as Google's `rouge-score` package computes them without
-//! stemming: text lowercased, every run of characters other than `a-z0-9` a separator,
-//! n-gram overlaps with clipped counts, ROUGE-L from the longest common subsequence.
+//! ROUGE of summaries, two ways ([`Scorer`]):
+//!
+//! - `official` (the default): the official ROUGE-1.5.5.pl as the Liputan6 paper ran it, through
+//!   PreSumm's pyrouge with `-c 95 -m -r 1000 -n 2 -a`: its reading of PreSumm's summary lines
+//!   (sentences separated by `<q>`), WordNet exceptions and Porter stemming (`porter`), n-gram and
+//!   summary-level LCS scores with its five-decimal rounding, and its averages and 95% bootstrap
+//!   intervals, drawn with perl's own random numbers (`perl_rand`), so every figure is the
+//!   script's (`official`);
+//! - `rouge-score`: Google's `rouge-score` package without stemming (`rouge_score`), with
+//!   intervals from the same resampling.
+//!
+//! [`evaluate`] scores aligned (prediction, reference) lines into a [`Report`]: each document's
+//! figures, and for ROUGE-1, -2 and -L the recall, precision and F1 over the documents with their
+//! intervals.
+pub mod official;
+mod perl_rand;
+pub mod porter;
+pub mod rouge_score;
 
-/// rouge-score's default tokenizer.
-pub fn tokenize(text: &str) -> Vec<String> {
-    let lower = text.to_lowercase();
-    let mut tokens = Vec::new();
-    let mut current = String::new();
-    for ch in lower.chars() {
-        if ch.is_ascii_lowercase() || ch.is_ascii_digit() {
-            current.push(ch);
-        } else if !current.is_empty() {
-            tokens.push(std::mem::take(&mut current));
+pub use official::SENTENCE_SEPARATOR;
+pub use rouge_score::{mean_f1, rouge_l, score, tokenize, Prf, RougeScores};
+
+use crate::error::{Error, Result};
+use crate::eval::stats::Interval;
+use serde::{Deserialize, Serialize};
+
+/// How ROUGE is computed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum Scorer {
+    /// ROUGE-1.5.5.pl with the papers' options (PreSumm's pyrouge): `-c 95 -m -r 1000 -n 2 -a`.
+    #[default]
+    Official,
+    /// Google's rouge-score (rouge1, rouge2, rougeL; no stemmer), mean F1 over the pairs.
+    RougeScore,
+}
+
+impl std::fmt::Display for Scorer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Scorer::Official => "official",
+            Scorer::RougeScore => "rouge-score",
+        })
+    }
+}
+
+/// The official script's resamples (`-r 1000`).
+pub const DEFAULT_RESAMPLES: usize = 1000;
+/// The official script's confidence level in percent (`-c 95`).
+pub const DEFAULT_CONFIDENCE: f64 = 95.0;
+
+/// What [`evaluate`] is asked.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RougeOptions {
+    /// Which ROUGE.
+    pub scorer: Scorer,
+    /// Bootstrap resamples (the script's `-r`).
+    pub resamples: usize,
+    /// The intervals' confidence level in percent (the script's `-c`).
+    pub confidence: f64,
+    /// Resample i draws from perl's `rand` after `srand(seed · resamples + i)`: 0 is the script's
+    /// own `srand(i)`, and with it the official figures are the script's to the last digit.
+    pub seed: u64,
+}
+
+impl Default for RougeOptions {
+    fn default() -> Self {
+        RougeOptions { scorer: Scorer::Official, resamples: DEFAULT_RESAMPLES, confidence: DEFAULT_CONFIDENCE, seed: 0 }
+    }
+}
+
+impl RougeOptions {
+    /// Refuses what the script refuses or cannot do: no resamples, a level outside 0–100.
+    pub fn check(&self) -> Result<()> {
+        if self.resamples == 0 {
+            return Err(Error::argument("--resamples", "must be at least 1 (the script's -r)"));
+        }
+        if !(0.0..=100.0).contains(&self.confidence) {
+            return Err(Error::argument(
+                "confidence",
+                format!("{} is not a percentage between 0 and 100", self.confidence),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The computation in words: the script's options, or rouge-score's settings.
+    pub fn describe(&self) -> String {
+        let (c, r) = (self.confidence, self.resamples);
+        let seeds = if self.seed == 0 {
+            "the script's own resampling seeds".to_string()
+        } else {
+            format!("resampling seed {}", self.seed)
+        };
+        match self.scorer {
+            Scorer::Official => format!("ROUGE-1.5.5 -c {c} -m -r {r} -n 2 -a on PreSumm's pyrouge input, {seeds}"),
+            Scorer::RougeScore => {
+                format!(
+                    "rouge-score (no stemmer), mean F1; intervals by ROUGE-1.5.5's bootstrap (-c {c} -r {r}), {seeds}"
+                )
+            }
         }
     }
-    if !current.is_empty() {
-        tokens.push(current);
-    }
-    tokens
 }
 
-/// Precision, recall and F1 of one ROUGE variant.
-#[derive(Debug, Clone, Copy, PartialEq, Default, serde::Serialize)]
-pub struct Prf {
-    /// Overlap / the prediction's n-grams (ROUGE-L: LCS length / prediction length); 0 when empty.
-    pub precision: f64,
-    /// Overlap / the reference's n-grams (ROUGE-L: LCS length / reference length); 0 when empty.
-    pub recall: f64,
-    /// Harmonic mean of precision and recall; 0 when both are 0.
-    pub f1: f64,
+/// One measure over the documents.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct Figure {
+    /// What is reported: official, the script's `Average_X` (the mean of the resample means,
+    /// five decimals); rouge-score, the mean over the pairs.
+    pub value: f64,
+    /// The mean of the per-document values (official: rounded to five decimals, as the script
+    /// computes it without printing it).
+    pub mean: f64,
+    /// The percentile bootstrap interval at the options' confidence level.
+    pub interval: Interval,
 }
 
-fn prf(overlap: usize, pred: usize, reference: usize) -> Prf {
-    let precision = overlap as f64 / pred.max(1) as f64;
-    let recall = overlap as f64 / reference.max(1) as f64;
-    let f1 = if precision + recall > 0.0 { 2.0 * precision * recall / (precision + recall) } else { 0.0 };
-    Prf { precision, recall, f1 }
+/// Recall, precision and F1 of one ROUGE variant over the documents.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct Measures {
+    /// Recall (`Average_R`).
+    pub recall: Figure,
+    /// Precision (`Average_P`).
+    pub precision: Figure,
+    /// F1 (`Average_F`: official, the average of the per-document F, each from the document's
+    /// rounded P and R).
+    pub f1: Figure,
 }
 
-fn ngrams(tokens: &[String], n: usize) -> std::collections::HashMap<&[String], usize> {
-    let mut counts = std::collections::HashMap::new();
-    if tokens.len() >= n {
-        for w in tokens.windows(n) {
-            *counts.entry(w).or_insert(0) += 1;
+/// ROUGE of aligned (prediction, reference) pairs.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Report {
+    /// Which ROUGE.
+    pub scorer: Scorer,
+    /// The computation in words ([`RougeOptions::describe`]).
+    pub settings: String,
+    /// Pairs given.
+    pub pairs: usize,
+    /// Pairs scored: official leaves out those whose reference is empty, as PreSumm does.
+    pub scored: usize,
+    /// Bootstrap resamples.
+    pub resamples: usize,
+    /// Confidence level of the intervals, percent.
+    pub confidence: f64,
+    /// The resampling seed ([`RougeOptions::seed`]).
+    pub seed: u64,
+    /// ROUGE-1.
+    pub rouge1: Measures,
+    /// ROUGE-2.
+    pub rouge2: Measures,
+    /// ROUGE-L (official: summary-level, over the sentences; rouge-score: one LCS of the texts).
+    pub rouge_l: Measures,
+    /// Each pair's figures (`null` for a pair left out).
+    pub documents: Vec<Option<RougeScores>>,
+}
+
+impl Report {
+    /// `x` (a fraction) as a percentage; an official figure stays the five-decimal number it is.
+    pub fn percent(&self, x: f64) -> f64 {
+        match self.scorer {
+            Scorer::Official => (x * 1e5).round() / 1e3,
+            Scorer::RougeScore => 100.0 * x,
         }
     }
-    counts
-}
 
-/// ROUGE-N between token lists.
-pub(crate) fn rouge_n(pred: &[String], reference: &[String], n: usize) -> Prf {
-    let (p, r) = (ngrams(pred, n), ngrams(reference, n));
-    let overlap: usize = p.iter().map(|(g, &c)| c.min(r.get(g).copied().unwrap_or(0))).sum();
-    prf(overlap, p.values().sum(), r.values().sum())
-}
-
-/// ROUGE-L between token lists.
-pub fn rouge_l(pred: &[String], reference: &[String]) -> Prf {
-    let mut prev = vec![0usize; reference.len() + 1];
-    for a in pred {
-        let mut cur = vec![0usize; reference.len() + 1];
-        for (j, b) in reference.iter().enumerate() {
-            cur[j + 1] = if a == b { prev[j] + 1 } else { cur[j].max(prev[j + 1]) };
-        }
-        prev = cur;
+    /// The three variants with their names as the script prints them.
+    pub fn variants(&self) -> [(&'static str, &Measures); 3] {
+        [("ROUGE-1", &self.rouge1), ("ROUGE-2", &self.rouge2), ("ROUGE-L", &self.rouge_l)]
     }
-    prf(prev[reference.len()], pred.len(), reference.len())
+
+    /// Markdown: F1 ×100 of each variant with its interval, then every figure as the script
+    /// prints it (five decimals) with its interval.
+    pub fn markdown(&self) -> String {
+        let c = self.confidence;
+        let mut out = format!(
+            "| pairs | ROUGE-1 | {c}% CI | ROUGE-2 | {c}% CI | ROUGE-L | {c}% CI |\n\
+             |---:|---:|---:|---:|---:|---:|---:|\n"
+        );
+        out.push_str(&format!("| {} |", self.scored));
+        for (_, m) in self.variants() {
+            let i = m.f1.interval;
+            out.push_str(&format!(
+                " {:.2} | {:.2}–{:.2} |",
+                self.percent(m.f1.value),
+                self.percent(i.low),
+                self.percent(i.high)
+            ));
+        }
+        out.push_str(&format!(
+            "\n\n| {} | Average_R | {c}% CI | Average_P | {c}% CI | Average_F | {c}% CI |\n\
+             |---|---:|---:|---:|---:|---:|---:|\n",
+            self.scorer
+        ));
+        for (name, m) in self.variants() {
+            out.push_str(&format!("| {name} |"));
+            for f in [m.recall, m.precision, m.f1] {
+                let (v, l, h) = (f.value, f.interval.low, f.interval.high);
+                out.push_str(&format!(
+                    " {} | {} - {} |",
+                    official::format5(v),
+                    official::format5(l),
+                    official::format5(h)
+                ));
+            }
+            out.push('\n');
+        }
+        out.push_str(&format!("\n{}", self.settings));
+        if self.scored < self.pairs {
+            out.push_str(&format!(
+                "; {} of {} pairs left out: their reference is empty (PreSumm does not score them)",
+                self.pairs - self.scored,
+                self.pairs
+            ));
+        }
+        out.push('\n');
+        out
+    }
 }
 
-/// ROUGE-1, ROUGE-2 and ROUGE-L of one (prediction, reference) pair.
-#[derive(Debug, Clone, Copy, PartialEq, Default, serde::Serialize)]
-pub struct RougeScores {
-    /// ROUGE-1: unigram overlap.
-    pub rouge1: Prf,
-    /// ROUGE-2: bigram overlap.
-    pub rouge2: Prf,
-    /// ROUGE-L: longest common subsequence (summary-level ROUGE-Lsum is not computed).
-    pub rouge_l: Prf,
+/// Sentences of words as one summary line of PreSumm's files: words joined by spaces, sentences
+/// by `<q>` (what the official scorer splits them at again).
+pub fn summary_line(sentences: &[Vec<String>]) -> String {
+    sentences.iter().map(|s| s.join(" ")).collect::<Vec<_>>().join(SENTENCE_SEPARATOR)
 }
 
-/// ROUGE-1, ROUGE-2 and ROUGE-L of `prediction` against `reference`, both tokenized by `tokenize`.
-pub fn score(prediction: &str, reference: &str) -> RougeScores {
-    let (p, r) = (tokenize(prediction), tokenize(reference));
-    RougeScores { rouge1: rouge_n(&p, &r, 1), rouge2: rouge_n(&p, &r, 2), rouge_l: rouge_l(&p, &r) }
+/// ROUGE-1, -2 and -L of aligned (prediction, reference) lines, sentences separated by `<q>`.
+/// Official: each pair read and scored as the script does, pairs with an empty reference left
+/// out, the averages and intervals the script's; rouge-score: `<q>` read as a space, every pair
+/// scored, the means, with intervals from the same resampling of the pairs.
+pub fn evaluate(pairs: &[(String, String)], options: &RougeOptions) -> Result<Report> {
+    options.check()?;
+    Ok(evaluate_checked(pairs, options))
 }
 
-/// Mean F1 (×100) of each variant over pairs.
-pub fn mean_f1(pairs: &[(String, String)]) -> (f64, f64, f64) {
-    let n = pairs.len().max(1) as f64;
-    let scores: Vec<RougeScores> = pairs.iter().map(|(p, r)| score(p, r)).collect();
-    let mean = |f: &dyn Fn(&RougeScores) -> f64| 100.0 * scores.iter().map(f).sum::<f64>() / n;
-    (mean(&|s| s.rouge1.f1), mean(&|s| s.rouge2.f1), mean(&|s| s.rouge_l.f1))
+/// Official ROUGE of aligned (prediction, reference) lines with the papers' options and the
+/// script's own resampling seeds ([`RougeOptions::default`]): the figures the script prints.
+pub fn evaluate_official(pairs: &[(String, String)]) -> Report {
+    evaluate_checked(pairs, &RougeOptions::default())
+}
+
+/// [`evaluate`] with options already checked.
+fn evaluate_checked(pairs: &[(String, String)], options: &RougeOptions) -> Report {
+    let (documents, order): (Vec<Option<RougeScores>>, Vec<usize>) = match options.scorer {
+        Scorer::Official => {
+            let mut reader = official::ScriptReader::new(true);
+            let documents: Vec<Option<RougeScores>> = pairs
+                .iter()
+                .map(|(prediction, reference)| {
+                    (!official::is_blank(reference))
+                        .then(|| official::score_summaries(&reader.summary(prediction), &reader.summary(reference)))
+                })
+                .collect();
+            let kept: Vec<usize> = (0..pairs.len()).filter(|&i| documents[i].is_some()).collect();
+            (documents, official::script_order(&kept))
+        }
+        Scorer::RougeScore => {
+            let plain = |line: &str| line.replace(SENTENCE_SEPARATOR, " ");
+            let documents = pairs.iter().map(|(p, r)| Some(score(&plain(p), &plain(r)))).collect();
+            (documents, (0..pairs.len()).collect())
+        }
+    };
+    // Nine series in the script's order of the documents: R, P and F of ROUGE-1, -2 and -L.
+    let pick = |d: &RougeScores, k: usize| -> f64 {
+        let prf = [d.rouge1, d.rouge2, d.rouge_l][k / 3];
+        [prf.recall, prf.precision, prf.f1][k % 3]
+    };
+    let series: Vec<Vec<f64>> =
+        (0..9).map(|k| order.iter().filter_map(|&i| documents[i].as_ref()).map(|d| pick(d, k)).collect()).collect();
+    let mut means = official::bootstrap(&series, options.resamples, options.seed);
+    let official = options.scorer == Scorer::Official;
+    let figures: Vec<Figure> = series
+        .iter()
+        .zip(means.iter_mut())
+        .map(|(values, resampled)| {
+            let s = official::summarize(values, resampled, options.confidence, official);
+            Figure {
+                value: if official { s.resample_mean } else { s.mean },
+                mean: s.mean,
+                interval: Interval { low: s.low, high: s.high },
+            }
+        })
+        .collect();
+    let measures =
+        |v: usize| Measures { recall: figures[3 * v], precision: figures[3 * v + 1], f1: figures[3 * v + 2] };
+    Report {
+        scorer: options.scorer,
+        settings: options.describe(),
+        pairs: pairs.len(),
+        scored: order.len(),
+        resamples: options.resamples,
+        confidence: options.confidence,
+        seed: options.seed,
+        rouge1: measures(0),
+        rouge2: measures(1),
+        rouge_l: measures(2),
+        documents,
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn toks(text: &str) -> Vec<String> {
-        text.split_whitespace().map(String::from).collect()
+    fn pairs(list: &[(&str, &str)]) -> Vec<(String, String)> {
+        list.iter().map(|(p, r)| (p.to_string(), r.to_string())).collect()
     }
 
-    fn close(a: f64, b: f64) -> bool {
-        (a - b).abs() < 1e-12
-    }
-
-    fn assert_prf(found: Prf, precision: f64, recall: f64, f1: f64) {
-        assert!(
-            close(found.precision, precision) && close(found.recall, recall) && close(found.f1, f1),
-            "found {found:?}, expected P {precision} R {recall} F {f1}"
+    #[test]
+    fn official_figures_of_one_pair_are_its_own_with_a_zero_width_interval() {
+        let report = evaluate(&pairs(&[("a b c d e", "d e f g")]), &RougeOptions::default()).unwrap();
+        // R1: P 2/5, R 2/4, F 0.44444; R2: P 1/4, R 1/3, F from the rounded two, 0.28571.
+        assert_eq!(
+            report.rouge1.f1,
+            Figure { value: 0.44444, mean: 0.44444, interval: Interval { low: 0.44444, high: 0.44444 } }
         );
+        assert_eq!(
+            (report.rouge2.recall.value, report.rouge2.precision.value, report.rouge2.f1.value),
+            (0.33333, 0.25, 0.28571)
+        );
+        assert_eq!(report.percent(report.rouge1.f1.value), 44.444);
+        assert_eq!((report.pairs, report.scored), (1, 1));
     }
 
     #[test]
-    fn tokenizer_lowercases_and_splits_at_everything_but_ascii_letters_and_digits() {
-        assert_eq!(tokenize("The Cat, sat!"), toks("the cat sat"));
-        // Digits are kept, also inside words; punctuation inside a word splits it.
-        assert_eq!(tokenize("COVID-19 di 2020, x2y"), toks("covid 19 di 2020 x2y"));
-        assert_eq!(tokenize("rp.10.000"), toks("rp 10 000"));
-        // Letters outside a-z are separators too, as rouge-score's `[^a-z0-9]+` makes them.
-        assert_eq!(tokenize("Café über ÉTÉ"), toks("caf ber t"));
-        assert_eq!(tokenize("\t a \n\n b  "), toks("a b"));
-        assert!(tokenize("").is_empty());
-        assert!(tokenize(" ,.;— ").is_empty());
+    fn empty_references_are_left_out_by_official_only() {
+        let list = pairs(&[("satu dua", "satu dua"), ("tiga", "  "), ("", "empat lima")]);
+        let official = evaluate(&list, &RougeOptions::default()).unwrap();
+        assert_eq!((official.pairs, official.scored), (3, 2));
+        assert!(official.documents[1].is_none());
+        assert_eq!(official.rouge1.f1.mean, 0.5);
+        let google = evaluate(&list, &RougeOptions { scorer: Scorer::RougeScore, ..RougeOptions::default() }).unwrap();
+        assert_eq!(google.scored, 3);
+        assert!((google.rouge1.f1.value - 1.0 / 3.0).abs() < 1e-12, "{:?}", google.rouge1);
+        // rouge-score reads <q> as a space.
+        let q = evaluate(
+            &pairs(&[("a b<q>c", "a b c")]),
+            &RougeOptions { scorer: Scorer::RougeScore, ..RougeOptions::default() },
+        );
+        assert_eq!(q.unwrap().rouge2.f1.value, 1.0);
     }
 
     #[test]
-    fn hand_computed_scores_of_a_one_word_difference() {
-        let s = score("the cat sat", "the cat ran");
-        // Unigrams: {the, cat} shared of 3 each.
-        assert_prf(s.rouge1, 2.0 / 3.0, 2.0 / 3.0, 2.0 / 3.0);
-        // Bigrams: "the cat" shared; "cat sat" vs "cat ran".
-        assert_prf(s.rouge2, 0.5, 0.5, 0.5);
-        // LCS "the cat".
-        assert_prf(s.rouge_l, 2.0 / 3.0, 2.0 / 3.0, 2.0 / 3.0);
-    }
-
-    #[test]
-    fn counts_are_clipped_and_lengths_differ() {
-        // "the" 4 times in the prediction, twice in the reference: 2 count. P 2/4, R 2/3,
-        // F = 2 · (1/2)(2/3) / (1/2 + 2/3) = (2/3) / (7/6) = 4/7.
-        let (p, r) = (toks("the the the the"), toks("the cat the"));
-        assert_prf(rouge_n(&p, &r, 1), 0.5, 2.0 / 3.0, 4.0 / 7.0);
-        // No bigram of "the the" is in the reference.
-        assert_prf(rouge_n(&p, &r, 2), 0.0, 0.0, 0.0);
-        // LCS "the the": the same 4/7.
-        assert_prf(rouge_l(&p, &r), 0.5, 2.0 / 3.0, 4.0 / 7.0);
-        // Unequal lengths: P 2/4, R 2/2, F 2/3.
-        let (p, r) = (toks("a b c d"), toks("a c"));
-        assert_prf(rouge_n(&p, &r, 1), 0.5, 1.0, 2.0 / 3.0);
-        assert_prf(rouge_n(&p, &r, 2), 0.0, 0.0, 0.0);
-        assert_prf(rouge_l(&p, &r), 0.5, 1.0, 2.0 / 3.0);
-    }
-
-    #[test]
-    fn lcs_follows_order_not_membership() {
-        // Same words in reverse: every unigram matches, the LCS is one word.
-        let (p, r) = (toks("a b c"), toks("c b a"));
-        assert_prf(rouge_n(&p, &r, 1), 1.0, 1.0, 1.0);
-        assert_prf(rouge_l(&p, &r), 1.0 / 3.0, 1.0 / 3.0, 1.0 / 3.0);
-        // The textbook pair ABCBDAB / BDCABA has an LCS of 4 (e.g. BCBA): P 4/7, R 4/6.
-        let (p, r) = (toks("a b c b d a b"), toks("b d c a b a"));
-        let f = 2.0 * (4.0 / 7.0) * (4.0 / 6.0) / (4.0 / 7.0 + 4.0 / 6.0);
-        assert_prf(rouge_l(&p, &r), 4.0 / 7.0, 4.0 / 6.0, f);
-        // A gap does not break a subsequence: "a x b y c" contains "a b c".
-        assert_prf(rouge_l(&toks("a x b y c"), &toks("a b c")), 3.0 / 5.0, 1.0, 0.75);
-    }
-
-    #[test]
-    fn identical_disjoint_and_empty_texts() {
-        let same = score("Kucing itu tidur di atas meja.", "kucing itu tidur di atas meja");
-        for prf in [same.rouge1, same.rouge2, same.rouge_l] {
-            assert_prf(prf, 1.0, 1.0, 1.0);
-        }
-        let disjoint = score("satu dua tiga", "empat lima enam");
-        let empty_pred = score("", "satu dua");
-        let empty_both = score("", "...");
-        for s in [disjoint, empty_pred, empty_both] {
-            for prf in [s.rouge1, s.rouge2, s.rouge_l] {
-                assert_prf(prf, 0.0, 0.0, 0.0);
+    fn intervals_are_seeded_and_cover_the_value() {
+        let list: Vec<(String, String)> =
+            (0..40).map(|i| (format!("a b c d {}", "x ".repeat(i % 7)), "a b c d e f".to_string())).collect();
+        let run = |seed| evaluate(&list, &RougeOptions { seed, ..RougeOptions::default() }).unwrap();
+        let a = run(0);
+        assert_eq!(a, run(0), "the same seed gives the same figures");
+        assert_ne!(a, run(1), "another seed draws other resamples");
+        for m in [a.rouge1, a.rouge2, a.rouge_l] {
+            for f in [m.recall, m.precision, m.f1] {
+                assert!(f.interval.low <= f.value && f.value <= f.interval.high, "{f:?}");
+                assert!((f.value - f.mean).abs() < 0.01, "{f:?}");
             }
         }
-        // One word each: no bigram at all, so ROUGE-2 is 0 even for equal texts.
-        let one = score("ya", "ya");
-        assert_prf(one.rouge1, 1.0, 1.0, 1.0);
-        assert_prf(one.rouge2, 0.0, 0.0, 0.0);
     }
 
     #[test]
-    fn mean_f1_is_a_percentage_over_pairs() {
-        let pairs = vec![
-            ("a b c".to_string(), "a b c".to_string()),
-            ("x y".to_string(), "a b".to_string()),
-            ("the cat sat".to_string(), "the cat ran".to_string()),
-        ];
-        let (r1, r2, rl) = mean_f1(&pairs);
-        assert!(close(r1, 100.0 * (1.0 + 0.0 + 2.0 / 3.0) / 3.0), "{r1}");
-        assert!(close(r2, 100.0 * (1.0 + 0.0 + 0.5) / 3.0), "{r2}");
-        assert!(close(rl, r1), "{rl}");
-        assert_eq!(mean_f1(&[]), (0.0, 0.0, 0.0));
+    fn bad_options_are_refused() {
+        let list = pairs(&[("a", "a")]);
+        let err = evaluate(&list, &RougeOptions { resamples: 0, ..RougeOptions::default() }).unwrap_err();
+        assert!(err.to_string().contains("--resamples"), "{err}");
+        assert!(evaluate(&list, &RougeOptions { confidence: 101.0, ..RougeOptions::default() }).is_err());
+    }
+
+    #[test]
+    fn the_table_shows_each_figure_with_its_interval() {
+        let report = evaluate(&pairs(&[("a b c d e", "d e f g"), ("x", "")]), &RougeOptions::default()).unwrap();
+        let md = report.markdown();
+        assert!(md.contains("| 1 | 44.44 | 44.44–44.44 | 28.57 | 28.57–28.57 | 44.44 | 44.44–44.44 |"), "{md}");
+        assert!(
+            md.contains("| ROUGE-2 | 0.33333 | 0.33333 - 0.33333 | 0.25000 | 0.25000 - 0.25000 | 0.28571 |"),
+            "{md}"
+        );
+        assert!(md.contains("1 of 2 pairs left out"), "{md}");
+        assert_eq!(summary_line(&[vec!["a".into(), "b".into()], vec!["c".into()]]), "a b<q>c");
     }
 }

@@ -382,6 +382,22 @@ impl BertModel {
         x
     }
 
+    /// Inference (no dropout, token types 0) through the embeddings and the first `layers`
+    /// encoder layers only, the later ones not run: the hidden states [batch, seq, hidden] in
+    /// fp32 that transformers returns as `hidden_states[layers]` (0: the embeddings' output;
+    /// `layers` past the model's count runs them all). For scores read from an inner layer
+    /// (BERTScore). `attention_mask` is 1 for real tokens, 0 for padding.
+    pub fn hidden_states_after(&self, input_ids: &Tensor, attention_mask: Option<&Tensor>, layers: usize) -> Tensor {
+        let (b, s) = input_ids.size2().expect("input_ids are [batch, seq]");
+        let mask = attention_mask.map(|m| m.ne(0).view([b, 1, 1, s]));
+        let layout = Layout { batch: b, seq: s, mask: mask.as_ref(), packing: None };
+        let mut x = self.embeddings.forward(input_ids, &input_ids.zeros_like(), false);
+        for layer in self.layers.iter().take(layers) {
+            x = layer.forward(&x, layout, self.precision, false);
+        }
+        x
+    }
+
     /// [`BertModel::forward`] on the real tokens only (see [`Packing`]): the last hidden states
     /// [batch, seq, hidden] (fp32), zeros at padding. `packing` must name exactly the tokens
     /// `attention_mask` marks as real, each row's first.

@@ -12,6 +12,7 @@ mod beam;
 mod benches;
 mod bertabs;
 mod bertext;
+mod bertscore;
 mod bf16_cpu;
 mod bias_eval;
 mod bias_science;

@@ -40,19 +40,20 @@ fn oracle_and_lead_with_hand_checked_values() {
     assert_eq!(lead(&article, 2), vec![0, 1]);
     assert_eq!(lead(&article, 9), vec![0, 1, 2, 3]);
 
-    // Lead-2 = "a b c d e" vs "d e f g": R1 P 2/5 R 2/4 -> F 44.44; R2 1 of 4 and 3 bigrams -> 2/7
-    // = 28.57; LCS 2 -> 44.44. Oracle = the reference: 100.
+    // Lead-2 = "a b c<q>d e" vs "d e f g", as ROUGE-1.5.5 prints it (five decimals, F from the
+    // rounded P and R): R1 P 2/5 R 2/4 -> F 0.44444; R2 1 of 4 and 3 bigrams -> P 0.25000, R
+    // 0.33333, F 0.28571; LCS of the reference sentence with each predicted one: d e -> 0.44444.
+    // Oracle = the reference: 100. One article: every interval is the figure itself.
     let dir = scratch("lip-hand");
     write_article(&dir.join("test"), "1", &article, &summary, None);
     let rows = baselines(&load_split(&dir, "test").unwrap());
     let get = |name: &str| -> &Row { rows.iter().find(|r| r.system == name).unwrap() };
     let close = |a: f64, b: f64| (a - b).abs() < 1e-9;
-    assert!(
-        close(get("Lead-2").rouge1, 100.0 * 4.0 / 9.0)
-            && close(get("Lead-2").rouge2, 100.0 * 2.0 / 7.0)
-            && close(get("Lead-2").rouge_l, 100.0 * 4.0 / 9.0),
-        "{rows:?}"
-    );
+    let lead2 = get("Lead-2");
+    assert!(close(lead2.rouge1, 44.444) && close(lead2.rouge2, 28.571) && close(lead2.rouge_l, 44.444), "{rows:?}");
+    let ci = lead2.intervals.expect("official rows carry intervals");
+    assert!(close(ci.rouge2.low, 28.571) && close(ci.rouge2.high, 28.571), "{ci:?}");
+    assert!(lead2.rouge.as_deref().is_some_and(|r| r.contains("-c 95 -m -r 1000 -n 2 -a")), "{lead2:?}");
     assert!(
         close(get("Oracle").rouge1, 100.0) && close(get("Oracle").rouge2, 100.0) && close(get("Oracle").rouge_l, 100.0)
     );

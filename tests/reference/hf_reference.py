@@ -9,11 +9,11 @@ reproduces and describes its subcommands.
 """
 import sys
 
-from indolm_reference import (adapters, bert, data, decoders, indommlu, optim, pickles, scoring, seq2seq, stats,
-                              summarization, tensorboard_logs, xlmr)
+from indolm_reference import (adapters, bert, bertscore, data, decoders, indommlu, optim, pickles, rouge155, scoring,
+                              seq2seq, stats, summarization, tensorboard_logs, xlmr)
 
 MODULES = [data, bert, optim, scoring, indommlu, decoders, xlmr, stats, summarization, tensorboard_logs, pickles,
-           adapters, seq2seq]
+           adapters, seq2seq, bertscore, rouge155]
 
 COMMANDS = {
     "train-vocab": data.train_vocab_cmd,
@@ -44,6 +44,8 @@ COMMANDS = {
     "multibootstrap": stats.multibootstrap,
     "presumm-decoder": summarization.presumm_decoder,
     "rouge": summarization.rouge,
+    "rouge155": rouge155.rouge155,
+    "bertscore": bertscore.bertscore,
     "tb-scalars": tensorboard_logs.tb_scalars,
     "tb-bias": tensorboard_logs.tb_bias,
     "save-bin": pickles.save_bin,

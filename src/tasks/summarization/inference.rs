@@ -1,14 +1,15 @@
 //! Using a summarizer once it exists: [`Summarizer`] (a BertExt or a BertAbs, loaded from a
 //! directory `finetune summarize` wrote) turns articles into summaries, [`evaluate`] scores
-//! those summaries with ROUGE against the references, and [`sentences_of`] splits plain text
-//! into the sentences of lowercased words the models read (for `indolm summarize`).
+//! those summaries with ROUGE against the references (official ROUGE-1.5.5 with the Liputan6
+//! paper's options, with its 95% intervals: [`super::rouge_row`]), and [`sentences_of`] splits
+//! plain text into the sentences of lowercased words the models read (for `indolm summarize`).
 use super::abs::{AbsConfig, BertAbs};
-use super::data::{join, Article};
+use super::data::Article;
 use super::ext::{select, BertExt, ExtConfig};
 use super::input::{batch_of, encode_article, EncodedArticle};
-use super::Row;
+use super::{rouge_row, Row};
 use crate::error::{Error, Result};
-use crate::eval::rouge::mean_f1;
+use crate::eval::rouge::summary_line;
 use crate::files::read_to_string;
 use crate::model::LoadNote;
 use std::path::Path;
@@ -196,14 +197,15 @@ pub struct Reading {
     pub kept_sentences: usize,
 }
 
-/// Mean ROUGE-1/2/L of `model`'s summaries of `articles`, and the summaries (one line each).
+/// ROUGE-1/2/L of `model`'s summaries of `articles` with their intervals, and the summaries,
+/// one line each in PreSumm's form (sentences separated by `<q>`: what the row was scored on).
 pub fn evaluate(model: &Summarizer, system: &str, articles: &[Article]) -> Result<(Row, Vec<String>)> {
     let texts: Vec<&[Vec<String>]> = articles.iter().map(|a| a.article.as_slice()).collect();
-    let predicted: Vec<String> = model.summarize(&texts, model.default_batch_size())?.iter().map(|s| join(s)).collect();
+    let predicted: Vec<String> =
+        model.summarize(&texts, model.default_batch_size())?.iter().map(|s| summary_line(s)).collect();
     let pairs: Vec<(String, String)> =
-        predicted.iter().zip(articles).map(|(p, a)| (p.clone(), join(&a.summary))).collect();
-    let (rouge1, rouge2, rouge_l) = mean_f1(&pairs);
-    Ok((Row { system: system.into(), rouge1, rouge2, rouge_l }, predicted))
+        predicted.iter().zip(articles).map(|(p, a)| (p.clone(), summary_line(&a.summary))).collect();
+    Ok((rouge_row(system, &pairs), predicted))
 }
 
 /// Splits plain text into sentences of lowercased words (after `.`, `!` or `?`).

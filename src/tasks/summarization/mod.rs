@@ -1,5 +1,6 @@
 //! Summarization on Liputan6 (as the Liputan6 paper, after PreSumm): the data layout
-//! (`data`), the extractive baselines Lead-N and Oracle (`oracle`) and their ROUGE table (here),
+//! (`data`), the extractive baselines Lead-N and Oracle (`oracle`) and their ROUGE table (here:
+//! official ROUGE-1.5.5 with the paper's options and its 95% intervals, `crate::eval::rouge`),
 //! the encoder input (`input`), PreSumm's transformer blocks (`transformer`), BertExt (`ext`),
 //! BertAbs/BertExtAbs (`abs`) with beam search (`beam`), using a trained model and scoring its
 //! summaries (`inference`), a split read and oracle-labelled once and cached (`prepared`), its
@@ -17,22 +18,71 @@ pub mod recipe;
 pub mod train;
 pub mod transformer;
 
-use crate::eval::rouge::mean_f1;
-use data::{join, Article};
+use crate::eval::rouge::{evaluate_official, summary_line, Report};
+use crate::eval::stats::Interval;
+use data::Article;
 
-/// One row of the results table: system name and mean ROUGE-1/2/L F1 (×100).
+/// One row of the results table: system name and ROUGE-1/2/L F1 (×100) as the official
+/// ROUGE-1.5.5 script reports them with the Liputan6 paper's options (`Average_F`), and their
+/// 95% bootstrap intervals.
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Row {
     /// The summarizer: `Lead-1`..`Lead-3`, `Oracle`, or a trained model's name (e.g. `BertExt`).
     pub system: String,
-    /// Mean ROUGE-1 F1, ×100.
+    /// ROUGE-1 F1, ×100.
     pub rouge1: f64,
-    /// Mean ROUGE-2 F1, ×100.
+    /// ROUGE-2 F1, ×100.
     pub rouge2: f64,
-    /// Mean ROUGE-L F1, ×100.
+    /// ROUGE-L F1, ×100.
     pub rouge_l: f64,
+    /// The 95% intervals of the three, ×100 (absent from results written before indolm
+    /// computed them, whose figures are rouge-score's mean F1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub intervals: Option<RowIntervals>,
+    /// How the figures were computed ([`crate::eval::rouge::RougeOptions::describe`]; absent
+    /// from older results).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rouge: Option<String>,
 }
 
+/// The 95% intervals of a row's three figures, ×100.
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct RowIntervals {
+    /// ROUGE-1 F1's.
+    pub rouge1: Interval,
+    /// ROUGE-2 F1's.
+    pub rouge2: Interval,
+    /// ROUGE-L F1's.
+    pub rouge_l: Interval,
+}
+
+impl Row {
+    /// `system`'s row from a ROUGE report: each variant's F1 and its interval, ×100.
+    pub fn from_report(system: &str, report: &Report) -> Row {
+        let percent = |i: Interval| Interval { low: report.percent(i.low), high: report.percent(i.high) };
+        Row {
+            system: system.into(),
+            rouge1: report.percent(report.rouge1.f1.value),
+            rouge2: report.percent(report.rouge2.f1.value),
+            rouge_l: report.percent(report.rouge_l.f1.value),
+            intervals: Some(RowIntervals {
+                rouge1: percent(report.rouge1.f1.interval),
+                rouge2: percent(report.rouge2.f1.interval),
+                rouge_l: percent(report.rouge_l.f1.interval),
+            }),
+            rouge: Some(report.settings.clone()),
+        }
+    }
+}
+
+/// The row of `system` for (prediction, reference) summary lines ([`summary_line`]): official
+/// ROUGE-1.5.5 as the Liputan6 paper ran it (PreSumm's pyrouge, `-c 95 -m -r 1000 -n 2 -a`),
+/// with the script's own resampling, so that every figure is the script's.
+pub fn rouge_row(system: &str, pairs: &[(String, String)]) -> Row {
+    Row::from_report(system, &evaluate_official(pairs))
+}
+
+/// The row of the extractive summaries `pick` makes of `articles` (sentence indices of each).
 fn row(system: &str, articles: &[Article], pick: impl Fn(&Article) -> Vec<usize>) -> Row {
     let pairs: Vec<(String, String)> = articles
         .iter()
@@ -41,11 +91,10 @@ fn row(system: &str, articles: &[Article], pick: impl Fn(&Article) -> Vec<usize>
             let mut picked = pick(a);
             picked.sort_unstable();
             let chosen: Vec<Vec<String>> = picked.into_iter().map(|i| a.article[i].clone()).collect();
-            (join(&chosen), join(&a.summary))
+            (summary_line(&chosen), summary_line(&a.summary))
         })
         .collect();
-    let (rouge1, rouge2, rouge_l) = mean_f1(&pairs);
-    Row { system: system.into(), rouge1, rouge2, rouge_l }
+    rouge_row(system, &pairs)
 }
 
 /// Lead-1, Lead-2, Lead-3 and Oracle (released labels, else the Liputan6 oracle).
@@ -58,11 +107,27 @@ pub fn baselines(articles: &[Article]) -> Vec<Row> {
     rows
 }
 
-/// A markdown table of `rows` headed by the split's name, scores with two decimals.
+/// A markdown table of `rows` headed by the split's name, scores with two decimals, then their
+/// 95% intervals (`–` where a row has none), and the line saying how they were computed.
 pub fn markdown(split: &str, rows: &[Row]) -> String {
-    let mut out = format!("| {split} | ROUGE-1 | ROUGE-2 | ROUGE-L |\n|---|---:|---:|---:|\n");
+    let mut out = format!(
+        "| {split} | ROUGE-1 | ROUGE-2 | ROUGE-L | R1 95% CI | R2 95% CI | RL 95% CI |\n\
+         |---|---:|---:|---:|---:|---:|---:|\n"
+    );
     for r in rows {
-        out.push_str(&format!("| {} | {:.2} | {:.2} | {:.2} |\n", r.system, r.rouge1, r.rouge2, r.rouge_l));
+        out.push_str(&format!("| {} | {:.2} | {:.2} | {:.2} |", r.system, r.rouge1, r.rouge2, r.rouge_l));
+        match &r.intervals {
+            Some(ci) => {
+                for i in [ci.rouge1, ci.rouge2, ci.rouge_l] {
+                    out.push_str(&format!(" {:.2}–{:.2} |", i.low, i.high));
+                }
+            }
+            None => out.push_str(" – | – | – |"),
+        }
+        out.push('\n');
+    }
+    if let Some(how) = rows.iter().find_map(|r| r.rouge.as_deref()) {
+        out.push_str(&format!("\nF1 ×100: {how}.\n"));
     }
     out
 }
@@ -117,6 +182,26 @@ pub fn table_from_results(paths: &[std::path::PathBuf]) -> crate::error::Result<
             }
         }
         out.push('\n');
+    }
+    // The paper's caption states the widest interval ("at most ±0.3"): the same here, the
+    // farthest end of any interval from its figure.
+    let reaches = cells.values().filter_map(|r| {
+        let i = r.intervals?;
+        let ends = [(r.rouge1, i.rouge1), (r.rouge2, i.rouge2), (r.rouge_l, i.rouge_l)];
+        ends.iter().map(|(v, i)| (i.high - v).max(v - i.low)).reduce(f64::max)
+    });
+    if let Some(widest) = reaches.reduce(f64::max) {
+        let without = cells.values().filter(|r| r.intervals.is_none()).count();
+        out.push_str(&format!(
+            "\n{} a 95% confidence interval of at most ±{widest:.2}, as ROUGE-1.5.5 computes it.\n",
+            if without == 0 { "Every ROUGE figure has" } else { "Every ROUGE figure with an interval has" }
+        ));
+        if without > 0 {
+            let rows = if without == 1 { "row has" } else { "rows have" };
+            out.push_str(&format!(
+                "{without} {rows} none: results written before indolm computed them (rouge-score's mean F1).\n"
+            ));
+        }
     }
     Ok(out)
 }

@@ -4,10 +4,11 @@
 //! PreSumm's `sep_optim`; `extabs`: BertAbs started from a fine-tuned BertExt), trained with the
 //! recipe's schedules (PreSumm's Noam), dev ROUGE before training, every `[eval] every` updates
 //! and at the last (the best weights kept in `<run>/best/`), then ROUGE on the test splits beside
-//! Lead-N and Oracle, with the predictions written one summary a line. The models themselves,
-//! and ROUGE of their summaries, are in `inference`.
+//! Lead-N and Oracle (official ROUGE-1.5.5 with the paper's options and its 95% intervals), with
+//! the predictions written one summary a line. The models themselves, and ROUGE of their
+//! summaries, are in `inference`.
 use super::abs::BertAbs;
-use super::data::{join, load_split, Article};
+use super::data::{load_split, Article};
 use super::encoded::{encode_split, EncodedSplit};
 use super::ext::{label_tensor, BertExt};
 use super::inference::{evaluate, Summarizer};
@@ -458,14 +459,16 @@ crate::declare_run_files!(
     crate::outputs::RunFile::Pattern("", GOLD),
 );
 
-/// `<split>.candidate` (the model's summaries) and `<split>.gold` (the references), one a line;
-/// a `/` or `\` in the split's name becomes `_`.
+/// `<split>.candidate` (the model's summaries) and `<split>.gold` (the references), one a line
+/// with its sentences separated by `<q>`, as PreSumm writes them and as they were scored (so
+/// `indolm eval rouge` on the two files gives the row's figures); a `/` or `\` in the split's
+/// name becomes `_`.
 fn write_predictions(out_dir: &Path, split: &str, predicted: &[String], articles: &[Article]) -> Result<()> {
     let file_stem = split.replace(['/', '\\'], "_");
     write_lines(&out_dir.join(format!("{file_stem}{CANDIDATE}")), predicted)?;
     write_lines(
         &out_dir.join(format!("{file_stem}{GOLD}")),
-        &articles.iter().map(|a| join(&a.summary)).collect::<Vec<_>>(),
+        &articles.iter().map(|a| crate::eval::rouge::summary_line(&a.summary)).collect::<Vec<_>>(),
     )
 }
 
