@@ -40,6 +40,7 @@ pub mod distributed;
 pub mod error;
 pub mod eval;
 pub mod files;
+pub mod generate;
 pub mod hooks;
 pub mod logger;
 pub mod model;

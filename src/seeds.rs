@@ -40,9 +40,11 @@ pub mod salt {
     pub(crate) const BIAS_BOOTSTRAP: u64 = 13;
     /// The Multi-Bootstrap's replicates (stream: a hash of the comparison and category).
     pub(crate) const MULTIBOOTSTRAP: u64 = 14;
+    /// Sampled generation (stream: the prompt's index in its file).
+    pub(crate) const GENERATION: u64 = 15;
 
     /// Every salt with its name, for the uniqueness check.
-    pub const ALL: [(&str, u64); 14] = [
+    pub const ALL: [(&str, u64); 15] = [
         ("SOURCE_CHOICE", SOURCE_CHOICE),
         ("PERMUTATION", PERMUTATION),
         ("MASKING", MASKING),
@@ -57,6 +59,7 @@ pub mod salt {
         ("SUMMARIZATION_TORCH", SUMMARIZATION_TORCH),
         ("BIAS_BOOTSTRAP", BIAS_BOOTSTRAP),
         ("MULTIBOOTSTRAP", MULTIBOOTSTRAP),
+        ("GENERATION", GENERATION),
     ];
 }
 

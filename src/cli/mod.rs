@@ -6,6 +6,7 @@ mod data_cmds;
 mod dist_cmds;
 mod eval_cmds;
 pub mod fork_server;
+mod generate_cmds;
 pub mod help_tree;
 mod model_cmds;
 mod report_cmds;
@@ -187,6 +188,8 @@ pub enum Command {
     /// Evaluate masked and causal LMs: (pseudo-)log-likelihoods, bias win rates, IndoMMLU, ROUGE.
     #[command(subcommand)]
     Eval(eval_cmds::EvalCommand),
+    /// Complete prompts with a causal LM (a JSON Lines file in and out): greedy or sampled, stopping at EOS, a stop string or a length.
+    Generate(generate_cmds::GenerateArgs),
     /// Reports of evaluations: bias curves, diffs, comparisons, seed groups, flips, validity, and models side by side (bias, IndoMMLU, Liputan6).
     #[command(subcommand)]
     Report(report_cmds::ReportCommand),
@@ -293,6 +296,7 @@ pub fn run(cli: Cli) -> Result<()> {
             data_cmds::download(what, &out, mirror, patience)
         }
         Command::Eval(command) => eval_cmds::run(command, &device),
+        Command::Generate(args) => generate_cmds::run(&args, device()?),
         Command::Report(command) => report_cmds::run(command),
         Command::Finetune(command) => task_cmds::run_finetune(command, device()?),
         Command::Predict(command) => task_cmds::run_predict(command, device()?),

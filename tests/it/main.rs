@@ -26,6 +26,7 @@ mod download;
 mod eval_integrity;
 mod faults;
 mod finetune_engine;
+mod generation;
 mod gpu_readiness;
 mod hf_parity;
 mod indommlu;

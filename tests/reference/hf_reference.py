@@ -9,11 +9,11 @@ reproduces and describes its subcommands.
 """
 import sys
 
-from indolm_reference import (adapters, bert, bertscore, data, decoders, indommlu, optim, pickles, rouge155, scoring,
-                              seq2seq, stats, summarization, tensorboard_logs, xlmr)
+from indolm_reference import (adapters, bert, bertscore, data, decoders, generation, indommlu, optim, pickles, rouge155,
+                              scoring, seq2seq, stats, summarization, tensorboard_logs, xlmr)
 
 MODULES = [data, bert, optim, scoring, indommlu, decoders, xlmr, stats, summarization, tensorboard_logs, pickles,
-           adapters, seq2seq, bertscore, rouge155]
+           adapters, seq2seq, bertscore, rouge155, generation]
 
 COMMANDS = {
     "train-vocab": data.train_vocab_cmd,
@@ -36,6 +36,9 @@ COMMANDS = {
     "causal-ref": decoders.causal_ref,
     "decoder-to-bf16": decoders.decoder_to_bf16,
     "bos-template": decoders.bos_template,
+    "make-decoders": generation.make_decoders,
+    "generate": generation.generate,
+    "warp": generation.warp,
     "make-lora": adapters.make_lora,
     "make-xlmr": xlmr.make_xlmr,
     "tokenize-auto": xlmr.tokenize_auto,

@@ -3,8 +3,9 @@
 //! post_attention_layernorm, mlp.dense_h_to_4h, mlp.dense_4h_to_h}`, `transformer.ln_f`): no
 //! position embeddings but ALiBi, a per-head linear penalty on the key's position, and a fused
 //! query/key/value projection laid out head by head ([heads, 3, head_dim]).
+use super::cache::{KvCache, Step};
 use super::config::DecoderConfig;
-use super::layers::{activate, allowed, attend, LayerNorm, Linear};
+use super::layers::{activate, attend, LayerNorm, Linear};
 use super::load::{as_compute, Weights};
 use crate::error::Result;
 use tch::nn::VarStore;
@@ -81,25 +82,31 @@ impl Bloom {
         })
     }
 
-    /// Final hidden states [batch, seq, hidden] of right-padded `ids` with `mask`.
-    pub fn hidden(&self, ids: &Tensor, mask: &Tensor) -> Tensor {
+    /// Final hidden states [batch, s, hidden] of the new tokens `ids` [batch, s] of `step`, their
+    /// keys and values written to `cache` when there is one.
+    pub fn forward(&self, ids: &Tensor, step: &Step, mut cache: Option<&mut KvCache>) -> Tensor {
         let c = &self.config;
         let (b, s) = ids.size2().expect("[batch, seq] ids");
         let (heads, d) = (c.num_heads, c.head_dim);
         let embedded = as_compute(&Tensor::embedding(&self.word_embeddings, ids, -1, false, false), self.kind);
         let mut x = self.word_embeddings_layernorm.forward_in_input_kind(&embedded);
         let kind = x.kind();
-        // ALiBi [b, heads, 1, s]: slope · (the key's position among the real tokens).
-        let maskf = mask.to_kind(Kind::Float);
+        // ALiBi [b, heads, 1, keys]: slope · (the key's position among the real tokens).
+        let maskf = step.key_real.to_kind(Kind::Float);
+        let keys = maskf.size()[1];
         let positions = (maskf.cumsum(-1, Kind::Float) - 1.0) * &maskf;
-        let alibi = (self.slopes.view([1, heads, 1, 1]) * positions.view([b, 1, 1, s])).to_kind(kind);
-        let allowed = allowed(mask, None);
-        for block in &self.h {
+        let alibi = (self.slopes.view([1, heads, 1, 1]) * positions.view([b, 1, 1, keys])).to_kind(kind);
+        let allowed = step.allowed(None);
+        for (i, block) in self.h.iter().enumerate() {
             let h = block.input_layernorm.forward_in_input_kind(&x);
             let fused = block.query_key_value.forward_in_input_kind(&h).view([b, s, heads, 3, d]);
             let q = fused.select(3, 0).transpose(1, 2);
             let k = fused.select(3, 1).transpose(1, 2);
             let v = fused.select(3, 2).transpose(1, 2);
+            let (k, v) = match cache.as_deref_mut() {
+                Some(cache) => cache.store(i, step.past, &k, &v),
+                None => (k, v),
+            };
             let att = attend(&q, &k, &v, (d as f64).powf(-0.5), Some(&alibi), None, &allowed);
             x += block.dense.forward_in_input_kind(&att);
             let h = block.post_attention_layernorm.forward_in_input_kind(&x);

@@ -12,8 +12,9 @@
 //! * attention and MLP in parallel from one or two norms, or in sequence, see [`FalconNorms`];
 //! * `FalconLinear`'s product and bias as two steps (rounded between in half precision).
 use super::bloom::alibi_slopes;
+use super::cache::{KvCache, Step};
 use super::config::{DecoderConfig, FalconNorms, FalconOptions, FalconQkv, FamilyOptions};
-use super::layers::{activate, allowed, apply_rope, attend, inv_freq_tensor, rope_tables, LayerNorm, Linear};
+use super::layers::{activate, apply_rope, attend, inv_freq_tensor, LayerNorm, Linear};
 use super::load::{as_compute, Weights};
 use crate::error::{Error, Result};
 use tch::nn::VarStore;
@@ -142,32 +143,37 @@ impl Falcon {
         (q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2))
     }
 
-    /// Final hidden states [batch, seq, hidden] of right-padded `ids` [batch, seq] with `mask`
-    /// (1 at real tokens).
-    pub fn hidden(&self, ids: &Tensor, mask: &Tensor) -> Tensor {
+    /// Final hidden states [batch, s, hidden] of the new tokens `ids` [batch, s] of `step`, their
+    /// keys and values written to `cache` when there is one.
+    pub fn forward(&self, ids: &Tensor, step: &Step, mut cache: Option<&mut KvCache>) -> Tensor {
         let c = &self.config;
         let (b, s) = ids.size2().expect("[batch, seq] ids");
         let (heads, d) = (c.num_heads, c.head_dim);
         let mut x = as_compute(&Tensor::embedding(&self.word_embeddings, ids, -1, false, false), self.kind);
         let kind = x.kind();
-        let allowed = allowed(mask, None);
-        let tables = self.rope.as_ref().map(|(inv, scaling)| rope_tables(inv, *scaling, s, kind));
-        // ALiBi [b, heads, 1, s]: bf16(slope) · bf16(the key's position among the real tokens),
+        let allowed = step.allowed(None);
+        let tables = self.rope.as_ref().map(|(inv, scaling)| step.rope_tables(inv, *scaling, s, kind));
+        // ALiBi [b, heads, 1, keys]: bf16(slope) · bf16(the key's position among the real tokens),
         // rounded to bf16, in the compute dtype, divided by √head_dim.
         let alibi = self.slopes.as_ref().map(|slopes| {
-            let real = mask.to_kind(Kind::Int64);
+            let real = step.key_real.to_kind(Kind::Int64);
+            let keys = real.size()[1];
             let positions = (real.cumsum(-1, Kind::Int64) - 1) * &real;
-            let bias = slopes.view([1, heads, 1, 1]) * positions.to_kind(Kind::BFloat16).view([b, 1, 1, s]);
+            let bias = slopes.view([1, heads, 1, 1]) * positions.to_kind(Kind::BFloat16).view([b, 1, 1, keys]);
             bias.to_kind(kind) / (d as f64).sqrt()
         });
         let parallel = self.options.norms != FalconNorms::Sequential;
-        for block in &self.h {
+        for (i, block) in self.h.iter().enumerate() {
             let h_attn = block.ln_attn.forward_in_input_kind(&x);
             let (mut q, mut k, v) = self.split(&falcon_linear(&block.query_key_value, &h_attn), b, s);
             if let Some((cos, sin)) = &tables {
                 q = apply_rope(&q, cos, sin);
                 k = apply_rope(&k, cos, sin);
             }
+            let (k, v) = match cache.as_deref_mut() {
+                Some(cache) => cache.store(i, step.past, &k, &v),
+                None => (k, v),
+            };
             let att = attend(&q, &k, &v, c.attn_scale, alibi.as_ref(), None, &allowed);
             let att = falcon_linear(&block.dense, &att);
             if !parallel {

@@ -1,7 +1,8 @@
 //! What the decoder families share, each as transformers computes it: RMSNorm (Llama's `w · x̂`
 //! and Gemma's `(1 + w) · x̂`, normalised in fp32), LayerNorm, linear layers with optional
-//! bias, rotary embeddings (default, linear and Llama 3.1 scaling), the causal mask with padding
-//! and sliding windows, and eager attention with grouped-query heads, an additive bias (ALiBi)
+//! bias, rotary embeddings (default, linear, Llama 3.1 and YaRN scaling) at positions 0..seq or
+//! at each row's own, the causal mask with padding and sliding windows (a whole batch, or the new
+//! tokens after a cache), and eager attention with grouped-query heads, an additive bias (ALiBi)
 //! and soft-capping, its softmax in fp32.
 use super::config::{Activation, Rope, RopeScaling};
 use super::load::{as_compute, Weights};
@@ -179,8 +180,21 @@ pub(crate) fn inv_freq_tensor(rope: &Rope, head_dim: i64, device: tch::Device) -
 /// multiplied by `scaling` (YaRN's attention factor), in `kind` (computed in fp32).
 pub(crate) fn rope_tables(inv: &Tensor, scaling: f64, seq: i64, kind: Kind) -> (Tensor, Tensor) {
     let pos = Tensor::arange(seq, (Kind::Float, inv.device()));
-    let freqs = pos.unsqueeze(1).matmul(&inv.unsqueeze(0));
-    let emb = Tensor::cat(&[&freqs, &freqs], -1);
+    cos_sin(&pos.unsqueeze(1).matmul(&inv.unsqueeze(0)), scaling, kind)
+}
+
+/// cos and sin [batch, 1, seq, head_dim] at each row's `positions` [batch, seq] (a left-padded
+/// batch, or the steps after a cache), computed as [`rope_tables`] computes them.
+pub(crate) fn rope_tables_at(inv: &Tensor, scaling: f64, positions: &Tensor, kind: Kind) -> (Tensor, Tensor) {
+    let freqs = positions.to_kind(Kind::Float).unsqueeze(-1).matmul(&inv.unsqueeze(0));
+    let (cos, sin) = cos_sin(&freqs, scaling, kind);
+    (cos.unsqueeze(1), sin.unsqueeze(1))
+}
+
+/// cos and sin of the angles `freqs` [.., head_dim / 2] repeated to [.., head_dim], times
+/// `scaling`, in `kind`.
+fn cos_sin(freqs: &Tensor, scaling: f64, kind: Kind) -> (Tensor, Tensor) {
+    let emb = Tensor::cat(&[freqs, freqs], -1);
     if scaling == 1.0 {
         return (emb.cos().to_kind(kind), emb.sin().to_kind(kind));
     }
@@ -199,10 +213,19 @@ pub(crate) fn apply_rope(x: &Tensor, cos: &Tensor, sin: &Tensor) -> Tensor {
 /// Where a query may look [batch, 1, seq, seq] (bool): earlier or equal positions, real keys,
 /// and, with a window, keys fewer than `window` positions back.
 pub fn allowed(key_real: &Tensor, window: Option<i64>) -> Tensor {
-    let seq = key_real.size()[1];
+    allowed_from(key_real, 0, window)
+}
+
+/// Where the queries at indices past..keys of a batch may look [batch, 1, keys - past, keys]
+/// (bool), `key_real` [batch, keys] marking the real keys: earlier or equal indices, real keys,
+/// and, with a window, keys fewer than `window` indices back. In a left-padded batch a row's
+/// indices and positions differ by its padding, the same for a query and its keys, so the window
+/// is the one transformers' masks draw over cache indices.
+pub fn allowed_from(key_real: &Tensor, past: i64, window: Option<i64>) -> Tensor {
+    let keys = key_real.size()[1];
     let device = key_real.device();
-    let q = Tensor::arange(seq, (Kind::Int64, device)).unsqueeze(1);
-    let k = Tensor::arange(seq, (Kind::Int64, device)).unsqueeze(0);
+    let q = Tensor::arange_start(past, keys, (Kind::Int64, device)).unsqueeze(1);
+    let k = Tensor::arange(keys, (Kind::Int64, device)).unsqueeze(0);
     let mut ok = k.le_tensor(&q);
     if let Some(w) = window {
         ok = ok.logical_and(&k.gt_tensor(&(&q - w)));
@@ -210,9 +233,9 @@ pub fn allowed(key_real: &Tensor, window: Option<i64>) -> Tensor {
     ok.unsqueeze(0).logical_and(&key_real.to_kind(Kind::Bool).unsqueeze(1)).unsqueeze(1)
 }
 
-/// Eager attention: q [b, heads, s, d], k/v [b, kv_heads, s, d]; scores scaled, plus `bias`
-/// (broadcast), soft-capped, masked to `allowed` (the dtype's minimum elsewhere, as transformers
-/// does), softmax in fp32; returns [b, s, heads·d].
+/// Eager attention: q [b, heads, s, d], k/v [b, kv_heads, keys, d] (keys = s, or more after a
+/// cache); scores scaled, plus `bias` (broadcast), soft-capped, masked to `allowed` (the dtype's
+/// minimum elsewhere, as transformers does), softmax in fp32; returns [b, s, heads·d].
 pub fn attend(
     q: &Tensor,
     k: &Tensor,

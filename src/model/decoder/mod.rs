@@ -5,9 +5,12 @@
 //! (`xglm`), Falcon (`falcon`), and the directory's own `tokenizer.json` with its BOS/EOS
 //! (`tokenizer`). Weights keep HF's names as `VarStore` paths. BERT directories are loaded by
 //! `model_dir`, untouched by this. A PEFT LoRA adapter folder loads as its base model with the
-//! adapter merged into the weights (`adapter`).
+//! adapter merged into the weights (`adapter`). Each family's forward pass runs over a whole
+//! right-padded batch (scoring) or over the new tokens after a key/value cache (generation,
+//! `cache`), the same code for both.
 pub mod adapter;
 pub mod bloom;
+pub mod cache;
 pub mod config;
 pub mod falcon;
 pub mod layers;
@@ -16,10 +19,12 @@ pub mod rope;
 pub mod tokenizer;
 pub mod xglm;
 
+pub use cache::KvCache;
 pub use config::{DecoderConfig, Family};
 pub use tokenizer::{CausalTokenizer, SpecialToken};
 
 use crate::error::{Error, Result};
+use cache::Step;
 use std::path::Path;
 use tch::nn::VarStore;
 use tch::{Device, Kind, Tensor};
@@ -135,12 +140,48 @@ impl CausalLm {
     /// Final hidden states [batch, seq, hidden] of right-padded `ids` [batch, seq] whose real
     /// tokens are marked 1 in `mask`.
     pub fn hidden(&self, ids: &Tensor, mask: &Tensor) -> Tensor {
+        self.forward(ids, &Step::full(mask), None)
+    }
+
+    /// The family's forward pass over the new tokens `ids` of `step`, after `cache` when given.
+    fn forward(&self, ids: &Tensor, step: &Step, cache: Option<&mut KvCache>) -> Tensor {
         match &self.net {
-            Net::Rope(n) => n.hidden(ids, mask),
-            Net::Bloom(n) => n.hidden(ids, mask),
-            Net::Xglm(n) => n.hidden(ids, mask),
-            Net::Falcon(n) => n.hidden(ids, mask),
+            Net::Rope(n) => n.forward(ids, step, cache),
+            Net::Bloom(n) => n.forward(ids, step, cache),
+            Net::Xglm(n) => n.forward(ids, step, cache),
+            Net::Falcon(n) => n.forward(ids, step, cache),
         }
+    }
+
+    /// An empty key/value cache for `batch` rows of at most `capacity` tokens each (a prompt and
+    /// its new tokens), for [`Self::hidden_cached`].
+    pub fn new_cache(&self, batch: i64, capacity: i64) -> KvCache {
+        KvCache::new(self.config.layers.len(), batch, capacity, self.device)
+    }
+
+    /// Final hidden states [batch, s, hidden] of `ids` [batch, s] after the tokens `cache` holds,
+    /// whose keys and values are added to it: the whole prompt of a left-padded batch at first,
+    /// then each new token. `mask` [batch, s] marks the real tokens (0 at a prompt's left
+    /// padding); positions count from each row's first real token, as transformers' `generate`
+    /// counts them. An error if the shapes do not match the cache or the tokens overflow it.
+    pub fn hidden_cached(&self, ids: &Tensor, mask: &Tensor, cache: &mut KvCache) -> Result<Tensor> {
+        if ids.size() != mask.size() || ids.dim() != 2 {
+            return Err(Error::unsupported(
+                "a cached forward pass",
+                format!("ids {:?} and mask {:?}: expected two [batch, seq] tensors", ids.size(), mask.size()),
+            ));
+        }
+        let s = ids.size()[1];
+        let step = cache.begin(mask)?;
+        let hidden = self.forward(ids, &step, Some(&mut *cache));
+        cache.advance(s);
+        Ok(hidden)
+    }
+
+    /// Next-token logits (fp32) [batch, s, vocab] of `ids` after the tokens `cache` holds, as
+    /// [`Self::hidden_cached`] runs them.
+    pub fn forward_cached(&self, ids: &Tensor, mask: &Tensor, cache: &mut KvCache) -> Result<Tensor> {
+        Ok(self.logits(&self.hidden_cached(ids, mask, cache)?))
     }
 
     /// Next-token logits (fp32) of hidden states [.., hidden].

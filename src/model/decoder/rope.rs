@@ -13,8 +13,9 @@
 //!
 //! q/k norms: per head (`self_attn.q_norm` [head_dim], Qwen3 and Gemma 3) or over the whole
 //! projection (OLMo, [heads · head_dim]).
+use super::cache::{KvCache, Step};
 use super::config::{DecoderConfig, Family};
-use super::layers::{activate, allowed, apply_rope, attend, inv_freq_tensor, rope_tables, Linear, RmsNorm};
+use super::layers::{activate, apply_rope, attend, inv_freq_tensor, Linear, RmsNorm};
 use super::load::{as_compute, Weights};
 use crate::error::Result;
 use tch::nn::VarStore;
@@ -154,9 +155,9 @@ impl RopeDecoder {
         })
     }
 
-    /// Final hidden states [batch, seq, hidden] of right-padded `ids` [batch, seq] with
-    /// `mask` (1 at real tokens).
-    pub fn hidden(&self, ids: &Tensor, mask: &Tensor) -> Tensor {
+    /// Final hidden states [batch, s, hidden] of the new tokens `ids` [batch, s] of `step`, their
+    /// keys and values written to `cache` when there is one (the scoring pass has none).
+    pub fn forward(&self, ids: &Tensor, step: &Step, mut cache: Option<&mut KvCache>) -> Tensor {
         let c = &self.config;
         let (b, s) = ids.size2().expect("[batch, seq] ids");
         let mut x = as_compute(&Tensor::embedding(&self.embed_tokens, ids, -1, false, false), self.kind);
@@ -165,16 +166,16 @@ impl RopeDecoder {
             x *= scale;
         }
         let tables: Vec<(Tensor, Tensor)> =
-            self.ropes.iter().map(|(inv, scaling)| rope_tables(inv, *scaling, s, kind)).collect();
-        let full = allowed(mask, None);
+            self.ropes.iter().map(|(inv, scaling)| step.rope_tables(inv, *scaling, s, kind)).collect();
+        let full = step.allowed(None);
         let mut windowed: Vec<(i64, Tensor)> = Vec::new();
-        for layer in &self.layers {
+        for (i, layer) in self.layers.iter().enumerate() {
             let allowed_here = match layer.window {
                 None => full.shallow_clone(),
                 Some(wnd) => match windowed.iter().find(|(w, _)| *w == wnd) {
                     Some((_, t)) => t.shallow_clone(),
                     None => {
-                        let t = allowed(mask, Some(wnd));
+                        let t = step.allowed(Some(wnd));
                         windowed.push((wnd, t.shallow_clone()));
                         t
                     }
@@ -202,6 +203,10 @@ impl RopeDecoder {
             let q = apply_rope(&q.transpose(1, 2), cos, sin);
             let k = apply_rope(&k.transpose(1, 2), cos, sin);
             let v = v.view([b, s, c.num_kv_heads, c.head_dim]).transpose(1, 2);
+            let (k, v) = match cache.as_deref_mut() {
+                Some(cache) => cache.store(i, step.past, &k, &v),
+                None => (k, v),
+            };
             let att = attend(&q, &k, &v, c.attn_scale, None, c.attn_softcap, &allowed_here);
             let mut h = layer.o_proj.forward_in_input_kind(&att);
             if self.norms != Norms::Pre {

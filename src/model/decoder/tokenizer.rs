@@ -1,7 +1,8 @@
 //! A causal LM's tokenizer: the directory's `tokenizer.json` loaded as it is (byte-level BPE,
 //! SentencePiece-style BPE, Unigram — whatever pipeline it describes), encoding without special
-//! tokens; and its BOS/EOS tokens as transformers' tokenizer sees them: `tokenizer_config.json`,
-//! else `special_tokens_map.json` (a `null` there means "none"), else `config.json`'s ids.
+//! tokens (or with them, as `tokenizer(text)` does) and decoding; and its BOS/EOS tokens as
+//! transformers' tokenizer sees them: `tokenizer_config.json`, else `special_tokens_map.json` (a
+//! `null` there means "none"), else `config.json`'s ids.
 use crate::error::{Error, Result};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -105,6 +106,18 @@ impl CausalTokenizer {
             message: format!("encoding {}: {e}", crate::files::quoted(text)),
         })?;
         Ok(enc.get_ids().iter().map(|&i| i as i64).collect())
+    }
+
+    /// The text of `ids`, special tokens skipped: transformers' `tokenizer.decode(ids,
+    /// skip_special_tokens=True)` (without `clean_up_tokenization_spaces`, off by default in
+    /// transformers 5). Ids the tokenizer does not know (rows of an embedding table padded past
+    /// the vocabulary) decode to nothing, as there.
+    pub fn decode(&self, ids: &[i64]) -> Result<String> {
+        let ids: Vec<u32> = ids.iter().filter_map(|&i| u32::try_from(i).ok()).collect();
+        self.inner.decode(&ids, true).map_err(|e| Error::Tokenizer {
+            path: self.source.clone(),
+            message: format!("decoding {} tokens: {e}", ids.len()),
+        })
     }
 
     /// The ids of `text` with the special tokens `tokenizer.json`'s post-processor adds: what

@@ -4,9 +4,11 @@
 //! embeddings times √d_model (`scale_embedding`) plus sinusoidal position embeddings with no
 //! weights, as transformers' `XGLMSinusoidalPositionalEmbedding` makes them: position p reads
 //! row p + 2 of a table whose row `pad_token_id` is zeros. Positions count from 0 at each row's
-//! first column, so a right-padded sentence has the positions it has alone.
+//! first column, so a right-padded sentence has the positions it has alone; a left-padded batch
+//! and the steps after a cache take each row's own (from its first real token).
+use super::cache::{KvCache, Step};
 use super::config::{DecoderConfig, FamilyOptions, XglmOptions};
-use super::layers::{activate, allowed, attend, LayerNorm, Linear};
+use super::layers::{activate, attend, LayerNorm, Linear};
 use super::load::{as_compute, Weights};
 use crate::error::{Error, Result};
 use tch::nn::VarStore;
@@ -85,40 +87,50 @@ impl Xglm {
         })
     }
 
-    /// The position embeddings [seq, d_model] of positions 0..seq in `kind`: rows 2..seq + 2 of
-    /// transformers' table (sines, then cosines, a zero column for an odd width), computed in fp32,
-    /// the row `pad_token_id` zeros.
-    fn positions(&self, seq: i64, kind: Kind) -> Tensor {
+    /// The position embeddings of the new tokens of `step` in `kind`: [s, d_model] for positions
+    /// 0..s, [batch, s, d_model] at each row's positions; position p is row p + 2 of
+    /// transformers' table (sines, then cosines, a zero column for an odd width), computed in
+    /// fp32, the row `pad_token_id` zeros.
+    fn positions(&self, step: &Step, s: i64, kind: Kind) -> Tensor {
         let device = self.frequencies.device();
-        let rows = Tensor::arange_start(POSITION_OFFSET, seq + POSITION_OFFSET, (Kind::Float, device));
-        let angles = rows.unsqueeze(1) * self.frequencies.unsqueeze(0);
-        let mut table = Tensor::cat(&[angles.sin(), angles.cos()], 1);
+        let rows = match &step.positions {
+            None => Tensor::arange_start(POSITION_OFFSET, s + POSITION_OFFSET, (Kind::Float, device)),
+            Some(positions) => (positions + POSITION_OFFSET).to_kind(Kind::Float),
+        };
+        let angles = rows.unsqueeze(-1) * &self.frequencies;
+        let mut table = Tensor::cat(&[angles.sin(), angles.cos()], -1);
         if self.config.hidden_size % 2 == 1 {
-            table = Tensor::cat(&[table, Tensor::zeros([seq, 1], (Kind::Float, device))], 1);
+            let mut shape = rows.size();
+            shape.push(1);
+            table = Tensor::cat(&[table, Tensor::zeros(shape.as_slice(), (Kind::Float, device))], -1);
         }
         if let Some(pad) = self.options.padding_idx {
-            table = table.masked_fill(&rows.eq(pad as f64).unsqueeze(1), 0.0);
+            table = table.masked_fill(&rows.eq(pad as f64).unsqueeze(-1), 0.0);
         }
         table.to_kind(kind)
     }
 
-    /// Final hidden states [batch, seq, hidden] of right-padded `ids` [batch, seq] with `mask`
-    /// (1 at real tokens).
-    pub fn hidden(&self, ids: &Tensor, mask: &Tensor) -> Tensor {
+    /// Final hidden states [batch, s, hidden] of the new tokens `ids` [batch, s] of `step`, their
+    /// keys and values written to `cache` when there is one.
+    pub fn forward(&self, ids: &Tensor, step: &Step, mut cache: Option<&mut KvCache>) -> Tensor {
         let c = &self.config;
         let (b, s) = ids.size2().expect("[batch, seq] ids");
         let (heads, d) = (c.num_heads, c.head_dim);
         let embedded = as_compute(&Tensor::embedding(&self.embed_tokens, ids, -1, false, false), self.kind);
         let kind = embedded.kind();
-        let mut x = embedded * self.options.embed_scale + self.positions(s, kind).unsqueeze(0);
-        let allowed = allowed(mask, None);
+        let mut x = embedded * self.options.embed_scale + self.positions(step, s, kind);
+        let allowed = step.allowed(None);
         let split = |t: Tensor| t.view([b, s, heads, d]).transpose(1, 2);
-        for layer in &self.layers {
+        for (i, layer) in self.layers.iter().enumerate() {
             let h = layer.self_attn_layer_norm.forward_in_input_kind(&x);
             // transformers scales the queries before the product, so the scores' scale is 1.
             let q = split(layer.q_proj.forward_in_input_kind(&h) * c.attn_scale);
             let k = split(layer.k_proj.forward_in_input_kind(&h));
             let v = split(layer.v_proj.forward_in_input_kind(&h));
+            let (k, v) = match cache.as_deref_mut() {
+                Some(cache) => cache.store(i, step.past, &k, &v),
+                None => (k, v),
+            };
             let att = attend(&q, &k, &v, 1.0, None, None, &allowed);
             x += layer.out_proj.forward_in_input_kind(&att);
             let h = layer.final_layer_norm.forward_in_input_kind(&x);

@@ -1,0 +1,152 @@
+//! `indolm generate`: the completions of a causal LM for a file of prompts (JSON Lines in, JSON
+//! Lines out), greedy or sampled, with the model's generation_config.json for what the flags
+//! leave unset.
+use clap::Args;
+use indolm::error::{Error, Result};
+use indolm::generate::config::{DEFAULT_MAX_NEW_TOKENS, DEFAULT_TEMPERATURE, DEFAULT_TOP_K, DEFAULT_TOP_P};
+use indolm::generate::prompts::{read_prompts, records, tokenize};
+use indolm::generate::{generate, GenerationDefaults, Sampling, Settings, StopReason};
+use indolm::model::decoder::{load_causal_lm, CausalLm};
+use indolm::outln;
+use std::path::{Path, PathBuf};
+use tch::Device;
+
+/// `indolm generate`: the model, the prompts, where the completions go, and how to generate.
+#[derive(Args, Debug)]
+pub struct GenerateArgs {
+    /// A causal LM directory (Llama, Mistral, Qwen2/3, Gemma 2/3, OLMo 2/3, BLOOM, XGLM, Falcon) or
+    /// a LoRA adapter folder.
+    #[arg(long)]
+    pub model: PathBuf,
+    /// The prompts: JSON Lines, one {"id": ..., "prompt": "..."} a line.
+    #[arg(long)]
+    pub prompts: PathBuf,
+    /// Where the completions go: JSON Lines, {"id", "prompt", "completion", "tokens", "stop_reason"}
+    /// a prompt, in the prompts' order.
+    #[arg(long)]
+    pub out: PathBuf,
+    /// New tokens at most a completion (default: generation_config.json's max_new_tokens, else
+    /// 256).
+    #[arg(long)]
+    pub max_new_tokens: Option<usize>,
+    /// Sample at this temperature; 0: greedy (default: generation_config.json's, 1 when it
+    /// samples). Greedy unless this, --top-p, --top-k or generation_config.json's do_sample asks
+    /// for sampling.
+    #[arg(long)]
+    pub temperature: Option<f64>,
+    /// Sample from the most likely tokens holding this share of the probability (default:
+    /// generation_config.json's, else 1: all).
+    #[arg(long)]
+    pub top_p: Option<f64>,
+    /// Sample from the K most likely tokens; 0: all (default: generation_config.json's, else 50).
+    #[arg(long)]
+    pub top_k: Option<usize>,
+    /// Seed of the sampling (each prompt draws from its own stream of it).
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// End a completion where this text appears, cutting it there (repeat for several; default:
+    /// generation_config.json's stop_strings).
+    #[arg(long = "stop")]
+    pub stop: Vec<String>,
+    /// Prompts generated together at most (default: as many as the device's token budget holds).
+    #[arg(long)]
+    pub batch_size: Option<usize>,
+}
+
+/// Refuses flag values that cannot be used, naming the flag.
+fn check_flags(args: &GenerateArgs) -> Result<()> {
+    if args.max_new_tokens == Some(0) {
+        return Err(Error::argument("--max-new-tokens", "must be at least 1"));
+    }
+    if let Some(t) = args.temperature.filter(|t| !(t.is_finite() && *t >= 0.0)) {
+        return Err(Error::argument("--temperature", format!("must be 0 (greedy) or a positive number, not {t}")));
+    }
+    if let Some(p) = args.top_p.filter(|p| !(0.0..=1.0).contains(p)) {
+        return Err(Error::argument("--top-p", format!("must be between 0 and 1, not {p}")));
+    }
+    if args.batch_size == Some(0) {
+        return Err(Error::argument("--batch-size", "must be at least 1"));
+    }
+    if args.stop.iter().any(String::is_empty) {
+        return Err(Error::argument("--stop", "an empty stop string would end every completion at once"));
+    }
+    Ok(())
+}
+
+/// The settings from the flags, else `defaults` (the model's), else transformers' defaults.
+fn settings(args: &GenerateArgs, defaults: &GenerationDefaults, lm: &CausalLm) -> Settings {
+    let asked = args.top_k.is_some() || args.top_p.is_some() || args.temperature.is_some_and(|t| t > 0.0);
+    let greedy = args.temperature == Some(0.0) || !(asked || defaults.do_sample);
+    let sampling = (!greedy).then(|| Sampling {
+        temperature: args.temperature.or(defaults.temperature).unwrap_or(DEFAULT_TEMPERATURE),
+        top_k: args.top_k.or(defaults.top_k).unwrap_or(DEFAULT_TOP_K),
+        top_p: args.top_p.or(defaults.top_p).unwrap_or(DEFAULT_TOP_P),
+        seed: args.seed.unwrap_or(indolm::seeds::DEFAULT_SEED),
+    });
+    let pad = defaults.pad.or(defaults.eos.first().copied()).filter(|p| (0..lm.config.vocab_size).contains(p));
+    Settings {
+        max_new_tokens: args.max_new_tokens.or(defaults.max_new_tokens).unwrap_or(DEFAULT_MAX_NEW_TOKENS),
+        sampling,
+        eos: defaults.eos.clone(),
+        stop_strings: if args.stop.is_empty() { defaults.stop_strings.clone() } else { args.stop.clone() },
+        pad: pad.unwrap_or(0),
+        token_budget: indolm::data::batching::token_budget(lm.device),
+        batch_size: args.batch_size.unwrap_or(usize::MAX),
+    }
+}
+
+/// A progress bar over `n` prompts on a terminal's stderr (hidden elsewhere).
+fn progress_bar(n: usize) -> indicatif::ProgressBar {
+    let bar = indicatif::ProgressBar::new(n as u64).with_style(
+        indicatif::ProgressStyle::default_bar()
+            .template("{bar:30} {pos}/{len} prompts [{elapsed_precise} < {eta_precise}]")
+            .expect("valid template"),
+    );
+    if !std::io::IsTerminal::is_terminal(&std::io::stderr()) || n < 2 {
+        bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());
+    }
+    bar
+}
+
+/// `generate`: reads the prompts, loads the model, generates and writes the records (to a
+/// temporary name, then renamed), with a summary on stdout.
+pub fn run(args: &GenerateArgs, device: Device) -> Result<()> {
+    check_flags(args)?;
+    super::check_file_outputs(&[args.out.as_path()], &[args.model.as_path(), args.prompts.as_path()])?;
+    let prompts = read_prompts(&args.prompts)?;
+    let lm = load_causal_lm(&args.model, device)?;
+    let base = lm.config.path.parent().unwrap_or(Path::new("."));
+    let defaults = GenerationDefaults::read(&[args.model.as_path(), base], &lm.config.path)?;
+    for note in &defaults.not_applied {
+        eprintln!("note: {note}");
+    }
+    let settings = settings(args, &defaults, &lm);
+    if settings.sampling.is_none() && args.seed.is_some() {
+        eprintln!("note: --seed is not used: decoding is greedy (sampling needs --temperature, --top-p or --top-k)");
+    }
+    if settings.eos.is_empty() {
+        eprintln!("note: the model names no eos_token_id: completions end at a stop string or --max-new-tokens");
+    }
+    let ids = tokenize(&lm, &args.prompts, &prompts, settings.max_new_tokens)?;
+    let bar = progress_bar(prompts.len());
+    let completions = generate(&lm, &ids, &settings, &mut |n| bar.inc(n as u64))?;
+    bar.finish_and_clear();
+    indolm::files::write_atomic(&args.out, records(&prompts, &completions)?.as_bytes())?;
+    let count = |reason: StopReason| completions.iter().filter(|c| c.stop == reason).count();
+    let tokens: usize = completions.iter().map(|c| c.tokens()).sum();
+    let how = match &settings.sampling {
+        None => "greedy".to_string(),
+        Some(s) => {
+            format!("sampled: temperature {}, top_k {}, top_p {}, seed {}", s.temperature, s.top_k, s.top_p, s.seed)
+        }
+    };
+    outln!(
+        "{} completions ({how}; {} eos, {} length, {} stop_string), {tokens} new tokens -> {}",
+        completions.len(),
+        count(StopReason::Eos),
+        count(StopReason::Length),
+        count(StopReason::StopString),
+        args.out.display()
+    );
+    Ok(())
+}
