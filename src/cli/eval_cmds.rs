@@ -71,7 +71,8 @@ pub enum EvalCommand {
     /// BERTScore precision, recall and F1 (as bert-score computes them) of predicted summaries
     /// against references, from a BERT or XLM-R model's hidden states at one layer.
     Bertscore(BertscoreArgs),
-    /// Lead-1/2/3 and Oracle ROUGE on a Liputan6 split (the extractive baselines of the paper's Table 4).
+    /// Lead-1/2/3 and Oracle ROUGE on a Liputan6 split (the extractive baselines of the paper's Table 4),
+    /// with BERTScore given a scorer model.
     SummarizationBaselines {
         /// The Liputan6 folder holding the split folders.
         #[arg(long)]
@@ -79,6 +80,14 @@ pub enum EvalCommand {
         /// Split folders to evaluate (e.g. test, or the Xtreme test folder).
         #[arg(long, num_args = 1.., default_value = "test")]
         split: Vec<String>,
+        /// Also BERTScore P/R/F1 of every row with this BERT or XLM-R folder (the paper's:
+        /// bert-base-multilingual-cased), the F1 ×100 as the BS column; `<q>` read as a space.
+        #[arg(long)]
+        bertscore_model: Option<PathBuf>,
+        /// The layer BERTScore compares (default: bert-score's for the model, 9 for
+        /// bert-base-multilingual-cased).
+        #[arg(long, requires = "bertscore_model")]
+        bertscore_layer: Option<usize>,
     },
     /// IndoMMLU accuracy per subject, level and area, with the random baseline and the
     /// calibration of the confidence; masked LMs zero-shot, causal LMs zero- or few-shot.
@@ -541,7 +550,13 @@ pub fn run(command: EvalCommand, device: &dyn Fn() -> Result<Device>) -> Result<
             rouge(RougeArgs { pred: &pred, reference: &reference, options, json: json.as_deref() })
         }
         EvalCommand::Bertscore(args) => bertscore(&args, device()?),
-        EvalCommand::SummarizationBaselines { data, split } => summarization_baselines(&data, &split),
+        EvalCommand::SummarizationBaselines { data, split, bertscore_model, bertscore_layer } => {
+            let scorer = match &bertscore_model {
+                Some(model) => Some(bertscore_scorer(model, bertscore_layer, device()?)?),
+                None => None,
+            };
+            summarization_baselines(&data, &split, scorer.as_ref())
+        }
         EvalCommand::Indommlu { model, data, mode, shots, questions, json, out, overwrite } => indommlu(
             IndommluArgs { model: &model, data: &data, mode, shots, questions, overwrite },
             json.as_deref(),
@@ -551,12 +566,30 @@ pub fn run(command: EvalCommand, device: &dyn Fn() -> Result<Device>) -> Result<
     }
 }
 
-/// Lead-1/2/3 and Oracle ROUGE of each split.
-fn summarization_baselines(data: &Path, splits: &[String]) -> Result<()> {
-    use indolm::tasks::summarization::{baselines, data::load_split, markdown};
+/// Lead-1/2/3 and Oracle ROUGE of each split, with BERTScore when `bertscore` is given.
+fn summarization_baselines(
+    data: &Path,
+    splits: &[String],
+    bertscore: Option<&indolm::eval::bertscore::Scorer>,
+) -> Result<()> {
+    use indolm::tasks::summarization::{baselines_scored, data::load_split, markdown};
     for split in splits {
         let articles = load_split(data, split)?;
-        outln!("{}", markdown(&format!("{split} ({} articles)", articles.len()), &baselines(&articles)));
+        let rows = baselines_scored(&articles, bertscore)?;
+        outln!("{}", markdown(&format!("{split} ({} articles)", articles.len()), &rows));
     }
     Ok(())
+}
+
+/// `--bertscore-model` loaded for `eval summarization-baselines`, its notes on stderr; a bad
+/// layer is named by this command's flag.
+fn bertscore_scorer(model: &Path, layer: Option<usize>, device: Device) -> Result<indolm::eval::bertscore::Scorer> {
+    let scorer = indolm::eval::bertscore::Scorer::new(model, layer, device).map_err(|e| match e {
+        Error::Argument { message, .. } => Error::argument("--bertscore-layer", message),
+        other => other,
+    })?;
+    for note in scorer.notes() {
+        eprintln!("note: {note}");
+    }
+    Ok(scorer)
 }

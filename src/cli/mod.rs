@@ -2,6 +2,7 @@
 //! the modules that implement them. Each `*_cmds` module defines its own subcommands
 //! (`indolm eval …`, `indolm corpus …`) and assembles library parts into a command; this is the
 //! only place that may import every layer of the library.
+mod baseline_cmds;
 mod data_cmds;
 mod dist_cmds;
 mod eval_cmds;
@@ -193,6 +194,9 @@ pub enum Command {
     /// Reports of evaluations: bias curves, diffs, comparisons, seed groups, flips, validity, and models side by side (bias, IndoMMLU, Liputan6).
     #[command(subcommand)]
     Report(report_cmds::ReportCommand),
+    /// The papers' non-neural baselines, trained and scored without a model: NusaX Table 3's naive Bayes, SVM and logistic regression.
+    #[command(subcommand)]
+    Baseline(baseline_cmds::BaselineCommand),
     /// Download public sources (CC-100, Wikipedia parquet, NusaX, IndoMMLU) with resume and checks.
     Download {
         #[command(subcommand)]
@@ -298,6 +302,7 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Eval(command) => eval_cmds::run(command, &device),
         Command::Generate(args) => generate_cmds::run(&args, device()?),
         Command::Report(command) => report_cmds::run(command),
+        Command::Baseline(command) => baseline_cmds::run(command),
         Command::Finetune(command) => task_cmds::run_finetune(command, device()?),
         Command::Predict(command) => task_cmds::run_predict(command, device()?),
         Command::Summarize(args) => task_cmds::summarize(&args, device()?),

@@ -53,7 +53,8 @@ const FONT_PATHS: &[&str] = &[
     "/usr/share/fonts/truetype/freefont/FreeSans.ttf",
 ];
 
-fn register_system_font() -> Result<()> {
+/// Registers the first TrueType font found as `sans-serif` for plotters' text.
+pub(crate) fn register_system_font() -> Result<()> {
     let path = FONT_PATHS.iter().map(PathBuf::from).find(|p| p.exists()).ok_or_else(|| {
         Error::system(
             "report",

@@ -3,7 +3,8 @@
 //! by side (`bias_compare`), data compositions with their seeds as replicates (`bias_groups`,
 //! the Multi-Bootstrap), pair validity (`bias_validity`), models side by side in the paper's
 //! table layout (`bias_table`), when pairs settle their preference (`bias_flips`), IndoMMLU
-//! results side by side (`indommlu_table`), and the chart drawing they share (`chart`).
+//! results side by side (`indommlu_table`), the chart drawing they share (`chart`), and heatmaps
+//! of language × language matrices (`heatmap`: NusaX's cross-lingual result).
 pub mod bias_compare;
 pub mod bias_curve;
 pub mod bias_diff;
@@ -12,4 +13,5 @@ pub mod bias_groups;
 pub mod bias_table;
 pub mod bias_validity;
 pub mod chart;
+pub mod heatmap;
 pub mod indommlu_table;

@@ -30,6 +30,7 @@ mod generation;
 mod gpu_readiness;
 mod hf_parity;
 mod indommlu;
+mod nusax_baselines;
 mod papers;
 mod pickles;
 mod rouge;

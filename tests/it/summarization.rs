@@ -88,6 +88,18 @@ fn articles_from_ud_sentences_recover_their_summary_sentences() {
     println!("{stdout}");
     assert!(stdout.contains("| Oracle | 100.00 | 100.00 | 100.00 |"), "{stdout}");
     assert!(stdout.contains("| Lead-1 |") && stdout.contains("test (6 articles)"));
+    assert!(!stdout.contains(" BS |"), "{stdout}");
+    // With a BERTScore model: the BS column, Oracle's summaries (the references) scoring 100.
+    let data = dir.to_str().unwrap();
+    let model = reference_model().to_str().unwrap();
+    let with_bs = ["eval", "summarization-baselines", "--data", data, "--bertscore-model", model];
+    let (stdout, _) = indolm_ok(&[&with_bs[..], &["--bertscore-layer", "2"][..]].concat());
+    println!("{stdout}");
+    assert!(stdout.contains("| ROUGE-L | BS | R1 95% CI |"), "{stdout}");
+    assert!(stdout.contains("| Oracle | 100.00 | 100.00 | 100.00 | 100.00 |"), "{stdout}");
+    assert!(stdout.contains("BS: BERTScore F1 ×100 as bert-score computes it") && stdout.contains("at layer 2"));
+    let err = indolm_fails(&[&with_bs[..], &["--bertscore-layer", "9"][..]].concat());
+    assert!(err.contains("--bertscore-layer") && err.contains("beyond the model's 3 layers"), "{err}");
 }
 
 #[test]
@@ -123,6 +135,15 @@ fn shipped_summarization_recipes_parse_with_the_papers_settings() {
         (2, 8, 2048, 2, 15)
     );
     assert_eq!(ext.data.test_splits, vec!["canonical/test".to_string(), "xtreme/test".to_string()]);
+    // Each test set's weights are the best on its own dev set; BS with mBERT at layer 9 (Table 4).
+    for name in ["liputan6-bertext.toml", "liputan6-bertabs.toml", "liputan6-bertextabs.toml"] {
+        let r = load(name);
+        let pairs = [("canonical/test", "canonical/dev"), ("xtreme/test", "xtreme/dev")];
+        assert_eq!(r.data.selection(), pairs, "{name}");
+        assert_eq!(r.data.dev_splits(), ["canonical/dev", "xtreme/dev"], "{name}");
+        let model = r.eval.bertscore_model.as_deref().and_then(|p| p.file_name()).and_then(|n| n.to_str());
+        assert_eq!((model, r.eval.bertscore_layer), (Some("bert-base-multilingual-cased"), Some(9)), "{name}");
+    }
     for (name, task) in [("liputan6-bertabs.toml", Task::Abs), ("liputan6-bertextabs.toml", Task::Extabs)] {
         let r = load(name);
         assert_eq!(r.task, task);
@@ -147,6 +168,8 @@ fn shipped_summarization_recipes_parse_with_the_papers_settings() {
     for tiny in ["liputan6-bertext-tiny.toml", "liputan6-bertabs-tiny.toml", "liputan6-bertextabs-tiny.toml"] {
         let r = load(tiny);
         assert!(root().join(&r.data.root).join(&r.data.train_split).is_dir(), "{tiny}: the sample split is shipped");
+        // Without select_on every test split selects on dev_split, as before.
+        assert_eq!(r.data.selection(), [("test", "dev")], "{tiny}");
     }
     // An unknown key is refused with its line.
     let bad = scratch("abs-recipe").join("abs.toml");
@@ -193,6 +216,20 @@ fn table_four_joins_runs_and_splits() {
     assert_eq!(std::fs::read_to_string(&out).unwrap(), stdout);
     let err = indolm_fails(&["report", "summarization", dir.join("missing.json").to_str().unwrap()]);
     assert!(err.contains("missing.json"), "{err}");
+
+    // Results with BERTScore (on the canonical rows only): a BS column for that split.
+    let mut with_bs = run("BertExt", 40.0, 30.0);
+    for row in with_bs["test"][0][1].as_array_mut().unwrap() {
+        let f1 = row["rouge1"].as_f64().unwrap() + 35.0;
+        row["bertscore"] = serde_json::json!({"precision": f1, "recall": f1, "f1": f1, "how": "×100 by a test"});
+    }
+    std::fs::write(dir.join("bs.json"), with_bs.to_string()).unwrap();
+    let (stdout, _) = indolm_ok(&["report", "summarization", dir.join("bs.json").to_str().unwrap()]);
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines[0], "| System | canonical/test R1 | R2 | RL | BS | xtreme/test R1 | R2 | RL |", "{stdout}");
+    assert_eq!(lines[2], "| Lead-1 | 30.00 | 15.00 | 29.00 | 65.00 | 20.00 | 10.00 | 19.00 |");
+    assert_eq!(lines[4], "| BertExt | 40.00 | 20.00 | 39.00 | 75.00 | 35.00 | 17.50 | 34.00 |");
+    assert!(stdout.contains("\nBS: BERTScore F1 ×100 by a test.\n"), "{stdout}");
 }
 
 /// An article or summary: sentences of tokens.

@@ -11,9 +11,10 @@ import sys
 
 from indolm_reference import (adapters, bert, bertscore, data, decoders, generation, indommlu, optim, pickles, rouge155,
                               scoring, seq2seq, stats, summarization, tensorboard_logs, xlmr)
+from indolm_reference import nusax_baselines
 
 MODULES = [data, bert, optim, scoring, indommlu, decoders, xlmr, stats, summarization, tensorboard_logs, pickles,
-           adapters, seq2seq, bertscore, rouge155, generation]
+           adapters, seq2seq, bertscore, rouge155, generation, nusax_baselines]
 
 COMMANDS = {
     "train-vocab": data.train_vocab_cmd,
@@ -53,6 +54,9 @@ COMMANDS = {
     "tb-bias": tensorboard_logs.tb_bias,
     "save-bin": pickles.save_bin,
     "evil-bin": pickles.evil_bin,
+    "nusax-features": nusax_baselines.features,
+    "nusax-fixed": nusax_baselines.fixed,
+    "nusax-grid": nusax_baselines.grid,
 }
 
 

@@ -2,6 +2,7 @@
 //! read and checked, and the scores of a classifier), the recipe ([`recipe`]), the task the
 //! engine trains ([`task`]: texts tokenized once, a seeded order per epoch, validation macro-F1
 //! after each), and the NusaX paper's settings as resumable units of one run ([`run`]).
+pub mod baselines;
 pub mod data;
 pub mod recipe;
 pub mod run;

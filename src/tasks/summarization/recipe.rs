@@ -1,6 +1,7 @@
 //! The `finetune summarize` recipe: the shared sections (`[optimizer]`, `[checkpoint]`,
-//! `[logging]`, the top-level keys) and its own: `task`, `[data]` (the Liputan6 folder and
-//! splits), `[eval]` (dev ROUGE every so many updates), `[ext]` and `[abs]`.
+//! `[logging]`, the top-level keys) and its own: `task`, `[data]` (the Liputan6 folder, the
+//! splits, and the dev split that selects the weights of each test split), `[eval]` (dev ROUGE
+//! every so many updates, BERTScore of the test rows), `[ext]` and `[abs]`.
 use super::abs::AbsConfig;
 use super::ext::ExtConfig;
 use crate::error::{Error, Result};
@@ -85,12 +86,58 @@ pub struct SummarizeData {
     /// The split folder trained on.
     #[serde(default = "d_train")]
     pub train_split: String,
-    /// The split folder scored at every evaluation to pick the best weights.
+    /// The primary dev split: scored at every evaluation, its best weights in `best/`, the one
+    /// early stopping (`[eval] patience`) watches, and the one that selects the weights of every
+    /// test split `select_on` does not pair with another.
     #[serde(default = "d_dev")]
     pub dev_split: String,
     /// The split folders scored at the end, each with its own table and prediction files.
     #[serde(default = "d_test")]
     pub test_splits: Vec<String>,
+    /// The dev split whose best weights each test split is scored with, one per test split in
+    /// `test_splits`' order (the Liputan6 paper: `["canonical/dev", "xtreme/dev"]` for
+    /// `["canonical/test", "xtreme/test"]`); empty (the default): `dev_split` for every one.
+    /// Every dev split named here is scored at every evaluation, its best weights kept apart.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub select_on: Vec<String>,
+}
+
+impl SummarizeData {
+    /// Each test split with the dev split that selects its weights, in `test_splits`' order.
+    pub fn selection(&self) -> Vec<(&str, &str)> {
+        self.test_splits
+            .iter()
+            .enumerate()
+            .map(|(i, test)| (test.as_str(), self.select_on.get(i).unwrap_or(&self.dev_split).as_str()))
+            .collect()
+    }
+
+    /// The dev splits scored at every evaluation: `dev_split` first, then each other one a test
+    /// split selects on, once, in `test_splits`' order.
+    pub fn dev_splits(&self) -> Vec<&str> {
+        let mut out = vec![self.dev_split.as_str()];
+        for (_, dev) in self.selection() {
+            if !out.contains(&dev) {
+                out.push(dev);
+            }
+        }
+        out
+    }
+}
+
+/// The folder under a run that holds the best weights on the dev split `dev`: `best` for the
+/// primary dev split (`primary`), `best-<dev>` (a `/` or `\` in its name as `_`) for another.
+pub fn best_dir_name(primary: &str, dev: &str) -> String {
+    if dev == primary {
+        crate::run::layout::BEST_DIR.to_string()
+    } else {
+        format!("{}-{}", crate::run::layout::BEST_DIR, split_stem(dev))
+    }
+}
+
+/// A split's name as one file-name part: a `/` or `\` becomes `_` (`xtreme/dev` → `xtreme_dev`).
+pub fn split_stem(split: &str) -> String {
+    split.replace(['/', '\\'], "_")
 }
 
 fn d_train() -> String {
@@ -104,23 +151,37 @@ fn d_test() -> Vec<String> {
 }
 
 /// The `[eval]` table of a summarization recipe: dev ROUGE (the mean of ROUGE-1, -2 and -L)
-/// before training, every `every` updates and at the last, the best weights kept.
+/// before training, every `every` updates and at the last, the best weights kept; BERTScore of
+/// the test rows with a model given.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct SummarizeEval {
     /// Dev ROUGE every this many updates (and after the last).
     pub every: u64,
-    /// Dev articles scored at each evaluation (default: all; abstractive decoding is slow).
+    /// Articles of each dev split scored at each evaluation (default: all; abstractive decoding
+    /// is slow).
     #[serde(default)]
     pub articles: Option<usize>,
-    /// Evaluations without a better dev ROUGE after which training stops (default: never).
+    /// Evaluations without a better ROUGE on the primary dev split (`[data] dev_split`) after
+    /// which training stops (default: never).
     #[serde(default)]
     pub patience: Option<u64>,
+    /// A BERT or XLM-R folder (the Liputan6 paper's: bert-base-multilingual-cased): BERTScore
+    /// precision, recall and F1 of every test row (the model's, Lead-N's and Oracle's) with it,
+    /// `<q>` read as a space (default: none). Not part of what a run trains.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bertscore_model: Option<PathBuf>,
+    /// The layer whose hidden states BERTScore compares (0: the embeddings); default:
+    /// bert-score's for the model (9 for bert-base-multilingual-cased).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bertscore_layer: Option<usize>,
 }
 
 impl SummarizeRecipe {
-    /// Reads a recipe and checks what serde cannot: the shared sections, `max_steps`, and for
-    /// abs/extabs the decoder's schedule and BertAbs's sizes.
+    /// Reads a recipe and checks what serde cannot: the shared sections, `max_steps`, `[eval]`'s
+    /// numbers and BERTScore keys, `[data] select_on`, and for abs/extabs the decoder's schedule
+    /// and BertAbs's sizes. The split folders and the BERTScore model are checked by
+    /// `finetune summarize` before it trains ([`Self::check_dev_folders`], [`Self::bertscore_scorer`]).
     pub fn load(path: &Path) -> Result<Self> {
         crate::recipe::expect_kind(path, crate::recipe::RecipeKind::Summarize)?;
         let mut recipe: SummarizeRecipe = crate::recipe::parse_toml(path)?;
@@ -138,6 +199,11 @@ impl SummarizeRecipe {
         if self.eval.every == 0 || self.eval.patience == Some(0) || self.eval.articles == Some(0) {
             return Err(Error::field(path, "eval", "every, articles and patience must be positive"));
         }
+        if self.eval.bertscore_layer.is_some() && self.eval.bertscore_model.is_none() {
+            let message = "set bertscore_model too: the model it is a layer of";
+            return Err(Error::field(path, "eval.bertscore_layer", message));
+        }
+        self.validate_selection()?;
         if self.task == Task::Ext {
             return o.refuse_decoder_keys(path);
         }
@@ -159,6 +225,82 @@ impl SummarizeRecipe {
         Ok(())
     }
 
+    /// `[data] select_on`: one dev split per test split, none empty, and no two dev splits whose
+    /// best weights would share a folder.
+    fn validate_selection(&self) -> Result<()> {
+        let (path, d) = (&self.path, &self.data);
+        let key = "data.select_on";
+        if d.select_on.is_empty() {
+            return Ok(());
+        }
+        if d.select_on.len() != d.test_splits.len() {
+            return Err(Error::field(
+                path,
+                key,
+                format!(
+                    "{} dev split(s) for {} test split(s): name one dev split per test split, in test_splits' order",
+                    d.select_on.len(),
+                    d.test_splits.len()
+                ),
+            ));
+        }
+        if d.select_on.iter().any(|s| s.trim().is_empty()) {
+            return Err(Error::field(path, key, "an empty dev split name"));
+        }
+        let devs = d.dev_splits();
+        let folders: Vec<String> = devs.iter().map(|dev| best_dir_name(&d.dev_split, dev)).collect();
+        for (i, folder) in folders.iter().enumerate() {
+            if let Some(j) = folders[i + 1..].iter().position(|f| f == folder) {
+                let (a, b) = (devs[i], devs[i + 1 + j]);
+                return Err(Error::field(
+                    path,
+                    key,
+                    format!("`{a}` and `{b}` would keep their best weights in the same folder `{folder}`: rename one"),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Refuses, naming the recipe and its key, a dev split that is not a folder of `[data] root`
+    /// (before anything is trained; the articles in it are checked as they are read).
+    pub fn check_dev_folders(&self) -> Result<()> {
+        let d = &self.data;
+        let missing = |split: &str| !d.root.join(split).is_dir();
+        if missing(&d.dev_split) {
+            return Err(Error::field(
+                &self.path,
+                "data.dev_split",
+                format!("`{}` is not a folder of {}", d.dev_split, d.root.display()),
+            ));
+        }
+        for (test, dev) in d.selection() {
+            if missing(dev) {
+                return Err(Error::field(
+                    &self.path,
+                    "data.select_on",
+                    format!("`{test}` selects on `{dev}`, which is not a folder of {}", d.root.display()),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The BERTScore scorer of `[eval] bertscore_model` on `device` (`None` when not given); a
+    /// model that does not load, or a layer it lacks, is an error naming the recipe and the key.
+    pub fn bertscore_scorer(&self, device: Device) -> Result<Option<crate::eval::bertscore::Scorer>> {
+        let Some(model) = &self.eval.bertscore_model else { return Ok(None) };
+        let scorer = crate::eval::bertscore::Scorer::new(model, self.eval.bertscore_layer, device);
+        scorer.map(Some).map_err(|e| match e {
+            Error::Argument { message, .. } => Error::field(&self.path, "eval.bertscore_layer", message),
+            other => Error::field(
+                &self.path,
+                "eval.bertscore_model",
+                format!("{other} (a BERT or XLM-R folder to score BERTScore with; leave the key out for none)"),
+            ),
+        })
+    }
+
     /// The precision of its matrix products on `device` (bf16 on CPU is refused).
     pub(crate) fn compute_precision(&self, device: Device) -> Result<Precision> {
         resolve_precision(self.precision, device, &self.path)
@@ -174,13 +316,19 @@ impl SummarizeRecipe {
     /// resumed from another base model is another run, one whose model folder moved is not.
     pub(crate) fn fingerprint(&self, base_model_sha256: &str) -> Fingerprint {
         let v = |x: serde_json::Result<serde_json::Value>| x.expect("recipe sections serialize to JSON");
+        // BERTScore of the test rows is not part of what a run trains: changing it resumes.
+        let mut eval = v(serde_json::to_value(&self.eval));
+        if let Some(keys) = eval.as_object_mut() {
+            keys.remove("bertscore_model");
+            keys.remove("bertscore_layer");
+        }
         Fingerprint::of(&[
             ("seed", v(serde_json::to_value(self.seed))),
             ("init", serde_json::json!({ "model_sha256": base_model_sha256 })),
             ("task", v(serde_json::to_value(self.task))),
             ("data", v(serde_json::to_value(&self.data))),
             ("optimizer", v(serde_json::to_value(&self.optimizer))),
-            ("eval", v(serde_json::to_value(&self.eval))),
+            ("eval", eval),
             ("ext", v(serde_json::to_value(&self.ext))),
             ("abs", v(serde_json::to_value(&self.abs))),
             ("precision", v(serde_json::to_value(self.precision))),

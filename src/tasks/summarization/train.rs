@@ -3,8 +3,11 @@
 //! label-smoothed loss on the reference, one optimizer for the encoder and one for the rest, as
 //! PreSumm's `sep_optim`; `extabs`: BertAbs started from a fine-tuned BertExt), trained with the
 //! recipe's schedules (PreSumm's Noam), dev ROUGE before training, every `[eval] every` updates
-//! and at the last (the best weights kept in `<run>/best/`), then ROUGE on the test splits beside
-//! Lead-N and Oracle (official ROUGE-1.5.5 with the paper's options and its 95% intervals), with
+//! and at the last on every dev split a test split selects on (the best weights on the primary
+//! dev split kept in `<run>/best/` by the engine, which stops early on it alone; those on each
+//! other dev split in `<run>/best-<split>/`, kept here), then ROUGE on each test split with the
+//! weights best on its dev split, beside Lead-N and Oracle (official ROUGE-1.5.5 with the
+//! paper's options and its 95% intervals; BERTScore too with `[eval] bertscore_model`), with
 //! the predictions written one summary a line. The models themselves, and ROUGE of their
 //! summaries, are in `inference`.
 use super::abs::BertAbs;
@@ -14,16 +17,19 @@ use super::ext::{label_tensor, BertExt};
 use super::inference::{evaluate, Summarizer};
 use super::input::{staged_batch_of, targets_of, ArticleBatch, EncodedArticle};
 use super::prepared::prepare_split;
+use super::recipe::{best_dir_name, split_stem};
 pub use super::recipe::{SummarizeRecipe, Task};
-use super::{baselines, markdown, Row};
+use super::{baselines_scored, markdown, Row, RowBertScore};
 use crate::device::upload;
 use crate::distributed::ProcessGroup;
-use crate::error::{Error, Result};
-use crate::files::{read_to_string, write_atomic, write_json};
+use crate::error::{Error, IoContext, Result};
+use crate::eval::bertscore::{Scorer as BertScorer, Settings as BertScoreSettings};
+use crate::files::{read_to_string, remove_stale_temps, write_atomic, write_json, Staging};
 use crate::logger::Logger;
 use crate::model::model_dir::copy_into;
 use crate::model::{weights, LoadNote, Precision};
-use crate::run::{Run, RunLayout, TrainerState};
+use crate::run::checkpoints::BEST_FILE;
+use crate::run::{BestState, Run, RunLayout, TrainerState};
 use crate::seeds::{salt, seed_torch, stream_rng};
 use crate::train::data_parallel::DataParallel;
 use crate::train::engine::{Engine, EngineSettings, TaskRun, TrainOptions};
@@ -37,26 +43,83 @@ use std::path::Path;
 use std::sync::Arc;
 use tch::{Device, Tensor};
 
+/// What the checkpoints are selected by: the mean of dev ROUGE-1, -2 and -L F1 (×100).
+const SELECTION_METRIC: &str = "dev ROUGE (mean of 1/2/L)";
+
+/// The key of the task's state holding the evaluations and bests of the dev splits other than
+/// the primary one.
+const DEV_SPLITS_STATE: &str = "dev_splits";
+
 /// What `finetune summarize` measured; written as `results.json`.
 #[derive(Debug, Clone, Serialize)]
 pub struct SummarizeResults {
     /// The system's name in the tables: BertExt, BertAbs or BertExtAbs.
     pub system: String,
-    /// The step with the best dev ROUGE, whose weights were kept (0: none beat the start).
+    /// The step with the best ROUGE on the primary dev split (`[data] dev_split`), whose weights
+    /// are in `best/` (0: none beat the start).
     pub best_step: u64,
-    /// Dev ROUGE of the model before training.
+    /// ROUGE of the model before training, on the primary dev split.
     pub dev_before: Row,
-    /// Dev ROUGE at `best_step`.
+    /// ROUGE at `best_step`, on the primary dev split.
     pub dev_best: Row,
     /// Per test split: Lead-1, Lead-2, Lead-3, Oracle and the system.
     pub test: Vec<(String, Vec<Row>)>,
+    /// Per test split, in the same order: the dev split that selected the weights it was scored
+    /// with, their step and their dev score.
+    pub selection: Vec<Selection>,
+    /// Every dev evaluation of the run, per dev split (the primary one first): the run's dev log.
+    pub dev: Vec<DevLog>,
+    /// How BERTScore was computed, when `[eval] bertscore_model` was given.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bertscore: Option<BertScoreSettings>,
+}
+
+/// Which weights a test split was scored with.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Selection {
+    /// The test split.
+    pub test_split: String,
+    /// The dev split whose best weights they are.
+    pub dev_split: String,
+    /// The run's folder holding them (`best`, `best-xtreme_dev`).
+    pub weights: String,
+    /// The step they are of.
+    pub step: u64,
+    /// What selected them (the mean of dev ROUGE-1, -2 and -L F1).
+    pub metric: String,
+    /// Their score on the dev split.
+    pub dev_score: f64,
+}
+
+/// The evaluations of one dev split, in step order.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DevLog {
+    /// The dev split.
+    pub split: String,
+    /// Its articles scored at each evaluation (`[eval] articles`, or all).
+    pub articles: usize,
+    /// Each evaluation.
+    pub evaluations: Vec<DevEvaluation>,
+}
+
+/// One evaluation of a dev split.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DevEvaluation {
+    /// The step evaluated (0: before training).
+    pub step: u64,
+    /// The selection score ([`Selection::metric`]).
+    pub score: f64,
+    /// ROUGE-1/2/L with their intervals.
+    pub row: Row,
 }
 
 /// Trains the recipe's summarizer from `init` (every rank of a data-parallel launch calls this)
-/// and tests the best weights. Under `<output_dir>/<name>/` it writes checkpoints, the best model
-/// (`best/`), each test split's summaries and references one a line (`<split>.candidate`,
-/// `<split>.gold`), `results.json` and `results.md`. `None` when a stop signal (or
-/// `--stop-after`) ended the training first: run it again with `--resume auto`.
+/// and tests the best weights of each test split's dev split. Under `<output_dir>/<name>/` it
+/// writes checkpoints, the best model on the primary dev split (`best/`) and on each other dev
+/// split a test split selects on (`best-<split>/`), each test split's summaries and references
+/// one a line (`<split>.candidate`, `<split>.gold`), `results.json` and `results.md`. `None`
+/// when a stop signal (or `--stop-after`) ended the training first: run it again with
+/// `--resume auto`.
 pub fn run(
     recipe: &SummarizeRecipe,
     init: &Path,
@@ -64,12 +127,17 @@ pub fn run(
     group: Option<ProcessGroup>,
 ) -> Result<Option<SummarizeResults>> {
     let precision = recipe.compute_precision(opts.device)?;
-    // The model to start from is checked before the run's folder is touched.
+    // The dev splits and the model to start from are checked before the run's folder is touched.
+    recipe.check_dev_folders()?;
     seed_torch(recipe.seed, salt::SUMMARIZATION_INIT);
     let (mut model, notes) = start_model(recipe, init, opts.device)?;
     model.set_precision(precision);
     let parallel = group.map(DataParallel::new).transpose()?;
     let leader = parallel.as_ref().is_none_or(|p| p.rank() == 0);
+    if leader {
+        // The BERTScore model too (loaded on the CPU and let go: it scores after training).
+        recipe.bertscore_scorer(Device::Cpu)?;
+    }
     let options = crate::run::RunOptions {
         inputs: vec![init.to_path_buf()],
         ..opts.run_options(leader, &recipe.checkpoint, recipe.tensorboard_dir(), recipe.max_steps())
@@ -98,6 +166,7 @@ pub fn run(
         oracles: Arc::new(splits.oracles),
         dev: splits.dev,
         dev_rows: Vec::new(),
+        selecting: splits.selecting,
         recipe: recipe.clone(),
     };
     // The model it starts from, by content: resuming from another base model is another run.
@@ -114,11 +183,19 @@ pub fn run(
     if !summary.complete || !leader {
         return Ok(None);
     }
-    let best = summary.best.expect("dev ROUGE is measured before training");
-    let layout = RunLayout::new(recipe.run_dir());
-    task.load_weights(&layout.best_dir())?;
     let out_dir = recipe.run_dir();
-    let tested = evaluate_tests(&task.model, system, best.step, &tests, &out_dir)?;
+    let layout = RunLayout::new(&out_dir);
+    let best = summary
+        .best
+        .ok_or_else(|| Error::invalid(layout.best_dir(), "the run kept no best weights on its dev split"))?;
+    let selections = select_weights(&task, &best, &out_dir)?;
+    let scorer = recipe.bertscore_scorer(opts.device)?;
+    if let Some(scorer) = &scorer {
+        for note in scorer.notes() {
+            crate::outln!("note: BERTScore: {note}");
+        }
+    }
+    let tested = evaluate_tests(&mut task, &tests, &selections, scorer.as_ref(), &out_dir)?;
     let row_at = |step: u64| task.dev_rows.iter().find(|(s, _)| *s == step).map(|(_, r)| r.clone());
     let results = SummarizeResults {
         system: system.into(),
@@ -126,18 +203,62 @@ pub fn run(
         dev_before: row_at(0).unwrap_or_default(),
         dev_best: row_at(best.step).unwrap_or_default(),
         test: tested.rows,
+        selection: selections,
+        dev: task.dev_log(),
+        bertscore: scorer.map(|s| s.settings().clone()),
     };
     write_json(&out_dir.join(crate::tasks::RESULTS_JSON), &results)?;
     write_atomic(&out_dir.join(crate::tasks::RESULTS_MD), tested.markdown.as_bytes())?;
     Ok(Some(results))
 }
 
+/// Which weights each test split is scored with: the best on its dev split, as the folder
+/// holding them records it (`best.json`). Where that is not the best the run's state records
+/// (a run resumed from before a best it then did not reproduce), the folder's weights are what
+/// is tested, and a note says so.
+fn select_weights(task: &SummarizationTask, primary: &BestState, run_dir: &Path) -> Result<Vec<Selection>> {
+    let data = &task.recipe.data;
+    let mut out = Vec::new();
+    for (test, dev) in data.selection() {
+        let recorded = match task.selecting.iter().find(|s| s.name == dev) {
+            Some(split) => split.state.best.clone().ok_or_else(|| {
+                let why = "resumed with --force from a run that did not score it?";
+                let message = format!("no evaluation of `{dev}` in the run's state ({why}): `{test}` has no weights");
+                Error::invalid(run_dir, message)
+            })?,
+            None => primary.clone(),
+        };
+        let weights = best_dir_name(&data.dev_split, dev);
+        let folder = run_dir.join(&weights);
+        let file = folder.join(BEST_FILE);
+        let kept: BestState = serde_json::from_str(&read_to_string(&file)?).map_err(|e| Error::json(&file, &e))?;
+        if kept.step != recorded.step {
+            let (held, state) = (kept.step, recorded.step);
+            crate::outln!(
+                "note: {} holds the weights of step {held}, not of step {state}, the best on {dev} in the run's state: {test} is scored with those of step {held}",
+                folder.display()
+            );
+        }
+        out.push(Selection {
+            test_split: test.into(),
+            dev_split: dev.into(),
+            weights,
+            step: kept.step,
+            metric: kept.metric,
+            dev_score: kept.score,
+        });
+    }
+    Ok(out)
+}
+
 /// The articles a run reads: the training split as the model's token ids with each article's
-/// oracle labels (BertExt's targets), the dev articles scored at each evaluation, the test splits.
+/// oracle labels (BertExt's targets), the dev articles scored at each evaluation (the primary
+/// dev split's, and each other dev split's), the test splits.
 struct Splits {
     train: EncodedSplit,
     oracles: Vec<Vec<usize>>,
     dev: Vec<Article>,
+    selecting: Vec<SelectingSplit>,
     tests: Vec<(String, Vec<Article>)>,
 }
 
@@ -160,13 +281,45 @@ impl Splits {
             train.seconds,
         ));
         let oracles = prepared.oracles;
-        let mut dev = load_split(&d.root, &d.dev_split)?;
-        let scored = recipe.eval.articles.unwrap_or(usize::MAX).min(dev.len()).max(1);
-        dev.truncate(scored);
+        // The first `[eval] articles` of each dev split.
+        let dev_articles = |split: &str| -> Result<Vec<Article>> {
+            let mut dev = load_split(&d.root, split)?;
+            let scored = recipe.eval.articles.unwrap_or(usize::MAX).min(dev.len()).max(1);
+            dev.truncate(scored);
+            Ok(dev)
+        };
+        let dev = dev_articles(&d.dev_split)?;
+        let selecting: Vec<SelectingSplit> = d.dev_splits()[1..]
+            .iter()
+            .map(|&name| {
+                let articles = dev_articles(name)?;
+                Ok(SelectingSplit { name: name.into(), articles, state: SplitState::default() })
+            })
+            .collect::<Result<_>>()?;
         let tests: Vec<(String, Vec<Article>)> =
             d.test_splits.iter().map(|s| Ok((s.clone(), load_split(&d.root, s)?))).collect::<Result<_>>()?;
-        Ok(Splits { train, oracles, dev, tests })
+        Ok(Splits { train, oracles, dev, selecting, tests })
     }
+}
+
+/// A dev split other than the primary one that a test split selects on: its articles, scored at
+/// every evaluation, and what the run found on it.
+struct SelectingSplit {
+    /// The split folder.
+    name: String,
+    /// Its articles scored at each evaluation.
+    articles: Vec<Article>,
+    /// Its evaluations and its best so far (kept in checkpoints).
+    state: SplitState,
+}
+
+/// What a checkpoint keeps of a dev split other than the primary one.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+struct SplitState {
+    /// ROUGE at every evaluation so far.
+    rows: Vec<(u64, Row)>,
+    /// The best evaluation so far, whose weights are in the split's `best-<split>/`.
+    best: Option<BestState>,
 }
 
 /// Where the article order stands: micro-batches drawn, the draw that shuffled the order in
@@ -265,7 +418,8 @@ impl BatchSource for ArticleSource {
     }
 }
 
-/// Fine-tuning a summarizer, selected on dev ROUGE.
+/// Fine-tuning a summarizer, selected on dev ROUGE (the engine keeps the best on the primary dev
+/// split; the task, those on the others).
 pub(crate) struct SummarizationTask {
     /// The summarizer in training.
     pub model: Summarizer,
@@ -277,7 +431,74 @@ pub(crate) struct SummarizationTask {
     dev: Vec<Article>,
     /// Dev ROUGE at every evaluation so far (kept in checkpoints).
     dev_rows: Vec<(u64, Row)>,
+    /// The other dev splits a test split selects on, with their evaluations and bests.
+    selecting: Vec<SelectingSplit>,
     recipe: SummarizeRecipe,
+}
+
+impl SummarizationTask {
+    /// ROUGE of the model on `split`'s `articles` after `step`, logged (`tag`: the TensorBoard
+    /// prefix, `eval/dev` for the primary dev split), with its selection score.
+    fn score_dev(
+        &self,
+        step: u64,
+        split: &str,
+        tag: &str,
+        articles: &[Article],
+        logger: &mut Logger,
+    ) -> Result<(Row, f64)> {
+        let (row, _) = evaluate(&self.model, self.system, articles)?;
+        logger.scalar(&format!("{tag}_rouge1"), row.rouge1, step);
+        logger.scalar(&format!("{tag}_rouge2"), row.rouge2, step);
+        logger.scalar(&format!("{tag}_rougeL"), row.rouge_l, step);
+        logger.println(&format!(
+            "step {step}: {split} ROUGE-1/2/L {:.2}/{:.2}/{:.2} on {} articles",
+            row.rouge1,
+            row.rouge2,
+            row.rouge_l,
+            articles.len()
+        ));
+        let score = mean_rouge(&row);
+        Ok((row, score))
+    }
+
+    /// Every dev evaluation, per dev split, the primary one first.
+    fn dev_log(&self) -> Vec<DevLog> {
+        let log = |split: &str, articles: usize, rows: &[(u64, Row)]| {
+            let evaluation =
+                |(step, row): &(u64, Row)| DevEvaluation { step: *step, score: mean_rouge(row), row: row.clone() };
+            let mut evaluations: Vec<DevEvaluation> = rows.iter().map(evaluation).collect();
+            evaluations.sort_by_key(|e| e.step);
+            DevLog { split: split.into(), articles, evaluations }
+        };
+        let mut out = vec![log(&self.recipe.data.dev_split, self.dev.len(), &self.dev_rows)];
+        out.extend(self.selecting.iter().map(|s| log(&s.name, s.articles.len(), &s.state.rows)));
+        out
+    }
+}
+
+/// Writes the model with `best.json` into `dir` as one unit, replacing the previous best there
+/// (as the engine keeps `best/`: written under a temporary name, the old copy moved aside, then
+/// renamed in place).
+fn save_best(dir: &Path, best: &BestState, model: &Summarizer) -> Result<()> {
+    remove_stale_temps(dir)?;
+    let staging = Staging::new(dir);
+    model.save(staging.path())?;
+    write_json(&staging.path().join(BEST_FILE), best)?;
+    std::fs::File::open(staging.path()).and_then(|d| d.sync_all()).with_path(staging.path())?;
+    let name = dir.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
+    let old = dir.with_file_name(format!(".{name}.old"));
+    if old.exists() {
+        std::fs::remove_dir_all(&old).with_path(&old)?;
+    }
+    if dir.exists() {
+        std::fs::rename(dir, &old).with_path(dir)?;
+    }
+    staging.commit()?;
+    if old.exists() {
+        std::fs::remove_dir_all(&old).with_path(&old)?;
+    }
+    Ok(())
 }
 
 impl Evaluations for SummarizationTask {
@@ -285,22 +506,37 @@ impl Evaluations for SummarizationTask {
         EvaluationPlan { every: self.recipe.eval.every, at_last: true, at_start: true, ..EvaluationPlan::default() }
     }
 
+    /// Scores the primary dev split (its score goes to the engine, which keeps `best/` and
+    /// stops early on it), then each other dev split a test split selects on, whose best
+    /// weights are kept here in `best-<split>/`.
     fn evaluate(&mut self, step: u64, logger: &mut Logger) -> Result<Evaluation> {
-        let (row, _) = evaluate(&self.model, self.system, &self.dev)?;
-        logger.scalar("eval/dev_rouge1", row.rouge1, step);
-        logger.scalar("eval/dev_rouge2", row.rouge2, step);
-        logger.scalar("eval/dev_rougeL", row.rouge_l, step);
-        logger.println(&format!(
-            "step {step}: dev ROUGE-1/2/L {:.2}/{:.2}/{:.2} on {} articles",
-            row.rouge1,
-            row.rouge2,
-            row.rouge_l,
-            self.dev.len()
-        ));
-        let score = mean_rouge(&row);
+        let (row, score) = self.score_dev(step, "dev", "eval/dev", &self.dev, logger)?;
         self.dev_rows.retain(|(s, _)| *s != step);
         self.dev_rows.push((step, row));
-        Ok(Evaluation { score: Some(("dev ROUGE (mean of 1/2/L)".into(), score)) })
+        // Each other dev split: scored, and its weights kept when they beat its best so far.
+        let run_dir = self.recipe.run_dir();
+        let mut found = Vec::with_capacity(self.selecting.len());
+        for split in &self.selecting {
+            let tag = format!("eval/{}", split_stem(&split.name));
+            let (row, split_score) = self.score_dev(step, &split.name, &tag, &split.articles, logger)?;
+            let best = BestState { step, score: split_score, metric: SELECTION_METRIC.into(), since: 0 };
+            let better = split.state.best.as_ref().is_none_or(|kept| split_score > kept.score);
+            if better {
+                save_best(&run_dir.join(best_dir_name(&self.recipe.data.dev_split, &split.name)), &best, &self.model)?;
+            }
+            found.push((row, best, better));
+        }
+        for (split, (row, best, better)) in self.selecting.iter_mut().zip(found) {
+            let state = &mut split.state;
+            state.rows.retain(|(s, _)| *s != step);
+            state.rows.push((step, row));
+            if better {
+                state.best = Some(best);
+            } else if let Some(kept) = state.best.as_mut() {
+                kept.since += 1;
+            }
+        }
+        Ok(Evaluation { score: Some((SELECTION_METRIC.into(), score)) })
     }
 }
 
@@ -388,11 +624,22 @@ impl engine_task::Task for SummarizationTask {
     fn state(&self) -> serde_json::Map<String, serde_json::Value> {
         let mut state = serde_json::Map::new();
         state.insert("dev".into(), serde_json::to_value(&self.dev_rows).expect("rows serialize"));
+        if !self.selecting.is_empty() {
+            let splits: BTreeMap<&str, &SplitState> =
+                self.selecting.iter().map(|s| (s.name.as_str(), &s.state)).collect();
+            state.insert(DEV_SPLITS_STATE.into(), serde_json::to_value(splits).expect("rows serialize"));
+        }
         state
     }
 
+    /// The primary dev split's evaluations, and each other dev split's with its best (a split
+    /// the checkpoint does not know starts with none: only a recipe changed under `--force`).
     fn restore_state(&mut self, state: &TrainerState, dir: &Path, _force: bool) -> Result<()> {
         self.dev_rows = state.value("dev", dir)?.unwrap_or_default();
+        let mut saved: BTreeMap<String, SplitState> = state.value(DEV_SPLITS_STATE, dir)?.unwrap_or_default();
+        for split in &mut self.selecting {
+            split.state = saved.remove(&split.name).unwrap_or_default();
+        }
         Ok(())
     }
 
@@ -426,22 +673,45 @@ struct Tested {
     markdown: String,
 }
 
-/// Scores each test split (Lead-N, Oracle and the model) and writes the model's summaries and
-/// the references.
+/// Scores each test split (Lead-N, Oracle and the model, with BERTScore when `bertscore` is
+/// given) with the weights its selection names (loaded when they change), and writes the
+/// model's summaries and the references.
 fn evaluate_tests(
-    model: &Summarizer,
-    system: &str,
-    best_step: u64,
+    task: &mut SummarizationTask,
     tests: &[(String, Vec<Article>)],
+    selections: &[Selection],
+    bertscore: Option<&BertScorer>,
     out_dir: &Path,
 ) -> Result<Tested> {
+    let system = task.system;
+    let primary = selections.iter().find(|s| s.dev_split == task.recipe.data.dev_split);
+    let mut md = match primary {
+        Some(p) => format!("{system}, best dev step {}\n\n", p.step),
+        None => format!("{system}\n\n"),
+    };
     let mut test = Vec::new();
-    let mut md = format!("{system}, best dev step {best_step}\n\n");
-    for (split, articles) in tests {
-        let mut rows = baselines(articles);
-        let (row, predicted) = evaluate(model, system, articles)?;
+    let mut loaded: Option<&str> = None;
+    for ((split, articles), chosen) in tests.iter().zip(selections) {
+        if loaded != Some(chosen.weights.as_str()) {
+            task.load_weights(&out_dir.join(&chosen.weights))?;
+            loaded = Some(&chosen.weights);
+        }
+        let mut rows = baselines_scored(articles, bertscore)?;
+        let (mut row, predicted) = evaluate(&task.model, system, articles)?;
+        if let Some(scorer) = bertscore {
+            let pairs: Vec<(String, String)> = predicted
+                .iter()
+                .zip(articles)
+                .map(|(p, a)| (p.clone(), crate::eval::rouge::summary_line(&a.summary)))
+                .collect();
+            row.bertscore = Some(RowBertScore::of(scorer, &pairs)?);
+        }
         rows.push(row);
         write_predictions(out_dir, split, &predicted, articles)?;
+        md.push_str(&format!(
+            "{split}: the weights of step {}, the best on {} ({} {:.2}; `{}/`)\n\n",
+            chosen.step, chosen.dev_split, chosen.metric, chosen.dev_score, chosen.weights
+        ));
         md.push_str(&markdown(split, &rows));
         md.push('\n');
         test.push((split.clone(), rows));

