@@ -28,6 +28,19 @@ pub enum Schedule {
         /// Updates of warmup.
         warmup: u64,
     },
+    /// Linear warmup over `warmup` updates, then `peak · gamma^epoch`: the learning rate
+    /// multiplied by `gamma` after every epoch (PyTorch's `StepLR` with `step_size = 1`, stepped
+    /// once an epoch), the epoch being `k / updates_per_epoch`.
+    EpochDecay {
+        /// The learning rate of the first epoch.
+        peak: f64,
+        /// The factor applied after each epoch.
+        gamma: f64,
+        /// Updates in one epoch.
+        updates_per_epoch: u64,
+        /// Updates of warmup.
+        warmup: u64,
+    },
 }
 
 impl Schedule {
@@ -38,6 +51,11 @@ impl Schedule {
             Schedule::Constant { peak, warmup } if k < warmup => peak * k as f64 / warmup as f64,
             Schedule::Constant { peak, .. } => peak,
             Schedule::Noam { peak, warmup } => noam(peak, warmup, k + 1),
+            Schedule::EpochDecay { peak, warmup, .. } if k < warmup => peak * k as f64 / warmup as f64,
+            Schedule::EpochDecay { peak, gamma, updates_per_epoch, .. } => {
+                let epoch = k / updates_per_epoch.max(1);
+                peak * gamma.powi(epoch.min(i32::MAX as u64) as i32)
+            }
         }
     }
 }
@@ -86,6 +104,22 @@ mod tests {
         assert!((warm.lr(2) - 1e-3).abs() < 1e-18);
         assert_eq!(warm.lr(4), 2e-3);
         assert_eq!(warm.lr(900), 2e-3);
+    }
+
+    #[test]
+    fn epoch_decay_multiplies_by_gamma_after_every_epoch() {
+        // 10 updates an epoch, γ 0.9 (NusaX's Table 10): epoch e (updates 10e..10e+9) at 1e-4 · 0.9^e.
+        let s = Schedule::EpochDecay { peak: 1e-4, gamma: 0.9, updates_per_epoch: 10, warmup: 0 };
+        assert_eq!(s.lr(0), 1e-4);
+        assert_eq!(s.lr(9), 1e-4, "the whole first epoch at the peak");
+        assert!((s.lr(10) - 0.9e-4).abs() < 1e-18);
+        assert!((s.lr(29) - 0.81e-4).abs() < 1e-18);
+        assert!((s.lr(100) - 1e-4 * 0.9f64.powi(10)).abs() < 1e-18);
+        let warm = Schedule::EpochDecay { peak: 1e-4, gamma: 0.5, updates_per_epoch: 10, warmup: 4 };
+        assert_eq!(warm.lr(0), 0.0);
+        assert!((warm.lr(2) - 0.5e-4).abs() < 1e-18);
+        assert_eq!(warm.lr(4), 1e-4);
+        assert_eq!(warm.lr(10), 0.5e-4);
     }
 
     #[test]

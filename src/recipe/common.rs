@@ -22,6 +22,10 @@ pub enum ScheduleKind {
     Constant,
     /// PreSumm's Noam schedule: `lr · min(step^-0.5, step · warmup_steps^-1.5)`.
     Noam,
+    /// Linear warmup, then the learning rate multiplied by `gamma` after every epoch (recipes
+    /// that count epochs: sentiment).
+    #[serde(rename = "epoch-decay")]
+    EpochDecay,
 }
 
 fn is_linear(kind: &ScheduleKind) -> bool {
@@ -57,6 +61,9 @@ pub struct OptimizerSection {
     /// Updates of warmup.
     #[serde(default)]
     pub warmup_steps: u64,
+    /// The factor the `epoch-decay` schedule multiplies the learning rate by after each epoch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gamma: Option<f64>,
     /// Updates in the whole run (or `max_epochs`, where a task counts epochs).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_steps: Option<u64>,
@@ -96,20 +103,39 @@ fn d_nonfinite() -> u64 {
 }
 
 impl OptimizerSection {
-    /// The schedule of an optimizer with peak `lr` and `warmup`, over `total` updates.
-    pub(crate) fn schedule_of(&self, lr: f64, warmup: u64, total: u64) -> crate::optim::schedule::Schedule {
+    /// The schedule of an optimizer with peak `lr` and `warmup`, over `total` updates of
+    /// `updates_per_epoch` each (`None` for a task that counts updates, whose recipe
+    /// [`Self::required_max_steps`] refuses `epoch-decay`).
+    pub(crate) fn schedule_of(
+        &self,
+        lr: f64,
+        warmup: u64,
+        total: u64,
+        updates_per_epoch: Option<u64>,
+    ) -> crate::optim::schedule::Schedule {
         use crate::optim::schedule::Schedule;
         match self.schedule {
             ScheduleKind::Linear => Schedule::Linear { peak: lr, warmup, total },
             ScheduleKind::Constant => Schedule::Constant { peak: lr, warmup },
             ScheduleKind::Noam => Schedule::Noam { peak: lr, warmup },
+            ScheduleKind::EpochDecay => Schedule::EpochDecay {
+                peak: lr,
+                gamma: self.gamma.unwrap_or(1.0),
+                updates_per_epoch: updates_per_epoch.unwrap_or(u64::MAX),
+                warmup,
+            },
         }
     }
 
     /// Checks the values every recipe kind needs: positive learning rate, batch and
     /// accumulation, betas in [0, 1), a non-negative ε and clip; Noam needs a warmup.
     pub fn validate(&self, path: &Path) -> Result<()> {
-        let checks: [(bool, &str, String); 7] = [
+        let gamma_ok = match (self.schedule, self.gamma) {
+            (ScheduleKind::EpochDecay, Some(g)) => g > 0.0 && g <= 1.0,
+            (ScheduleKind::EpochDecay, None) | (_, Some(_)) => false,
+            (_, None) => true,
+        };
+        let checks: [(bool, &str, String); 8] = [
             (self.lr > 0.0, "optimizer.lr", format!("must be > 0, found {}", self.lr)),
             (self.batch_size > 0, "optimizer.batch_size", "must be > 0".into()),
             (self.grad_accumulation > 0, "optimizer.grad_accumulation", "must be > 0".into()),
@@ -125,6 +151,15 @@ impl OptimizerSection {
                 "optimizer.warmup_steps",
                 "the Noam schedule needs warmup_steps > 0".into(),
             ),
+            (
+                gamma_ok,
+                "optimizer.gamma",
+                match (self.schedule, self.gamma) {
+                    (ScheduleKind::EpochDecay, None) => "missing: the epoch-decay schedule's factor per epoch".into(),
+                    (ScheduleKind::EpochDecay, Some(g)) => format!("must be in (0, 1], found {g}"),
+                    _ => "only the epoch-decay schedule takes a gamma".into(),
+                },
+            ),
         ];
         for (ok, field, message) in checks {
             if !ok {
@@ -139,6 +174,13 @@ impl OptimizerSection {
     pub(crate) fn required_max_steps(&self, path: &Path) -> Result<u64> {
         if self.max_epochs.is_some() {
             return Err(Error::field(path, "optimizer.max_epochs", "this recipe counts updates: use max_steps"));
+        }
+        if self.schedule == ScheduleKind::EpochDecay {
+            return Err(Error::field(
+                path,
+                "optimizer.schedule",
+                "\"epoch-decay\" decays the learning rate per epoch; this recipe counts updates (use it in recipes with max_epochs)",
+            ));
         }
         match self.max_steps {
             Some(n) if n > 0 => Ok(n),
@@ -298,4 +340,29 @@ pub fn resolve_precision(setting: PrecisionSetting, device: Device, recipe_path:
 /// bf16 branches that otherwise first run on a GPU.
 pub fn bf16_on_cpu_for_tests() -> bool {
     std::env::var("INDOLM_TEST_BF16_ON_CPU").is_ok_and(|v| v == "1")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn section(text: &str) -> OptimizerSection {
+        toml::from_str(text).unwrap()
+    }
+
+    #[test]
+    fn epoch_decay_needs_its_gamma_and_a_recipe_that_counts_epochs() {
+        let path = Path::new("r.toml");
+        let ok = section("lr = 1e-4\nbatch_size = 8\nschedule = \"epoch-decay\"\ngamma = 0.9\nmax_epochs = 3");
+        ok.validate(path).unwrap();
+        let s = ok.schedule_of(1e-4, 0, 30, Some(10));
+        assert!((s.lr(25) - 0.81e-4).abs() < 1e-18, "epoch 2 of 10 updates each");
+        let err = |text: &str| section(text).validate(path).unwrap_err().to_string();
+        assert!(err("lr = 1e-4\nbatch_size = 8\nschedule = \"epoch-decay\"").contains("`optimizer.gamma`: missing"));
+        assert!(err("lr = 1e-4\nbatch_size = 8\nschedule = \"epoch-decay\"\ngamma = 1.5").contains("(0, 1]"));
+        assert!(err("lr = 1e-4\nbatch_size = 8\ngamma = 0.9").contains("only the epoch-decay schedule"));
+        let steps = section("lr = 1e-4\nbatch_size = 8\nschedule = \"epoch-decay\"\ngamma = 0.9\nmax_steps = 5");
+        let refused = steps.required_max_steps(path).unwrap_err().to_string();
+        assert!(refused.contains("`optimizer.schedule`") && refused.contains("counts updates"), "{refused}");
+    }
 }

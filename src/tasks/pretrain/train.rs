@@ -332,7 +332,7 @@ impl Task for MaskedLm {
             betas: o.betas,
             eps: o.eps,
             weight_decay: o.weight_decay,
-            schedule: o.schedule_of(o.lr, o.warmup_steps, self.recipe.max_steps()),
+            schedule: o.schedule_of(o.lr, o.warmup_steps, self.recipe.max_steps(), None),
             grad_clip: o.grad_clip,
         }]
     }

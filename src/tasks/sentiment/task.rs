@@ -9,7 +9,6 @@ use crate::logger::Logger;
 use crate::model::bert::Packing;
 use crate::model::model_dir::copy_into;
 use crate::model::{weights, Precision};
-use crate::optim::schedule::Schedule;
 use crate::seeds::{salt, stream_rng};
 use crate::tasks::classifier::SequenceClassifier;
 use crate::train::task::{
@@ -227,7 +226,12 @@ impl Task for SentimentTask {
             betas: o.betas,
             eps: o.eps,
             weight_decay: o.weight_decay,
-            schedule: schedule(o, self.hyper.lr, self.hyper.max_steps),
+            schedule: o.schedule_of(
+                self.hyper.lr,
+                o.warmup_steps,
+                self.hyper.max_steps,
+                Some(self.hyper.updates_per_epoch),
+            ),
             grad_clip: o.grad_clip,
         }]
     }
@@ -275,9 +279,4 @@ impl Task for SentimentTask {
             flops_per_unit: None,
         }
     }
-}
-
-/// The recipe's schedule with a grid point's learning rate, over `max_steps` updates.
-fn schedule(o: &crate::recipe::OptimizerSection, lr: f64, max_steps: u64) -> Schedule {
-    o.schedule_of(lr, o.warmup_steps, max_steps)
 }

@@ -566,7 +566,7 @@ impl engine_task::Task for SummarizationTask {
             betas: o.betas,
             eps: o.eps,
             weight_decay: o.weight_decay,
-            schedule: o.schedule_of(lr, warmup, total),
+            schedule: o.schedule_of(lr, warmup, total, None),
             grad_clip: o.grad_clip,
         };
         let vars = self.model.vs().variables();
