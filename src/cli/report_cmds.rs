@@ -193,6 +193,54 @@ pub enum ReportCommand {
         #[arg(long)]
         out: Option<PathBuf>,
     },
+    /// The Liputan6 paper's dataset statistics from the release's layout: articles, words,
+    /// sentences and vocabulary per split, novel n-grams of the summaries (n = 1..4) per split and
+    /// per variant's dev+test (Table 1) and train+dev+test (Table 3), and per chronological fifth
+    /// (Fig. 2), with the paper's figures beside them when the data is the full release.
+    #[command(name = "liputan6-stats")]
+    Liputan6Stats {
+        /// The data folder: the release's (canonical/ and xtreme/) or one variant's (train/, dev/, test/).
+        #[arg(long)]
+        data: PathBuf,
+        /// Split folders under --data (default: every train, dev and test folder found).
+        #[arg(long, num_args = 1..)]
+        split: Vec<String>,
+        /// Also write the tables (Markdown) here.
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Also write every figure as JSON here.
+        #[arg(long)]
+        json: Option<PathBuf>,
+        /// Draw Fig. 2 (novel n-grams per chronological fifth) to this .png or .svg.
+        #[arg(long)]
+        png: Option<PathBuf>,
+    },
+    /// The Liputan6 paper's Fig. 4: where in the article the sentences the Oracle and extractive
+    /// runs pick stand, as a histogram (% of the picked sentences per position).
+    ExtractionPositions {
+        /// Extractive runs: `finetune summarize` folders (their `<split>.candidate`) or .candidate
+        /// files, as PATH or NAME=PATH (none: the Oracle alone).
+        #[arg(value_name = "RUN_OR_FILE")]
+        picks: Vec<indolm::report::liputan6_stats::PicksSource>,
+        /// The data folder (the recipe's `[data] root`).
+        #[arg(long)]
+        data: PathBuf,
+        /// The split folder under --data that the summaries are of.
+        #[arg(long, default_value = "test")]
+        split: String,
+        /// Positions 1..N get a bar each; later ones share the last.
+        #[arg(long, default_value_t = 10)]
+        positions: usize,
+        /// Also write the tables (Markdown) here.
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Also write every figure as JSON here.
+        #[arg(long)]
+        json: Option<PathBuf>,
+        /// Draw the histogram (Fig. 4) to this .png or .svg.
+        #[arg(long)]
+        png: Option<PathBuf>,
+    },
 }
 
 /// The files a report writes and the files and folders it reads, for
@@ -223,6 +271,13 @@ fn outputs_and_inputs(command: &ReportCommand) -> (Vec<&Path>, Vec<&Path>) {
         ReportCommand::BiasTable { models: m, out, json, .. }
         | ReportCommand::IndommluTable { models: m, out, json } => ([opt(out), opt(json)].concat(), models(m)),
         ReportCommand::Summarization { results, out } => (opt(out), results.iter().map(PathBuf::as_path).collect()),
+        ReportCommand::Liputan6Stats { data, out, json, png, .. } => {
+            ([opt(out), opt(json), opt(png)].concat(), vec![data.as_path()])
+        }
+        ReportCommand::ExtractionPositions { picks, data, out, json, png, .. } => (
+            [opt(out), opt(json), opt(png)].concat(),
+            std::iter::once(data.as_path()).chain(picks.iter().map(|p| p.path.as_path())).collect(),
+        ),
     }
 }
 
@@ -366,6 +421,45 @@ pub fn run(command: ReportCommand) -> Result<()> {
             out!("{table}");
             if let Some(out) = out {
                 write_atomic(&out, table.as_bytes())?;
+            }
+        }
+        ReportCommand::Liputan6Stats { data, split, out, json, png } => {
+            use indolm::report::liputan6_stats::{chart_format, liputan6_stats, write_bar_chart};
+            if let Some(png) = &png {
+                chart_format(png, "--png")?;
+            }
+            let stats = liputan6_stats(&data, &split)?;
+            let chart = png.as_ref().map(|_| stats.fifths_chart()).transpose()?;
+            let table = stats.markdown();
+            out!("{table}");
+            if let Some(out) = out {
+                write_atomic(&out, table.as_bytes())?;
+            }
+            if let Some(json) = json {
+                write_json(&json, &stats)?;
+            }
+            if let (Some(png), Some(chart)) = (png, chart) {
+                write_bar_chart(&chart, &png, "--png")?;
+                outln!("\nFig. 2 -> {}", png.display());
+            }
+        }
+        ReportCommand::ExtractionPositions { picks, data, split, positions, out, json, png } => {
+            use indolm::report::liputan6_stats::{chart_format, extraction_positions, write_bar_chart};
+            if let Some(png) = &png {
+                chart_format(png, "--png")?;
+            }
+            let report = extraction_positions(&data, &split, &picks, positions)?;
+            let table = report.markdown();
+            out!("{table}");
+            if let Some(out) = out {
+                write_atomic(&out, table.as_bytes())?;
+            }
+            if let Some(json) = json {
+                write_json(&json, &report)?;
+            }
+            if let Some(png) = png {
+                write_bar_chart(&report.chart(), &png, "--png")?;
+                outln!("\nFig. 4 -> {}", png.display());
             }
         }
     }

@@ -3,8 +3,9 @@
 //! by side (`bias_compare`), data compositions with their seeds as replicates (`bias_groups`,
 //! the Multi-Bootstrap), pair validity (`bias_validity`), models side by side in the paper's
 //! table layout (`bias_table`), when pairs settle their preference (`bias_flips`), IndoMMLU
-//! results side by side (`indommlu_table`), the chart drawing they share (`chart`), and heatmaps
-//! of language × language matrices (`heatmap`: NusaX's cross-lingual result).
+//! results side by side (`indommlu_table`), the chart drawing they share (`chart`), heatmaps of
+//! language × language matrices (`heatmap`: NusaX's cross-lingual result), and the Liputan6
+//! paper's dataset statistics and extracted-sentence positions (`liputan6_stats`).
 pub mod bias_compare;
 pub mod bias_curve;
 pub mod bias_diff;
@@ -15,3 +16,4 @@ pub mod bias_validity;
 pub mod chart;
 pub mod heatmap;
 pub mod indommlu_table;
+pub mod liputan6_stats;

@@ -30,6 +30,7 @@ mod generation;
 mod gpu_readiness;
 mod hf_parity;
 mod indommlu;
+mod liputan6_stats;
 mod nusax_baselines;
 mod papers;
 mod pickles;

@@ -59,6 +59,11 @@ COMMANDS = {
     "nusax-grid": nusax_baselines.grid,
 }
 
+# The Liputan6 paper's dataset statistics and extracted-sentence positions.
+from indolm_reference import liputan6_stats  # noqa: E402
+MODULES.append(liputan6_stats)
+COMMANDS.update({"liputan6-stats": liputan6_stats.stats, "liputan6-positions": liputan6_stats.positions})
+
 
 def usage():
     """This docstring, then each module's, which describe the subcommands."""

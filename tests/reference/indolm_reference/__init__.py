@@ -23,6 +23,8 @@ targets set it; tests/gpu/device_check.sh too).
   generation        tiny causal LMs of every family at once, transformers' generate and its
                     sampling warpers
   nusax_baselines   NusaX's classical baselines as the authors' notebook runs them (scikit-learn)
+  liputan6_stats    the Liputan6 paper's dataset statistics (novel n-grams) and extracted-sentence
+                    positions, computed independently
   tensorboard_logs  what TensorBoard's readers make of indolm's event files
   liputan6_oracle   the Liputan6 release's Oracle labels
 """
