@@ -1,10 +1,13 @@
 //! `indolm generate`: the completions of a causal LM for a file of prompts (JSON Lines in, JSON
 //! Lines out), greedy or sampled, with the model's generation_config.json for what the flags
-//! leave unset.
+//! leave unset; with `--chat`, each prompt rendered with the model's chat template first.
 use clap::Args;
 use indolm::error::{Error, Result};
+use indolm::generate::chat::{ChatTemplate, TemplateKwargs};
 use indolm::generate::config::{DEFAULT_MAX_NEW_TOKENS, DEFAULT_TEMPERATURE, DEFAULT_TOP_K, DEFAULT_TOP_P};
-use indolm::generate::prompts::{read_prompts, records, tokenize};
+use indolm::generate::prompts::{
+    chat_records, read_chat_prompts, read_prompts, records, render_chat, tokenize, tokenize_chat, ChatLine, PromptLine,
+};
 use indolm::generate::{generate, GenerationDefaults, Sampling, Settings, StopReason};
 use indolm::model::decoder::{load_causal_lm, CausalLm};
 use indolm::outln;
@@ -51,6 +54,26 @@ pub struct GenerateArgs {
     /// Prompts generated together at most (default: as many as the device's token budget holds).
     #[arg(long)]
     pub batch_size: Option<usize>,
+    /// Render each prompt with the model's chat template, as transformers'
+    /// apply_chat_template(messages, add_generation_prompt=True) does; a line may then give
+    /// "messages" ([{"role": ..., "content": ...}, ...]) instead of a "prompt" (one user message).
+    #[arg(long)]
+    pub chat: bool,
+    /// With --chat: a system message before each conversation.
+    #[arg(long, value_name = "TEXT")]
+    pub system: Option<String>,
+    /// With --chat: a variable for the chat template, VALUE in JSON (enable_thinking=false,
+    /// date_string='"26 Jul 2024"'); repeat for several.
+    #[arg(long = "template-kwarg", value_name = "KEY=VALUE")]
+    pub template_kwargs: Vec<String>,
+}
+
+/// The prompts read, plain or for chat (with their rendered text).
+enum Prompts {
+    /// Prompts tokenized as they are.
+    Plain(Vec<PromptLine>),
+    /// Chat prompts and the text the chat template made of each.
+    Chat(Vec<ChatLine>, Vec<String>),
 }
 
 /// Refuses flag values that cannot be used, naming the flag.
@@ -70,7 +93,40 @@ fn check_flags(args: &GenerateArgs) -> Result<()> {
     if args.stop.iter().any(String::is_empty) {
         return Err(Error::argument("--stop", "an empty stop string would end every completion at once"));
     }
+    if !args.chat {
+        if args.system.is_some() {
+            return Err(Error::argument("--system", "a system message needs --chat (the model's chat template)"));
+        }
+        if !args.template_kwargs.is_empty() {
+            return Err(Error::argument(
+                "--template-kwarg",
+                "template variables need --chat (the model's chat template)",
+            ));
+        }
+    }
     Ok(())
+}
+
+/// The `--template-kwarg` flags as template variables.
+fn template_kwargs(args: &GenerateArgs) -> Result<TemplateKwargs> {
+    let mut kwargs = TemplateKwargs::default();
+    for flag in &args.template_kwargs {
+        kwargs.set_flag(flag).map_err(|message| Error::argument("--template-kwarg", message))?;
+    }
+    Ok(kwargs)
+}
+
+/// The prompt file read; with `--chat`, each prompt rendered with the chat template of the model
+/// folder's tokenizer (before the model is loaded, so that a template's refusal comes first).
+fn read(args: &GenerateArgs, kwargs: &TemplateKwargs) -> Result<Prompts> {
+    if !args.chat {
+        return Ok(Prompts::Plain(read_prompts(&args.prompts)?));
+    }
+    let lines = read_chat_prompts(&args.prompts)?;
+    let template = ChatTemplate::for_model(&args.model)?;
+    let rendered = render_chat(&template, &args.prompts, &lines, args.system.as_deref(), kwargs)?;
+    eprintln!("note: each prompt rendered with the chat template of {}", template.source().display());
+    Ok(Prompts::Chat(lines, rendered))
 }
 
 /// The settings from the flags, else `defaults` (the model's), else transformers' defaults.
@@ -108,12 +164,14 @@ fn progress_bar(n: usize) -> indicatif::ProgressBar {
     bar
 }
 
-/// `generate`: reads the prompts, loads the model, generates and writes the records (to a
-/// temporary name, then renamed), with a summary on stdout.
+/// `generate`: reads the prompts (rendering them with the chat template for `--chat`), loads the
+/// model, generates and writes the records (to a temporary name, then renamed), with a summary on
+/// stdout.
 pub fn run(args: &GenerateArgs, device: Device) -> Result<()> {
     check_flags(args)?;
+    let kwargs = template_kwargs(args)?;
     super::check_file_outputs(&[args.out.as_path()], &[args.model.as_path(), args.prompts.as_path()])?;
-    let prompts = read_prompts(&args.prompts)?;
+    let prompts = read(args, &kwargs)?;
     let lm = load_causal_lm(&args.model, device)?;
     let base = lm.config.path.parent().unwrap_or(Path::new("."));
     let defaults = GenerationDefaults::read(&[args.model.as_path(), base], &lm.config.path)?;
@@ -127,11 +185,18 @@ pub fn run(args: &GenerateArgs, device: Device) -> Result<()> {
     if settings.eos.is_empty() {
         eprintln!("note: the model names no eos_token_id: completions end at a stop string or --max-new-tokens");
     }
-    let ids = tokenize(&lm, &args.prompts, &prompts, settings.max_new_tokens)?;
-    let bar = progress_bar(prompts.len());
+    let ids = match &prompts {
+        Prompts::Plain(lines) => tokenize(&lm, &args.prompts, lines, settings.max_new_tokens)?,
+        Prompts::Chat(lines, rendered) => tokenize_chat(&lm, &args.prompts, lines, rendered, settings.max_new_tokens)?,
+    };
+    let bar = progress_bar(ids.len());
     let completions = generate(&lm, &ids, &settings, &mut |n| bar.inc(n as u64))?;
     bar.finish_and_clear();
-    indolm::files::write_atomic(&args.out, records(&prompts, &completions)?.as_bytes())?;
+    let written = match &prompts {
+        Prompts::Plain(lines) => records(lines, &completions)?,
+        Prompts::Chat(lines, rendered) => chat_records(lines, rendered, &completions)?,
+    };
+    indolm::files::write_atomic(&args.out, written.as_bytes())?;
     let count = |reason: StopReason| completions.iter().filter(|c| c.stop == reason).count();
     let tokens: usize = completions.iter().map(|c| c.tokens()).sum();
     let how = match &settings.sampling {

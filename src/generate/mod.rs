@@ -6,8 +6,10 @@
 //! seeded stream per prompt (`sampling`), until an EOS id, a stop string or `max_new_tokens`
 //! (`stopping`); a completion's text is what it adds after its prompt's (`text`). The model's
 //! defaults come from its `generation_config.json` and `config.json` (`config`); prompt files and
-//! completion records are JSON Lines (`prompts`).
+//! completion records are JSON Lines (`prompts`); a chat prompt is rendered with the model's chat
+//! template as transformers' `apply_chat_template` renders it, then tokenized (`chat`).
 pub mod batching;
+pub mod chat;
 pub mod config;
 pub mod decoding;
 pub mod prompts;

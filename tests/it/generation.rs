@@ -8,11 +8,19 @@
 //! batch, stop strings, seeded sampling (reproducible, its own stream per prompt, different with
 //! another seed) and its warpers against transformers', `indolm generate` end to end, and bad
 //! input refused in one line.
+//!
+//! Chat templates against transformers' `apply_chat_template(..., add_generation_prompt=True)`
+//! (`hf_reference.py chat-render`), on a folder with the Llama fixture's tokenizer: the templates of
+//! the paper's instruct models (tests/fixtures/chat_templates/, verbatim) on conversations of every
+//! shape, with their kwargs (Qwen3's `enable_thinking`) and tools; a template of our own using what
+//! templates use; where the template is found; `indolm generate --chat` end to end; and chat
+//! input refused in one line.
 use crate::common::*;
+use indolm::generate::chat::{self, ChatTemplate, Messages, TemplateKwargs};
 use indolm::generate::prompts::{read_prompts, tokenize};
 use indolm::generate::text::CompletionText;
 use indolm::generate::{generate, Completion, GenerationDefaults, Sampling, Settings, StopReason};
-use indolm::model::decoder::{load_causal_lm, CausalLm};
+use indolm::model::decoder::{load_causal_lm, CausalLm, CausalTokenizer};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -493,4 +501,432 @@ fn bad_generation_input_is_refused_in_one_line() {
         out.to_str().unwrap(),
     ]);
     assert!(err.contains("nowhere.jsonl: file not found"), "{err}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Chat templates.
+
+/// The chat templates of the paper's instruct models, verbatim (tests/fixtures/chat_templates/,
+/// whose README says where each comes from): file stem and sha256.
+const PAPER_TEMPLATES: [(&str, &str); 9] = [
+    ("llama-2-7b-chat", "e8d5b5a546d3f19df16a5320c614fab05bdc4edd50e850f1afd947b503ea41cf"),
+    ("llama-3.1-8b-instruct", "e10ca381b1ccc5cf9db52e371f3b6651576caee0a630b452e2816b2d404d4b65"),
+    ("qwen2-7b-instruct", "793202280c0910ab26bc6eb57c8212c2417324c6d8c4efd0d10d59092ab3e3eb"),
+    ("qwen2.5-7b-instruct", "cd8e9439f0570856fd70470bf8889ebd8b5d1107207f67a5efb46e342330527f"),
+    ("qwen3-8b", "a55ee1b1660128b7098723e0abcd92caa0788061051c62d51cbe87d9cf1974d8"),
+    ("qwen3.5-9b", "a4aee8afcf2e0711942cf848899be66016f8d14a889ff9ede07bca099c28f715"),
+    ("gemma-2-9b-it", "ecd6ae513fe103f0eb62e8ab5bfa8d0fe45c1074fa398b089c93a7e70c15cfd6"),
+    ("gemma-3-4b-it", "7de1c58e208eda46e9c7f86397df37ec49883aeece39fb961e0a6b24088dd3c4"),
+    ("olmo-3-7b-instruct", "f5186d42d99c8a0445d37fd8a6c7ccf07fe3e24a29ce622d8bd245da9507b12b"),
+];
+
+/// Conversations every template renders: a system message and a question, a question alone, several
+/// turns, an earlier answer with its reasoning in `<think>` and in `reasoning_content`, and text
+/// with spaces around it and characters past ASCII.
+const CONVERSATIONS: [&str; 6] = [
+    r#"[{"role": "system", "content": "Kamu adalah asisten yang membantu."}, {"role": "user", "content": "Apa ibu kota Indonesia?"}]"#,
+    r#"[{"role": "user", "content": "Sebutkan tiga pulau besar di Indonesia."}]"#,
+    r#"[{"role": "system", "content": "Jawab singkat."}, {"role": "user", "content": "Apa ibu kota Indonesia?"}, {"role": "assistant", "content": "Jakarta."}, {"role": "user", "content": "Dan ibu kota Jawa Barat?"}]"#,
+    r#"[{"role": "user", "content": "Berapa 2 + 2?"}, {"role": "assistant", "content": "<think>\nHitung dulu: 2 + 2 = 4.\n</think>\n\nJawabannya 4."}, {"role": "user", "content": "Kalau 3 + 3?"}]"#,
+    r#"[{"role": "user", "content": "Berapa 2 + 2?"}, {"role": "assistant", "content": "Empat.", "reasoning_content": "2 + 2 = 4", "tool_calls": null}, {"role": "user", "content": "Kalau 3 + 3?"}]"#,
+    r#"[{"role": "user", "content": "  “Gotong royong” artinya apa? 😀 \n"}]"#,
+];
+
+/// A function's JSON schema as `tools`: keys in no sorted order, nesting, text past ASCII.
+const TOOLS: &str = r#"[{"type": "function", "function": {"name": "cari_cuaca", "description": "Cuaca hari ini di sebuah kota", "parameters": {"type": "object", "properties": {"kota": {"type": "string", "description": "Nama kota, mis. “Bandung”"}, "hari": {"type": "integer", "minimum": 0, "skala": 0.5}}, "required": ["kota"]}}}]"#;
+
+/// tests/fixtures/chat_templates.
+fn chat_templates_dir() -> PathBuf {
+    root().join("tests/fixtures/chat_templates")
+}
+
+/// The fixture template `stem`.
+fn chat_template_text(stem: &str) -> String {
+    std::fs::read_to_string(chat_templates_dir().join(format!("{stem}.jinja"))).unwrap()
+}
+
+/// A folder with the Llama fixture's tokenizer (`<s>`, `</s>`, `<pad>`, `<unk>`) and `template` as
+/// its chat template: in chat_template.jinja, or in tokenizer_config.json's `chat_template`.
+fn chat_folder(name: &str, template: &str, in_config: bool) -> PathBuf {
+    let dir = scratch(&format!("chat-{name}"));
+    let llama = crate::decoders::llama();
+    std::fs::copy(llama.join("tokenizer.json"), dir.join("tokenizer.json")).unwrap();
+    let mut config: Value =
+        serde_json::from_str(&std::fs::read_to_string(llama.join("tokenizer_config.json")).unwrap()).unwrap();
+    if in_config {
+        config["chat_template"] = json!(template);
+    } else {
+        std::fs::write(dir.join("chat_template.jinja"), template).unwrap();
+    }
+    std::fs::write(dir.join("tokenizer_config.json"), config.to_string()).unwrap();
+    dir
+}
+
+/// transformers' renders of `conversations` (JSON lists of messages) with `kwargs` (a JSON
+/// object): `{"rendered", "ids"}` or `{"error"}` each.
+fn transformers_chat(dir: &Path, conversations: &[&str], kwargs: &str, name: &str) -> Vec<Value> {
+    let work = scratch(&format!("chat-ref-{name}"));
+    let (input, output) = (work.join("messages.json"), work.join("rendered.json"));
+    std::fs::write(&input, format!("[{}]", conversations.join(",\n"))).unwrap();
+    reference(&["chat-render", dir.to_str().unwrap(), input.to_str().unwrap(), output.to_str().unwrap(), kwargs]);
+    let rendered: Value = serde_json::from_str(&std::fs::read_to_string(&output).unwrap()).unwrap();
+    rendered.as_array().unwrap().clone()
+}
+
+/// indolm renders every conversation with `kwargs` as transformers does: the same text and the same
+/// ids, or, where transformers' template raised an exception, an error with its message. Returns
+/// indolm's renders (`Err`: the error).
+fn chat_equals_transformers(
+    name: &str,
+    dir: &Path,
+    conversations: &[&str],
+    kwargs: &str,
+) -> Vec<std::result::Result<String, String>> {
+    let template = ChatTemplate::from_dir(dir).unwrap();
+    let tokenizer = CausalTokenizer::from_dir(dir, None, None).unwrap();
+    let template_kwargs = TemplateKwargs::from_json(kwargs).unwrap();
+    let expected = transformers_chat(dir, conversations, kwargs, name);
+    assert_eq!(expected.len(), conversations.len());
+    let mut renders = Vec::new();
+    for (i, (conversation, want)) in conversations.iter().zip(&expected).enumerate() {
+        let messages = Messages::from_json(conversation).unwrap();
+        let got = template.render(&messages, &template_kwargs).map_err(|e| e.to_string());
+        match (&got, want.get("error")) {
+            (Ok(text), None) => {
+                assert_eq!(text, want["rendered"].as_str().unwrap(), "{name} {kwargs}: conversation {i}");
+                let ids = chat::encode(&tokenizer, text).unwrap();
+                assert_eq!(ids, ints(&want["ids"]), "{name} {kwargs}: conversation {i}'s ids");
+            }
+            (Err(err), Some(message)) => {
+                let message = message.as_str().unwrap();
+                assert!(err.ends_with(&format!("raised an exception: {message}")), "{name}: {err} vs {message}");
+                assert_eq!(err.lines().count(), 1, "{err}");
+            }
+            _ => panic!("{name} {kwargs}: conversation {i}: indolm gives {got:?}, transformers {want}"),
+        }
+        renders.push(got);
+    }
+    renders
+}
+
+/// The paper template `stem` (the index in [`PAPER_TEMPLATES`]) is the file its README names
+/// (sha256), and renders every conversation as transformers does: without kwargs, with the kwargs
+/// its model reads (Qwen3 and Qwen3.5's `enable_thinking`, Llama 3.1's `date_string`) and, where
+/// it writes them, with tools; from chat_template.jinja for even indexes, from
+/// tokenizer_config.json for odd ones.
+fn paper_template_equals_transformers(index: usize) {
+    use sha2::{Digest, Sha256};
+    let (stem, sha256) = PAPER_TEMPLATES[index];
+    let template = chat_template_text(stem);
+    assert_eq!(format!("{:x}", Sha256::digest(template.as_bytes())), sha256, "{stem}: not the file the README names");
+    let dir = chat_folder(stem, &template, index % 2 == 1);
+    let tools = format!(r#"{{"tools": {TOOLS}}}"#);
+    let mut kwargs = vec!["{}"];
+    match stem {
+        "qwen3-8b" | "qwen3.5-9b" => kwargs.extend([r#"{"enable_thinking": false}"#, r#"{"enable_thinking": true}"#]),
+        "llama-3.1-8b-instruct" => kwargs.push(r#"{"date_string": "17 Aug 2025"}"#),
+        _ => {}
+    }
+    if template.contains("tools") {
+        kwargs.push(&tools);
+    }
+    let mut renders = BTreeMap::new();
+    for (k, kw) in kwargs.iter().enumerate() {
+        let got = chat_equals_transformers(&format!("{stem}-{k}"), &dir, &CONVERSATIONS, kw);
+        let ok = got.iter().filter(|r| r.is_ok()).count();
+        assert!(ok >= 4, "{stem} {kw}: only {ok} conversations rendered: {got:?}");
+        renders.insert(*kw, got);
+    }
+    if stem.starts_with("qwen3") {
+        // enable_thinking passes through: false closes an empty think block after the generation
+        // prompt; true, like leaving it out, does not.
+        let last = |kw: &str| renders[kw][1].clone().unwrap();
+        assert!(last(r#"{"enable_thinking": false}"#).ends_with("<|im_start|>assistant\n<think>\n\n</think>\n\n"));
+        assert!(!last(r#"{"enable_thinking": true}"#).ends_with("</think>\n\n"));
+        assert_eq!(last("{}"), last(r#"{"enable_thinking": true}"#));
+    }
+    println!("{stem}: {} kwargs sets, e.g. {:?}", kwargs.len(), renders["{}"][0]);
+}
+
+macro_rules! paper_template_parity {
+    ($($test:ident: $index:literal),* $(,)?) => {$(
+        #[test]
+        fn $test() {
+            paper_template_equals_transformers($index);
+        }
+    )*};
+}
+
+paper_template_parity! {
+    llama2_7b_chat_template_renders_as_transformers: 0,
+    llama31_8b_instruct_template_renders_as_transformers: 1,
+    qwen2_7b_instruct_template_renders_as_transformers: 2,
+    qwen25_7b_instruct_template_renders_as_transformers: 3,
+    qwen3_8b_template_renders_as_transformers: 4,
+    qwen35_9b_template_renders_as_transformers: 5,
+    gemma2_9b_it_template_renders_as_transformers: 6,
+    gemma3_4b_it_template_renders_as_transformers: 7,
+    olmo3_7b_instruct_template_renders_as_transformers: 8,
+}
+
+/// A template of our own using what chat templates use — Python's string and dict methods,
+/// `tojson` with every argument by position and by name, namespaces, loop controls,
+/// `loop.previtem`, macros, slices, tests, printed values of every type (`None`, `1e-05`, lists and
+/// dicts as Python prints them), `{% generation %}`, `strftime_now`, the reasoning copied to
+/// `thinking`, kwargs of every JSON type and tools — renders as transformers does, from either
+/// file.
+#[test]
+fn jinja_features_render_as_transformers() {
+    let template = chat_template_text("indolm-features");
+    let tools = format!(r#"{{"tools": {TOOLS}}}"#);
+    let kwargs = [
+        "{}",
+        r#"{"enable_thinking": false, "extra": {"b": [1, "dua", 2.5, 1e-7], "a": null, "c": true}}"#,
+        tools.as_str(),
+    ];
+    for in_config in [false, true] {
+        let dir = chat_folder("features", &template, in_config);
+        for (k, kw) in kwargs.iter().enumerate() {
+            let got = chat_equals_transformers(&format!("features-{k}"), &dir, &CONVERSATIONS, kw);
+            assert!(got.iter().all(|r| r.is_ok()), "{got:?}");
+        }
+    }
+}
+
+/// Where the template comes from, as transformers' tokenizer finds it: chat_template.jinja over
+/// tokenizer_config.json's (its Windows line ends read as Python reads them), a list of named
+/// templates (`default`; `tool_use` with tools), additional_chat_templates/; the tokenizer's special
+/// tokens and the model's own `*_token`s as variables. A folder without a template (with a
+/// processor's chat_template.json, said so), named templates without `default` and a template
+/// minijinja cannot parse are errors in one line naming the folder or the file.
+#[test]
+fn chat_templates_are_found_as_transformers_finds_them() {
+    let conversations = [CONVERSATIONS[0], CONVERSATIONS[1]];
+    let tools = format!(r#"{{"tools": {TOOLS}}}"#);
+    let equal = |name: &str, dir: &Path, kwargs: &str| chat_equals_transformers(name, dir, &conversations, kwargs);
+    // chat_template.jinja over tokenizer_config.json's; the model's own tokens as variables.
+    let dir = chat_folder("both", "config: {{ messages[0].content }}", true);
+    std::fs::write(
+        dir.join("chat_template.jinja"),
+        "file: {{ messages[-1].content }}\r\n{{ bos_token }}|{{ eos_token }}|{{ pad_token }}|{{ image_token }}|\
+         {{ audio_token }}|{{ mask_token is defined }}\r\n",
+    )
+    .unwrap();
+    let path = dir.join("tokenizer_config.json");
+    let mut config: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    config["image_token"] = json!("<pad>");
+    config["extra_special_tokens"] = json!({"audio_token": "<unk>"});
+    std::fs::write(&path, config.to_string()).unwrap();
+    let got = equal("both", dir.as_path(), "{}");
+    assert_eq!(
+        got[1].as_deref(),
+        Ok("file: Sebutkan tiga pulau besar di Indonesia.\n<s>|</s>|<pad>|<pad>|<unk>|False")
+    );
+    assert_eq!(ChatTemplate::from_dir(&dir).unwrap().source(), dir.join("chat_template.jinja"));
+    // A list of named templates: default, and tool_use with tools.
+    let named = json!([
+        {"name": "default", "template": "default {{ messages | length }}"},
+        {"name": "tool_use", "template": "tool_use {{ tools | length }} {{ tools[0].function.name }}"},
+    ]);
+    let dir = chat_folder("named", "", true);
+    let path = dir.join("tokenizer_config.json");
+    let mut config: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    config["chat_template"] = named;
+    std::fs::write(&path, config.to_string()).unwrap();
+    assert_eq!(equal("named", dir.as_path(), "{}")[0].as_deref(), Ok("default 2"));
+    assert_eq!(equal("named-tools", dir.as_path(), tools.as_str())[0].as_deref(), Ok("tool_use 1 cari_cuaca"));
+    // chat_template.jinja with additional_chat_templates/tool_use.jinja.
+    let dir = chat_folder("additional", "plain {{ messages | length }}", false);
+    std::fs::create_dir(dir.join("additional_chat_templates")).unwrap();
+    std::fs::write(dir.join("additional_chat_templates/tool_use.jinja"), "with {{ tools | length }} tool").unwrap();
+    assert_eq!(equal("additional", dir.as_path(), "{}")[0].as_deref(), Ok("plain 2"));
+    assert_eq!(equal("additional-tools", dir.as_path(), tools.as_str())[0].as_deref(), Ok("with 1 tool"));
+    // Named templates without a default: transformers refuses too.
+    let dir = chat_folder("no-default", "", true);
+    let path = dir.join("tokenizer_config.json");
+    let mut config: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    config["chat_template"] = json!([{"name": "rag", "template": "rag"}]);
+    std::fs::write(&path, config.to_string()).unwrap();
+    let expected = transformers_chat(&dir, &conversations, "{}", "no-default");
+    assert!(expected[0]["error"].as_str().unwrap().contains("no default"), "{}", expected[0]);
+    let err = ChatTemplate::from_dir(&dir).unwrap().render(&Messages::user("Dia"), &TemplateKwargs::default());
+    let err = err.unwrap_err().to_string();
+    assert!(err.contains("1 chat templates (rag) and none named `default`"), "{err}");
+    // No template; a processor's chat_template.json named; a template that does not parse.
+    let dir = copy_dir(crate::decoders::llama(), "chat-none");
+    let err = ChatTemplate::from_dir(&dir).err().unwrap().to_string();
+    assert!(err.starts_with(&format!("{}: no chat template", dir.display())), "{err}");
+    std::fs::write(dir.join("chat_template.json"), r#"{"chat_template": "x"}"#).unwrap();
+    let err = ChatTemplate::from_dir(&dir).err().unwrap().to_string();
+    assert!(err.contains("its chat_template.json is a processor's"), "{err}");
+    let dir = chat_folder("broken", "{% if %}never closed", false);
+    let err = ChatTemplate::from_dir(&dir).err().unwrap().to_string();
+    assert!(err.contains("chat_template.jinja: not a chat template indolm can read: syntax error"), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+}
+
+/// `indolm generate --chat` on a copy of the Llama fixture whose tokenizer adds a BOS and whose
+/// chat template (in tokenizer_config.json) is Llama 2's: a `"prompt"` line and a `"messages"`
+/// line, `--system`, a `--template-kwarg`. Each record holds the line's prompt or messages (as
+/// given, fields in their order) and the rendered text, which is transformers'; its ids, tokenized
+/// without special tokens, start with the template's one BOS (the tokenizer's own would be a
+/// second) and equal transformers'; the completions are the library's greedy ones of those ids.
+#[test]
+fn indolm_generate_chat_renders_with_the_model_template_end_to_end() {
+    let dir = copy_dir(crate::decoders::llama(), "generation-chat-llama");
+    reference(&["bos-template", dir.to_str().unwrap()]);
+    let path = dir.join("tokenizer_config.json");
+    let mut config: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    config["chat_template"] = json!(chat_template_text("llama-2-7b-chat"));
+    std::fs::write(&path, config.to_string()).unwrap();
+    let work = scratch("generation-chat-cli");
+    let prompts = work.join("prompts.jsonl");
+    let turns = r#"[{"role": "user", "content": "Apa ibu kota Indonesia?"}, {"role": "assistant", "content": "Jakarta."}, {"role": "user", "content": "Dan Jawa Barat?"}]"#;
+    std::fs::write(
+        &prompts,
+        format!("{{\"id\": \"p\", \"prompt\": \"Ibu kota Indonesia adalah\"}}\n\n{{\"id\": \"m\", \"messages\": {turns}}}\n"),
+    )
+    .unwrap();
+    let out = work.join("completions.jsonl");
+    let (m, p, o) = (dir.to_str().unwrap(), prompts.to_str().unwrap(), out.to_str().unwrap());
+    let system = "Jawab singkat.";
+    let (stdout, stderr) = indolm_ok(&[
+        "--threads",
+        "1",
+        "generate",
+        "--model",
+        m,
+        "--prompts",
+        p,
+        "--out",
+        o,
+        "--max-new-tokens",
+        "12",
+        "--chat",
+        "--system",
+        system,
+        "--template-kwarg",
+        "enable_thinking=false",
+    ]);
+    assert!(stdout.contains("2 completions (greedy;"), "{stdout}");
+    assert!(stderr.contains("rendered with the chat template of"), "{stderr}");
+    let text = std::fs::read_to_string(&out).unwrap();
+    let records: Vec<Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(records.len(), 2);
+    let keys = |r: &Value| r.as_object().unwrap().keys().cloned().collect::<Vec<_>>();
+    assert_eq!(keys(&records[0]), ["completion", "id", "prompt", "rendered", "stop_reason", "tokens"]);
+    assert_eq!(keys(&records[1]), ["completion", "id", "messages", "rendered", "stop_reason", "tokens"]);
+    assert!(
+        text.starts_with(r#"{"id":"p","prompt":"Ibu kota Indonesia adalah","rendered":"<s>[INST] <<SYS>>\nJawab"#),
+        "{text}"
+    );
+    assert!(text.contains(r#""messages":[{"role":"user","content":"Apa ibu kota Indonesia?"},"#), "{text}");
+    // transformers' renders of the same conversations, the system message first.
+    let with_system = |messages: &str| format!(r#"[{{"role": "system", "content": "{system}"}}, {}"#, &messages[1..]);
+    let first = with_system(r#"[{"role": "user", "content": "Ibu kota Indonesia adalah"}]"#);
+    let second = with_system(turns);
+    let expected = transformers_chat(&dir, &[first.as_str(), second.as_str()], "{}", "cli");
+    let lm = load_causal_lm(&dir, Device::Cpu).unwrap();
+    let bos = lm.tokenizer.bos.as_ref().unwrap().id;
+    let mut ids = Vec::new();
+    for (record, want) in records.iter().zip(&expected) {
+        let rendered = record["rendered"].as_str().unwrap();
+        assert_eq!(rendered, want["rendered"].as_str().unwrap());
+        let chat_ids = chat::encode(&lm.tokenizer, rendered).unwrap();
+        assert_eq!(chat_ids, ints(&want["ids"]));
+        assert_eq!((chat_ids[0], chat_ids[1] == bos), (bos, false), "the template's BOS, once");
+        assert_eq!(
+            lm.tokenizer.encode_with_special_tokens(rendered).unwrap()[..2],
+            [bos, bos],
+            "tokenizer(text) adds one"
+        );
+        ids.push(chat_ids);
+    }
+    let want = generate(&lm, &ids, &greedy(&dir, NEW_TOKENS), &mut |_| {}).unwrap();
+    for (record, w) in records.iter().zip(&want) {
+        assert_eq!(
+            (&record["completion"], &record["tokens"], &record["stop_reason"]),
+            (&json!(w.text), &json!(w.tokens()), &json!(w.stop.name()))
+        );
+    }
+}
+
+/// Chat input that cannot be rendered is refused in one line naming the file and line, the flag or
+/// the folder, before the model loads and with nothing written: the template's raise_exception
+/// (Gemma 2 refusing a system message, roles that do not alternate) with its message, malformed
+/// messages, `--system` beside a system message of the line's own, template kwargs that are not
+/// JSON or name a parameter of apply_chat_template, `--system` or `--template-kwarg` without
+/// `--chat`, and a model folder without a chat template.
+#[test]
+fn bad_chat_input_is_refused_in_one_line() {
+    let dir = copy_dir(crate::decoders::llama(), "generation-chat-gemma");
+    std::fs::write(dir.join("chat_template.jinja"), chat_template_text("gemma-2-9b-it")).unwrap();
+    let work = scratch("generation-chat-bad");
+    let out = work.join("out.jsonl");
+    let fails = |model: &Path, prompts: &str, extra: &[&str]| -> String {
+        let path = work.join("prompts.jsonl");
+        std::fs::write(&path, prompts).unwrap();
+        let mut args = vec![
+            "generate",
+            "--model",
+            model.to_str().unwrap(),
+            "--prompts",
+            path.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ];
+        args.extend(extra);
+        let err = indolm_fails(&args);
+        assert_eq!(err.trim_end().lines().count(), 1, "one line: {err}");
+        err
+    };
+    let good = "{\"id\": 1, \"prompt\": \"Dia\"}\n";
+    let system_line =
+        "{\"messages\": [{\"role\": \"system\", \"content\": \"x\"}, {\"role\": \"user\", \"content\": \"Dia\"}]}\n";
+    let chat: &[&str] = &["--chat"];
+    let cases: [(&str, &[&str], &str); 15] = [
+        (good, &["--chat", "--system", "Jawab."], "line 1: "),
+        (system_line, chat, "chat_template.jinja: the chat template raised an exception: System role not supported"),
+        (
+            "{\"messages\": [{\"role\": \"user\", \"content\": \"a\"}, {\"role\": \"user\", \"content\": \"b\"}]}\n",
+            chat,
+            "raised an exception: Conversation roles must alternate user/assistant/user/assistant/...",
+        ),
+        ("{\"messages\": []}\n", chat, "prompts.jsonl: line 1: \"messages\" is an empty list"),
+        ("{\"messages\": \"Dia\"}\n", chat, "line 1: \"messages\" is a string, not a list of messages"),
+        ("{\"messages\": [{\"content\": \"Dia\"}]}\n", chat, "line 1: message 1 has no \"role\" string"),
+        ("{\"messages\": [\"Dia\"]}\n", chat, "line 1: message 1 is a string, not an object"),
+        ("{\"messages\": [{\"role\": \"user\"}], \"prompt\": \"Dia\"}\n", chat, "both \"messages\" and \"prompt\""),
+        ("{\"text\": \"Dia\"}\n", chat, "line 1: no \"messages\" or \"prompt\" field"),
+        (system_line, &["--chat", "--system", "y"], "line 1: the conversation has a system message of its own"),
+        (
+            good,
+            &["--chat", "--template-kwarg", "enable_thinking=False"],
+            "--template-kwarg: the value of `enable_thinking`, \"False\", is not JSON",
+        ),
+        (
+            good,
+            &["--chat", "--template-kwarg", "enable_thinking"],
+            "--template-kwarg: \"enable_thinking\" is not KEY=VALUE",
+        ),
+        (
+            good,
+            &["--chat", "--template-kwarg", "add_generation_prompt=false"],
+            "`add_generation_prompt` is not a template variable",
+        ),
+        (good, &["--system", "x"], "--system: a system message needs --chat"),
+        (good, &["--template-kwarg", "a=1"], "--template-kwarg: template variables need --chat"),
+    ];
+    for (prompts, extra, expected) in &cases {
+        let err = fails(dir.as_path(), prompts, extra);
+        assert!(err.contains(expected), "expected {expected:?} in {err}");
+    }
+    let err = fails(dir.as_path(), good, &["--chat", "--system", "Jawab."]);
+    assert!(err.ends_with("the chat template raised an exception: System role not supported\n"), "{err}");
+    let err = fails(dir.as_path(), good, &["--chat", "--template-kwarg", r#"tools={"name": "f"}"#]);
+    assert!(err.contains("`tools` is a list of JSON schemas of functions, not an object"), "{err}");
+    // The Llama fixture has no chat template.
+    let err = fails(crate::decoders::llama(), good, chat);
+    assert!(err.contains(&format!("{}: no chat template", crate::decoders::llama().display())), "{err}");
+    assert!(!out.exists(), "nothing written");
 }

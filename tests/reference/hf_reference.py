@@ -40,6 +40,7 @@ COMMANDS = {
     "make-decoders": generation.make_decoders,
     "generate": generation.generate,
     "warp": generation.warp,
+    "chat-render": generation.chat_render,
     "make-lora": adapters.make_lora,
     "make-xlmr": xlmr.make_xlmr,
     "tokenize-auto": xlmr.tokenize_auto,

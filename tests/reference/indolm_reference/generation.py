@@ -22,6 +22,14 @@ batched and one prompt at a time), and its sampling warpers on given scores.
                           -inf), on IN's scores: JSON [{"scores": [[...]], "temperature": T, "top_k": K,
                           "top_p": P}, ...]; OUT JSON [{"scores": [[...]]}, ...], a case each, null where a
                           score was filtered out.
+  chat-render DIR MESSAGES OUT [KWARGS_JSON]  DIR's tokenizer (AutoTokenizer) rendering each conversation of
+                          MESSAGES (JSON, a list of conversations, each a list of {"role", "content", ...}
+                          messages) with `apply_chat_template(messages, tokenize=False,
+                          add_generation_prompt=True, **KWARGS)` (KWARGS_JSON: a JSON object, {} when left
+                          out: enable_thinking, tools, ...), and its ids with tokenize=True (checked to be
+                          `tokenizer(rendered, add_special_tokens=False)`'s). OUT JSON, a conversation each:
+                          {"rendered": TEXT, "ids": [...]}, or {"error": MESSAGE, "type": NAME} where the
+                          template refused it (its raise_exception) or failed.
 """
 import json
 import os
@@ -152,3 +160,28 @@ def _warp(spec):
 
 def warp(in_path, out_path):
     json.dump([_warp(spec) for spec in json.load(open(in_path))], open(out_path, "w"))
+
+
+def chat_render(model_dir, messages_path, out_path, kwargs_json="{}"):
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(model_dir)
+    with open(messages_path, encoding="utf-8") as f:
+        conversations = json.load(f)
+    kwargs = json.loads(kwargs_json)
+    out = []
+    for messages in conversations:
+        try:
+            rendered = tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True, **kwargs)
+            ids = tok.apply_chat_template(messages, tokenize=True, add_generation_prompt=True, return_dict=True,
+                                          **kwargs)["input_ids"]
+        except Exception as e:  # noqa: BLE001 - the template's raise_exception, or Jinja's own error
+            out.append({"error": str(e), "type": type(e).__name__})
+            continue
+        plain = tok(rendered, add_special_tokens=False)["input_ids"]
+        if list(ids) != list(plain):
+            raise SystemExit(f"apply_chat_template's ids {ids} are not tokenizer(rendered, add_special_tokens=False)'s "
+                             f"{plain}")
+        out.append({"rendered": rendered, "ids": [int(i) for i in ids]})
+    with open(out_path, "w", encoding="utf-8") as f:
+        json.dump(out, f, ensure_ascii=False)
