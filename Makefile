@@ -134,3 +134,7 @@ bench-causal: setup
 .PHONY: bench-generate
 bench-generate: setup
 	$(BENCH_PYTHON) tests/bench/bench_generate.py
+
+.PHONY: bench-generate-causal
+bench-generate-causal: setup
+	$(BENCH_PYTHON) tests/bench/bench_generate_causal.py

@@ -190,7 +190,9 @@ pub fn run(args: &GenerateArgs, device: Device) -> Result<()> {
         Prompts::Chat(lines, rendered) => tokenize_chat(&lm, &args.prompts, lines, rendered, settings.max_new_tokens)?,
     };
     let bar = progress_bar(ids.len());
+    let started = std::time::Instant::now();
     let completions = generate(&lm, &ids, &settings, &mut |n| bar.inc(n as u64))?;
+    let seconds = started.elapsed().as_secs_f64();
     bar.finish_and_clear();
     let written = match &prompts {
         Prompts::Plain(lines) => records(lines, &completions)?,
@@ -206,11 +208,13 @@ pub fn run(args: &GenerateArgs, device: Device) -> Result<()> {
         }
     };
     outln!(
-        "{} completions ({how}; {} eos, {} length, {} stop_string), {tokens} new tokens -> {}",
+        "{} completions ({how}; {} eos, {} length, {} stop_string), {tokens} new tokens generated in {seconds:.2} s \
+         ({:.1} tokens/s) -> {}",
         completions.len(),
         count(StopReason::Eos),
         count(StopReason::Length),
         count(StopReason::StopString),
+        tokens as f64 / seconds.max(1e-9),
         args.out.display()
     );
     Ok(())

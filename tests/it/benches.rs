@@ -65,6 +65,11 @@ const TINY: &[Tiny] = &[
         env: &[("BENCH_ARTICLES", "4"), ("BENCH_BATCH", "4"), ("BENCH_STEPS", "2"), ("BENCH_MAX_LENGTH", "20")],
         ratios: &["ratio: "],
     },
+    Tiny {
+        target: "bench-generate-causal",
+        env: &[("BENCH_PROMPTS", "4"), ("BENCH_NEW_TOKENS", "4"), ("BENCH_BATCH", "4"), ("BENCH_ROUNDS", "1")],
+        ratios: &["ratio: "],
+    },
 ];
 
 /// A tiny run that takes longer than this is stuck.
