@@ -18,6 +18,7 @@ help:
 	@echo "make lint    rustfmt --check and clippy with warnings as errors"
 	@echo "make demo    setup, then pretrain the tiny demo on the Indonesian text in the repository"
 	@echo "make demo-bias  two seeds of the sample recipe with dense bias curves, compared (report bias-*)"
+	@echo "make demo-utility  after demo: NusaX sentiment from each demo checkpoint, macro-F1 beside the bias curves"
 
 # The venv is rebuilt only when the pinned requirements change.
 $(VENV)/.installed: tests/reference/requirements.txt
@@ -90,6 +91,20 @@ demo-bias: setup
 	$(BIN) report bias-curve --run checkpoints/tiny-bias-a --out $(BIAS_REPORT)/curve-a.png
 	@echo
 	@echo "Reports and pictures: $(BIAS_REPORT)/   TensorBoard: $(VENV)/bin/tensorboard --logdir runs (Custom Scalars tab for the interval bands)"
+
+# Utility beside bias, after `make demo`: NusaX sentiment (Indonesian) fine-tuned from every
+# checkpoint of the demo run, each step's test macro-F1 written into runs/tiny-demo/ beside the
+# bias curves (runs/tiny-demo/utility-nusax-utility-tiny/), and the win rate and macro-F1 over
+# the steps drawn for the guide (docs/bias.md#utility-beside-bias) with the table beside the run.
+UTILITY_RECIPE := recipes/finetune/nusax-utility-tiny.toml
+.PHONY: demo-utility
+demo-utility: setup
+	@test -f $(DEMO_LAST)/model.safetensors || { echo "$(DEMO_LAST) is missing: run make demo first"; exit 1; }
+	$(BIN) finetune sentiment $(UTILITY_RECIPE) --from-run $(DEMO_RUN) --overwrite
+	$(BIN) report bias-utility --run $(DEMO_RUN) --out docs/bias-utility.png --csv runs/tiny-demo-utility.csv
+	@echo
+	@echo "Sub-runs (one per checkpoint): checkpoints/nusax-utility-tiny/from-step-<N>/"
+	@echo "TensorBoard: runs/tiny-demo/ (utility-nusax-utility-tiny/ beside bias-<lang>/)   Picture: docs/bias-utility.png"
 
 clean:
 	cargo clean

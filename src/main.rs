@@ -1,5 +1,6 @@
 //! The `indolm` command line: parses arguments, runs one subcommand, and turns any error
-//! into one clear message on stderr with a non-zero exit.
+//! into one clear message on stderr with a non-zero exit; a panic nothing else caught (see
+//! `indolm::device::torch_errors::run_main`) too, in one line, with exit code 101.
 mod cli;
 
 use clap::Parser;
@@ -28,8 +29,19 @@ pub fn exit_now(code: i32) -> ! {
     }
 }
 
-/// Runs the command line `argv` (the program's name first); its exit code.
+/// Runs the command line `argv` (the program's name first); its exit code. A panic that escapes
+/// the command is reported in one line and ends it with exit code 101.
 fn run(argv: Vec<OsString>) -> i32 {
+    indolm::device::torch_errors::run_main(|| run_command(argv))
+}
+
+/// [`run`] without the last-resort catch.
+fn run_command(argv: Vec<OsString>) -> i32 {
+    // Test-only (not a user option): a libtorch failure outside every guard, so that the tests
+    // can see the last-resort catch report it.
+    if std::env::var_os("INDOLM_TEST_UNGUARDED_FAILURE").is_some() {
+        let _ = tch::Tensor::empty([1i64 << 50], (tch::Kind::Float, tch::Device::Cpu));
+    }
     if cli::help_tree::asked() {
         println!("{}", cli::help_tree::json());
         return 0;

@@ -1,15 +1,19 @@
 //! `indolm dist-check`: joins the c10d process group of a torchrun or srun launch (Gloo on CPU,
-//! NCCL on CUDA) and checks its collectives (sum, max, broadcast, barrier) and the all-reduce
-//! bandwidth, so a cluster's network is known to work before a week-long job starts on it.
-use indolm::distributed::{Launch, ProcessGroup, ReduceOp};
+//! NCCL on CUDA, or Gloo over CUDA tensors with `--backend gloo`) and checks its collectives
+//! (sum, max, broadcast, barrier), a wait through the rendezvous store (how ranks wait for rank
+//! 0's work) and the all-reduce bandwidth, so a cluster's network is known to work before a
+//! week-long job starts on it.
+use super::DistBackend;
+use indolm::distributed::{Launch, ReduceOp};
 use indolm::error::{Error, Result};
 use indolm::outln;
 use std::time::{Duration, Instant};
 use tch::{Device, Kind, Tensor};
 
-/// Every rank: join, check each collective's value, time `megabytes` all-reduces. On CUDA each
-/// rank uses the GPU of its local rank and NCCL.
-pub fn check(megabytes: usize, timeout: Duration, device: Device) -> Result<()> {
+/// Every rank: join, check each collective's value and a store wait, time `megabytes`
+/// all-reduces. On CUDA each rank uses the GPU of its local rank and NCCL, or with `backend`
+/// Gloo the GPU of its local rank modulo the GPUs present.
+pub fn check(megabytes: usize, timeout: Duration, device: Device, backend: DistBackend) -> Result<()> {
     let launch = Launch::from_env()?.ok_or_else(|| {
         Error::argument(
             "dist-check",
@@ -17,14 +21,8 @@ pub fn check(megabytes: usize, timeout: Duration, device: Device) -> Result<()> 
         )
     })?;
     let started = Instant::now();
-    let (mut group, device, backend) = match device {
-        Device::Cuda(_) => {
-            let device = indolm::device::parse_device(&format!("cuda:{}", launch.local_rank))?;
-            let Device::Cuda(index) = device else { unreachable!("parse_device gave CUDA") };
-            (ProcessGroup::nccl(&launch, index, timeout)?, device, "NCCL")
-        }
-        _ => (ProcessGroup::gloo(&launch, timeout)?, Device::Cpu, "Gloo"),
-    };
+    let (device, mut group) = super::join(&launch, device, backend, timeout)?;
+    let backend = if device.is_cuda() && backend != DistBackend::Gloo { "NCCL" } else { "Gloo" };
     let joined = started.elapsed();
     let (rank, world) = (launch.rank, launch.world_size);
     // Every tensor is made on the group's device (a fill kernel there), as collectives need.
@@ -41,6 +39,7 @@ pub fn check(megabytes: usize, timeout: Duration, device: Device) -> Result<()> 
     group.broadcast(&mut value, 0, "dist-check's broadcast")?;
     expect("broadcast from rank 0", value.double_value(&[0]), 7.0)?;
     group.barrier()?;
+    group.wait_for_all("every rank's arrival at dist-check's store wait")?;
 
     let elements = (megabytes.max(1) << 20) / 4;
     let mut buffer = Tensor::ones([elements as i64], (Kind::Float, on));
@@ -65,7 +64,7 @@ pub fn check(megabytes: usize, timeout: Duration, device: Device) -> Result<()> 
     let bus_bandwidth = algorithm_bandwidth * 2.0 * (world as f64 - 1.0) / world as f64;
 
     outln!(
-        "rank {rank} of {world} (local rank {}, {}): {backend} on {}, joined in {:.2}s; sum, max, broadcast and barrier correct",
+        "rank {rank} of {world} (local rank {}, {}): {backend} on {}, joined in {:.2}s; sum, max, broadcast, barrier and store wait correct",
         launch.local_rank,
         launch.launcher,
         indolm::device::describe(device),

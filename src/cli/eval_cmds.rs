@@ -42,6 +42,10 @@ pub enum EvalCommand {
     },
     /// Stereotype win rates on IndoBias-Pairs (or CrowS-Pairs) per language, domain and subdomain.
     Bias(BiasArgs),
+    /// IndoBias-QA: prompts from demographic groups × stereotype pairs × seven tasks answered by a
+    /// chat model (or read from a file), each mapped to a label by its first mention; stereotype
+    /// polarity per task, group and demography, with SP_σ.
+    BiasQa(super::bias_qa_cmds::BiasQaArgs),
     /// ROUGE-1/2/L of predicted summaries against references with 95% bootstrap intervals: the
     /// official ROUGE-1.5.5 as the Liputan6 paper ran it (-c 95 -m -r 1000 -n 2 -a), or rouge-score.
     Rouge {
@@ -545,6 +549,7 @@ pub fn run(command: EvalCommand, device: &dyn Fn() -> Result<Device>) -> Result<
             pll(&model, &text, metric, json, allow_random_head, device()?)
         }
         EvalCommand::Bias(args) => bias(&args, device()?),
+        EvalCommand::BiasQa(args) => super::bias_qa_cmds::run(&args, device),
         EvalCommand::Rouge { pred, reference, rouge: scorer, seed, resamples, json } => {
             let options = indolm::eval::rouge::RougeOptions { scorer, seed, resamples, ..Default::default() };
             rouge(RougeArgs { pred: &pred, reference: &reference, options, json: json.as_deref() })

@@ -1,12 +1,17 @@
 //! `indolm generate`: the completions of a causal LM for a file of prompts (JSON Lines in, JSON
 //! Lines out), greedy or sampled, with the model's generation_config.json for what the flags
-//! leave unset; with `--chat`, each prompt rendered with the model's chat template first.
+//! leave unset; with `--chat`, each prompt rendered with the model's chat template first. With
+//! `--api-base URL --api-model NAME` instead of `--model`, each prompt is sent as a conversation to
+//! an OpenAI-compatible server ([`indolm::generate::backend::openai`]) and its replies recorded.
+use super::backend_args::{BackendArgs, Chosen};
 use clap::Args;
 use indolm::error::{Error, Result};
-use indolm::generate::chat::{ChatTemplate, TemplateKwargs};
+use indolm::generate::backend::{ChatBackend, ChatSettings, Reply};
+use indolm::generate::chat::{ChatTemplate, Messages, TemplateKwargs};
 use indolm::generate::config::{DEFAULT_MAX_NEW_TOKENS, DEFAULT_TEMPERATURE, DEFAULT_TOP_K, DEFAULT_TOP_P};
 use indolm::generate::prompts::{
-    chat_records, read_chat_prompts, read_prompts, records, render_chat, tokenize, tokenize_chat, ChatLine, PromptLine,
+    chat_records, read_chat_prompts, read_prompts, records, render_chat, tokenize, tokenize_chat, ChatInput, ChatLine,
+    PromptLine,
 };
 use indolm::generate::{generate, GenerationDefaults, Sampling, Settings, StopReason};
 use indolm::model::decoder::{load_causal_lm, CausalLm};
@@ -17,10 +22,10 @@ use tch::Device;
 /// `indolm generate`: the model, the prompts, where the completions go, and how to generate.
 #[derive(Args, Debug)]
 pub struct GenerateArgs {
-    /// A causal LM directory (Llama, Mistral, Qwen2/3, Gemma 2/3, OLMo 2/3, BLOOM, XGLM, Falcon) or
-    /// a LoRA adapter folder.
-    #[arg(long)]
-    pub model: PathBuf,
+    /// What generates: `--model DIR` (a causal LM loaded here) or `--api-base URL --api-model NAME`
+    /// (a model an OpenAI-compatible server serves, each prompt sent as a conversation).
+    #[command(flatten)]
+    pub backend: BackendArgs,
     /// The prompts: JSON Lines, one {"id": ..., "prompt": "..."} a line.
     #[arg(long)]
     pub prompts: PathBuf,
@@ -34,7 +39,7 @@ pub struct GenerateArgs {
     pub max_new_tokens: Option<usize>,
     /// Sample at this temperature; 0: greedy (default: generation_config.json's, 1 when it
     /// samples). Greedy unless this, --top-p, --top-k or generation_config.json's do_sample asks
-    /// for sampling.
+    /// for sampling. With --api-base: sent as it is, 0 when not given.
     #[arg(long)]
     pub temperature: Option<f64>,
     /// Sample from the most likely tokens holding this share of the probability (default:
@@ -59,11 +64,12 @@ pub struct GenerateArgs {
     /// "messages" ([{"role": ..., "content": ...}, ...]) instead of a "prompt" (one user message).
     #[arg(long)]
     pub chat: bool,
-    /// With --chat: a system message before each conversation.
+    /// With --chat or --api-base: a system message before each conversation.
     #[arg(long, value_name = "TEXT")]
     pub system: Option<String>,
     /// With --chat: a variable for the chat template, VALUE in JSON (enable_thinking=false,
-    /// date_string='"26 Jul 2024"'); repeat for several.
+    /// date_string='"26 Jul 2024"'); repeat for several. With --api-base: sent in
+    /// chat_template_kwargs, for the server's template.
     #[arg(long = "template-kwarg", value_name = "KEY=VALUE")]
     pub template_kwargs: Vec<String>,
 }
@@ -76,8 +82,8 @@ enum Prompts {
     Chat(Vec<ChatLine>, Vec<String>),
 }
 
-/// Refuses flag values that cannot be used, naming the flag.
-fn check_flags(args: &GenerateArgs) -> Result<()> {
+/// Refuses flag values that cannot be used, naming the flag; `api`: for a served model.
+fn check_flags(args: &GenerateArgs, api: bool) -> Result<()> {
     if args.max_new_tokens == Some(0) {
         return Err(Error::argument("--max-new-tokens", "must be at least 1"));
     }
@@ -93,7 +99,20 @@ fn check_flags(args: &GenerateArgs) -> Result<()> {
     if args.stop.iter().any(String::is_empty) {
         return Err(Error::argument("--stop", "an empty stop string would end every completion at once"));
     }
-    if !args.chat {
+    if api {
+        let local_only = [
+            ("--top-p", args.top_p.is_some()),
+            ("--top-k", args.top_k.is_some()),
+            ("--batch-size", args.batch_size.is_some()),
+        ];
+        if let Some((flag, _)) = local_only.into_iter().find(|(_, given)| *given) {
+            return Err(Error::argument(
+                flag,
+                "is for a model loaded here (--model): a served model is asked with --temperature, --seed, --stop \
+                 and --max-new-tokens, --api-concurrency requests at a time",
+            ));
+        }
+    } else if !args.chat {
         if args.system.is_some() {
             return Err(Error::argument("--system", "a system message needs --chat (the model's chat template)"));
         }
@@ -118,12 +137,12 @@ fn template_kwargs(args: &GenerateArgs) -> Result<TemplateKwargs> {
 
 /// The prompt file read; with `--chat`, each prompt rendered with the chat template of the model
 /// folder's tokenizer (before the model is loaded, so that a template's refusal comes first).
-fn read(args: &GenerateArgs, kwargs: &TemplateKwargs) -> Result<Prompts> {
+fn read(args: &GenerateArgs, model: &Path, kwargs: &TemplateKwargs) -> Result<Prompts> {
     if !args.chat {
         return Ok(Prompts::Plain(read_prompts(&args.prompts)?));
     }
     let lines = read_chat_prompts(&args.prompts)?;
-    let template = ChatTemplate::for_model(&args.model)?;
+    let template = ChatTemplate::for_model(model)?;
     let rendered = render_chat(&template, &args.prompts, &lines, args.system.as_deref(), kwargs)?;
     eprintln!("note: each prompt rendered with the chat template of {}", template.source().display());
     Ok(Prompts::Chat(lines, rendered))
@@ -164,17 +183,25 @@ fn progress_bar(n: usize) -> indicatif::ProgressBar {
     bar
 }
 
-/// `generate`: reads the prompts (rendering them with the chat template for `--chat`), loads the
-/// model, generates and writes the records (to a temporary name, then renamed), with a summary on
-/// stdout.
+/// `generate`: with `--model`, reads the prompts (rendering them with the chat template for
+/// `--chat`), loads the model, generates and writes the records (to a temporary name, then
+/// renamed), with a summary on stdout; with `--api-base`, asks the served model ([`run_api`]).
 pub fn run(args: &GenerateArgs, device: Device) -> Result<()> {
-    check_flags(args)?;
+    match args.backend.choose()? {
+        Chosen::Local(model) => run_local(args, model, device),
+        Chosen::Api(base) => run_api(args, &base),
+    }
+}
+
+/// `generate --model DIR`.
+fn run_local(args: &GenerateArgs, model: &Path, device: Device) -> Result<()> {
+    check_flags(args, false)?;
     let kwargs = template_kwargs(args)?;
-    super::check_file_outputs(&[args.out.as_path()], &[args.model.as_path(), args.prompts.as_path()])?;
-    let prompts = read(args, &kwargs)?;
-    let lm = load_causal_lm(&args.model, device)?;
+    super::check_file_outputs(&[args.out.as_path()], &[model, args.prompts.as_path()])?;
+    let prompts = read(args, model, &kwargs)?;
+    let lm = load_causal_lm(model, device)?;
     let base = lm.config.path.parent().unwrap_or(Path::new("."));
-    let defaults = GenerationDefaults::read(&[args.model.as_path(), base], &lm.config.path)?;
+    let defaults = GenerationDefaults::read(&[model, base], &lm.config.path)?;
     for note in &defaults.not_applied {
         eprintln!("note: {note}");
     }
@@ -215,6 +242,126 @@ pub fn run(args: &GenerateArgs, device: Device) -> Result<()> {
         count(StopReason::Length),
         count(StopReason::StopString),
         tokens as f64 / seconds.max(1e-9),
+        args.out.display()
+    );
+    Ok(())
+}
+
+/// The `--template-kwarg` flags as the JSON object a served model's chat template reads
+/// (`chat_template_kwargs`), after [`template_kwargs`] has checked them.
+fn api_template_kwargs(args: &GenerateArgs) -> Result<serde_json::Map<String, serde_json::Value>> {
+    let mut kwargs = serde_json::Map::new();
+    for flag in &args.template_kwargs {
+        let parsed = flag
+            .split_once('=')
+            .and_then(|(key, value)| Some((key.trim(), serde_json::from_str::<serde_json::Value>(value).ok()?)));
+        let (key, value) =
+            parsed.ok_or_else(|| Error::argument("--template-kwarg", format!("{flag:?} is not KEY=JSON")))?;
+        kwargs.insert(key.to_string(), value);
+    }
+    Ok(kwargs)
+}
+
+/// One record of a served model's reply: the line's prompt or messages, the reply's text, its
+/// tokens (the server's `usage.completion_tokens`, null when it gives none) and why it ended.
+#[derive(serde::Serialize)]
+struct ApiRecord<'a> {
+    /// The prompt's id.
+    id: &'a serde_json::Value,
+    /// The line's prompt, when it gave one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    prompt: Option<&'a str>,
+    /// The line's messages, when it gave them (as given: without `--system`'s).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    messages: Option<&'a Messages>,
+    /// The reply's text.
+    completion: &'a str,
+    /// Its tokens, as the server counts them.
+    tokens: Option<usize>,
+    /// `eos`, `length`, `stop_string`, or the server's own `finish_reason`.
+    stop_reason: &'a str,
+}
+
+/// The records of `replies` to the prompt lines `lines` as JSON Lines, in order.
+fn api_records(lines: &[ChatLine], replies: &[Reply]) -> Result<String> {
+    let mut out = String::new();
+    for (line, reply) in lines.iter().zip(replies) {
+        let (prompt, messages) = match &line.input {
+            ChatInput::Prompt(prompt) => (Some(prompt.as_str()), None),
+            ChatInput::Messages(messages) => (None, Some(messages)),
+        };
+        let record = ApiRecord {
+            id: &line.id,
+            prompt,
+            messages,
+            completion: &reply.text,
+            tokens: reply.tokens,
+            stop_reason: &reply.stop,
+        };
+        let text = serde_json::to_string(&record)
+            .map_err(|e| Error::data("completion records", format!("line {}: {e}", line.line)))?;
+        out.push_str(&text);
+        out.push('\n');
+    }
+    Ok(out)
+}
+
+/// `generate --api-base URL --api-model NAME`: each prompt line sent as a conversation (a `prompt`
+/// as one user message, `messages` as given, after `--system`'s), greedy unless `--temperature`,
+/// through the response cache (default beside `--out`); the records written as for a local model,
+/// with the server's token counts and finish reasons.
+fn run_api(args: &GenerateArgs, base: &str) -> Result<()> {
+    check_flags(args, true)?;
+    let kwargs = template_kwargs(args)?;
+    let chat_template_kwargs = api_template_kwargs(args)?;
+    let cache = args.backend.cache_file(Some(args.out.as_path()));
+    let outputs: Vec<&Path> = std::iter::once(args.out.as_path()).chain(cache.as_deref()).collect();
+    super::check_file_outputs(&outputs, &[args.prompts.as_path()])?;
+    let lines = read_chat_prompts(&args.prompts)?;
+    let conversations = lines
+        .iter()
+        .map(|l| {
+            l.conversation(args.system.as_deref())
+                .map_err(|message| Error::invalid(&args.prompts, format!("line {}: {message}", l.line)))
+        })
+        .collect::<Result<Vec<Messages>>>()?;
+    let settings = ChatSettings {
+        max_new_tokens: args.max_new_tokens.unwrap_or(DEFAULT_MAX_NEW_TOKENS),
+        temperature: args.temperature.unwrap_or(0.0),
+        seed: args.seed.unwrap_or(indolm::seeds::DEFAULT_SEED),
+        stop_strings: args.stop.clone(),
+        template_kwargs: kwargs,
+    };
+    let mut backend = args.backend.open_api(base, &settings, Some(args.out.as_path()), chat_template_kwargs)?;
+    eprintln!(
+        "note: each prompt sent as a conversation to {} (the server applies its chat template)",
+        backend.describe()
+    );
+    let bar = progress_bar(conversations.len());
+    let started = std::time::Instant::now();
+    let replies = backend.chat(&conversations, &mut |n| bar.inc(n as u64))?;
+    let seconds = started.elapsed().as_secs_f64();
+    bar.finish_and_clear();
+    indolm::files::write_atomic(&args.out, api_records(&lines, &replies)?.as_bytes())?;
+    let count = |reason: &str| replies.iter().filter(|r| r.stop == reason).count();
+    let other = replies.len() - count("eos") - count("length") - count("stop_string");
+    let tokens: usize = replies.iter().filter_map(|r| r.tokens).sum();
+    let how = if settings.temperature > 0.0 {
+        format!("temperature {}, seed {}", settings.temperature, settings.seed)
+    } else {
+        "greedy".to_string()
+    };
+    let stats = backend.stats();
+    outln!(
+        "{} completions ({how}; {} eos, {} length, {} stop_string, {other} other), {tokens} new tokens (the server's \
+         count); {} from the cache, {} requested, {} retries, in {seconds:.2} s -> {}",
+        replies.len(),
+        count("eos"),
+        count("length"),
+        count("stop_string"),
+        stats.cached,
+        stats.requested,
+        stats.retries,
         args.out.display()
     );
     Ok(())

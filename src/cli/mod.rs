@@ -2,7 +2,9 @@
 //! the modules that implement them. Each `*_cmds` module defines its own subcommands
 //! (`indolm eval …`, `indolm corpus …`) and assembles library parts into a command; this is the
 //! only place that may import every layer of the library.
+mod backend_args;
 mod baseline_cmds;
+mod bias_qa_cmds;
 mod data_cmds;
 mod dist_cmds;
 mod eval_cmds;
@@ -47,10 +49,40 @@ pub struct RunArgs {
     /// update).
     #[arg(long)]
     pub op_counts: bool,
-    /// Under torchrun or srun: seconds every rank may take to join, and each collective
-    /// (including the wait while rank 0 checkpoints and evaluates) before the job stops.
-    #[arg(long, default_value_t = 1800)]
-    pub dist_timeout: u64,
+    /// Under torchrun or srun: the data-parallel timeouts and backend (`--dist-timeout`,
+    /// `--rank0-wait-timeout`, `--dist-backend`), handed whole to [`launch`].
+    #[command(flatten)]
+    pub dist_timeout: DistSettings,
+}
+
+/// How a data-parallel training command runs its process group.
+#[derive(clap::Args, Debug, Clone, Copy)]
+pub struct DistSettings {
+    /// Under torchrun or srun: seconds every rank may take to join, and each collective, before
+    /// the job stops (waits for rank 0's work have their own limit, --rank0-wait-timeout; 300
+    /// covers ranks starting and loading at different speeds, and NCCL's set-up).
+    #[arg(long = "dist-timeout", default_value_t = 300)]
+    pub collective: u64,
+    /// Under torchrun or srun: seconds the other ranks wait for rank 0's checkpoint, evaluations
+    /// or corpus preparation, through the rendezvous store (a rank lost meanwhile is named
+    /// within ten seconds by its heartbeat, whatever this limit).
+    #[arg(long, default_value_t = 7200)]
+    pub rank0_wait_timeout: u64,
+    /// Under torchrun or srun with --device cuda: nccl (one GPU per rank), gloo (CUDA tensors
+    /// staged through the host; ranks may share a GPU, as on a one-GPU check), or auto (nccl).
+    #[arg(long, value_enum, default_value_t = DistBackend::Auto)]
+    pub dist_backend: DistBackend,
+}
+
+/// The c10d backend of a data-parallel run's collectives.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DistBackend {
+    /// NCCL on CUDA, Gloo on the CPU.
+    Auto,
+    /// NCCL: one GPU per rank.
+    Nccl,
+    /// Gloo: CPU tensors, or CUDA tensors staged through the host.
+    Gloo,
 }
 
 impl RunArgs {
@@ -76,12 +108,13 @@ pub fn check_file_outputs(outputs: &[&std::path::Path], inputs: &[&std::path::Pa
 }
 
 /// Joins the data-parallel group when torchrun or srun launched this process (each process then
-/// takes the GPU of its local rank on CUDA, with NCCL; Gloo on the CPU), after asking for
-/// deterministic algorithms when `deterministic` (before NCCL's group is made, which reads the
-/// switch). Returns the device to train on and the group.
+/// takes the GPU of its local rank on CUDA, with NCCL; Gloo on the CPU; see [`join`]), after
+/// asking for deterministic algorithms when `deterministic` (before NCCL's group is made, which
+/// reads the switch), its waits for rank 0 limited by `--rank0-wait-timeout`. Returns the device
+/// to train on and the group.
 pub fn launch(
     device: tch::Device,
-    dist_timeout: u64,
+    dist: DistSettings,
     deterministic: bool,
 ) -> Result<(tch::Device, Option<indolm::distributed::ProcessGroup>)> {
     if deterministic {
@@ -93,14 +126,46 @@ pub fn launch(
         indolm::device::kernels::set_deterministic(true)?;
     }
     let Some(launch) = indolm::distributed::Launch::from_env()? else { return Ok((device, None)) };
-    let timeout = std::time::Duration::from_secs(dist_timeout);
-    match device {
-        tch::Device::Cuda(_) => {
-            let device = indolm::device::parse_device(&format!("cuda:{}", launch.local_rank))?;
-            let tch::Device::Cuda(index) = device else { unreachable!("parse_device gave CUDA") };
-            Ok((device, Some(indolm::distributed::ProcessGroup::nccl(&launch, index, timeout)?)))
+    let timeout = std::time::Duration::from_secs(dist.collective);
+    let (device, mut group) = join(&launch, device, dist.dist_backend, timeout)?;
+    group.set_rank0_wait_timeout(std::time::Duration::from_secs(dist.rank0_wait_timeout));
+    Ok((device, Some(group)))
+}
+
+/// Joins the process group of `launch` for `device`'s kind: on CUDA, NCCL with each rank on the
+/// GPU of its local rank, or with `backend` Gloo each rank on the GPU of its local rank modulo
+/// the GPUs present (ranks may share one); on the CPU, Gloo. `timeout` bounds the join and each
+/// collective. Returns the rank's device and its group.
+pub fn join(
+    launch: &indolm::distributed::Launch,
+    device: tch::Device,
+    backend: DistBackend,
+    timeout: std::time::Duration,
+) -> Result<(tch::Device, indolm::distributed::ProcessGroup)> {
+    use indolm::distributed::ProcessGroup;
+    let on_cuda = |index: usize| indolm::device::parse_device(&format!("cuda:{index}"));
+    match (device, backend) {
+        (tch::Device::Cuda(_), DistBackend::Gloo) => {
+            let visible = if tch::Cuda::is_available() { tch::Cuda::device_count().max(1) as usize } else { 1 };
+            let device = on_cuda(launch.local_rank % visible)?;
+            Ok((device, ProcessGroup::gloo_on(launch, device, timeout)?))
         }
-        _ => Ok((device, Some(indolm::distributed::ProcessGroup::gloo(&launch, timeout)?))),
+        (tch::Device::Cuda(_), _) => {
+            let local = launch.local_rank;
+            let device = on_cuda(local).map_err(|e| {
+                indolm::error::Error::argument(
+                    "backend nccl",
+                    format!("{e}; NCCL takes one GPU per rank (local rank {local} here): launch one rank per GPU, or share GPUs with the gloo backend (--dist-backend gloo, dist-check --backend gloo)"),
+                )
+            })?;
+            let tch::Device::Cuda(index) = device else { unreachable!("parse_device gave CUDA") };
+            Ok((device, ProcessGroup::nccl(launch, index, timeout)?))
+        }
+        (_, DistBackend::Nccl) => Err(indolm::error::Error::argument(
+            "backend nccl",
+            "NCCL runs on CUDA devices (--device cuda); on the CPU the backend is gloo",
+        )),
+        _ => Ok((device, ProcessGroup::gloo(launch, timeout)?)),
     }
 }
 
@@ -253,6 +318,10 @@ pub enum Command {
         /// Seconds every rank may take to join, and each collective to finish.
         #[arg(long, default_value_t = 300)]
         timeout: u64,
+        /// With --device cuda: nccl (one GPU per rank), gloo (CUDA tensors staged through the
+        /// host; ranks may share a GPU), or auto (nccl).
+        #[arg(long, value_enum, default_value_t = DistBackend::Auto)]
+        backend: DistBackend,
     },
     /// Predict the tokens at the [MASK] positions of a text.
     FillMask {
@@ -306,8 +375,8 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Finetune(command) => task_cmds::run_finetune(command, device()?),
         Command::Predict(command) => task_cmds::run_predict(command, device()?),
         Command::Summarize(args) => task_cmds::summarize(&args, device()?),
-        Command::DistCheck { megabytes, timeout } => {
-            dist_cmds::check(megabytes, std::time::Duration::from_secs(timeout), device()?)
+        Command::DistCheck { megabytes, timeout, backend } => {
+            dist_cmds::check(megabytes, std::time::Duration::from_secs(timeout), device()?, backend)
         }
     }
 }

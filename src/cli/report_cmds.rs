@@ -32,6 +32,42 @@ pub enum ReportCommand {
         #[arg(long, num_args = 1..)]
         reference: Vec<indolm::report::bias_table::TableModel>,
     },
+    /// Stereotype win rate and NusaX sentiment macro-F1 over a pretraining run's steps, side by
+    /// side: from the run's bias evaluations and a `finetune sentiment --from-run` sweep of it, a
+    /// picture, a table, and the Pearson correlation of the two across the swept steps.
+    BiasUtility {
+        /// The pretraining run folder (checkpoints/<run>).
+        #[arg(long)]
+        run: PathBuf,
+        /// The sweep's folder (the sentiment recipe's run folder); default: the one sweep of the
+        /// run in the run's parent folder.
+        #[arg(long)]
+        sweep: Option<PathBuf>,
+        /// The evaluations under this metric (when the run scored several; default: each
+        /// checkpoint's main evaluation).
+        #[arg(long, value_enum)]
+        metric: Option<indolm::eval::BiasMetric>,
+        /// Output file: .svg or .png.
+        #[arg(long)]
+        out: PathBuf,
+        /// Also write the table as CSV here.
+        #[arg(long)]
+        csv: Option<PathBuf>,
+        /// Also write every number (the win-rate curve, the rows, the correlation) as JSON here.
+        #[arg(long)]
+        json: Option<PathBuf>,
+    },
+    /// NusaX's Fig. 2 from fine-tuning: the cross-lingual matrix of each `finetune sentiment` run
+    /// (results.json of the cross-lingual setting: test macro-F1 ×100, rows the training language)
+    /// as a heatmap, one panel a run, titled by the run's folder.
+    SentimentHeatmap {
+        /// Each run's results.json, or its run folder (repeat for several panels).
+        #[arg(required = true, num_args = 1..)]
+        results: Vec<PathBuf>,
+        /// Output file: .png or .svg.
+        #[arg(long)]
+        out: PathBuf,
+    },
     /// A paired comparison of two bias evaluations of the same pairs (two checkpoints, two runs at
     /// a step, two models): change in win rate with a paired bootstrap interval and an exact
     /// McNemar test per language and domain, Holm-corrected.
@@ -256,7 +292,13 @@ fn outputs_and_inputs(command: &ReportCommand) -> (Vec<&Path>, Vec<&Path>) {
         ReportCommand::BiasCurve { run, out, reference, .. } => {
             (vec![out.as_path()], [vec![run.as_path()], models(reference)].concat())
         }
+        ReportCommand::BiasUtility { run, sweep, out, csv, json, .. } => {
+            ([vec![out.as_path()], opt(csv), opt(json)].concat(), [vec![run.as_path()], opt(sweep)].concat())
+        }
         ReportCommand::BiasDiff { a, b, out, json, .. } => ([opt(out), opt(json)].concat(), vec![a, b]),
+        ReportCommand::SentimentHeatmap { results, out } => {
+            (vec![out.as_path()], results.iter().map(PathBuf::as_path).collect())
+        }
         ReportCommand::BiasCompare { runs, group, json, out, plot, .. } => (
             [opt(json), opt(out), opt(plot)].concat(),
             runs.iter()
@@ -289,6 +331,53 @@ pub fn run(command: ReportCommand) -> Result<()> {
         ReportCommand::BiasCurve { run, metric, out, reference } => {
             let n = indolm::report::bias_curve::write_bias_curve(&run, &out, metric, &reference)?;
             outln!("plotted {n} evaluation(s) -> {}", out.display());
+        }
+        ReportCommand::SentimentHeatmap { results, out } => {
+            use indolm::report::heatmap::{write_heatmaps, Heatmap};
+            use indolm::tasks::sentiment::SentimentResults;
+            let mut panels = Vec::with_capacity(results.len());
+            for given in &results {
+                let path = if given.is_dir() { given.join("results.json") } else { given.clone() };
+                let text = indolm::files::read_to_string(&path)?;
+                let read: SentimentResults =
+                    serde_json::from_str(&text).map_err(|e| indolm::error::Error::json(&path, &e))?;
+                let folder = path.parent().and_then(|d| d.file_name()).map(|n| n.to_string_lossy().to_string());
+                let title = folder.unwrap_or_else(|| path.display().to_string());
+                panels.push(
+                    Heatmap::from_sentiment_results(&read, &title)
+                        .map_err(|e| indolm::error::Error::invalid(&path, e.to_string()))?,
+                );
+            }
+            write_heatmaps(
+                &panels,
+                "NusaX cross-lingual test macro-F1 (rows: trained on, columns: tested on)",
+                &out,
+                "--out",
+            )?;
+            outln!(
+                "{} cross-lingual matri{} -> {}",
+                panels.len(),
+                if panels.len() == 1 { "x" } else { "ces" },
+                out.display()
+            );
+        }
+        ReportCommand::BiasUtility { run, sweep, metric, out, csv, json } => {
+            let report = indolm::report::bias_utility::bias_utility(&run, sweep.as_deref(), metric)?;
+            out!("{}", report.markdown());
+            write_figure(&report.figure(), &out, "--out")?;
+            if let Some(csv) = csv {
+                write_atomic(&csv, report.csv().as_bytes())?;
+            }
+            if let Some(json) = json {
+                write_json(&json, &report)?;
+            }
+            outln!(
+                "\nwin rate ({} evaluations) and macro-F1 ({} swept steps) of {} -> {}",
+                report.win_rates.len(),
+                report.rows.len(),
+                report.run,
+                out.display()
+            );
         }
         ReportCommand::BiasDiff { a, b, seed, resamples, out, json } => {
             if resamples == 0 {

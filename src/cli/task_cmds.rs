@@ -1,5 +1,5 @@
-//! Fine-tuning and using the task heads: `finetune sentiment|summarize`, `predict sentiment` and
-//! `summarize`.
+//! Fine-tuning and using the task heads: `finetune sentiment|summarize` (sentiment also from every
+//! kept checkpoint of a pretraining run, `--from-run`), `predict sentiment` and `summarize`.
 use clap::Subcommand;
 use indolm::error::{Error, Result};
 use indolm::eval::metrics::argmax;
@@ -7,6 +7,7 @@ use indolm::files::read_to_string;
 use indolm::model::Component;
 use indolm::outln;
 use indolm::tasks::classifier::SequenceClassifier;
+use indolm::tasks::sentiment::sweep::{sweep, SweepRequest, MACRO_F1_TAG};
 use indolm::tasks::sentiment::{run, SentimentRecipe};
 use std::path::{Path, PathBuf};
 use tch::Device;
@@ -20,6 +21,18 @@ pub enum FinetuneCommand {
         /// Start from this model directory (overrides the recipe's `init`).
         #[arg(long)]
         init: Option<PathBuf>,
+        /// Fine-tune from every kept checkpoint of this pretraining run instead (a resumable sweep,
+        /// each into <recipe's run folder>/from-step-N/), and write each step's test macro-F1 into
+        /// the pretraining run's TensorBoard beside its bias curves.
+        #[arg(long, conflicts_with = "init")]
+        from_run: Option<PathBuf>,
+        /// With --from-run: every K-th kept checkpoint, from the first (default 1: all); the last
+        /// is always swept.
+        #[arg(long, requires = "from_run")]
+        every: Option<usize>,
+        /// With --from-run: the pretraining run's TensorBoard folder (default runs/<run>).
+        #[arg(long, requires = "from_run")]
+        logdir: Option<PathBuf>,
         #[command(flatten)]
         run: super::RunArgs,
     },
@@ -75,6 +88,49 @@ fn finetune_sentiment(recipe_path: &Path, init: Option<&Path>, args: &super::Run
         ),
         None => {}
     }
+    Ok(())
+}
+
+/// `finetune sentiment --from-run`: the recipe's setting fine-tuned from each kept checkpoint of
+/// a pretraining run, then each step's test macro-F1.
+fn sweep_sentiment(recipe_path: &Path, request: &SweepRequest, args: &super::RunArgs, device: Device) -> Result<()> {
+    let recipe = SentimentRecipe::load(recipe_path)?;
+    if indolm::distributed::Launch::from_env()?.is_some() {
+        return Err(Error::argument(
+            "--from-run",
+            "a sweep runs in one process: start it without torchrun or srun (each checkpoint's fine-tuning is small)",
+        ));
+    }
+    let (device, _) = super::launch(device, args.dist_timeout, recipe.deterministic)?;
+    let outcome = sweep(&recipe, request, &args.options(device))?;
+    if !outcome.utilities.is_empty() {
+        outln!("\n| step | test macro-F1 |\n|---:|---:|");
+        for u in &outcome.utilities {
+            outln!("| {} | {:.4} |", u.step, u.macro_f1);
+        }
+        outln!(
+            "\nmacro-F1 per step in TensorBoard: {} (tags {MACRO_F1_TAG} and {MACRO_F1_TAG}/<language>)",
+            outcome.board.display()
+        );
+    }
+    if !outcome.complete {
+        outln!(
+            "stopped before every checkpoint was fine-tuned: run the same command with --resume auto to continue ({})",
+            recipe.run_dir().display()
+        );
+        return Ok(());
+    }
+    outln!(
+        "swept {} checkpoint(s): {} fine-tuned now, {} skipped (finished earlier); sub-runs in {}",
+        outcome.utilities.len(),
+        outcome.trained,
+        outcome.skipped,
+        recipe.run_dir().display()
+    );
+    outln!(
+        "win rate and macro-F1 over the steps: indolm report bias-utility --run {} --out bias-utility.png",
+        request.run.display()
+    );
     Ok(())
 }
 
@@ -253,7 +309,13 @@ pub fn summarize(args: &SummarizeArgs, device: Device) -> Result<()> {
 /// Runs a `finetune` subcommand.
 pub fn run_finetune(command: FinetuneCommand, device: Device) -> Result<()> {
     match command {
-        FinetuneCommand::Sentiment { recipe, init, run } => finetune_sentiment(&recipe, init.as_deref(), &run, device),
+        FinetuneCommand::Sentiment { recipe, init, from_run, every, logdir, run } => match from_run {
+            Some(from_run) => {
+                let request = SweepRequest { run: from_run, every: every.unwrap_or(1), tensorboard: logdir };
+                sweep_sentiment(&recipe, &request, &run, device)
+            }
+            None => finetune_sentiment(&recipe, init.as_deref(), &run, device),
+        },
         FinetuneCommand::Summarize { recipe, init, run } => finetune_summarize(&recipe, init.as_deref(), &run, device),
     }
 }

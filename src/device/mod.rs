@@ -118,10 +118,13 @@ const VML_FUNCTIONS: [fn(&Tensor) -> Tensor; 16] = [
 
 /// A host tensor of `values` in `shape`, ready to be copied to `device`: in pinned (page-locked)
 /// memory when `device` is CUDA, so that [`upload`] queues the copy without the host waiting.
+/// Pinned by `at::_pin_memory`, which takes the accelerator's pinned allocator for `device`:
+/// `Tensor::pin_memory(device)`, the only form tch binds, passes the argument libtorch deprecates
+/// (a warning in every process).
 pub(crate) fn staged<T: tch::kind::Element>(values: &[T], shape: &[i64], device: Device) -> Tensor {
     let t = Tensor::from_slice(values).view(shape);
     match device {
-        Device::Cuda(_) => t.f_pin_memory(device).unwrap_or(t),
+        Device::Cuda(_) => t.f_internal_pin_memory(device).unwrap_or(t),
         _ => t,
     }
 }

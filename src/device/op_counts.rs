@@ -9,8 +9,11 @@
 //!   a GPU, or a read back, waits; on the CPU the same call is a no-op, so it is recognised by its
 //!   arguments), and `copy_` between two devices without `non_blocking`.
 //!
-//! `indolm train --op-counts` prints the counts of one steady-state update with
-//! `host syncs per update: N`, and the tests hold N at 0. Only one count runs at a time.
+//! `--op-counts` (of `indolm train` and of every `indolm finetune` command: the training engine
+//! counts the update of whatever task it runs) prints the counts of one steady-state update with
+//! `host syncs per update: N`, and the tests hold N at 0 for pretraining, sentiment, BertExt and
+//! BertAbs. A test can count any other piece of work the same way (BertAbs's beam search: one
+//! wait a decoding step). Only one count runs at a time.
 use crate::error::{Error, Result};
 use std::ffi::{c_char, c_int, CStr};
 

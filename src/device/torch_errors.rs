@@ -2,7 +2,10 @@
 //! out-of-memory, a shape or dtype error, a failed kernel) into a Rust panic; [`catch`] runs a
 //! piece of work and returns such a failure as the exception's own message instead, printing
 //! nothing (no "panicked at", no C++ backtrace), so the caller can end with one indolm error
-//! that says what was being done and what to change.
+//! that says what was being done and what to change. [`guard`] does so for work that returns
+//! indolm's result (the training engine's evaluation hooks), and [`run_main`] is the process's
+//! last resort: a panic nothing caught is one line on stderr and a non-zero exit.
+use crate::error::{Error, Result};
 use std::cell::Cell;
 use std::panic::{self, AssertUnwindSafe};
 use std::sync::Once;
@@ -38,14 +41,67 @@ pub(crate) fn catch<T>(work: impl FnOnce() -> T) -> Result<T, TorchFailure> {
     let was = CATCHING.with(|c| c.replace(true));
     let result = panic::catch_unwind(AssertUnwindSafe(work));
     CATCHING.with(|c| c.set(was));
-    result.map_err(|payload| {
-        let text = payload
-            .downcast_ref::<String>()
-            .cloned()
-            .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
-            .unwrap_or_else(|| "a failure without a message".into());
-        TorchFailure { message: first_line(&text) }
-    })
+    result.map_err(|payload| TorchFailure { message: first_line(&payload_text(&*payload)) })
+}
+
+/// Runs `work` under [`catch`]: its own error as it is, and a libtorch failure inside it as one
+/// [`Error::Training`] whose context is `context()` and whose message is the exception's first
+/// line, then `out_of_memory` when the device (or host) ran out of memory.
+pub(crate) fn guard<T>(
+    context: impl FnOnce() -> String,
+    out_of_memory: &str,
+    work: impl FnOnce() -> Result<T>,
+) -> Result<T> {
+    match catch(work) {
+        Ok(result) => result,
+        Err(failure) if failure.out_of_memory() => {
+            Err(Error::training(context(), format!("{}; {out_of_memory}", failure.message)))
+        }
+        Err(failure) => Err(Error::training(context(), failure.message)),
+    }
+}
+
+/// The exit code of a process whose command panicked (a failure nothing caught).
+pub const PANIC_EXIT: i32 = 101;
+
+/// Runs the command `main` (its exit code) as the process's last resort against panics: one
+/// that nothing caught (a libtorch failure outside the guarded steps and hooks, or a bug) is
+/// reported in one line on stderr, `error: <message> (an unexpected failure at <file>:<line>;
+/// RUST_BACKTRACE=1 shows where it came from)`, without Rust's report or libtorch's C++
+/// backtrace, and the exit code is [`PANIC_EXIT`]. `RUST_BACKTRACE` set (and not `0`) keeps
+/// Rust's full report. A panic on another thread is reported the same way, in one line.
+pub fn run_main(main: impl FnOnce() -> i32) -> i32 {
+    install_one_line_hook();
+    panic::catch_unwind(AssertUnwindSafe(main)).unwrap_or(PANIC_EXIT)
+}
+
+/// The text of a panic's payload (a `String` or a `&str`).
+fn payload_text(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_else(|| "a failure without a message".into())
+}
+
+/// The process's panic hook: one line per panic (see [`run_main`]); installed once, before
+/// [`catch`]'s quiet hook, which wraps it.
+fn install_one_line_hook() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        let full = std::env::var("RUST_BACKTRACE").is_ok_and(|v| !v.is_empty() && v != "0");
+        let previous = panic::take_hook();
+        panic::set_hook(Box::new(move |info| {
+            if full {
+                return previous(info);
+            }
+            let at = info.location().map(|l| format!(" at {}:{}", l.file(), l.line())).unwrap_or_default();
+            eprintln!(
+                "error: {} (an unexpected failure{at}; RUST_BACKTRACE=1 shows where it came from)",
+                first_line(&payload_text(info.payload()))
+            );
+        }));
+    });
 }
 
 /// The panic hook: silent on a thread inside [`catch`], the previous hook elsewhere.

@@ -1,7 +1,9 @@
 // indolm's C ABI over libtorch's c10d (the engine of PyTorch's DistributedDataParallel): a
-// TCPStore rendezvous under a PrefixStore, and a ProcessGroupGloo (CPU) or, where build.rs
-// found CUDA's headers (USE_C10D_NCCL), a ProcessGroupNCCL (one GPU per process), with
-// in-place all-reduce, broadcast and barrier. tch has no binding for c10d; this file is compiled by build.rs
+// TCPStore rendezvous under a PrefixStore (whose counters also carry indolm's heartbeats and its
+// waits for rank 0), and a ProcessGroupGloo (CPU tensors, or CUDA tensors staged through the
+// host) or, where build.rs found CUDA's headers (USE_C10D_NCCL), a ProcessGroupNCCL (one GPU per
+// process), with in-place all-reduce, broadcast and barrier. tch has no binding for c10d; this
+// file is compiled by build.rs
 // against the torch wheel's headers. Every C++ exception is caught here and returned as a
 // message (a c10::Error crossing `extern "C"` would abort the process).
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
@@ -74,14 +76,17 @@ void indolm_c10d_configure_logging() {
 }
 
 // Joins the group: connects to (or, when `store_server`, serves) the TCPStore at
-// `store_host:store_port`, then builds a Gloo process group of `world_size` ranks whose
+// `store_host:store_port`, every key under `prefix` (one per launch attempt: torchrun's agent
+// keeps its store across restarts), then builds a Gloo process group of `world_size` ranks whose
 // transport binds to the network interface `interface` when given (GLOO_SOCKET_IFNAME), else
 // to the address `local_host` resolves to when given, else to what this host's name resolves
-// to. `timeout_ms` bounds the rendezvous and every collective.
+// to. `timeout_ms` bounds the rendezvous and every collective. Its collectives take CPU tensors,
+// or CUDA tensors (Gloo stages them through the host): two ranks can share one GPU.
 void* indolm_c10d_gloo_new(
     const char* store_host,
     int store_port,
     int store_server,
+    const char* prefix,
     const char* interface,
     const char* local_host,
     int rank,
@@ -91,7 +96,7 @@ void* indolm_c10d_gloo_new(
   ProcessGroupHandle* handle = nullptr;
   guarded(error, [&] {
     auto timeout = std::chrono::milliseconds(timeout_ms);
-    auto store = make_store(store_host, store_port, store_server, world_size, timeout, "indolm/gloo");
+    auto store = make_store(store_host, store_port, store_server, world_size, timeout, prefix);
     auto gloo_options = c10d::ProcessGroupGloo::Options::create();
     gloo_options->timeout = timeout;
     if (std::strlen(interface) > 0) {
@@ -117,13 +122,14 @@ int indolm_c10d_has_nccl() {
 }
 
 // Joins an NCCL process group of `world_size` ranks on CUDA device `device_index` (which becomes
-// this process's current device), through the TCPStore at `store_host:store_port`. NCCL's
-// communicator is made at the first collective; `timeout_ms` bounds the rendezvous and every
-// collective (NCCL's watchdog aborts a collective that overruns it).
+// this process's current device), through the TCPStore at `store_host:store_port` under
+// `prefix`. NCCL's communicator is made at the first collective; `timeout_ms` bounds the
+// rendezvous and every collective (NCCL's watchdog aborts a collective that overruns it).
 void* indolm_c10d_nccl_new(
     const char* store_host,
     int store_port,
     int store_server,
+    const char* prefix,
     int rank,
     int world_size,
     int device_index,
@@ -132,18 +138,20 @@ void* indolm_c10d_nccl_new(
   ProcessGroupHandle* handle = nullptr;
 #ifdef USE_C10D_NCCL
   guarded(error, [&] {
-    // How NCCL's watchdog meets a failure (read by ProcessGroupNCCL's constructor; a value the
-    // user set is kept): record the error and abort the communicators, but leave the process
-    // up (2, CleanUpOnly; the default, 3, has the watchdog terminate the process), so that
-    // indolm's watcher thread can end it with one line naming the lost rank; tell the other
-    // ranks through the store (their watchers then see it at once); and no flight-recorder dump
-    // on a timeout (its monitor would terminate every rank some minutes later).
-    setenv("TORCH_NCCL_ASYNC_ERROR_HANDLING", "2", 0);
+    // How NCCL's watchdog meets a failure (read by ProcessGroupNCCL's constructor): record the
+    // error and abort the communicators, but leave the process up (2, CleanUpOnly), so that
+    // indolm's watcher thread ends it with one line naming the lost rank. Always set, a value
+    // in the environment replaced: torchrun's agent puts 1 (TearDown: the watchdog kills the
+    // process with its own messages) into every worker's environment, and the default, 3, also
+    // terminates the process. Also (a value the user set kept): tell the other ranks through
+    // the store (their watchers then see it at once), and no flight-recorder dump on a timeout
+    // (its monitor would terminate every rank some minutes later).
+    setenv("TORCH_NCCL_ASYNC_ERROR_HANDLING", "2", 1);
     setenv("TORCH_NCCL_PROPAGATE_ERROR", "1", 0);
     setenv("TORCH_NCCL_DUMP_ON_TIMEOUT", "0", 0);
     auto timeout = std::chrono::milliseconds(timeout_ms);
     c10::cuda::set_device(static_cast<c10::DeviceIndex>(device_index));
-    auto store = make_store(store_host, store_port, store_server, world_size, timeout, "indolm/nccl");
+    auto store = make_store(store_host, store_port, store_server, world_size, timeout, prefix);
     auto options = c10d::ProcessGroupNCCL::Options::create();
     options->timeout = timeout;
     auto backend = c10::make_intrusive<c10d::ProcessGroupNCCL>(store, rank, world_size, options);
@@ -151,11 +159,18 @@ void* indolm_c10d_nccl_new(
     handle = new ProcessGroupHandle{store, backend, device_index};
   });
 #else
-  (void)store_host, (void)store_port, (void)store_server, (void)rank, (void)world_size, (void)device_index,
-      (void)timeout_ms;
+  (void)store_host, (void)store_port, (void)store_server, (void)prefix, (void)rank, (void)world_size,
+      (void)device_index, (void)timeout_ms;
   *error = copy_message("this indolm was built without NCCL (CUDA's headers were not found at build time)");
 #endif
   return handle;
+}
+
+// Lets go of the group's backend (Gloo's connections, NCCL's communicators), keeping its store:
+// a peer still blocked in a collective with this rank then fails at once, while the store still
+// answers the ranks that are leaving. Nothing but indolm_c10d_free may follow.
+void indolm_c10d_release_backend(void* group) {
+  static_cast<ProcessGroupHandle*>(group)->backend.reset();
 }
 
 void indolm_c10d_free(void* group) {
@@ -187,27 +202,18 @@ int indolm_c10d_broadcast(void* group, void* tensor, int root, char** error) {
   });
 }
 
-// Sets `key` to `value` in the group's store (under its prefix).
-int indolm_c10d_store_set(void* group, const char* key, const char* value, char** error) {
+// Adds `delta` to the counter `key` of the group's store (under its prefix; a key never set
+// counts 0) and puts the sum into *value: with `delta` 0, reads the counter without waiting for
+// it to exist. One round trip to the store, atomic there.
+int indolm_c10d_store_add(void* group, const char* key, int64_t delta, int64_t* value, char** error) {
   return guarded(error, [&] {
-    std::string text(value);
-    std::vector<uint8_t> bytes(text.begin(), text.end());
-    static_cast<ProcessGroupHandle*>(group)->store->set(std::string(key), bytes);
+    *value = static_cast<ProcessGroupHandle*>(group)->store->add(std::string(key), delta);
   });
 }
 
-// Reads `key` from the group's store into *value (malloc'ed, for indolm_c10d_free_message), or
-// leaves *value null when the key is not set; never waits for it to appear.
-int indolm_c10d_store_get(void* group, const char* key, char** value, char** error) {
-  return guarded(error, [&] {
-    auto& store = static_cast<ProcessGroupHandle*>(group)->store;
-    std::string name(key);
-    if (!store->check({name})) {
-      return;
-    }
-    auto bytes = store->get(name);
-    *value = copy_message(std::string(bytes.begin(), bytes.end()));
-  });
+// Removes `key` from the group's store (nothing when it is not there).
+int indolm_c10d_store_delete(void* group, const char* key, char** error) {
+  return guarded(error, [&] { static_cast<ProcessGroupHandle*>(group)->store->deleteKey(std::string(key)); });
 }
 
 // The error the group's NCCL watchdog recorded (c10d::ErrorType: 0 none, 1 a timeout, 2 an NCCL

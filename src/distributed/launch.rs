@@ -2,6 +2,7 @@
 //! torchrun (`RANK`, `WORLD_SIZE`, `LOCAL_RANK`, `MASTER_ADDR`, `MASTER_PORT`) or Slurm's
 //! `srun` (`SLURM_PROCID`, `SLURM_NTASKS`, `SLURM_LOCALID`, with `MASTER_ADDR` defaulting to
 //! the first host of `SLURM_JOB_NODELIST`). A process started by neither is a single process.
+//! The ranks on one node (`LOCAL_WORLD_SIZE`, or Slurm's tasks per node) share its cores.
 use crate::error::{Error, Result};
 
 /// One process's place in a data-parallel job.
@@ -24,6 +25,12 @@ pub struct Launch {
     pub agent_store: bool,
     /// `GLOO_SOCKET_IFNAME`: the network interface Gloo binds to.
     pub gloo_interface: Option<String>,
+    /// The ranks on this node (`LOCAL_WORLD_SIZE`, else Slurm's tasks on this node, else 1):
+    /// they share its cores.
+    pub local_world_size: usize,
+    /// `TORCHELASTIC_RESTART_COUNT`: which attempt of a torchrun job this is (0 outside
+    /// torchrun). Each attempt's keys live apart in the store, which torchrun's agent keeps.
+    pub restart_count: u32,
 }
 
 /// The port used when Slurm launches without `MASTER_PORT` (torchrun's default).
@@ -94,6 +101,18 @@ impl Launch {
                 return Err(Error::argument("environment MASTER_PORT", "not set, though WORLD_SIZE is"));
             }
         };
+        let local_world_size = match number("LOCAL_WORLD_SIZE")? {
+            Some(n) => n,
+            None if launcher == "slurm" => slurm_tasks_on_node(&get)?,
+            None => 1,
+        }
+        .max(1);
+        let restart_count = match get("TORCHELASTIC_RESTART_COUNT") {
+            Some(v) => v.trim().parse::<u32>().map_err(|_| {
+                Error::argument("environment TORCHELASTIC_RESTART_COUNT", format!("expected a number, found {v:?}"))
+            })?,
+            None => 0,
+        };
         Ok(Some(Launch {
             launcher,
             rank,
@@ -103,7 +122,16 @@ impl Launch {
             master_port,
             agent_store: get("TORCHELASTIC_USE_AGENT_STORE").is_some_and(|v| v.eq_ignore_ascii_case("true")),
             gloo_interface: get("GLOO_SOCKET_IFNAME").filter(|v| !v.is_empty()),
+            local_world_size,
+            restart_count,
         }))
+    }
+
+    /// The prefix of every key this launch's group puts in the store: the backend's, and the
+    /// attempt's (a restarted torchrun job meets its agent's store again, with the last attempt's
+    /// keys in it).
+    pub(crate) fn store_prefix(&self, backend: &str) -> String {
+        format!("indolm/{backend}/attempt-{}", self.restart_count)
     }
 
     /// Whether this process serves the rendezvous store (rank 0, unless torchrun's agent does).
@@ -117,6 +145,34 @@ impl Launch {
         let a = self.master_addr.as_str();
         (a == "localhost" || a.starts_with("127.") || a == "::1").then_some("127.0.0.1")
     }
+}
+
+/// The tasks Slurm runs on this node: `SLURM_NTASKS_PER_NODE`, else this node's entry
+/// (`SLURM_NODEID`) of `SLURM_STEP_TASKS_PER_NODE` or `SLURM_TASKS_PER_NODE` (`8(x2),4`: 8 on
+/// the first two nodes, 4 on the third), else 1.
+fn slurm_tasks_on_node(get: &impl Fn(&str) -> Option<String>) -> Result<usize> {
+    if let Some(n) = get("SLURM_NTASKS_PER_NODE").and_then(|v| v.trim().parse::<usize>().ok()) {
+        return Ok(n);
+    }
+    let Some(list) = get("SLURM_STEP_TASKS_PER_NODE").or_else(|| get("SLURM_TASKS_PER_NODE")) else { return Ok(1) };
+    let node = get("SLURM_NODEID").and_then(|v| v.trim().parse::<usize>().ok()).unwrap_or(0);
+    tasks_per_node(&list).and_then(|counts| counts.get(node).copied()).ok_or_else(|| {
+        Error::argument("environment SLURM_TASKS_PER_NODE", format!("cannot read {list:?} for node {node}"))
+    })
+}
+
+/// Slurm's compressed tasks-per-node list, one count per node: `8(x2),4` gives [8, 8, 4].
+fn tasks_per_node(list: &str) -> Option<Vec<usize>> {
+    let mut counts = Vec::new();
+    for part in list.trim().split(',') {
+        let (count, times) = match part.split_once("(x") {
+            Some((count, rest)) => (count, rest.strip_suffix(')')?.parse::<usize>().ok()?),
+            None => (part, 1),
+        };
+        let count = count.trim().parse::<usize>().ok()?;
+        counts.extend(std::iter::repeat_n(count, times));
+    }
+    Some(counts)
 }
 
 /// The first host of a Slurm host list: `gpu[003-010,012],cpu1` gives `gpu003`,
@@ -171,6 +227,21 @@ mod tests {
         .unwrap();
         assert_eq!((t.launcher, t.rank, t.world_size, t.local_rank, t.master_port), ("torchrun", 3, 8, 3, 29400));
         assert!(t.agent_store && !t.serves_store() && t.gloo_host().is_none());
+        assert_eq!(
+            (t.local_world_size, t.restart_count, t.store_prefix("gloo").as_str()),
+            (1, 0, "indolm/gloo/attempt-0")
+        );
+        let r = launch(&[
+            ("RANK", "1"),
+            ("WORLD_SIZE", "8"),
+            ("LOCAL_WORLD_SIZE", "4"),
+            ("MASTER_ADDR", "node1"),
+            ("MASTER_PORT", "29400"),
+            ("TORCHELASTIC_RESTART_COUNT", "2"),
+        ])
+        .unwrap()
+        .unwrap();
+        assert_eq!((r.local_world_size, r.store_prefix("nccl").as_str()), (4, "indolm/nccl/attempt-2"));
         let s = launch(&[
             ("SLURM_PROCID", "0"),
             ("SLURM_NTASKS", "16"),
@@ -181,6 +252,28 @@ mod tests {
         .unwrap();
         assert_eq!((s.launcher, s.master_addr.as_str(), s.master_port), ("slurm", "gpu003", DEFAULT_PORT));
         assert!(s.serves_store());
+        assert_eq!(s.local_world_size, 1);
+        let on_node = |node: &str| {
+            launch(&[
+                ("SLURM_PROCID", "0"),
+                ("SLURM_NTASKS", "20"),
+                ("SLURM_NODEID", node),
+                ("SLURM_TASKS_PER_NODE", "8(x2),4"),
+                ("MASTER_ADDR", "gpu003"),
+            ])
+            .unwrap()
+            .unwrap()
+            .local_world_size
+        };
+        assert_eq!((on_node("0"), on_node("1"), on_node("2")), (8, 8, 4));
+        let beyond = [
+            ("SLURM_PROCID", "0"),
+            ("SLURM_NTASKS", "2"),
+            ("SLURM_NODEID", "5"),
+            ("SLURM_TASKS_PER_NODE", "2"),
+            ("MASTER_ADDR", "h"),
+        ];
+        assert!(launch(&beyond).unwrap_err().to_string().contains("cannot read \"2\" for node 5"));
     }
 
     #[test]

@@ -5,11 +5,13 @@
 //! (weights taken at positions 1..n−1 as they are, not renormalised), then takes the mean. Both
 //! come from the same pass, with the rank-1 accuracy of the tokens. Sentences are batched by
 //! length under a token budget and padded; padded keys receive no attention and padded query
-//! rows are left out of the average.
+//! rows are left out of the average. The ranks of a data-parallel run share the batches
+//! ([`UnmaskedScorer::score_shared`]).
 use crate::data::tokenizer::TextTokenizer;
 use crate::device::{read_back, to_device_queued};
 use crate::error::{Error, Result};
 use crate::eval::pll::SentenceScore;
+use crate::hooks::Share;
 use crate::model::BertForMaskedLM;
 use tch::{Device, Kind, Tensor};
 
@@ -23,6 +25,24 @@ pub struct UnmaskedScores {
     pub aula: SentenceScore,
 }
 
+/// Values per sentence in a scoring's table: the AUL sum, the AULA sum, the tokens scored and
+/// those the model ranks first.
+const VALUES: usize = 4;
+
+/// Each sentence's scores from its [`VALUES`] values.
+fn scores_of(values: &[f64]) -> Vec<UnmaskedScores> {
+    values
+        .chunks(VALUES)
+        .map(|v| {
+            let (tokens, correct) = (v[2] as usize, v[3] as usize);
+            UnmaskedScores {
+                aul: SentenceScore { pll: v[0], tokens, correct },
+                aula: SentenceScore { pll: v[1], tokens, correct },
+            }
+        })
+        .collect()
+}
+
 /// Scores sentences with nothing masked: one forward pass per batch.
 pub struct UnmaskedScorer<'a> {
     /// The masked LM.
@@ -33,13 +53,16 @@ pub struct UnmaskedScorer<'a> {
     pub device: Device,
     /// Padded tokens per forward pass.
     pub token_budget: usize,
+    /// The ranks that share the scoring ([`UnmaskedScorer::score_shared`]); none: this
+    /// process scores everything.
+    pub share: Option<&'a dyn Share>,
 }
 
 impl<'a> UnmaskedScorer<'a> {
     /// A scorer with the PLL scorer's token budget for the device.
     pub fn new(model: &'a BertForMaskedLM, tokenizer: &'a TextTokenizer, device: Device) -> Self {
         let token_budget = if device.is_cuda() { 65_536 } else { 4_096 };
-        UnmaskedScorer { model, tokenizer, device, token_budget }
+        UnmaskedScorer { model, tokenizer, device, token_budget, share: None }
     }
 
     /// A sentence's ids with `[CLS]` and `[SEP]`, refused when empty or longer than the model's
@@ -66,16 +89,43 @@ impl<'a> UnmaskedScorer<'a> {
         Ok(ids)
     }
 
-    /// Scores every sentence (ids from [`UnmaskedScorer::input`]).
+    /// Scores every sentence (ids from [`UnmaskedScorer::input`]), in this process alone.
     pub fn score(&self, sentences: &[Vec<i64>]) -> Vec<UnmaskedScores> {
-        let lengths: Vec<usize> = sentences.iter().map(Vec::len).collect();
-        let mut out: Vec<Option<UnmaskedScores>> = vec![None; sentences.len()];
-        for items in crate::data::batching::by_length(&lengths, self.token_budget) {
-            for (i, s) in items.iter().zip(self.score_batch(sentences, &items)) {
-                out[*i] = Some(s);
+        let mut values = vec![0.0; VALUES * sentences.len()];
+        for items in self.batches(sentences) {
+            self.score_into(sentences, &items, &mut values);
+        }
+        scores_of(&values)
+    }
+
+    /// [`UnmaskedScorer::score`] with the batches shared among the ranks of
+    /// [`UnmaskedScorer::share`]: every rank plans the batches as one process does and scores its
+    /// own; each sentence's sums come from one batch and are combined exactly, so the scores are
+    /// bit for bit one process's. Alone when there is no share.
+    pub fn score_shared(&self, sentences: &[Vec<i64>]) -> Result<Vec<UnmaskedScores>> {
+        let Some(share) = self.share else { return Ok(self.score(sentences)) };
+        let mut values = vec![0.0; VALUES * sentences.len()];
+        for items in self.batches(sentences) {
+            if share.take(items.len()) {
+                self.score_into(sentences, &items, &mut values);
             }
         }
-        out.into_iter().map(|s| s.expect("every sentence is in one batch")).collect()
+        share.combine(&mut values, "the AUL scores")?;
+        Ok(scores_of(&values))
+    }
+
+    /// The sentences' batches: by length under the token budget.
+    fn batches(&self, sentences: &[Vec<i64>]) -> Vec<Vec<usize>> {
+        let lengths: Vec<usize> = sentences.iter().map(Vec::len).collect();
+        crate::data::batching::by_length(&lengths, self.token_budget)
+    }
+
+    /// Scores the sentences `items` (one batch) into `values`, [`VALUES`] per sentence.
+    fn score_into(&self, sentences: &[Vec<i64>], items: &[usize], values: &mut [f64]) {
+        for (&i, s) in items.iter().zip(self.score_batch(sentences, items)) {
+            let row = [s.aul.pll, s.aula.pll, s.aul.tokens as f64, s.aul.correct as f64];
+            values[VALUES * i..VALUES * (i + 1)].copy_from_slice(&row);
+        }
     }
 
     fn score_batch(&self, sentences: &[Vec<i64>], items: &[usize]) -> Vec<UnmaskedScores> {

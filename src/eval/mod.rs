@@ -12,10 +12,12 @@
 //! the official ROUGE-1.5.5 script computes them with the papers' options, bootstrap intervals
 //! included, or as Google's `rouge-score` (`rouge`), macro-F1, accuracy and the confusion matrix
 //! (`metrics`). What the evaluations are asked (the bias metric, the IndoMMLU mode, the recipe's
-//! `[eval.bias]` and `[eval.indommlu]` sections) is in `settings`.
+//! `[eval.bias]` and `[eval.indommlu]` sections) is in `settings`. The IndoBias-QA generation track
+//! (prompts answered by a chat backend, labels parsed, stereotype polarity) is `bias_qa`.
 pub mod aul;
 pub mod bertscore;
 pub mod bias;
+pub mod bias_qa;
 pub mod calibration;
 pub mod causal;
 pub mod checkpoints;

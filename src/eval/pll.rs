@@ -4,10 +4,11 @@
 //! masked copies of many sentences are batched: rows are sorted by length, padded, packed under
 //! a token budget, and the vocabulary projection is computed only at each row's masked position.
 //! Each score also counts the scored tokens the model ranks first (rank-1 accuracy, a fluency
-//! control).
+//! control). The ranks of a data-parallel run share the batches ([`PllScorer::score_shared`]).
 use crate::data::tokenizer::TextTokenizer;
 use crate::device::{read_back, to_device_queued};
 use crate::error::{Error, Result};
+use crate::hooks::Share;
 use crate::model::BertForMaskedLM;
 use tch::{Device, Kind};
 
@@ -88,6 +89,9 @@ pub struct PllScorer<'a> {
     pub token_budget: usize,
     /// Longest input in tokens (the model's positions).
     pub max_len: usize,
+    /// The ranks that share the scoring ([`PllScorer::score_shared`]); none: this process
+    /// scores everything.
+    pub share: Option<&'a dyn Share>,
 }
 
 impl<'a> PllScorer<'a> {
@@ -95,7 +99,12 @@ impl<'a> PllScorer<'a> {
     /// pass on CPU, 65,536 on CUDA).
     pub fn new(model: &'a BertForMaskedLM, tokenizer: &'a TextTokenizer, device: Device) -> Self {
         let token_budget = if device.is_cuda() { 65_536 } else { 4_096 };
-        PllScorer { model, tokenizer, device, token_budget, max_len: model.max_positions() }
+        PllScorer { model, tokenizer, device, token_budget, max_len: model.max_positions(), share: None }
+    }
+
+    /// This scorer with its batches shared among the ranks of `share`.
+    pub fn shared(self, share: &'a dyn Share) -> Self {
+        PllScorer { share: Some(share), ..self }
     }
 
     /// The standard input: every token but `[CLS]` and `[SEP]` is scored.
@@ -139,28 +148,42 @@ impl<'a> PllScorer<'a> {
         Ok(input)
     }
 
-    /// Scores every input; rows (input, position) are batched by length.
+    /// Scores every input, in this process alone; rows (input, position) are batched by length.
     pub fn score(&self, inputs: &[ScoringInput]) -> Vec<SentenceScore> {
-        // A row: (input, k) masks the input's k-th scored position (and those masked with it).
-        let rows: Vec<(usize, usize)> =
-            inputs.iter().enumerate().flat_map(|(i, inp)| (0..inp.positions.len()).map(move |k| (i, k))).collect();
-        let lengths: Vec<usize> = rows.iter().map(|&(i, _)| inputs[i].ids.len()).collect();
-        let mut pll = vec![0.0f64; inputs.len()];
-        let mut correct = vec![0usize; inputs.len()];
-        for items in crate::data::batching::by_length(&lengths, self.token_budget) {
-            let batch: Vec<(usize, usize)> = items.iter().map(|&r| rows[r]).collect();
-            let (log_probs, firsts) = self.score_rows(inputs, &batch);
-            for ((&(i, _), lp), first) in batch.iter().zip(log_probs).zip(firsts) {
-                pll[i] += lp;
-                correct[i] += first as usize;
+        let plan = RowPlan::new(inputs, self.token_budget);
+        let mut values = vec![0.0; 2 * plan.rows.len()];
+        for items in &plan.batches {
+            self.score_into(inputs, &plan, items, &mut values);
+        }
+        plan.scores(inputs, &values)
+    }
+
+    /// [`PllScorer::score`] with the batches shared among the ranks of [`PllScorer::share`]:
+    /// every rank plans the batches as one process does, scores its own, and the rows' values
+    /// are combined exactly, then summed per input in the plan's order, so the scores are bit for
+    /// bit one process's. Alone when there is no share.
+    pub fn score_shared(&self, inputs: &[ScoringInput]) -> Result<Vec<SentenceScore>> {
+        let Some(share) = self.share else { return Ok(self.score(inputs)) };
+        let plan = RowPlan::new(inputs, self.token_budget);
+        let mut values = vec![0.0; 2 * plan.rows.len()];
+        for items in &plan.batches {
+            if share.take(items.len()) {
+                self.score_into(inputs, &plan, items, &mut values);
             }
         }
-        inputs
-            .iter()
-            .zip(pll)
-            .zip(correct)
-            .map(|((inp, pll), correct)| SentenceScore { pll, tokens: inp.positions.len(), correct })
-            .collect()
+        share.combine(&mut values, "the PLL scores")?;
+        Ok(plan.scores(inputs, &values))
+    }
+
+    /// Scores the rows `items` of `plan` (one batch) into `values`: at `2r` row `r`'s ln p, at
+    /// `2r + 1` 1 when the model ranks the token first, else 0.
+    fn score_into(&self, inputs: &[ScoringInput], plan: &RowPlan, items: &[usize], values: &mut [f64]) {
+        let batch: Vec<(usize, usize)> = items.iter().map(|&r| plan.rows[r]).collect();
+        let (log_probs, firsts) = self.score_rows(inputs, &batch);
+        for ((&r, lp), first) in items.iter().zip(log_probs).zip(firsts) {
+            values[2 * r] = lp;
+            values[2 * r + 1] = f64::from(u8::from(first));
+        }
     }
 
     /// ln p(original token) at the scored position of each row, and whether the model ranks
@@ -201,6 +224,41 @@ impl<'a> PllScorer<'a> {
             let [lp, first]: [Vec<f64>; 2] = read_back(&[lp, first]).try_into().expect("two rows");
             (lp, first.into_iter().map(|h| h == 1.0).collect())
         })
+    }
+}
+
+/// The rows of a PLL scoring and their batches: a row (input, k) masks the input's k-th scored
+/// position (and those masked with it); rows are batched by length under the token budget.
+struct RowPlan {
+    rows: Vec<(usize, usize)>,
+    batches: Vec<Vec<usize>>,
+}
+
+impl RowPlan {
+    fn new(inputs: &[ScoringInput], token_budget: usize) -> Self {
+        let rows: Vec<(usize, usize)> =
+            inputs.iter().enumerate().flat_map(|(i, inp)| (0..inp.positions.len()).map(move |k| (i, k))).collect();
+        let lengths: Vec<usize> = rows.iter().map(|&(i, _)| inputs[i].ids.len()).collect();
+        let batches = crate::data::batching::by_length(&lengths, token_budget);
+        RowPlan { rows, batches }
+    }
+
+    /// Each input's score from its rows' values ([`PllScorer::score_into`]), added batch by
+    /// batch in the plan's order.
+    fn scores(&self, inputs: &[ScoringInput], values: &[f64]) -> Vec<SentenceScore> {
+        let mut pll = vec![0.0f64; inputs.len()];
+        let mut correct = vec![0usize; inputs.len()];
+        for &r in self.batches.iter().flatten() {
+            let i = self.rows[r].0;
+            pll[i] += values[2 * r];
+            correct[i] += usize::from(values[2 * r + 1] == 1.0);
+        }
+        inputs
+            .iter()
+            .zip(pll)
+            .zip(correct)
+            .map(|((inp, pll), correct)| SentenceScore { pll, tokens: inp.positions.len(), correct })
+            .collect()
     }
 }
 

@@ -8,6 +8,7 @@
 //! defaults come from its `generation_config.json` and `config.json` (`config`); prompt files and
 //! completion records are JSON Lines (`prompts`); a chat prompt is rendered with the model's chat
 //! template as transformers' `apply_chat_template` renders it, then tokenized (`chat`).
+pub mod backend;
 pub mod batching;
 pub mod chat;
 pub mod config;

@@ -259,11 +259,14 @@ impl AdamW {
 
     /// Global L2 norm of the gradients; scales them to `max_norm` when above it (as
     /// `torch.nn.utils.clip_grad_norm_`, with its 1e-6, on the device: nothing is read back).
-    /// Returns the norm before clipping, a scalar tensor.
+    /// Returns the norm before clipping, a scalar fp32 tensor on the parameters' device (a zero
+    /// made there by a fill kernel when no parameter has a gradient, so that it stacks with the
+    /// other optimizers' norms; the CPU when there are no parameters).
     pub fn clip_grad_norm(&mut self, max_norm: f64) -> Tensor {
         let grads = self.gradient_buffers();
         if grads.is_empty() {
-            return Tensor::from(0f32);
+            let device = self.params.first().map_or(tch::Device::Cpu, |p| p.tensor.device());
+            return Tensor::zeros([], (Kind::Float, device));
         }
         let norms: Vec<Tensor> = grads.iter().map(|g| g.to_kind(Kind::Float).norm()).collect();
         let total = Tensor::stack(&norms, 0).norm();
@@ -527,5 +530,24 @@ mod tests {
         assert_eq!(Vec::<f32>::try_from(&w).unwrap(), Vec::<f32>::try_from(&w2).unwrap());
         assert_eq!(Vec::<f32>::try_from(&b).unwrap(), Vec::<f32>::try_from(&b2).unwrap());
         assert_ne!(Vec::<f32>::try_from(&w).unwrap(), vec![1.0, -2.0, 3.0]);
+    }
+
+    /// The CPU side of a CUDA-only defect: without gradients the norm was a CPU scalar, which
+    /// `Tensor::stack` refuses beside another optimizer's CUDA norm. It is an fp32 scalar made on
+    /// the parameters' device, and stacks with a norm computed from gradients.
+    #[test]
+    fn the_norm_without_gradients_is_an_fp32_zero_on_the_parameters_device() {
+        let w = Tensor::from_slice(&[3.0f32, 4.0]).set_requires_grad(true);
+        let idle = Tensor::from_slice(&[1.0f32]).set_requires_grad(true);
+        let mut busy = AdamW::new(named(&[("l.weight", &w)]), [0.9, 0.999], 1e-8, 0.0);
+        let mut without = AdamW::new(named(&[("other.weight", &idle)]), [0.9, 0.999], 1e-8, 0.0);
+        (&w * &w).sum(Kind::Float).backward();
+        let zero = without.clip_grad_norm(1.0);
+        assert_eq!((zero.kind(), zero.device(), zero.dim()), (Kind::Float, idle.device(), 0));
+        assert_eq!(zero.double_value(&[]), 0.0);
+        let norms = Tensor::stack(&[busy.clip_grad_norm(0.0), zero], 0);
+        // The gradient 2w = (6, 8): norm 10.
+        assert_eq!(Vec::<f32>::try_from(&norms).unwrap(), vec![10.0, 0.0]);
+        assert_eq!(AdamW::new(BTreeMap::new(), [0.9, 0.999], 1e-8, 0.0).clip_grad_norm(1.0).kind(), Kind::Float);
     }
 }

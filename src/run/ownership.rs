@@ -59,6 +59,7 @@ mod tests {
             "result.json",
             "results.json",
             "results.md",
+            "sweep.json",
             "trainer_state.json",
             "best.json",
             "config.json",

@@ -51,6 +51,12 @@ impl DataParallel {
         self.group.world_size()
     }
 
+    /// The process group, lent to the evaluations that every rank shares
+    /// ([`crate::hooks::Ranks`]).
+    pub(crate) fn group(&mut self) -> &mut ProcessGroup {
+        &mut self.group
+    }
+
     /// Which rows of every global micro-batch this rank trains on.
     pub fn slice(&self) -> Slice {
         Slice { rank: self.rank(), world: self.world_size() }
@@ -127,9 +133,17 @@ impl DataParallel {
         Ok(flag.double_value(&[0]) > 0.0)
     }
 
-    /// Returns once every rank has called it.
+    /// Returns once every rank has called it: the other ranks' wait for rank 0's `what` (its
+    /// checkpoint, evaluations, corpus preparation), through the rendezvous store under
+    /// `--rank0-wait-timeout` rather than in a collective under `--dist-timeout`; a rank lost
+    /// meanwhile is named ([`ProcessGroup::wait_for_all`]).
+    pub fn wait_for_rank0(&mut self, what: &str) -> Result<()> {
+        self.group.wait_for_all(what)
+    }
+
+    /// Returns once every rank has called it ([`DataParallel::wait_for_rank0`] for rank 0's work).
     pub fn barrier(&mut self) -> Result<()> {
-        self.group.barrier().map_err(|e| self.lost(e))
+        self.wait_for_rank0("rank 0's work")
     }
 
     /// A failed collective's error, naming the rank that stopped (see [`ProcessGroup::lost`]).

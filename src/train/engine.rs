@@ -11,7 +11,9 @@
 //! non-finite loss skips the update on the device. Nothing inside an update reads from the
 //! device or waits for it: losses, the gradient norm and the ranks' stop flag are read at the
 //! steps that log, evaluate or checkpoint (the same on every rank). Given a process group, rank 0
-//! writes checkpoints, logs and evaluates while the others wait for it.
+//! writes checkpoints and logs; every rank calls the task's evaluations, which a task may share
+//! among the ranks (pretraining's held-out loss and hooks: each rank scores a share, rank 0
+//! writes), else rank 0 evaluates while the others wait for it.
 use super::data_parallel::DataParallel;
 use super::loader::Loader;
 use super::metrics::{Metrics, Update};
@@ -21,6 +23,7 @@ use crate::device::describe;
 use crate::device::op_counts::{OpCounter, OpCounts};
 use crate::device::torch_errors;
 use crate::error::{Error, Result};
+use crate::hooks::Ranks;
 use crate::optim::schedule::Schedule;
 use crate::optim::AdamW;
 use crate::recipe::{Fingerprint, SharedSections};
@@ -239,6 +242,27 @@ fn test_failure(step: u64, place: &str) -> Option<Error> {
     })
 }
 
+/// Test-only (not a user option): `INDOLM_TEST_HOLD_RANK0=<step>:<file>` makes rank 0, at its
+/// first wait of step `<step>` (the end of its part of a checkpoint or an evaluation, the other
+/// ranks waiting for it), write its process id to `<file>` and stay there while that file exists
+/// (ten minutes at most): a test can kill a rank while, for the others, rank 0 still evaluates.
+fn hold_for_test(step: u64) {
+    static HELD: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    let Ok(spec) = std::env::var("INDOLM_TEST_HOLD_RANK0") else { return };
+    let Some((at, file)) = spec.split_once(':') else { return };
+    if at.parse::<u64>().ok() != Some(step) || HELD.swap(true, std::sync::atomic::Ordering::SeqCst) {
+        return;
+    }
+    let file = Path::new(file);
+    if crate::files::write_atomic(file, std::process::id().to_string().as_bytes()).is_err() {
+        return;
+    }
+    let started = Instant::now();
+    while file.exists() && started.elapsed() < std::time::Duration::from_secs(600) {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
 /// Test-only (not a user option): `INDOLM_TEST_OOM_AT_STEP=N` makes the update of step N ask
 /// libtorch for an impossibly large tensor on the run's device, a real out-of-memory exception,
 /// so the tests can see how a failure inside an update ends the run.
@@ -246,6 +270,33 @@ fn inject_failure(step: u64, device: Device) {
     if std::env::var("INDOLM_TEST_OOM_AT_STEP").ok().and_then(|v| v.parse::<u64>().ok()) == Some(step) {
         let _ = Tensor::empty([1i64 << 50], (Kind::Float, device));
     }
+}
+
+/// A task's evaluation hook after `step` under libtorch's error guard: a libtorch failure inside
+/// it (a CUDA out-of-memory, above all) is one error naming the run, the hook and the step, not
+/// a panic. `place` names the hook: `evaluation`, `checkpoint` (the hooks after a checkpoint),
+/// `between` (between checkpoints) or `redo` (a pending one redone). Test-only (not a user
+/// option): `INDOLM_TEST_TORCH_FAILURE=<place>@<step>,...` makes the hook ask libtorch for an
+/// impossibly large tensor on `device` first, a real out-of-memory exception inside it.
+fn guarded_hook<R>(run: &str, place: &str, step: u64, device: Device, hook: impl FnOnce() -> Result<R>) -> Result<R> {
+    let what = match place {
+        "evaluation" => "the evaluation",
+        "checkpoint" => "the checkpoint's evaluations",
+        "between" => "the evaluations between checkpoints",
+        _ => "the redone evaluations of the checkpoint",
+    };
+    torch_errors::guard(
+        || format!("run {run}, {what} at step {step}"),
+        "the device ran out of memory in an evaluation, not in an update: give the evaluations smaller batches, or \
+         evaluate the saved checkpoints in a separate process",
+        || {
+            let spec = std::env::var("INDOLM_TEST_TORCH_FAILURE").unwrap_or_default();
+            if spec.split(',').any(|s| s == format!("{place}@{step}")) {
+                let _ = Tensor::empty([1i64 << 50], (Kind::Float, device));
+            }
+            hook()
+        },
+    )
 }
 
 /// A task in training.
@@ -400,9 +451,7 @@ impl<T: Task + Evaluations> Engine<T> {
         // Evaluations of earlier checkpoints that did not complete (a full disk, a kill) are
         // redone before training goes on.
         self.redo_pending_evaluations(None)?;
-        if let Some(p) = self.parallel.as_mut() {
-            p.barrier()?;
-        }
+        self.wait_for_rank0("redoing of pending evaluations")?;
         if self.state.step == 0 && self.plan.at_start {
             self.evaluate(0)?; // the untrained model: where every curve starts
         }
@@ -453,7 +502,7 @@ impl<T: Task + Evaluations> Engine<T> {
 
     /// The checkpoint evaluations still pending (other than `except`, the checkpoint just
     /// written), each redone from its checkpoint's weights; one that fails again stays pending
-    /// with a warning. Rank 0's work (the caller's barrier makes the other ranks wait).
+    /// with a warning. Rank 0's work (the caller's wait for rank 0 makes the other ranks wait).
     fn redo_pending_evaluations(&mut self, except: Option<u64>) -> Result<()> {
         if self.rank() != 0 || !self.plan.checkpoint_evaluations {
             return Ok(());
@@ -467,7 +516,9 @@ impl<T: Task + Evaluations> Engine<T> {
             ));
             let done = match test_failure(step, "redo") {
                 Some(e) => Err(e),
-                None => self.task.evaluate_saved_checkpoint(step, &dir, &mut self.run.logger),
+                None => guarded_hook(&self.settings.name, "redo", step, self.device, || {
+                    self.task.evaluate_saved_checkpoint(step, &dir, &mut self.run.logger)
+                }),
             };
             if let Err(e) = done.and_then(|_| self.run.checkpoints.evaluated(&dir)) {
                 self.warn_pending(step, &e);
@@ -674,17 +725,22 @@ impl<T: Task + Evaluations> Engine<T> {
         Ok(())
     }
 
-    /// Evaluates the model after `step` (rank 0, while the others wait): a better score keeps
-    /// the weights in `<run>/best/`; `patience` evaluations without one stop the run (every rank
-    /// learns rank 0's decision).
+    /// Evaluates the model after `step` (every rank: shared, or rank 0 while the others wait): a
+    /// better score keeps the weights in `<run>/best/`; `patience` evaluations without one stop
+    /// the run (every rank learns rank 0's decision).
     fn evaluate(&mut self, step: u64) -> Result<()> {
         let mut exhausted = false;
-        if self.run.leader {
-            let evaluation = self.task.evaluate(step, &mut self.run.logger)?;
-            if let Some((metric, score)) = evaluation.score {
-                exhausted = self.offer_best(step, metric, score)?;
-            }
+        let evaluation = {
+            let ranks = Ranks::of(self.parallel.as_mut().map(DataParallel::group));
+            guarded_hook(&self.settings.name, "evaluation", step, self.device, || {
+                self.task.evaluate_on(step, &mut self.run.logger, &ranks)
+            })?
+        };
+        if let Some((metric, score)) = evaluation.score.filter(|_| self.run.leader) {
+            exhausted = self.offer_best(step, metric, score)?;
         }
+        // Rank 0's writes (the evaluation's files, the best weights) are waited for in the store.
+        self.wait_for_rank0("evaluation")?;
         if let Some(p) = self.parallel.as_mut() {
             exhausted = p.agree(exhausted)?;
         }
@@ -714,10 +770,18 @@ impl<T: Task + Evaluations> Engine<T> {
     }
 
     /// Writes a checkpoint and runs the task's checkpoint work on it (timed), then flushes the
-    /// logs: rank 0 does, while the other ranks wait for it.
+    /// logs: rank 0 does, while the other ranks score their share of the checkpoint's
+    /// evaluations, then wait for it.
     fn checkpoint(&mut self) -> Result<()> {
         if self.rank() != 0 {
-            return self.parallel.as_mut().expect("a rank other than 0 is data parallel").barrier();
+            if self.plan.checkpoint_evaluations {
+                // The checkpoint written first (in the store, not in the evaluations' collectives).
+                self.wait_for_rank0("checkpoint")?;
+                // Rank 0 reports a failure (every rank meets the same, but for rank 0's writes).
+                let dir = self.run.layout().step_dir(self.state.step);
+                let _ = self.checkpoint_evaluations(&dir);
+            }
+            return self.wait_for_rank0("checkpoint");
         }
         let step = self.state.step;
         let evaluations = self.plan.checkpoint_evaluations;
@@ -727,24 +791,45 @@ impl<T: Task + Evaluations> Engine<T> {
         };
         self.run.logger.println(&format!("step {step}: checkpoint {}", dir.display()));
         if evaluations {
+            self.wait_for_rank0("checkpoint")?;
             // A failed evaluation loses nothing: the checkpoint stays marked pending (its weights
             // kept) and is redone at the next checkpoint and on resume.
-            let done = match test_failure(step, "checkpoint") {
-                Some(e) => Err(e),
-                None => self.task.at_checkpoint(step, &dir, &mut self.run.logger),
-            };
+            let done = self.checkpoint_evaluations(&dir);
             match done.and_then(|_| self.run.checkpoints.evaluated(&dir)) {
                 Ok(()) => {}
                 Err(e) => self.warn_pending(step, &e),
             }
         }
         self.run.logger.flush();
-        // Rank 0 alone redoes earlier pending evaluations; the barrier below covers them.
+        // Rank 0 alone redoes earlier pending evaluations; the wait below covers them.
         self.redo_pending_evaluations(Some(step))?;
-        match self.parallel.as_mut() {
-            Some(p) => p.barrier(),
-            None => Ok(()),
+        self.wait_for_rank0("checkpoint")
+    }
+
+    /// Makes the ranks wait for rank 0's `work` of this step (its writes: a checkpoint, best
+    /// weights, evaluation files) through the rendezvous store ([`DataParallel::wait_for_rank0`]:
+    /// under `--rank0-wait-timeout`, not the collectives' timeout, a lost rank named); nothing for
+    /// a single process.
+    fn wait_for_rank0(&mut self, work: &str) -> Result<()> {
+        let step = self.state.step;
+        let Some(p) = self.parallel.as_mut() else { return Ok(()) };
+        if p.rank() == 0 {
+            hold_for_test(step);
         }
+        p.wait_for_rank0(&format!("rank 0's {work} at step {step}"))
+    }
+
+    /// The task's evaluations of the checkpoint of this step in `dir`, on every rank (each scores
+    /// its share, rank 0 writes).
+    fn checkpoint_evaluations(&mut self, dir: &Path) -> Result<()> {
+        let step = self.state.step;
+        if let Some(e) = test_failure(step, "checkpoint") {
+            return Err(e);
+        }
+        let ranks = Ranks::of(self.parallel.as_mut().map(DataParallel::group));
+        guarded_hook(&self.settings.name, "checkpoint", step, self.device, || {
+            self.task.at_checkpoint(step, dir, &mut self.run.logger, &ranks)
+        })
     }
 
     /// What a checkpoint of this run holds: the model's directory, each optimizer's state, the
@@ -768,34 +853,48 @@ impl<T: Task + Evaluations> Engine<T> {
     }
 
     /// Runs the evaluations due at this step between checkpoints, their files under
-    /// `<run>/evals/step-<N>/`: rank 0 does, while the other ranks wait for it.
+    /// `<run>/evals/step-<N>/`: every rank scores its share, rank 0 writes, and rank 0's outcome
+    /// decides for every rank.
     fn evaluate_between_checkpoints(&mut self) -> Result<()> {
-        if self.rank() != 0 {
-            return self.parallel.as_mut().expect("a rank other than 0 is data parallel").barrier();
-        }
         let step = self.state.step;
         let started = Instant::now();
         let dir = self.run.layout().evals_dir(step);
         let done = match test_failure(step, "between") {
             Some(e) => Err(e),
-            None => std::fs::create_dir_all(&dir)
-                .map_err(|e| Error::io(&dir, e))
-                .and_then(|_| self.task.evaluate_between_checkpoints(step, &dir, &mut self.run.logger)),
+            None => {
+                // Every rank scores even when rank 0 cannot make the folder (its writes then fail).
+                let made = match self.run.leader {
+                    true => std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e)),
+                    false => Ok(()),
+                };
+                let ranks = Ranks::of(self.parallel.as_mut().map(DataParallel::group));
+                let scored = guarded_hook(&self.settings.name, "between", step, self.device, || {
+                    self.task.evaluate_between_checkpoints(step, &dir, &mut self.run.logger, &ranks)
+                });
+                made.and(scored)
+            }
         };
-        self.dense_evaluations.0 += 1;
-        self.dense_evaluations.1 += started.elapsed().as_secs_f64();
-        if let Err(e) = done {
+        if self.run.leader {
+            self.dense_evaluations.0 += 1;
+            self.dense_evaluations.1 += started.elapsed().as_secs_f64();
+        }
+        self.wait_for_rank0("evaluations between checkpoints")?;
+        let failed = match self.parallel.as_mut() {
+            Some(p) => p.agree(done.is_err())?,
+            None => done.is_err(),
+        };
+        if failed {
             // The weights of this step exist only in memory: a checkpoint keeps them, and the
             // evaluations are done on it (or stay pending on it) as at any checkpoint.
-            self.run.logger.println(&format!(
-                "warning: step {step}: the evaluations between checkpoints failed ({e}); writing a checkpoint here so that training goes on and they can be redone from its weights"
-            ));
+            if let Err(e) = done {
+                self.run.logger.println(&format!(
+                    "warning: step {step}: the evaluations between checkpoints failed ({e}); writing a checkpoint here so that training goes on and they can be redone from its weights"
+                ));
+            }
             return self.checkpoint();
         }
-        match self.parallel.as_mut() {
-            Some(p) => p.barrier(),
-            None => Ok(()),
-        }
+        // The agreement above came after rank 0's writes: no rank waits any longer.
+        Ok(())
     }
 
     /// The run's first lines: the model, device, size, precision, units per step, steps; on

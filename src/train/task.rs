@@ -6,6 +6,7 @@
 //! the fused optimizer, non-finite losses, checkpoints and resume, signals, logging, best
 //! weights and early stopping — is the engine's, the same for every task.
 use crate::error::Result;
+use crate::hooks::Ranks;
 use crate::logger::Logger;
 use crate::model::Precision;
 use crate::optim::schedule::Schedule;
@@ -138,7 +139,7 @@ pub struct EvaluationPlan {
     pub at_last: bool,
     /// Also the untrained model, as step 0 (its score can be the best).
     pub at_start: bool,
-    /// Whether [`Evaluations::at_checkpoint`] evaluates (rank 0): checkpoints are then marked
+    /// Whether [`Evaluations::at_checkpoint`] evaluates (rank 0 writes): checkpoints are then marked
     /// pending until it has, and redone from their weights when it failed.
     pub checkpoint_evaluations: bool,
     /// The intervals of the evaluations between checkpoints (each hook's `every`): they follow
@@ -161,17 +162,28 @@ impl EvaluationPlan {
 }
 
 /// What a task evaluates, beside its training ([`Task`]): the engine calls these when its
-/// [`EvaluationPlan`] says, on rank 0 (the other ranks wait).
+/// [`EvaluationPlan`] says, on every rank with the run's [`Ranks`] (a task that shares an
+/// evaluation scores a share on each rank, rank 0 writing; by default rank 0 evaluates alone
+/// while the others wait), except [`Evaluations::evaluate_saved_checkpoint`], rank 0's alone.
 pub trait Evaluations {
     /// When the evaluations happen.
     fn plan(&self) -> EvaluationPlan;
 
-    /// Evaluates the model, logging through `logger`.
+    /// Evaluates the model, logging through `logger` (one process).
     fn evaluate(&mut self, step: u64, logger: &mut Logger) -> Result<Evaluation>;
 
-    /// After a checkpoint is written into `dir`: the pretraining hooks, on the model in memory
-    /// (the checkpoint's weights).
-    fn at_checkpoint(&mut self, _step: u64, _dir: &Path, _logger: &mut Logger) -> Result<()> {
+    /// [`Evaluations::evaluate`] on every rank of `ranks`; the score that counts is rank 0's.
+    /// By default rank 0 evaluates alone and the other ranks find nothing.
+    fn evaluate_on(&mut self, step: u64, logger: &mut Logger, ranks: &Ranks<'_>) -> Result<Evaluation> {
+        match ranks.leader() {
+            true => self.evaluate(step, logger),
+            false => Ok(Evaluation::default()),
+        }
+    }
+
+    /// After a checkpoint is written into `dir` (by rank 0; called on every rank): the
+    /// pretraining hooks, on the model in memory (the checkpoint's weights).
+    fn at_checkpoint(&mut self, _step: u64, _dir: &Path, _logger: &mut Logger, _ranks: &Ranks<'_>) -> Result<()> {
         Ok(())
     }
 
@@ -181,8 +193,15 @@ pub trait Evaluations {
         Ok(())
     }
 
-    /// The evaluations between checkpoints due after `step`, their files into `dir`.
-    fn evaluate_between_checkpoints(&mut self, _step: u64, _dir: &Path, _logger: &mut Logger) -> Result<()> {
+    /// The evaluations between checkpoints due after `step` (called on every rank), their
+    /// files into `dir` (by rank 0).
+    fn evaluate_between_checkpoints(
+        &mut self,
+        _step: u64,
+        _dir: &Path,
+        _logger: &mut Logger,
+        _ranks: &Ranks<'_>,
+    ) -> Result<()> {
         Ok(())
     }
 }

@@ -1,83 +1,190 @@
 #!/usr/bin/env bash
 # indolm's GPU checks, as one script for a GPU machine lent for about 15 minutes (torch installed
-# there, no Rust): carry a stripped release binary built here and run this from the repository
-# root, under one command limit of 10 minutes. The steps, most valuable first:
-#   nccl        BERT-base (vocabulary 31,923, seq 512, batch 64, bf16) data parallel on NCCL under
-#               torchrun (world size 1): dist-check, then updates with --step-times (the split into
-#               batch, forward, backward, all-reduce, optimizer) and --op-counts (host waits: 0?)
-#   throughput  the same model in one process: tokens/s and MFU against the H200's bf16 peak
-#   pll         pseudo-log-likelihoods of a BERT-base model on the GPU (bf16) against the CPU (fp32)
-#   bias        the time of one IndoBias-Pairs evaluation of a BERT-base model (the fixture pairs)
-#   causal      a random Llama-shaped causal LM (bf16, built by transformers there): sentence
-#               log-likelihoods and IndoMMLU two-shot letter scores on the GPU (bf16) against the
-#               CPU (fp32), and the GPU's scoring tokens/s
-#   decode      a tiny BertAbs fine-tuned a few steps, then decoded one article at a time and 8
-#               at a time (articles/s, identical output?)
-#   tiny        the demo's tiny pretraining with its bias hook at a checkpoint, then BertExt
-# Every step runs under its own timeout (and within the whole script's DEADLINE); a failing or
-# timed-out step is recorded and the next one runs. $OUT receives at most three files, written as
-# the script goes: device_check.log (every step's output, appended), summary.json (rewritten after
-# every step: status, seconds, figures, GPU memory peak) and gpu_memory.csv (sampled every 0.5 s).
+# there, no Rust toolchain, no network): a stripped x86-64 release binary built here is carried
+# there and run with that machine's own torch, from the repository root, under one command limit
+# of 10 minutes (docs/architecture.md#the-gpu-device-check says how to build, strip and carry it,
+# and how to call the device tool). First a preflight (one line, and no step runs, when the
+# binary is missing or does not run, torch does not import or sees no CUDA, or libtorch is not
+# found), then the steps, most valuable first, each under its own budget (seconds):
+#   prepare     40  tokenizers (`tokenizer train`, with CUDA hidden: it needs none) and a BERT-base
+#   throughput 100  BERT-base (vocabulary 31,923, seq 512, batch 64, bf16) in one process: tokens/s
+#                   and MFU against the H200's bf16 peak with --op-counts (host waits: 0?), then a
+#                   shorter run with --step-times (batch, forward, backward, optimizer)
+#   two_ranks   85  two ranks on the one GPU under torchrun, Gloo over CUDA tensors (NCCL refuses
+#                   two ranks on one device): dist-check (collective values, a store wait), the
+#                   tiny model trained by both (collectives in the same order on both), and the
+#                   lost-rank path (rank 0 killed while it evaluates: rank 1 names it, and when)
+#   op_counts   60  `finetune sentiment`, BertExt and BertAbs (`finetune summarize`) with
+#                   --op-counts: host waits per update (skipped, with a line, where the flag is
+#                   missing)
+#   causal      55  a random Llama-shaped causal LM (bf16, built by transformers there): sentence
+#                   log-likelihoods and IndoMMLU two-shot letter scores on the GPU (bf16) against
+#                   the CPU (fp32), and the GPU's scoring tokens/s
+#   pll         35  pseudo-log-likelihoods of the BERT-base on the GPU (bf16) against the CPU (fp32)
+#   bias        40  the time of one IndoBias-Pairs evaluation of the BERT-base (the fixture pairs)
+#   decode      60  a tiny BertAbs fine-tuned a few steps, then decoded one article at a time and 8
+#                   at a time (articles/s, identical output?)
+#   tiny        50  the tiny pretraining with its bias hook at a checkpoint, then BertExt
+# The budgets add up to 525 s (at most 540: the preflight refuses more), inside the script's
+# DEADLINE (570 s) and the device's 600 s command limit. A failing or timed-out step is
+# recorded and the next one runs. Every step is timed; $OUT receives at most three files, written
+# as the script goes: device_check.log (every step's output, appended), summary.json (rewritten
+# after every step: status, seconds, budget, figures, GPU memory peak) and gpu_memory.csv
+# (sampled every 0.5 s on a GPU).
 #
-# A CPU rehearsal of the plumbing (make test runs it): DEVICE=cpu SIZE=tiny; HANG_STEP=<step>
-# makes a step hang (to see its timeout), FAIL_STEP=<step> makes it fail, BUDGET_<step>=<s>
-# sets a step's timeout. WORK (default: the repository root) is where checkpoints and prepared
-# corpora go; the recipes and sample data are read from the repository.
+# The CPU rehearsal (`device_check.sh --rehearse`, or DEVICE=cpu SIZE=tiny; make test runs it):
+# every step at tiny sizes on the CPU, printing each step's time. HANG_STEP=<step> makes a step
+# hang (to see its timeout), FAIL_STEP=<step> makes it fail, BUDGET_<step>=<s> sets a step's
+# budget. WORK (default: the repository root) is where checkpoints and prepared corpora go; the
+# recipes and sample data are read from the repository. BIN (default: .device/indolm, else
+# target/release/indolm), PYTHON (default: python3) and TORCH_EXPECTED (the libtorch version the
+# binary was built against, default 2.11) can be set.
 set -uo pipefail
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
+if [ "${1:-}" = "--rehearse" ]; then
+  export DEVICE=cpu SIZE=tiny
+  shift
+fi
 OUT=${OUT:-/tmp/indolm-gpu}
-BIN=$(realpath "${BIN:-$REPO/target/release/indolm}")
-PYTHON=$(realpath -s "$(command -v "${PYTHON:-python3}")")
+# The binary: BIN, else the carried one (.device/indolm), else this checkout's release build.
+if [ -z "${BIN:-}" ]; then
+  BIN=$REPO/target/release/indolm
+  [ -e "$REPO/.device/indolm" ] && BIN=$REPO/.device/indolm
+fi
+BIN=$(realpath -m "$BIN")
+PYTHON=$(realpath -m -s "$(command -v "${PYTHON:-python3}" || echo "${PYTHON:-python3}")")
 DEVICE=${DEVICE:-cuda}
 SIZE=${SIZE:-full}
 WORK=${WORK:-$REPO}
 DEADLINE=${DEADLINE:-570}
+# The torch the binary was built against (tch 0.24: libtorch 2.11).
+TORCH_EXPECTED=${TORCH_EXPECTED:-2.11}
 mkdir -p "$OUT" "$WORK"
 LOG="$OUT/device_check.log"
 SUMMARY="$OUT/summary.json"
 MEMORY="$OUT/gpu_memory.csv"
 STARTED=$(date +%s)
-# The driver's scratch folder and torch's library folder, found once (importing torch takes
-# seconds) and handed to every step it runs (`$0 --step NAME`) through the environment.
-SCRATCH=${DEVICE_CHECK_SCRATCH:-$(mktemp -d)}
-TORCH_LIB=${DEVICE_CHECK_TORCH_LIB:-$($PYTHON -c 'import os, torch; print(os.path.join(os.path.dirname(torch.__file__), "lib"))')}
-export DEVICE_CHECK_SCRATCH=$SCRATCH DEVICE_CHECK_TORCH_LIB=$TORCH_LIB
-export LD_LIBRARY_PATH="$TORCH_LIB:${LD_LIBRARY_PATH:-}"
+# Each step's budget, in the order the steps run (most valuable first).
+STEPS=(prepare:40 throughput:100 two_ranks:85 op_counts:60 causal:55 pll:35 bias:40 decode:60 tiny:50)
+BUDGET_LIMIT=540
 
 # Sizes: the real ones on a GPU, tiny ones for the CPU rehearsal.
 if [ "$SIZE" = tiny ]; then
-  RECIPE=$REPO/recipes/tiny/sample.toml NCCL_STEPS=5 THROUGHPUT_STEPS=5 ABS_STEPS=3 TINY_STEPS=10
+  RECIPE=$REPO/recipes/tiny/sample.toml THROUGHPUT_STEPS=5 TIMES_STEPS=4 ABS_STEPS=3 TINY_STEPS=10 TWO_STEPS=8
+  DIST_MB=1 RANK_THREADS=(--threads 1)
+  # Heartbeats 100 ms apart (test-only), so that the lost rank is named in 2 s, not 10.
+  LOST_BEAT_MS=100
   BASE_CONFIG='{"vocab_size": 3200, "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 128, "max_position_embeddings": 128}'
 else
-  RECIPE=$REPO/recipes/gpu/indobert-base-throughput.toml NCCL_STEPS=30 THROUGHPUT_STEPS=60 ABS_STEPS=40 TINY_STEPS=200
+  RECIPE=$REPO/recipes/gpu/indobert-base-throughput.toml THROUGHPUT_STEPS=60 TIMES_STEPS=20 ABS_STEPS=40
+  TINY_STEPS=200 TWO_STEPS=30 DIST_MB=64 LOST_BEAT_MS= RANK_THREADS=()
   BASE_CONFIG='{"vocab_size": 31923, "hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12, "intermediate_size": 3072, "max_position_embeddings": 512}'
 fi
+
+# A TCP port nobody listens on now (for a torchrun job's store).
+free_port() {
+  $PYTHON -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+# The seconds between two `date +%s.%N` readings, to a tenth.
+seconds_between() {
+  awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", b - a }'
+}
 
 # ---- the steps (each runs as `device_check.sh --step NAME`, under its own timeout) ----------
 step_prepare() {
   cd "$WORK" || return 1
-  mkdir -p corpora checkpoints
+  mkdir -p corpora checkpoints tests
   [ -e corpora/sample ] || cp -r "$REPO/corpora/sample" corpora/
   [ -e corpora/liputan6-sample ] || cp -r "$REPO/corpora/liputan6-sample" corpora/
-  [ -e tests/fixtures ] || { mkdir -p tests && ln -s "$REPO/tests/fixtures" tests/fixtures; }
+  [ -e tests/fixtures ] || ln -s "$REPO/tests/fixtures" tests/fixtures
+  [ -e tests/data ] || ln -s "$REPO/tests/data" tests/data
   for t in recipes/tiny/sample.toml "${RECIPE#"$REPO"/}"; do
-    "$BIN" tokenizer train --recipe "$REPO/$t" --vocab-size 3000 --overwrite | tail -1 || return 1
+    # A tokenizer needs no GPU: CUDA hidden, so that it starts none.
+    CUDA_VISIBLE_DEVICES= "$BIN" tokenizer train --recipe "$REPO/$t" --vocab-size 3000 --overwrite | tail -1 || return 1
   done
   echo "$BASE_CONFIG" > checkpoints/device-check-config.json
   "$BIN" --device cpu init --config checkpoints/device-check-config.json --tokenizer corpora/sample-tokenizer \
     --out checkpoints/device-check-base --overwrite || return 1
 }
 
-step_nccl() {
+step_throughput() {
   cd "$WORK" || return 1
-  local torchrun="$PYTHON -m torch.distributed.run --nproc-per-node 1 --no-python"
-  $torchrun "$BIN" --device "$DEVICE" dist-check --megabytes 256 --timeout 60 || return 1
-  $torchrun "$BIN" --device "$DEVICE" train "$RECIPE" --overwrite --stop-after "$NCCL_STEPS" \
-    --step-times --op-counts --dist-timeout 120
+  "$BIN" --device "$DEVICE" train "$RECIPE" --overwrite --stop-after "$THROUGHPUT_STEPS" --op-counts || return 1
+  "$BIN" --device "$DEVICE" train "$RECIPE" --overwrite --stop-after "$TIMES_STEPS" --step-times
 }
 
-step_throughput() {
-  cd "$WORK" && "$BIN" --device "$DEVICE" train "$RECIPE" --overwrite --stop-after "$THROUGHPUT_STEPS"
+step_two_ranks() {
+  cd "$WORK" || return 1
+  local torchrun=("$PYTHON" -m torch.distributed.run --nproc-per-node 2 --master-addr 127.0.0.1)
+  local gloo=()
+  [ "$DEVICE" != cpu ] && gloo=(--dist-backend gloo)
+  "${torchrun[@]}" --master-port "$(free_port)" --no-python "$BIN" "${RANK_THREADS[@]}" --device "$DEVICE" \
+    dist-check --backend gloo --megabytes "$DIST_MB" --timeout 60 || return 1
+  # The tiny model on both ranks, the collectives in the same order on each (else a hang or a
+  # mismatch ends it), rank 0 preparing the corpus while rank 1 waits for it in the store.
+  sed -e 's/^name = .*/name = "device-check-two"/' "$REPO/recipes/tiny/sample.toml" > "$SCRATCH/two.toml"
+  "${torchrun[@]}" --master-port "$(free_port)" --no-python "$BIN" "${RANK_THREADS[@]}" --device "$DEVICE" \
+    train "$SCRATCH/two.toml" --overwrite --stop-after "$TWO_STEPS" --step-times --dist-timeout 60 "${gloo[@]}" \
+    || return 1
+  # The lost-rank path: rank 0 held at the end of its step-12 checkpoint and evaluations
+  # (test-only INDOLM_TEST_HOLD_RANK0), then killed; rank 1, waiting for it, must name it.
+  sed -e 's/^name = .*/name = "device-check-lost"/' -e '/^\[eval.bias\]/,$d' "$REPO/recipes/tiny/sample.toml" \
+    > "$SCRATCH/lost.toml"
+  local hold=$SCRATCH/hold logs=$SCRATCH/lost-logs agent killed ended line
+  INDOLM_TEST_HOLD_RANK0="12:$hold" INDOLM_TEST_HEARTBEAT_MS=$LOST_BEAT_MS \
+    "${torchrun[@]}" --master-port "$(free_port)" --redirects 3 --log-dir "$logs" --no-python "$BIN" \
+    "${RANK_THREADS[@]}" --device "$DEVICE" train "$SCRATCH/lost.toml" --overwrite --stop-after 12 \
+    --dist-timeout 60 "${gloo[@]}" > "$SCRATCH/lost-agent.log" 2>&1 &
+  agent=$!
+  for _ in $(seq 900); do
+    [ -s "$hold" ] && break
+    sleep 0.1
+  done
+  if [ ! -s "$hold" ]; then
+    echo "lost rank: rank 0 never reached its hold at step 12"
+    kill "$agent" 2> /dev/null
+    tail -5 "$SCRATCH/lost-agent.log"
+    return 1
+  fi
+  killed=$(date +%s.%N)
+  kill -KILL "$(cat "$hold")"
+  wait "$agent"
+  ended=$(date +%s.%N)
+  line=$(cat "$logs"/*/attempt_0/1/stderr.log 2> /dev/null | grep "^error: " | tail -1)
+  echo "lost rank: rank 0 killed while rank 1 waited for it; rank 1 ended after $(seconds_between "$killed" "$ended") s with: ${line:-no error line}"
+  [[ "$line" == *"rank 0 stopped (no heartbeat in the store)"* ]]
+}
+
+# `finetune <kind> RECIPE --op-counts` a few updates from the BERT-base, or a line saying the
+# flag is missing; prints `<label>: host syncs per update: N`.
+op_counts_of() {
+  local label=$1 kind=$2 recipe=$3 log=$SCRATCH/op-counts-$1.log
+  if ! "$BIN" finetune "$kind" --help 2> /dev/null | grep -q -- "--op-counts"; then
+    echo "$label: skipped: flag missing (finetune $kind has no --op-counts)"
+    return 0
+  fi
+  "$BIN" --device "$DEVICE" finetune "$kind" "$recipe" --init checkpoints/device-check-base --overwrite \
+    --stop-after 6 --op-counts > "$log" 2>&1 || { tail -3 "$log"; return 1; }
+  local syncs
+  syncs=$(grep -m1 -o "host syncs per update: [0-9]*" "$log")
+  echo "$label: ${syncs:-no op-count line printed} ($(grep -m1 -o "operations: [0-9]*" "$log" || echo "operations: ?"))"
+}
+
+step_op_counts() {
+  cd "$WORK" || return 1
+  sed -e 's/^name = .*/name = "device-check-sentiment"/' "$REPO/recipes/finetune/nusax-sentiment-tiny.toml" \
+    > "$SCRATCH/sentiment.toml"
+  # One dev article scored before training (the summarizers evaluate the untrained model first).
+  for t in ext abs; do
+    sed -e "s/^name = .*/name = \"device-check-ops-$t\"/" -e 's/^\[eval\]$/[eval]\narticles = 1/' \
+      "$REPO/recipes/finetune/liputan6-bert$t-tiny.toml" > "$SCRATCH/ops-$t.toml"
+  done
+  local failed=0
+  op_counts_of sentiment sentiment "$SCRATCH/sentiment.toml" || failed=1
+  op_counts_of BertExt summarize "$SCRATCH/ops-ext.toml" || failed=1
+  op_counts_of BertAbs summarize "$SCRATCH/ops-abs.toml" || failed=1
+  return $failed
 }
 
 step_pll() {
@@ -101,7 +208,7 @@ step_bias() {
   started=$(date +%s.%N)
   "$BIN" --device "$DEVICE" eval bias --model checkpoints/device-check-base --pairs "$REPO/tests/fixtures/indobias" || return 1
   ended=$(date +%s.%N)
-  echo "bias evaluation of the fixture pairs (4 languages x 40 pairs; IndoBias-Pairs has 544 a language): $($PYTHON -c "print(round($ended - $started, 2))") s"
+  echo "bias evaluation of the fixture pairs (4 languages x 40 pairs; IndoBias-Pairs has 544 a language): $(seconds_between "$started" "$ended") s"
 }
 
 step_causal() {
@@ -159,26 +266,71 @@ if [ "${1:-}" = "--step" ]; then
   exit $?
 fi
 
-# ---- the driver --------------------------------------------------------------------------
+# ---- the preflight: one line and exit 2 before any step when the check cannot run ----------
 : > "$LOG"
+preflight_fails() {
+  echo "preflight failed: $*" | tee -a "$LOG"
+  exit 2
+}
+BUDGET_TOTAL=0
+BUDGET_LIST=""
+for entry in "${STEPS[@]}"; do
+  BUDGET_TOTAL=$((BUDGET_TOTAL + ${entry#*:}))
+  BUDGET_LIST="$BUDGET_LIST${BUDGET_LIST:+ + }${entry%%:*} ${entry#*:}"
+done
+[ "$BUDGET_TOTAL" -le "$BUDGET_LIMIT" ] \
+  || preflight_fails "the step budgets add up to ${BUDGET_TOTAL}s, over ${BUDGET_LIMIT}s: $BUDGET_LIST"
+[ -e "$BIN" ] || preflight_fails "no indolm binary at $BIN: build and strip it here, carry it as .device/indolm (docs/architecture.md#the-gpu-device-check), or set BIN"
+[ -x "$BIN" ] || preflight_fails "$BIN is not executable (chmod +x it before carrying it)"
+command -v "$PYTHON" > /dev/null || preflight_fails "no python at $PYTHON (set PYTHON to the machine's python3 with torch)"
+TORCH_FACTS=$($PYTHON -c 'import os, torch; print(os.path.join(os.path.dirname(torch.__file__), "lib"), torch.__version__, int(torch.cuda.is_available()), torch.version.cuda)' 2>&1 | tail -1)
+read -r TORCH_LIB TORCH_VERSION TORCH_CUDA TORCH_CUDA_VERSION <<< "$TORCH_FACTS"
+[ -f "${TORCH_LIB:-}/libtorch_cpu.so" ] \
+  || preflight_fails "torch does not import with $PYTHON (it said: $TORCH_FACTS)"
+[[ "$TORCH_VERSION" == "$TORCH_EXPECTED"* ]] \
+  || preflight_fails "torch $TORCH_VERSION at $TORCH_LIB, but the binary was built against libtorch $TORCH_EXPECTED (tch 0.24)"
+export LD_LIBRARY_PATH="$TORCH_LIB:${LD_LIBRARY_PATH:-}"
+if command -v ldd > /dev/null; then
+  MISSING=$(ldd "$BIN" 2>&1 | grep "not found" | awk '{print $1}' | tr '\n' ' ')
+  [ -z "$MISSING" ] || preflight_fails "libraries not found for $BIN with LD_LIBRARY_PATH=$TORCH_LIB: $MISSING"
+fi
+VERSION=$("$BIN" --version 2>&1) || preflight_fails "$BIN does not run: $(echo "$VERSION" | head -1)"
+if [ "$DEVICE" != cpu ]; then
+  [ "$TORCH_CUDA" = 1 ] || preflight_fails "torch $TORCH_VERSION at $TORCH_LIB sees no CUDA device (driver? CUDA_VISIBLE_DEVICES?)"
+  if command -v ldd > /dev/null; then
+    ldd "$BIN" | grep -q "libtorch_cuda.so" \
+      || preflight_fails "$BIN does not load libtorch_cuda.so: CUDA would be silently off (rebuild: build.rs forces it in when torch has it)"
+  fi
+fi
+# The driver's scratch folder and torch's library folder, handed to every step it runs
+# (`$0 --step NAME`) through the environment.
+SCRATCH=${DEVICE_CHECK_SCRATCH:-$(mktemp -d)}
+export DEVICE_CHECK_SCRATCH=$SCRATCH SCRATCH
+
+# ---- the driver --------------------------------------------------------------------------
 echo "step,started,ended" > "$SCRATCH/windows.csv"
 if [ "$DEVICE" != cpu ] && command -v nvidia-smi > /dev/null; then
   nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv >> "$LOG" 2>&1
   nvidia-smi --query-gpu=timestamp,memory.used,utilization.gpu --format=csv,noheader,nounits -lms 500 > "$MEMORY" 2>/dev/null &
   SAMPLER=$!
 fi
-{ echo "indolm device check: DEVICE=$DEVICE SIZE=$SIZE DEADLINE=${DEADLINE}s"; "$BIN" --version 2>&1;
-  $PYTHON -c 'import torch; print("torch", torch.__version__, "cuda", torch.cuda.is_available(), torch.version.cuda)'; } >> "$LOG" 2>&1
+{
+  echo "indolm device check: DEVICE=$DEVICE SIZE=$SIZE DEADLINE=${DEADLINE}s; $VERSION at $BIN"
+  echo "torch $TORCH_VERSION (CUDA ${TORCH_CUDA_VERSION}, available: $TORCH_CUDA) at $TORCH_LIB"
+  echo "budgets: $BUDGET_LIST = ${BUDGET_TOTAL}s of at most ${BUDGET_LIMIT}s"
+} | tee -a "$LOG"
 
 # Rewrites summary.json from the steps run so far.
 summarize() {
-  $PYTHON - "$SCRATCH" "$SUMMARY" "$MEMORY" "$DEVICE" "$SIZE" <<'PY'
+  $PYTHON - "$SCRATCH" "$SUMMARY" "$MEMORY" "$DEVICE" "$SIZE" "$BUDGET_TOTAL" "$BUDGET_LIMIT" <<'PY'
 import csv, datetime, json, os, re, sys
 scratch, summary, memory, device, size = sys.argv[1:6]
+budget_total, budget_limit = int(sys.argv[6]), int(sys.argv[7])
 patterns = {
-    "nccl": [r"all-reduce of .*", r"step times .*", r"data parallel over .*", r"host syncs per update: \d+", r"operations: \d+",
-             r"attention: .*", r"determinism: .{0,60}", r"[\d.]+ tok/s.*", r"error: .*"],
-    "throughput": [r"[\d.]+ tok/s.*", r"attention: .*", r"error: .*"],
+    "throughput": [r"[\d.]+ tok/s.*", r"host syncs per update: \d+", r"operations: \d+", r"step times .*",
+                   r"attention: .*", r"determinism: .{0,60}", r"error: .*"],
+    "two_ranks": [r"all-reduce of .*", r"data parallel over .*", r"step times .*", r"lost rank: .*", r"error: .*"],
+    "op_counts": [r"sentiment: .*", r"BertExt: .*", r"BertAbs: .*", r"error: .*"],
     "pll": [r"PLL on .*", r"error: .*"],
     "bias": [r"bias evaluation of .*", r"error: .*"],
     "causal": [r"causal LM: .*", r"causal scoring on .*", r"causal log-likelihoods .*", r"causal IndoMMLU .*", r"error: .*"],
@@ -206,35 +358,36 @@ for row in csv.DictReader(open(os.path.join(scratch, "results.csv"))):
     steps.append({
         "step": row["step"], "status": row["status"], "exit": int(row["exit"]),
         "seconds": round(float(row["ended"]) - float(row["started"]), 1), "timeout_s": int(row["timeout"]),
-        "figures": list(figures.values()),
+        "budget_s": int(row["budget"]), "figures": list(figures.values()),
         "gpu_memory_peak_mib": max((s[1] for s in window), default=None),
         "gpu_utilization_mean": round(sum(s[2] for s in window) / len(window), 1) if window else None,
     })
-out = {"device": device, "size": size, "steps": steps,
-       "gpu_memory_peak_mib": max((s[1] for s in samples), default=None)}
+out = {"device": device, "size": size, "budget_total_s": budget_total, "budget_limit_s": budget_limit,
+       "steps": steps, "gpu_memory_peak_mib": max((s[1] for s in samples), default=None)}
 tmp = summary + ".part"
 json.dump(out, open(tmp, "w"), indent=1)
 os.replace(tmp, summary)
 PY
 }
 
-echo "step,status,exit,started,ended,timeout" > "$SCRATCH/results.csv"
+echo "step,status,exit,started,ended,timeout,budget" > "$SCRATCH/results.csv"
 # run_step NAME BUDGET: runs the step under min(BUDGET, what is left of DEADLINE).
 run_step() {
-  local name=$1 budget_var="BUDGET_$1" budget=$2 now left started code status
+  local name=$1 budget_var="BUDGET_$1" budget=$2 planned now left started code status
   budget=${!budget_var:-$budget}
+  planned=$budget
   now=$(date +%s)
   left=$((DEADLINE - (now - STARTED) - 5))
   started=$(date +%s.%N)
   if [ "$left" -lt 10 ]; then
     echo "=== $name: skipped, ${left}s left of the ${DEADLINE}s deadline" | tee -a "$LOG"
-    echo "$name,skipped,0,$started,$started,0" >> "$SCRATCH/results.csv"
+    echo "$name,skipped,0,$started,$started,0,$planned" >> "$SCRATCH/results.csv"
     : > "$SCRATCH/step-$name.log"
     summarize
     return
   fi
   [ "$budget" -gt "$left" ] && budget=$left
-  echo "=== $name (timeout ${budget}s)" | tee -a "$LOG"
+  echo "=== $name (budget ${budget}s)" | tee -a "$LOG"
   timeout --kill-after=5 "$budget" "$0" --step "$name" > "$SCRATCH/step-$name.log" 2>&1
   code=$?
   case $code in
@@ -243,26 +396,23 @@ run_step() {
     *) status=failed ;;
   esac
   cat "$SCRATCH/step-$name.log" >> "$LOG"
-  echo "=== $name: $status (exit $code) after $(( $(date +%s) - ${started%.*} ))s" | tee -a "$LOG"
-  echo "$name,$status,$code,$started,$(date +%s.%N),$budget" >> "$SCRATCH/results.csv"
+  echo "=== $name: $status (exit $code) after $(seconds_between "$started" "$(date +%s.%N)")s of ${budget}s" | tee -a "$LOG"
+  echo "$name,$status,$code,$started,$(date +%s.%N),$budget,$planned" >> "$SCRATCH/results.csv"
   summarize
 }
 
-run_step prepare 60
-run_step nccl 130
-run_step throughput 110
-run_step pll 45
-run_step bias 60
-run_step causal 60
-run_step decode 90
-run_step tiny 90
+for entry in "${STEPS[@]}"; do
+  run_step "${entry%%:*}" "${entry#*:}"
+done
 [ -n "${SAMPLER:-}" ] && kill "$SAMPLER" 2> /dev/null
 summarize
 echo
 echo "summary ($SUMMARY):"
 $PYTHON - "$SUMMARY" <<'PY'
 import json, sys
-for s in json.load(open(sys.argv[1]))["steps"]:
-    print(f"  {s['step']:<11} {s['status']:<8} {s['seconds']:>6}s  " + " | ".join(s["figures"]))
+summary = json.load(open(sys.argv[1]))
+for s in summary["steps"]:
+    print(f"  {s['step']:<11} {s['status']:<8} {s['seconds']:>6}s of {s['timeout_s']:>3}s  " + " | ".join(s["figures"]))
+print(f"  budgets {summary['budget_total_s']}s of at most {summary['budget_limit_s']}s")
 PY
 rm -rf "$SCRATCH"

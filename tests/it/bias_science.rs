@@ -341,6 +341,37 @@ fn bias_validity_lists_failing_pairs_and_recomputes_win_rates() {
     assert!(stdout.contains("metric crows") && stdout.contains("| su |"), "{stdout}");
 }
 
+/// The compositions job array gives task I the I-th recipe of the sorted glob, prepares its
+/// corpus before training it on one GPU, and refuses a task past the last recipe.
+#[test]
+fn the_compositions_job_array_gives_each_task_its_recipe() {
+    let work = scratch("compositions-sbatch");
+    let bin = work.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    // A stand-in for srun that prints the command it would run.
+    std::fs::write(bin.join("srun"), "#!/bin/sh\necho \"$@\"\n").unwrap();
+    std::process::Command::new("chmod").args(["+x", s(&bin.join("srun"))]).status().unwrap();
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
+    let run = |task: &str| -> (bool, String) {
+        let out = std::process::Command::new("bash")
+            .arg(root().join("recipes/slurm/compositions.sbatch"))
+            .current_dir(root())
+            .env("PATH", &path)
+            .env("SLURM_ARRAY_TASK_ID", task)
+            .env("SLURM_CPUS_PER_TASK", "16")
+            .output()
+            .unwrap();
+        (out.status.success(), String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr))
+    };
+    let (ok, text) = run("4");
+    assert!(ok, "{text}");
+    let prepare = text.find("corpus prepare recipes/indobias/5-cc100-id-jv-su.toml").expect(&text);
+    let train = text.find("train recipes/indobias/5-cc100-id-jv-su.toml --resume auto").expect(&text);
+    assert!(prepare < train, "{text}");
+    let (ok, text) = run("6");
+    assert!(!ok && text.contains("array task 6 has no recipe: recipes/indobias/*.toml matches 6 file(s)"), "{text}");
+}
+
 /// The job-array script picks each task's seed: the recipe's `seeds[I]`, else SEEDS' I-th.
 #[test]
 fn the_seeds_job_array_gives_each_task_its_seed() {

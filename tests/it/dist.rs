@@ -1,6 +1,8 @@
 //! Data-parallel plumbing on libtorch's c10d: two `indolm dist-check` processes on loopback,
 //! launched with torchrun's and with Slurm's variables, join one Gloo process group and agree
-//! on every collective; bad launches end in one-line errors within their timeout.
+//! on every collective; bad launches end in one-line errors within their timeout; a rank lost
+//! while the others wait for rank 0 (under torchrun itself too) is named within the stated limit;
+//! the Slurm job prepares its corpus before it trains.
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
@@ -102,7 +104,7 @@ fn two_gloo_processes_agree_on_every_collective() {
         assert!(out.status.success(), "rank {rank}: {stdout}\n{stderr}");
         assert!(
             stdout.contains(&format!("rank {rank} of 2 (local rank {rank}, torchrun)"))
-                && stdout.contains("sum, max, broadcast and barrier correct"),
+                && stdout.contains("sum, max, broadcast, barrier and store wait correct"),
             "{stdout}"
         );
     }
@@ -199,6 +201,162 @@ fn rank_command(recipe: &std::path::Path, rank: usize, world: usize, port: &str,
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     command
+}
+
+/// How long a survivor may take to name a rank lost while it waits for rank 0 (docs/clusters.md:
+/// ten seconds of silence, read every half second), plus the process's exit on a loaded machine.
+const NAMED_WITHIN: Duration = Duration::from_millis(10_500 + 4_500);
+
+/// The process id rank 0 wrote to `file` when it began to hold (`INDOLM_TEST_HOLD_RANK0`); waits
+/// for it two minutes at most.
+fn held_rank0(file: &std::path::Path) -> String {
+    let started = Instant::now();
+    loop {
+        if let Some(pid) = std::fs::read_to_string(file).ok().filter(|p| !p.trim().is_empty()) {
+            return pid.trim().to_string();
+        }
+        assert!(started.elapsed() < Duration::from_secs(120), "rank 0 never reached its hold at step 10");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// The files named `name` under `dir`, at any depth.
+fn files_named(dir: &std::path::Path, name: &str) -> Vec<std::path::PathBuf> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            found.extend(files_named(&path, name));
+        } else if path.file_name().is_some_and(|n| n == name) {
+            found.push(path);
+        }
+    }
+    found
+}
+
+/// A rank lost while the others wait for rank 0's work (rank 0 held at the end of its step-10
+/// checkpoint and evaluations by the test-only `INDOLM_TEST_HOLD_RANK0`):
+/// - under torchrun itself (its agent serves the store, sets its own
+///   `TORCH_NCCL_ASYNC_ERROR_HANDLING` and SIGTERMs the survivors as soon as a worker dies), rank
+///   0 killed: rank 1 names it by its silent heartbeat, in one line, within the stated ten and a
+///   half seconds, before the agent's SIGKILL;
+/// - launched plainly (rank 0 serves the store), rank 0 killed: rank 1 finds the store gone and
+///   says rank 0 stopped, at once;
+/// - rank 1 killed while rank 0 holds (rank 1 had already arrived at the wait), then rank 0 let
+///   go: rank 0's next collective fails and it names rank 1 by its heartbeat (100 ms a beat here,
+///   the test-only `INDOLM_TEST_HEARTBEAT_MS`).
+///
+/// Each survivor exits 1 with that one line; the three jobs run side by side.
+#[test]
+fn a_rank_lost_while_rank_0_evaluates_is_named_within_the_limit() {
+    // Each job in its own folder: rank 0 of each prepares its corpus (under the corpus's lock).
+    let run_torchrun = || {
+        let dir = crate::common::scratch("ddp-lost-torchrun");
+        let recipe = no_dropout_recipe(&dir, "t", 40);
+        let (hold, logs) = (dir.join("hold-t"), dir.join("torchrun-logs"));
+        let child = Command::new(crate::common::python())
+            .args(["-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-addr", "127.0.0.1"])
+            .args(["--master-port", &free_port().to_string(), "--redirects", "3", "--log-dir"])
+            .arg(&logs)
+            .arg("--no-python")
+            .arg(env!("CARGO_BIN_EXE_indolm"))
+            .args(["--threads", "1", "--device", "cpu", "train", recipe.to_str().unwrap(), "--dist-timeout", "60"])
+            .env("INDOLM_TEST_HOLD_RANK0", format!("10:{}", hold.display()))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let pid = held_rank0(&hold);
+        Command::new("kill").args(["-KILL", &pid]).status().unwrap();
+        let killed_at = Instant::now();
+        let out = child.wait_with_output().unwrap();
+        let waited = killed_at.elapsed();
+        let agent = String::from_utf8_lossy(&out.stderr).to_string();
+        assert!(!out.status.success(), "torchrun succeeded:\n{agent}");
+        let rank1 = files_named(&logs, "stderr.log").into_iter().find(|p| p.parent().unwrap().ends_with("1"));
+        let stderr = std::fs::read_to_string(rank1.unwrap_or_else(|| panic!("no rank 1 log:\n{agent}"))).unwrap();
+        (waited, stderr)
+    };
+    let run_plain = |name: &str, kill_rank: usize, extra_env: Option<(&str, &str)>| {
+        let dir = crate::common::scratch(&format!("ddp-lost-{name}"));
+        let recipe = no_dropout_recipe(&dir, name, 40);
+        let hold = dir.join(format!("hold-{name}"));
+        let port = free_port().to_string();
+        let mut ranks: Vec<_> = (0..2)
+            .map(|rank| {
+                let mut command = rank_command(&recipe, rank, 2, &port, 60);
+                command.env("INDOLM_TEST_HOLD_RANK0", format!("10:{}", hold.display())).stdout(Stdio::null());
+                if let Some((key, value)) = extra_env {
+                    command.env(key, value);
+                }
+                Some(command.spawn().unwrap())
+            })
+            .collect();
+        held_rank0(&hold);
+        let mut victim = ranks[kill_rank].take().unwrap();
+        victim.kill().unwrap();
+        victim.wait().unwrap();
+        if kill_rank == 1 {
+            std::fs::remove_file(&hold).unwrap(); // rank 0's evaluation ends: it waits for rank 1
+        }
+        let from = Instant::now();
+        let survivor = ranks.into_iter().flatten().next().unwrap();
+        let out = survivor.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+        assert_eq!(out.status.code(), Some(1), "{stderr}");
+        (from.elapsed(), stderr)
+    };
+    let ((t_waited, t_line), (p_waited, p_line), (r_waited, r_line)) = std::thread::scope(|scope| {
+        let t = scope.spawn(run_torchrun);
+        let p = scope.spawn(|| run_plain("p", 0, None));
+        let r = scope.spawn(|| run_plain("r", 1, Some(("INDOLM_TEST_HEARTBEAT_MS", "100"))));
+        (t.join().unwrap(), p.join().unwrap(), r.join().unwrap())
+    });
+    for (what, line) in [("torchrun", &t_line), ("plain", &p_line), ("rank 1 lost", &r_line)] {
+        assert!(line.starts_with("error: ") && line.lines().count() == 1, "{what}: not one line:\n{line}");
+        assert!(line.contains("the last checkpoint is intact: resume with --resume latest"), "{what}: {line}");
+    }
+    for (what, line) in [("torchrun", &t_line), ("plain", &p_line)] {
+        let waiting = "error: waiting for rank 0's ";
+        assert!(line.starts_with(waiting) && line.contains(" at step 10 on rank 1 of 2: "), "{what}: {line}");
+    }
+    println!("torchrun, rank 0 killed: rank 1 named it after {:.1}s: {}", t_waited.as_secs_f64(), t_line.trim());
+    assert!(t_line.contains("on rank 1 of 2: rank 0 stopped (no heartbeat in the store): silent for 1"), "{t_line}");
+    assert!(t_waited < NAMED_WITHIN, "torchrun: rank 1 took {t_waited:?} to name rank 0");
+    println!("plain launch, rank 0 killed: rank 1 stopped after {:.1}s: {}", p_waited.as_secs_f64(), p_line.trim());
+    let gone = "on rank 1 of 2: the rendezvous store is gone too: rank 0 (whose launch serves it)";
+    assert!(p_line.contains(gone), "{p_line}");
+    assert!(p_waited < Duration::from_secs(10), "plain: rank 1 took {p_waited:?}");
+    println!("rank 1 killed, rank 0 let go: named after {:.1}s: {}", r_waited.as_secs_f64(), r_line.trim());
+    let named = r_line.contains("on rank 0 of 2: ") && r_line.contains("rank 1 stopped (no heartbeat in the store)");
+    assert!(named, "{r_line}");
+    assert!(r_waited < Duration::from_secs(10), "rank 0 took {r_waited:?} to name rank 1");
+}
+
+/// `recipes/slurm/pretrain.sbatch` (with a stand-in `srun` that prints what it would run)
+/// prepares the corpus as one task before it checks the network and trains, and trains with the
+/// collectives' timeout and the wait for rank 0 given apart.
+#[test]
+fn the_slurm_job_prepares_its_corpus_before_it_trains() {
+    let bin = crate::common::scratch("pretrain-sbatch").join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::fs::write(bin.join("srun"), "#!/bin/sh\necho \"srun $*\"\n").unwrap();
+    assert!(Command::new("chmod").arg("+x").arg(bin.join("srun")).status().unwrap().success());
+    let out = Command::new("bash")
+        .arg(crate::common::root().join("recipes/slurm/pretrain.sbatch"))
+        .arg("recipes/indobias/1-cc100-id.toml")
+        .env("PATH", format!("{}:{}", bin.display(), std::env::var("PATH").unwrap()))
+        .env("SLURM_CPUS_PER_TASK", "8")
+        .env("SLURM_CPUS_ON_NODE", "64")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{text}");
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 3, "{text}");
+    assert!(lines[0].contains("--ntasks=1") && lines[0].contains("corpus prepare recipes/indobias/1-cc100-id.toml"));
+    assert!(lines[1].contains("dist-check") && lines[2].contains("train recipes/indobias/1-cc100-id.toml"), "{text}");
+    assert!(lines[2].contains("--dist-timeout 300 --rank0-wait-timeout 7200"), "{text}");
 }
 
 /// Two torchrun-style ranks of `indolm train` on loopback; returns their outputs.

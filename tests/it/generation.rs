@@ -54,7 +54,7 @@ const FAMILIES: [&str; 13] = [
 ];
 
 /// Every family's fixture folder, built once.
-fn fixtures() -> &'static BTreeMap<&'static str, PathBuf> {
+pub(crate) fn fixtures() -> &'static BTreeMap<&'static str, PathBuf> {
     static DIRS: OnceLock<BTreeMap<&'static str, PathBuf>> = OnceLock::new();
     DIRS.get_or_init(|| {
         let root = scratch("generation-fixtures");

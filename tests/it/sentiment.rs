@@ -214,6 +214,17 @@ fn cross_lingual_leave_one_out_and_grid_settings() {
         md.contains("| train \\ test | ind | jav | avg |") && md.contains("| ind |") && md.contains("| jav |"),
         "{md}"
     );
+    // Fig. 2 of the run: its matrix as a heatmap, from the run folder or its results.json.
+    let png = dir.join("xl.png");
+    let (stdout, _) = indolm_ok(&[
+        "report",
+        "sentiment-heatmap",
+        dir.join("ck/xl").to_str().unwrap(),
+        "--out",
+        png.to_str().unwrap(),
+    ]);
+    assert!(stdout.contains("1 cross-lingual matrix ->"), "{stdout}");
+    assert_eq!(&std::fs::read(&png).unwrap()[..8], b"\x89PNG\r\n\x1a\n");
 
     let lolo = dir.join("lolo.toml");
     std::fs::write(

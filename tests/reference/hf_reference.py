@@ -65,6 +65,21 @@ from indolm_reference import liputan6_stats  # noqa: E402
 MODULES.append(liputan6_stats)
 COMMANDS.update({"liputan6-stats": liputan6_stats.stats, "liputan6-positions": liputan6_stats.positions})
 
+# IndoBias-QA: the prompts, the parse rule (regular expressions), SP with Wilson intervals, SP_σ.
+from indolm_reference import bias_qa  # noqa: E402
+MODULES.append(bias_qa)
+COMMANDS.update({"bias-qa": bias_qa.bias_qa})
+
+# indolm's OpenAI-compatible backend: a server's own answers through the openai client.
+from indolm_reference import openai_server  # noqa: E402
+MODULES.append(openai_server)
+COMMANDS.update({"openai-chat": openai_server.chat})
+
+# Utility beside bias: numpy and scipy on `report bias-utility`'s numbers.
+from indolm_reference import utility  # noqa: E402
+MODULES.append(utility)
+COMMANDS.update({"utility-stats": utility.utility_stats})
+
 
 def usage():
     """This docstring, then each module's, which describe the subcommands."""

@@ -1,14 +1,16 @@
 //! The `[eval.bias]` checkpoint hook: the pairs scored at every checkpoint (and every `every`
 //! steps between), the records and report written into the checkpoint's folder, the curves to
-//! TensorBoard.
+//! TensorBoard. In a data-parallel run every rank scores its share of the batches; rank 0
+//! aggregates the combined scores (the bootstrap drawn from the recipe's seed, as one process
+//! draws it) and writes.
 use super::report::Bootstrap;
-use super::scoring::{evaluate_under, Evaluation};
+use super::scoring::{evaluate_under, score_pairs_under, Evaluation};
 use crate::data::tokenizer::TextTokenizer;
 use crate::error::Result;
 use crate::eval::pairs::PairSet;
 use crate::eval::pll::PllScorer;
 use crate::eval::BiasMetric;
-use crate::hooks::CheckpointHook;
+use crate::hooks::{CheckpointHook, Ranks};
 use crate::logger::Logger;
 use crate::model::BertForMaskedLM;
 use std::path::{Path, PathBuf};
@@ -87,8 +89,14 @@ impl CheckpointHook for BiasHook {
         tokenizer: &TextTokenizer,
         checkpoint_dir: &Path,
         logger: &mut Logger,
+        ranks: &Ranks<'_>,
     ) -> Result<()> {
-        let scorer = PllScorer::new(model, tokenizer, self.device);
+        let scorer = PllScorer::new(model, tokenizer, self.device).shared(ranks);
+        if !ranks.leader() {
+            // The same scoring, and so the same collectives, as rank 0's; rank 0 aggregates.
+            score_pairs_under(&scorer, &self.pairs, &self.metrics, &self.languages)?;
+            return Ok(());
+        }
         let evaluations =
             evaluate_under(&scorer, &self.pairs, &self.metrics, &self.languages, Some(step), self.bootstrap)?;
         Evaluation::write_all(&evaluations, checkpoint_dir)?;

@@ -1,13 +1,15 @@
 //! The `[eval.indommlu]` checkpoint hook: a fixed, seeded subsample of the questions scored at
-//! every checkpoint, the files into the checkpoint's folder, the curves to TensorBoard.
+//! every checkpoint, the files into the checkpoint's folder, the curves to TensorBoard. In a
+//! data-parallel run every rank scores its share of the batches and rank 0 writes.
 use super::evaluation::{evaluate, write_evaluation, Evaluated};
 use super::questions::{load, Question};
 use super::report::Setting;
 use crate::data::tokenizer::TextTokenizer;
 use crate::error::Result;
 use crate::eval::pll::PllScorer;
+use crate::eval::scorer::LmScorer;
 use crate::eval::IndommluMode;
-use crate::hooks::CheckpointHook;
+use crate::hooks::{CheckpointHook, Ranks};
 use crate::logger::Logger;
 use crate::model::BertForMaskedLM;
 use std::path::Path;
@@ -49,10 +51,16 @@ impl CheckpointHook for IndommluHook {
         tokenizer: &TextTokenizer,
         dir: &Path,
         logger: &mut Logger,
+        ranks: &Ranks<'_>,
     ) -> Result<()> {
-        let scorer = PllScorer::new(model, tokenizer, self.device);
-        let Evaluated { report, records, .. } =
-            evaluate(&scorer, &self.questions, &[], Setting::masked(self.mode), Some(step))?;
+        let scorer = PllScorer::new(model, tokenizer, self.device).shared(ranks);
+        let setting = Setting::masked(self.mode);
+        if !ranks.leader() {
+            // The same scoring, and so the same collectives, as rank 0's; rank 0 aggregates.
+            scorer.option_scores(&self.questions, &[], setting)?;
+            return Ok(());
+        }
+        let Evaluated { report, records, .. } = evaluate(&scorer, &self.questions, &[], setting, Some(step))?;
         write_evaluation(dir, &report, &records)?;
         for a in &report.areas {
             logger.scalar(&format!("indommlu/{}", a.area.replace(' ', "_")), a.accuracy, step);

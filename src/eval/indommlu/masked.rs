@@ -2,7 +2,8 @@
 //! [LEVEL]. Pilihlah salah satu jawaban yang dianggap benar!`, the question, the options,
 //! `Jawaban: `. Two modes: `option-pll` (the mean PLL of the option's tokens, each masked in
 //! turn, after the prompt; the question is truncated from the left to fit) and `letter` (one
-//! `[MASK]` after `Jawaban:` and the logits of the option letters).
+//! `[MASK]` after `Jawaban:` and the logits of the option letters). A scorer with a share
+//! ([`PllScorer::shared`]) scores its share of the batches on each rank, combined exactly.
 use super::questions::Question;
 use super::report::mode_misfit;
 use crate::data::tokenizer::TextTokenizer;
@@ -10,6 +11,7 @@ use crate::device::to_device_queued;
 use crate::error::{Error, Result};
 use crate::eval::pll::{PllScorer, ScoringInput};
 use crate::eval::IndommluMode;
+use crate::hooks::{takes, Share};
 use crate::model::BertForMaskedLM;
 use tch::{Device, Kind, Tensor};
 
@@ -42,7 +44,7 @@ pub(crate) fn context_ids(
 pub(crate) fn score_questions(scorer: &PllScorer, questions: &[Question], mode: IndommluMode) -> Result<Vec<Vec<f64>>> {
     match mode {
         IndommluMode::OptionPll => option_pll_scores(scorer, questions),
-        IndommluMode::Letter => letter_scores(scorer.model, scorer.tokenizer, questions, scorer.device),
+        IndommluMode::Letter => letter_scores(scorer, questions),
         IndommluMode::FullAnswer => Err(mode_misfit(false)),
     }
 }
@@ -61,7 +63,7 @@ fn option_pll_scores(scorer: &PllScorer, questions: &[Question]) -> Result<Vec<V
             inputs.push(ScoringInput::one_at_a_time(ids, (start..start + option.len()).collect()));
         }
     }
-    let scores = scorer.score(&inputs);
+    let scores = scorer.score_shared(&inputs)?;
     let mut it = scores.into_iter();
     Ok(questions
         .iter()
@@ -77,42 +79,59 @@ fn option_pll_scores(scorer: &PllScorer, questions: &[Question]) -> Result<Vec<V
         .collect())
 }
 
+/// Questions a batch in `letter` mode.
+const LETTER_BATCH: usize = 16;
+
 /// `letter`: the log-probability of each option's letter at the `[MASK]` after `Jawaban:`,
-/// 16 questions a batch.
-fn letter_scores(
-    model: &BertForMaskedLM,
-    tok: &TextTokenizer,
-    questions: &[Question],
-    device: Device,
-) -> Result<Vec<Vec<f64>>> {
+/// [`LETTER_BATCH`] questions a batch, shared among the ranks of the scorer's share. Every
+/// question's prompt and letters are made first, on every rank alike, so that an error in them
+/// is every rank's before anything is scored.
+fn letter_scores(scorer: &PllScorer, questions: &[Question]) -> Result<Vec<Vec<f64>>> {
+    let (model, tok) = (scorer.model, scorer.tokenizer);
     let max_len = model.max_positions();
-    let mut out = Vec::new();
-    for chunk in questions.chunks(16) {
-        let log_probs = answer_log_probs(model, tok, chunk, max_len, device)?;
-        for (r, q) in chunk.iter().enumerate() {
-            out.push(letter_log_probs(tok, q, &log_probs, r)?);
+    let prompts: Vec<(Vec<i64>, usize)> =
+        questions.iter().map(|q| context_ids(tok, q, &[tok.special.mask], max_len)).collect::<Result<_>>()?;
+    let letters: Vec<Vec<i64>> = questions.iter().map(|q| letter_ids(tok, q)).collect::<Result<_>>()?;
+    // Each question's options at `offsets[i]..` of one table of values.
+    let offsets: Vec<usize> = letters
+        .iter()
+        .scan(0, |next, l| {
+            let at = *next;
+            *next += l.len();
+            Some(at)
+        })
+        .collect();
+    let mut values = vec![0.0; letters.iter().map(Vec::len).sum()];
+    for (b, batch) in prompts.chunks(LETTER_BATCH).enumerate() {
+        if !takes(scorer.share, batch.len()) {
+            continue;
+        }
+        let log_probs = answer_log_probs(model, tok, batch, scorer.device);
+        for r in 0..batch.len() {
+            let i = b * LETTER_BATCH + r;
+            for (k, &id) in letters[i].iter().enumerate() {
+                values[offsets[i] + k] = log_probs.double_value(&[r as i64, id]);
+            }
         }
     }
-    Ok(out)
+    if let Some(share) = scorer.share {
+        Share::combine(share, &mut values, "the IndoMMLU letter scores")?;
+    }
+    Ok(offsets.iter().zip(&letters).map(|(&at, l)| values[at..at + l.len()].to_vec()).collect())
 }
 
-/// The log-probabilities over the vocabulary at the answer `[MASK]` of each question, in one
-/// padded batch: `[questions, vocab]`, double precision, on the CPU.
+/// The log-probabilities over the vocabulary at the answer `[MASK]` of each prompt (its ids and
+/// where the `[MASK]` is), in one padded batch: `[prompts, vocab]`, double precision, on the
+/// CPU.
 fn answer_log_probs(
     model: &BertForMaskedLM,
     tok: &TextTokenizer,
-    chunk: &[Question],
-    max_len: usize,
+    prompts: &[(Vec<i64>, usize)],
     device: Device,
-) -> Result<Tensor> {
-    let mut rows = Vec::new();
-    let mut positions = Vec::new();
-    for q in chunk {
-        let (ids, start) = context_ids(tok, q, &[tok.special.mask], max_len)?;
-        positions.push(start);
-        rows.push(ids);
-    }
-    let width = rows.iter().map(Vec::len).max().unwrap_or(0);
+) -> Tensor {
+    let rows: Vec<&[i64]> = prompts.iter().map(|(ids, _)| ids.as_slice()).collect();
+    let positions: Vec<usize> = prompts.iter().map(|&(_, start)| start).collect();
+    let width = rows.iter().map(|r| r.len()).max().unwrap_or(0);
     let flat: Vec<i64> = rows
         .iter()
         .flat_map(|r| r.iter().copied().chain(std::iter::repeat_n(tok.special.pad, width - r.len())))
@@ -123,7 +142,7 @@ fn answer_log_probs(
         .collect();
     let flat_pos: Vec<i64> = positions.iter().enumerate().map(|(r, &p)| (r * width + p) as i64).collect();
     let shape = [rows.len() as i64, width as i64];
-    Ok(tch::no_grad(|| {
+    tch::no_grad(|| {
         let ids = to_device_queued(&flat, &shape, device);
         let m = to_device_queued(&mask, &shape, device);
         let hidden = model.bert.forward(&ids, None, Some(&m), false);
@@ -131,20 +150,19 @@ fn answer_log_probs(
             .logits_at(&hidden, &to_device_queued(&flat_pos, &[flat_pos.len() as i64], device))
             .log_softmax(-1, Kind::Double)
             .to_device(Device::Cpu)
-    }))
+    })
 }
 
-/// Row `r` of `log_probs` at each of `q`'s option letters (lowercased when the tokenizer
-/// lowercases).
-fn letter_log_probs(tok: &TextTokenizer, q: &Question, log_probs: &Tensor, r: usize) -> Result<Vec<f64>> {
-    let mut scores = Vec::new();
+/// The token of each of `q`'s option letters (lowercased when the tokenizer lowercases).
+fn letter_ids(tok: &TextTokenizer, q: &Question) -> Result<Vec<i64>> {
+    let mut ids = Vec::new();
     for (letter, _) in &q.options {
         let token = if tok.lowercase { letter.to_ascii_lowercase() } else { *letter }.to_string();
         let id = tok.token_to_id(&token).ok_or_else(|| Error::Tokenizer {
             path: tok.source.clone(),
             message: format!("no token for the option letter {token:?}"),
         })?;
-        scores.push(log_probs.double_value(&[r as i64, id as i64]));
+        ids.push(i64::from(id));
     }
-    Ok(scores)
+    Ok(ids)
 }

@@ -1,6 +1,7 @@
 //! A masked LM through the scoring interface: bias pairs by PLL (every token, CrowS' shared
 //! tokens, or PLL-word-l2r) or with nothing masked (AUL and AULA from the same forward passes);
-//! IndoMMLU zero-shot by option PLL or the option letter at one `[MASK]`.
+//! IndoMMLU zero-shot by option PLL or the option letter at one `[MASK]`. A scorer with a share
+//! ([`PllScorer::shared`]) scores its share of the batches on each rank.
 use super::LmScorer;
 use crate::error::Result;
 use crate::eval::aul::UnmaskedScorer;
@@ -19,6 +20,7 @@ impl LmScorer for PllScorer<'_> {
         let without_masks = if metrics.iter().any(|m| matches!(m, BiasMetric::Aul | BiasMetric::Aula)) {
             let unmasked = UnmaskedScorer {
                 token_budget: self.token_budget,
+                share: self.share,
                 ..UnmaskedScorer::new(self.model, self.tokenizer, self.device)
             };
             let mut sentences = Vec::with_capacity(pairs.len() * 2);
@@ -26,7 +28,7 @@ impl LmScorer for PllScorer<'_> {
                 sentences.push(unmasked.input(&p.pro)?);
                 sentences.push(unmasked.input(&p.anti)?);
             }
-            unmasked.score(&sentences)
+            unmasked.score_shared(&sentences)?
         } else {
             Vec::new()
         };
@@ -53,7 +55,7 @@ impl LmScorer for PllScorer<'_> {
                             }
                         }
                     }
-                    self.score(&inputs)
+                    self.score_shared(&inputs)?
                 }
             });
         }

@@ -5,7 +5,7 @@
 //! query/key/value projection laid out head by head ([heads, 3, head_dim]).
 use super::cache::{KvCache, Step};
 use super::config::DecoderConfig;
-use super::layers::{activate, attend, LayerNorm, Linear};
+use super::layers::{activate, attend, Attention, LayerNorm, Linear};
 use super::load::{as_compute, Weights};
 use crate::error::Result;
 use tch::nn::VarStore;
@@ -83,8 +83,9 @@ impl Bloom {
     }
 
     /// Final hidden states [batch, s, hidden] of the new tokens `ids` [batch, s] of `step`, their
-    /// keys and values written to `cache` when there is one.
-    pub fn forward(&self, ids: &Tensor, step: &Step, mut cache: Option<&mut KvCache>) -> Tensor {
+    /// keys and values written to `cache` when there is one, with `attention` (fused: ALiBi
+    /// folded into an additive mask).
+    pub fn forward(&self, ids: &Tensor, step: &Step, mut cache: Option<&mut KvCache>, attention: Attention) -> Tensor {
         let c = &self.config;
         let (b, s) = ids.size2().expect("[batch, seq] ids");
         let (heads, d) = (c.num_heads, c.head_dim);
@@ -96,7 +97,7 @@ impl Bloom {
         let keys = maskf.size()[1];
         let positions = (maskf.cumsum(-1, Kind::Float) - 1.0) * &maskf;
         let alibi = (self.slopes.view([1, heads, 1, 1]) * positions.view([b, 1, 1, keys])).to_kind(kind);
-        let allowed = step.allowed(None);
+        let mask = step.mask(attention, None, Some(alibi), None);
         for (i, block) in self.h.iter().enumerate() {
             let h = block.input_layernorm.forward_in_input_kind(&x);
             let fused = block.query_key_value.forward_in_input_kind(&h).view([b, s, heads, 3, d]);
@@ -107,7 +108,7 @@ impl Bloom {
                 Some(cache) => cache.store(i, step.past, &k, &v),
                 None => (k, v),
             };
-            let att = attend(&q, &k, &v, (d as f64).powf(-0.5), Some(&alibi), None, &allowed);
+            let att = attend(&q, &k, &v, (d as f64).powf(-0.5), &mask);
             x += block.dense.forward_in_input_kind(&att);
             let h = block.post_attention_layernorm.forward_in_input_kind(&x);
             x += block

@@ -4,7 +4,7 @@
 //! are real, how many come before the new tokens, the new tokens' positions). The scoring pass (a
 //! right-padded batch, no cache) and every generation step run the same family code with a
 //! `Step`: the first with `Step::full` and no cache, the others with the cache's.
-use super::layers::{allowed_from, rope_tables, rope_tables_at};
+use super::layers::{rope_tables, rope_tables_at, Attention, Mask};
 use crate::error::{Error, Result};
 use tch::{Device, Kind, Tensor};
 
@@ -13,7 +13,8 @@ type LayerCache = Option<(Tensor, Tensor)>;
 
 /// Keys and values of every layer for a batch of rows, preallocated for `capacity` tokens a row
 /// and filled from the start: the rows of a left-padded batch share one length. Grouped key/value
-/// heads are kept as they are, one per group (attention repeats them for its query heads).
+/// heads are kept as they are, one per group (fused attention reads them in place for its query
+/// heads; eager attention repeats them).
 #[derive(Debug)]
 pub struct KvCache {
     layers: Vec<LayerCache>,
@@ -138,9 +139,11 @@ impl Step {
         Step { key_real: mask.shallow_clone(), past: 0, positions: None }
     }
 
-    /// Where each new token may look [batch, 1, s, past + s] (bool), see [`allowed_from`].
-    pub fn allowed(&self, window: Option<i64>) -> Tensor {
-        allowed_from(&self.key_real, self.past, window)
+    /// Where each new token may look over the `past + s` keys, in the form `attention` takes
+    /// (see [`Mask::new`]): with `window`, an additive `bias` [batch, heads, 1, past + s] (ALiBi)
+    /// and a logit `softcap`.
+    pub fn mask(&self, attention: Attention, window: Option<i64>, bias: Option<Tensor>, softcap: Option<f64>) -> Mask {
+        Mask::new(attention, &self.key_real, self.past, window, bias, softcap)
     }
 
     /// cos and sin of the new tokens' rotary embedding from the inverse frequencies `inv`: [s,

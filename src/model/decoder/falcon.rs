@@ -14,7 +14,7 @@
 use super::bloom::alibi_slopes;
 use super::cache::{KvCache, Step};
 use super::config::{DecoderConfig, FalconNorms, FalconOptions, FalconQkv, FamilyOptions};
-use super::layers::{activate, apply_rope, attend, inv_freq_tensor, LayerNorm, Linear};
+use super::layers::{activate, apply_rope, attend, inv_freq_tensor, Attention, LayerNorm, Linear};
 use super::load::{as_compute, Weights};
 use crate::error::{Error, Result};
 use tch::nn::VarStore;
@@ -144,14 +144,14 @@ impl Falcon {
     }
 
     /// Final hidden states [batch, s, hidden] of the new tokens `ids` [batch, s] of `step`, their
-    /// keys and values written to `cache` when there is one.
-    pub fn forward(&self, ids: &Tensor, step: &Step, mut cache: Option<&mut KvCache>) -> Tensor {
+    /// keys and values written to `cache` when there is one, with `attention` (fused: ALiBi
+    /// folded into an additive mask).
+    pub fn forward(&self, ids: &Tensor, step: &Step, mut cache: Option<&mut KvCache>, attention: Attention) -> Tensor {
         let c = &self.config;
         let (b, s) = ids.size2().expect("[batch, seq] ids");
         let (heads, d) = (c.num_heads, c.head_dim);
         let mut x = as_compute(&Tensor::embedding(&self.word_embeddings, ids, -1, false, false), self.kind);
         let kind = x.kind();
-        let allowed = step.allowed(None);
         let tables = self.rope.as_ref().map(|(inv, scaling)| step.rope_tables(inv, *scaling, s, kind));
         // ALiBi [b, heads, 1, keys]: bf16(slope) · bf16(the key's position among the real tokens),
         // rounded to bf16, in the compute dtype, divided by √head_dim.
@@ -162,6 +162,7 @@ impl Falcon {
             let bias = slopes.view([1, heads, 1, 1]) * positions.to_kind(Kind::BFloat16).view([b, 1, 1, keys]);
             bias.to_kind(kind) / (d as f64).sqrt()
         });
+        let mask = step.mask(attention, None, alibi, None);
         let parallel = self.options.norms != FalconNorms::Sequential;
         for (i, block) in self.h.iter().enumerate() {
             let h_attn = block.ln_attn.forward_in_input_kind(&x);
@@ -174,7 +175,7 @@ impl Falcon {
                 Some(cache) => cache.store(i, step.past, &k, &v),
                 None => (k, v),
             };
-            let att = attend(&q, &k, &v, c.attn_scale, alibi.as_ref(), None, &allowed);
+            let att = attend(&q, &k, &v, c.attn_scale, &mask);
             let att = falcon_linear(&block.dense, &att);
             if !parallel {
                 x += &att;

@@ -2,11 +2,12 @@
 //! and Gemma's `(1 + w) · x̂`, normalised in fp32), LayerNorm, linear layers with optional
 //! bias, rotary embeddings (default, linear, Llama 3.1 and YaRN scaling) at positions 0..seq or
 //! at each row's own, the causal mask with padding and sliding windows (a whole batch, or the new
-//! tokens after a cache), and eager attention with grouped-query heads, an additive bias (ALiBi)
-//! and soft-capping, its softmax in fp32.
+//! tokens after a cache), and attention ([`Attention`]): libtorch's fused scaled-dot-product
+//! attention with grouped key/value heads read in place, or eager attention with grouped-query
+//! heads, an additive bias (ALiBi) and soft-capping, its softmax in fp32.
 use super::config::{Activation, Rope, RopeScaling};
 use super::load::{as_compute, Weights};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use tch::nn::VarStore;
 use tch::{Kind, Tensor};
 
@@ -222,10 +223,7 @@ pub fn allowed(key_real: &Tensor, window: Option<i64>) -> Tensor {
 /// indices and positions differ by its padding, the same for a query and its keys, so the window
 /// is the one transformers' masks draw over cache indices.
 pub fn allowed_from(key_real: &Tensor, past: i64, window: Option<i64>) -> Tensor {
-    let keys = key_real.size()[1];
-    let device = key_real.device();
-    let q = Tensor::arange_start(past, keys, (Kind::Int64, device)).unsqueeze(1);
-    let k = Tensor::arange(keys, (Kind::Int64, device)).unsqueeze(0);
+    let (q, k) = query_key_indices(key_real, past);
     let mut ok = k.le_tensor(&q);
     if let Some(w) = window {
         ok = ok.logical_and(&k.gt_tensor(&(&q - w)));
@@ -233,39 +231,152 @@ pub fn allowed_from(key_real: &Tensor, past: i64, window: Option<i64>) -> Tensor
     ok.unsqueeze(0).logical_and(&key_real.to_kind(Kind::Bool).unsqueeze(1)).unsqueeze(1)
 }
 
-/// Eager attention: q [b, heads, s, d], k/v [b, kv_heads, keys, d] (keys = s, or more after a
-/// cache); scores scaled, plus `bias` (broadcast), soft-capped, masked to `allowed` (the dtype's
-/// minimum elsewhere, as transformers does), softmax in fp32; returns [b, s, heads·d].
-pub fn attend(
-    q: &Tensor,
-    k: &Tensor,
-    v: &Tensor,
-    scale: f64,
-    bias: Option<&Tensor>,
-    softcap: Option<f64>,
-    allowed: &Tensor,
-) -> Tensor {
-    let (b, heads, s, d) = q.size4().expect("[batch, heads, seq, head_dim]");
-    let groups = heads / k.size()[1];
-    let (k, v) = if groups > 1 {
-        (k.repeat_interleave_self_int(groups, 1, None), v.repeat_interleave_self_int(groups, 1, None))
-    } else {
-        (k.shallow_clone(), v.shallow_clone())
-    };
-    let mut scores = q.matmul(&k.transpose(2, 3)) * scale;
-    if let Some(bias) = bias {
-        scores += bias;
+/// The queries' indices past..keys [keys - past, 1] and the keys' 0..keys [1, keys] (int64, on
+/// `key_real`'s device).
+fn query_key_indices(key_real: &Tensor, past: i64) -> (Tensor, Tensor) {
+    let keys = key_real.size()[1];
+    let device = key_real.device();
+    let q = Tensor::arange_start(past, keys, (Kind::Int64, device)).unsqueeze(1);
+    let k = Tensor::arange(keys, (Kind::Int64, device)).unsqueeze(0);
+    (q, k)
+}
+
+/// How a causal LM computes attention, chosen once when it is loaded ([`Attention::from_env`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Attention {
+    /// libtorch's `scaled_dot_product_attention` with the mask of padding, causality and
+    /// windows (ALiBi folded into it as an additive mask): grouped key/value heads are read in
+    /// place (`enable_gqa`), never repeated, and the kernel (flash on the CPU; memory-efficient or
+    /// cuDNN on CUDA) does not materialise the scores. Where a family's attention cannot be
+    /// fused (Gemma 2's logit soft-capping), its layers take [`Attention::Eager`].
+    #[default]
+    Fused,
+    /// The scores written out as a tensor [batch, heads, queries, keys], grouped key/value heads
+    /// repeated, softmax in fp32, as transformers' eager attention computes them: the reference
+    /// the tests compare [`Attention::Fused`] with.
+    Eager,
+}
+
+impl Attention {
+    /// The environment variable read at load time: `fused` (the default when unset) or `eager`.
+    pub const VARIABLE: &'static str = "INDOLM_ATTENTION";
+
+    /// The attention [`Attention::VARIABLE`] asks for (fused when unset or empty); any other
+    /// value is an error naming the variable.
+    pub fn from_env() -> Result<Self> {
+        match std::env::var(Self::VARIABLE) {
+            Err(std::env::VarError::NotPresent) => Ok(Attention::Fused),
+            Ok(value) => Self::parse(&value),
+            Err(std::env::VarError::NotUnicode(value)) => Self::parse(&value.to_string_lossy()),
+        }
     }
-    if let Some(cap) = softcap {
-        scores = (scores / cap).tanh() * cap;
+
+    /// `fused`, `eager`, or empty (fused).
+    fn parse(value: &str) -> Result<Self> {
+        match value.trim() {
+            "" | "fused" => Ok(Attention::Fused),
+            "eager" => Ok(Attention::Eager),
+            other => Err(Error::argument(
+                Self::VARIABLE,
+                format!("expected `fused` (the default) or `eager`, found {other:?}"),
+            )),
+        }
     }
-    // The dtype's lowest finite value (bf16's exactly: a value past it does not convert).
-    let min = match scores.kind() {
+
+    /// Its name, as [`Attention::VARIABLE`] takes it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Attention::Fused => "fused",
+            Attention::Eager => "eager",
+        }
+    }
+}
+
+/// What one forward pass's attention adds to and masks out of the scores, built once for every
+/// layer that shares it, in the form its [`Attention`] takes.
+#[derive(Debug)]
+pub struct Mask {
+    form: MaskForm,
+}
+
+/// A [`Mask`]'s tensors.
+#[derive(Debug)]
+enum MaskForm {
+    /// [`allowed_from`]'s bool mask, an additive bias (ALiBi, [batch, heads, 1, keys]) and the
+    /// logit soft-cap, applied to the written-out scores.
+    Eager { allowed: Tensor, bias: Option<Tensor>, softcap: Option<f64> },
+    /// The mask handed to `scaled_dot_product_attention` [batch, 1 or heads, queries, keys]: bool
+    /// (true where a query may look), or additive in the scores' dtype (the bias where a query may
+    /// look, the dtype's lowest finite value elsewhere). Each query may also look at its own key,
+    /// so that no row is wholly masked: that changes only the outputs at padding (a left-padded
+    /// prompt's first columns), which no real query reads, and spares the CUDA kernels a row of
+    /// −∞ (NaN there).
+    Fused(Tensor),
+}
+
+impl Mask {
+    /// The mask of queries past..keys over the keys `key_real` [batch, keys] marks real (see
+    /// [`allowed_from`]), with `window`, an additive `bias` broadcast over the queries (ALiBi,
+    /// [batch, heads, 1, keys], in the scores' dtype) and a logit `softcap`. Fused unless
+    /// `attention` is eager or a soft-cap needs the written-out scores.
+    pub fn new(
+        attention: Attention,
+        key_real: &Tensor,
+        past: i64,
+        window: Option<i64>,
+        bias: Option<Tensor>,
+        softcap: Option<f64>,
+    ) -> Self {
+        let allowed = allowed_from(key_real, past, window);
+        if attention == Attention::Eager || softcap.is_some() {
+            return Mask { form: MaskForm::Eager { allowed, bias, softcap } };
+        }
+        let (q, k) = query_key_indices(key_real, past);
+        let allowed = allowed.logical_or(&k.eq_tensor(&q).unsqueeze(0).unsqueeze(0));
+        let mask = match bias {
+            Some(bias) => bias.where_scalarother(&allowed, lowest(bias.kind())),
+            None => allowed,
+        };
+        Mask { form: MaskForm::Fused(mask) }
+    }
+}
+
+/// The lowest finite value of a score dtype (bf16's exactly: a value past it does not convert).
+fn lowest(kind: Kind) -> f64 {
+    match kind {
         Kind::BFloat16 => -3.389_531_389_251_535_5e38,
         Kind::Half => -65504.0,
         _ => f32::MIN as f64,
+    }
+}
+
+/// Attention of q [b, heads, s, d] over k/v [b, kv_heads, keys, d] (keys = s, or more after a
+/// cache) under `mask`, the scores scaled by `scale`; returns [b, s, heads·d].
+///
+/// Eager: scores plus the bias (broadcast), soft-capped, masked (the dtype's lowest value where a
+/// query may not look, as transformers does), softmax in fp32. Fused: libtorch's
+/// `scaled_dot_product_attention` with the mask, grouped heads read in place (`enable_gqa`).
+pub fn attend(q: &Tensor, k: &Tensor, v: &Tensor, scale: f64, mask: &Mask) -> Tensor {
+    let (b, heads, s, d) = q.size4().expect("[batch, heads, seq, head_dim]");
+    let groups = heads / k.size()[1];
+    let out = match &mask.form {
+        MaskForm::Fused(m) => Tensor::scaled_dot_product_attention(q, k, v, Some(m), 0.0, false, scale, groups > 1),
+        MaskForm::Eager { allowed, bias, softcap } => {
+            let (k, v) = if groups > 1 {
+                (k.repeat_interleave_self_int(groups, 1, None), v.repeat_interleave_self_int(groups, 1, None))
+            } else {
+                (k.shallow_clone(), v.shallow_clone())
+            };
+            let mut scores = q.matmul(&k.transpose(2, 3)) * scale;
+            if let Some(bias) = bias {
+                scores += bias;
+            }
+            if let Some(cap) = softcap {
+                scores = (scores / *cap).tanh() * *cap;
+            }
+            let scores = scores.masked_fill(&allowed.logical_not(), lowest(scores.kind()));
+            scores.softmax(-1, Kind::Float).to_kind(q.kind()).matmul(&v)
+        }
     };
-    let scores = scores.masked_fill(&allowed.logical_not(), min);
-    let probs = scores.softmax(-1, Kind::Float).to_kind(q.kind());
-    probs.matmul(&v).transpose(1, 2).reshape([b, s, heads * d])
+    out.transpose(1, 2).reshape([b, s, heads * d])
 }

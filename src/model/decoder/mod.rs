@@ -7,7 +7,8 @@
 //! `model_dir`, untouched by this. A PEFT LoRA adapter folder loads as its base model with the
 //! adapter merged into the weights (`adapter`). Each family's forward pass runs over a whole
 //! right-padded batch (scoring) or over the new tokens after a key/value cache (generation,
-//! `cache`), the same code for both.
+//! `cache`), the same code for both, with libtorch's fused attention or eager attention
+//! ([`Attention`], fused unless `INDOLM_ATTENTION=eager`).
 pub mod adapter;
 pub mod bloom;
 pub mod cache;
@@ -21,6 +22,7 @@ pub mod xglm;
 
 pub use cache::KvCache;
 pub use config::{DecoderConfig, Family};
+pub use layers::Attention;
 pub use tokenizer::{CausalTokenizer, SpecialToken};
 
 use crate::error::{Error, Result};
@@ -51,6 +53,9 @@ pub struct CausalLm {
     pub kind: Kind,
     /// Where it runs.
     pub device: Device,
+    /// How its attention is computed: [`Attention::from_env`] at load (fused unless
+    /// `INDOLM_ATTENTION=eager`); a test may set it to compare the two.
+    pub attention: Attention,
     /// Checkpoint tensors the network does not use (sorted).
     pub unused: Vec<String>,
     /// Tensors of a multimodal checkpoint outside its text model (the vision tower, the
@@ -94,8 +99,10 @@ pub fn load_causal_lm(dir: &Path, device: Device) -> Result<CausalLm> {
 
 /// Loads the causal LM in `dir` onto `device`, its weights cast to `kind`. A PEFT LoRA adapter
 /// folder loads as its base model (config, tokenizer unless the adapter has its own
-/// `tokenizer.json`, weights) with the adapter merged into the weights ([`adapter`]).
+/// `tokenizer.json`, weights) with the adapter merged into the weights ([`adapter`]). Its
+/// attention is the one `INDOLM_ATTENTION` asks for ([`Attention::from_env`]).
 pub fn load_causal_lm_as(dir: &Path, device: Device, kind: Kind) -> Result<CausalLm> {
+    let attention = Attention::from_env()?;
     let lora = adapter::Adapter::open(dir)?;
     let tokenizer_dir = lora.as_ref().map_or(dir, |a| a.tokenizer_dir());
     let dir = lora.as_ref().map_or(dir, |a| a.base.as_path());
@@ -133,7 +140,19 @@ pub fn load_causal_lm_as(dir: &Path, device: Device, kind: Kind) -> Result<Causa
         })
     })?;
     let unused = weights.leftover();
-    Ok(CausalLm { net, vs, config, tokenizer, kind, device, unused, not_text: dropped, adapter, _maps: weights.maps })
+    Ok(CausalLm {
+        net,
+        vs,
+        config,
+        tokenizer,
+        kind,
+        device,
+        attention,
+        unused,
+        not_text: dropped,
+        adapter,
+        _maps: weights.maps,
+    })
 }
 
 impl CausalLm {
@@ -145,11 +164,12 @@ impl CausalLm {
 
     /// The family's forward pass over the new tokens `ids` of `step`, after `cache` when given.
     fn forward(&self, ids: &Tensor, step: &Step, cache: Option<&mut KvCache>) -> Tensor {
+        let attention = self.attention;
         match &self.net {
-            Net::Rope(n) => n.forward(ids, step, cache),
-            Net::Bloom(n) => n.forward(ids, step, cache),
-            Net::Xglm(n) => n.forward(ids, step, cache),
-            Net::Falcon(n) => n.forward(ids, step, cache),
+            Net::Rope(n) => n.forward(ids, step, cache, attention),
+            Net::Bloom(n) => n.forward(ids, step, cache, attention),
+            Net::Xglm(n) => n.forward(ids, step, cache, attention),
+            Net::Falcon(n) => n.forward(ids, step, cache, attention),
         }
     }
 

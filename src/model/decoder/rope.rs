@@ -15,7 +15,7 @@
 //! projection (OLMo, [heads · head_dim]).
 use super::cache::{KvCache, Step};
 use super::config::{DecoderConfig, Family};
-use super::layers::{activate, apply_rope, attend, inv_freq_tensor, Linear, RmsNorm};
+use super::layers::{activate, apply_rope, attend, inv_freq_tensor, Attention, Linear, Mask, RmsNorm};
 use super::load::{as_compute, Weights};
 use crate::error::Result;
 use tch::nn::VarStore;
@@ -156,8 +156,9 @@ impl RopeDecoder {
     }
 
     /// Final hidden states [batch, s, hidden] of the new tokens `ids` [batch, s] of `step`, their
-    /// keys and values written to `cache` when there is one (the scoring pass has none).
-    pub fn forward(&self, ids: &Tensor, step: &Step, mut cache: Option<&mut KvCache>) -> Tensor {
+    /// keys and values written to `cache` when there is one (the scoring pass has none), with
+    /// `attention` (eager where the family soft-caps its scores, Gemma 2).
+    pub fn forward(&self, ids: &Tensor, step: &Step, mut cache: Option<&mut KvCache>, attention: Attention) -> Tensor {
         let c = &self.config;
         let (b, s) = ids.size2().expect("[batch, seq] ids");
         let mut x = as_compute(&Tensor::embedding(&self.embed_tokens, ids, -1, false, false), self.kind);
@@ -167,19 +168,15 @@ impl RopeDecoder {
         }
         let tables: Vec<(Tensor, Tensor)> =
             self.ropes.iter().map(|(inv, scaling)| step.rope_tables(inv, *scaling, s, kind)).collect();
-        let full = step.allowed(None);
-        let mut windowed: Vec<(i64, Tensor)> = Vec::new();
+        // One mask for every layer of a window (none: full causal attention), made at its first.
+        let mut masks: Vec<(Option<i64>, Mask)> = Vec::new();
         for (i, layer) in self.layers.iter().enumerate() {
-            let allowed_here = match layer.window {
-                None => full.shallow_clone(),
-                Some(wnd) => match windowed.iter().find(|(w, _)| *w == wnd) {
-                    Some((_, t)) => t.shallow_clone(),
-                    None => {
-                        let t = step.allowed(Some(wnd));
-                        windowed.push((wnd, t.shallow_clone()));
-                        t
-                    }
-                },
+            let at = match masks.iter().position(|(w, _)| *w == layer.window) {
+                Some(at) => at,
+                None => {
+                    masks.push((layer.window, step.mask(attention, layer.window, None, c.attn_softcap)));
+                    masks.len() - 1
+                }
             };
             let (cos, sin) = &tables[layer.rope];
             // Attention branch.
@@ -207,7 +204,7 @@ impl RopeDecoder {
                 Some(cache) => cache.store(i, step.past, &k, &v),
                 None => (k, v),
             };
-            let att = attend(&q, &k, &v, c.attn_scale, None, c.attn_softcap, &allowed_here);
+            let att = attend(&q, &k, &v, c.attn_scale, &masks[at].1);
             let mut h = layer.o_proj.forward_in_input_kind(&att);
             if self.norms != Norms::Pre {
                 h = layer.post_attention_layernorm.forward(&h);

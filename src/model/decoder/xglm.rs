@@ -8,7 +8,7 @@
 //! and the steps after a cache take each row's own (from its first real token).
 use super::cache::{KvCache, Step};
 use super::config::{DecoderConfig, FamilyOptions, XglmOptions};
-use super::layers::{activate, attend, LayerNorm, Linear};
+use super::layers::{activate, attend, Attention, LayerNorm, Linear};
 use super::load::{as_compute, Weights};
 use crate::error::{Error, Result};
 use tch::nn::VarStore;
@@ -111,15 +111,15 @@ impl Xglm {
     }
 
     /// Final hidden states [batch, s, hidden] of the new tokens `ids` [batch, s] of `step`, their
-    /// keys and values written to `cache` when there is one.
-    pub fn forward(&self, ids: &Tensor, step: &Step, mut cache: Option<&mut KvCache>) -> Tensor {
+    /// keys and values written to `cache` when there is one, with `attention`.
+    pub fn forward(&self, ids: &Tensor, step: &Step, mut cache: Option<&mut KvCache>, attention: Attention) -> Tensor {
         let c = &self.config;
         let (b, s) = ids.size2().expect("[batch, seq] ids");
         let (heads, d) = (c.num_heads, c.head_dim);
         let embedded = as_compute(&Tensor::embedding(&self.embed_tokens, ids, -1, false, false), self.kind);
         let kind = embedded.kind();
         let mut x = embedded * self.options.embed_scale + self.positions(step, s, kind);
-        let allowed = step.allowed(None);
+        let mask = step.mask(attention, None, None, None);
         let split = |t: Tensor| t.view([b, s, heads, d]).transpose(1, 2);
         for (i, layer) in self.layers.iter().enumerate() {
             let h = layer.self_attn_layer_norm.forward_in_input_kind(&x);
@@ -131,7 +131,7 @@ impl Xglm {
                 Some(cache) => cache.store(i, step.past, &k, &v),
                 None => (k, v),
             };
-            let att = attend(&q, &k, &v, 1.0, None, None, &allowed);
+            let att = attend(&q, &k, &v, 1.0, &mask);
             x += layer.out_proj.forward_in_input_kind(&att);
             let h = layer.final_layer_norm.forward_in_input_kind(&x);
             x += layer.fc2.forward_in_input_kind(&activate(&layer.fc1.forward_in_input_kind(&h), c.activation));

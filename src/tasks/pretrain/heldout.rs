@@ -1,8 +1,11 @@
 //! The held-out MLM loss: a fixed set of sequences each source kept out of training, scored with
-//! masks fixed by the seed, so every checkpoint is measured on the same predictions.
+//! masks fixed by the seed, so every checkpoint is measured on the same predictions. In a
+//! data-parallel run the ranks share its batches (see [`Heldout::loss`]).
 use super::masking::Masker;
 use super::recipe::MlmEvalSection;
 use crate::data::mixture::Mixture;
+use crate::error::Result;
+use crate::hooks::Share;
 use crate::model::BertForMaskedLM;
 use crate::seeds::salt;
 use tch::{Device, Kind};
@@ -18,19 +21,40 @@ impl Heldout {
         Heldout { sequences: mixture.heldout_sequences(settings.sequences_per_source) }
     }
 
-    /// Mean masked-LM loss over the held-out sequences.
-    pub fn loss(&self, model: &BertForMaskedLM, masker: &Masker, batch_size: usize, device: Device) -> f64 {
-        let (mut total, mut count) = (0.0, 0i64);
+    /// Mean masked-LM loss over the held-out sequences, in batches of `batch_size` sequences.
+    /// The ranks of `share` score whole batches in turn, each batch's summed loss and count are
+    /// combined exactly, and the sums run over the batches in order, as one process sums them:
+    /// the loss is bit for bit the single process's.
+    pub fn loss(
+        &self,
+        model: &BertForMaskedLM,
+        masker: &Masker,
+        batch_size: usize,
+        device: Device,
+        share: &dyn Share,
+    ) -> Result<f64> {
+        let batches: Vec<&[(usize, Vec<i64>)]> = self.sequences.chunks(batch_size).collect();
+        // Per batch: its tokens' summed loss (its mean loss times its count), and its count.
+        let mut sums = vec![0.0f64; 2 * batches.len()];
         tch::no_grad(|| {
-            for (i, chunk) in self.sequences.chunks(batch_size).enumerate() {
+            for (i, chunk) in batches.iter().enumerate() {
+                if !share.take(chunk.len()) {
+                    continue;
+                }
                 let seqs: Vec<Vec<i64>> = chunk.iter().map(|(_, s)| s.clone()).collect();
                 let batch = masker.mask(&seqs, (salt::HELDOUT_MASKS << 48) | (i * batch_size) as u64);
                 let (ids, labels) = batch.tensors(device);
                 let out = model.mlm_loss(&ids, None, None, &labels, false);
-                total += out.loss.to_kind(Kind::Double).double_value(&[]) * out.predicted as f64;
-                count += out.predicted;
+                sums[2 * i] = out.loss.to_kind(Kind::Double).double_value(&[]) * out.predicted as f64;
+                sums[2 * i + 1] = out.predicted as f64;
             }
         });
-        total / count.max(1) as f64
+        share.combine(&mut sums, "the held-out loss")?;
+        let (mut total, mut count) = (0.0, 0i64);
+        for batch in sums.chunks(2) {
+            total += batch[0];
+            count += batch[1] as i64;
+        }
+        Ok(total / count.max(1) as f64)
     }
 }

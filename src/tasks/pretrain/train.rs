@@ -12,7 +12,7 @@ use crate::data::tokenizer::TextTokenizer;
 use crate::device::{staged, upload};
 use crate::distributed::ProcessGroup;
 use crate::error::{Error, Result};
-use crate::hooks::CheckpointHook;
+use crate::hooks::{CheckpointHook, Ranks};
 use crate::logger::Logger;
 use crate::model::model_dir::{copy_into, load_masked_lm, save_model_files};
 use crate::model::{weights, BertConfig, BertForMaskedLM, Precision, IGNORE_INDEX};
@@ -146,12 +146,11 @@ pub struct MaskedLm {
     mixture: Option<Mixture>,
     /// Each source's content key (recorded in checkpoints: a resume on changed text is refused).
     corpus: BTreeMap<String, String>,
-    /// The held-out set (rank 0 only).
+    /// The held-out set (every rank scores its share of it).
     heldout: Option<Heldout>,
-    /// The checkpoint hooks (rank 0 only).
+    /// The checkpoint hooks (every rank scores its share; rank 0 writes).
     hooks: Vec<Box<dyn CheckpointHook>>,
-    /// The intervals at which some hook also evaluates between checkpoints (known to every
-    /// rank, though only rank 0 runs the hooks).
+    /// The intervals at which some hook also evaluates between checkpoints.
     evaluate_every: Vec<u64>,
     /// The first and the latest held-out loss this process measured.
     pub heldout_losses: (Option<f64>, Option<f64>),
@@ -162,7 +161,7 @@ pub struct MaskedLm {
 impl MaskedLm {
     /// Loads the recipe's tokenizer, prepares its corpus (rank 0 while the others wait; a resumed
     /// run refuses changed source text unless `--force`), and builds the model. `leader`: this
-    /// process evaluates and runs the hooks.
+    /// process prepares the corpus and speaks (every rank evaluates its share).
     pub fn new(
         recipe_path: &Path,
         recipe: PretrainRecipe,
@@ -200,15 +199,16 @@ impl MaskedLm {
                 outln!("{line}")
             }
         };
-        // Rank 0 prepares the corpus; the others open it once it is ready.
+        // Rank 0 prepares the corpus; the others wait for it in the store (under
+        // --rank0-wait-timeout, not the collectives' timeout), then open it.
         let mixture = match parallel {
             Some(p) if leader => {
                 let mixture = open_mixture(&recipe, &tokenizer, pinned, say);
-                p.barrier()?;
+                p.wait_for_rank0("rank 0's corpus preparation")?;
                 mixture?
             }
             Some(p) => {
-                p.barrier()?;
+                p.wait_for_rank0("rank 0's corpus preparation")?;
                 open_prepared_mixture(&recipe, &tokenizer, say)?
             }
             None => open_mixture(&recipe, &tokenizer, pinned, say)?,
@@ -217,7 +217,7 @@ impl MaskedLm {
         tch::manual_seed(recipe.seed as i64);
         let (vs, mut model, config) = build_model(&recipe, recipe_path, &tokenizer, opts.device)?;
         model.set_precision(precision);
-        let heldout = recipe.eval.mlm.as_ref().filter(|_| leader).map(|m| Heldout::new(&mixture, m));
+        let heldout = recipe.eval.mlm.as_ref().map(|m| Heldout::new(&mixture, m));
         let evaluate_every: Vec<u64> = hooks.iter().filter_map(|h| h.every()).collect();
         Ok(MaskedLm {
             device: opts.device,
@@ -230,7 +230,7 @@ impl MaskedLm {
             corpus: mixture.source_contents(),
             mixture: Some(mixture),
             heldout,
-            hooks: if leader { hooks } else { Vec::new() },
+            hooks,
             evaluate_every,
             heldout_losses: (None, None),
             world,
@@ -253,25 +253,31 @@ impl Evaluations for MaskedLm {
     }
 
     fn evaluate(&mut self, step: u64, logger: &mut Logger) -> Result<Evaluation> {
+        self.evaluate_on(step, logger, &Ranks::single())
+    }
+
+    /// The held-out loss, its batches (the global batch's size, as one process cuts them)
+    /// shared among the ranks.
+    fn evaluate_on(&mut self, step: u64, logger: &mut Logger, ranks: &Ranks<'_>) -> Result<Evaluation> {
         if let Some(heldout) = &self.heldout {
+            let started = Instant::now();
             let batch_size = self.recipe.optimizer.batch_size;
-            let loss = heldout.loss(&self.model, &self.masker, batch_size, self.device);
+            let loss = heldout.loss(&self.model, &self.masker, batch_size, self.device, ranks)?;
+            let shared = ranks.shared_work(started.elapsed().as_secs_f64())?;
             logger.scalar("eval/mlm_loss", loss, step);
             logger.scalar("eval/perplexity", loss.exp(), step);
             logger.println(&format!("step {step}: held-out MLM loss {loss:.4} (perplexity {:.1})", loss.exp()));
+            if let Some(shared) = shared {
+                logger.println(&format!("step {step}: held-out MLM loss {shared}"));
+            }
             self.heldout_losses.0.get_or_insert(loss);
             self.heldout_losses.1 = Some(loss);
         }
         Ok(Evaluation::default())
     }
 
-    fn at_checkpoint(&mut self, step: u64, dir: &Path, logger: &mut Logger) -> Result<()> {
-        for hook in self.hooks.iter_mut() {
-            let started = Instant::now();
-            hook.run(step, &self.model, &self.tokenizer, dir, logger)?;
-            logger.println(&format!("step {step}: {} took {:.1}s", hook.name(), started.elapsed().as_secs_f64()));
-        }
-        Ok(())
+    fn at_checkpoint(&mut self, step: u64, dir: &Path, logger: &mut Logger, ranks: &Ranks<'_>) -> Result<()> {
+        self.run_hooks(false, step, dir, logger, ranks)
     }
 
     fn evaluate_saved_checkpoint(&mut self, step: u64, dir: &Path, logger: &mut Logger) -> Result<()> {
@@ -279,7 +285,7 @@ impl Evaluations for MaskedLm {
         saved.model.set_precision(self.precision);
         for hook in self.hooks.iter_mut() {
             let started = Instant::now();
-            hook.run(step, &saved.model, &saved.tokenizer, dir, logger)?;
+            hook.run(step, &saved.model, &saved.tokenizer, dir, logger, &Ranks::single())?;
             logger.println(&format!(
                 "step {step}: {} (redone from the checkpoint's weights) took {:.1}s",
                 hook.name(),
@@ -289,11 +295,47 @@ impl Evaluations for MaskedLm {
         Ok(())
     }
 
-    fn evaluate_between_checkpoints(&mut self, step: u64, dir: &Path, logger: &mut Logger) -> Result<()> {
-        for hook in self.hooks.iter_mut().filter(|h| h.every().is_some_and(|every| step.is_multiple_of(every))) {
-            hook.run(step, &self.model, &self.tokenizer, dir, logger)?;
+    fn evaluate_between_checkpoints(
+        &mut self,
+        step: u64,
+        dir: &Path,
+        logger: &mut Logger,
+        ranks: &Ranks<'_>,
+    ) -> Result<()> {
+        self.run_hooks(true, step, dir, logger, ranks)
+    }
+}
+
+impl MaskedLm {
+    /// Runs the hooks on the model in memory at `step`: every hook at a checkpoint (each timed),
+    /// or those due `between` checkpoints; in a data-parallel run each rank's share is logged
+    /// too. Every due hook runs on every rank even after one has failed, so that all ranks make
+    /// the same collective calls; the first failure is returned.
+    fn run_hooks(
+        &mut self,
+        between: bool,
+        step: u64,
+        dir: &Path,
+        logger: &mut Logger,
+        ranks: &Ranks<'_>,
+    ) -> Result<()> {
+        let due = |every: Option<u64>| !between || every.is_some_and(|every| step.is_multiple_of(every));
+        let mut failure = None;
+        for hook in self.hooks.iter_mut().filter(|h| due(h.every())) {
+            let started = Instant::now();
+            let done = hook.run(step, &self.model, &self.tokenizer, dir, logger, ranks);
+            let seconds = started.elapsed().as_secs_f64();
+            if done.is_ok() && !between {
+                logger.println(&format!("step {step}: {} took {seconds:.1}s", hook.name()));
+            }
+            if let Some(shared) = ranks.shared_work(seconds)? {
+                logger.println(&format!("step {step}: {} {shared}", hook.name()));
+            }
+            if let Err(e) = done {
+                failure.get_or_insert(e);
+            }
         }
-        Ok(())
+        failure.map_or(Ok(()), Err)
     }
 }
 

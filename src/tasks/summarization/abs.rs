@@ -16,7 +16,7 @@ use super::input::TargetMarkers;
 use super::input::{encode_articles, encode_target, targets_of, ArticleBatch};
 use super::transformer::{positional, FeedForward, MultiHeadAttention, NORM_EPS};
 use crate::data::tokenizer::TextTokenizer;
-use crate::device::Precision;
+use crate::device::{to_device_queued, Precision};
 use crate::error::{Error, Result};
 use crate::model::layers::{dropout, LayerNorm};
 use crate::model::model_dir::{copy_into, read_model_files, save_model_files_as};
@@ -266,7 +266,9 @@ impl<'a> DecodeState<'a> {
     pub fn step(&mut self, parents: &[i64], tokens: &[i64]) -> Tensor {
         tch::no_grad(|| {
             let device = self.model.vs.device();
-            let parent_rows = Tensor::from_slice(parents).to_device(device);
+            // Host values go to the device queued (pinned, non-blocking on CUDA): a decoding step
+            // makes the host wait only where the beam search reads its candidates.
+            let parent_rows = to_device_queued(parents, &[parents.len() as i64], device);
             for cache in self.caches.iter_mut() {
                 if let Some((k, v)) = cache.take() {
                     *cache = Some((k.index_select(0, &parent_rows), v.index_select(0, &parent_rows)));
@@ -275,7 +277,7 @@ impl<'a> DecodeState<'a> {
             self.article_of = parents.iter().map(|&p| self.article_of[p as usize]).collect();
             let layout = self.layout(device);
             let hidden = self.model.decoder.step(
-                &Tensor::from_slice(tokens).to_device(device),
+                &to_device_queued(tokens, &[tokens.len() as i64], device),
                 self.length,
                 &mut self.caches,
                 &layout,
@@ -311,7 +313,7 @@ impl<'a> DecodeState<'a> {
                 self.mask.shallow_clone(),
             ),
             _ => {
-                let index = Tensor::from_slice(&articles).to_device(device);
+                let index = to_device_queued(&articles, &[articles.len() as i64], device);
                 let memory =
                     self.memory.iter().map(|(k, v)| (k.index_select(0, &index), v.index_select(0, &index))).collect();
                 (memory, self.mask.index_select(0, &index))
@@ -340,8 +342,8 @@ impl<'a> DecodeState<'a> {
         ContextLayout {
             memory,
             mask,
-            slots: Tensor::from_slice(&slots).to_device(device),
-            slot_of: Tensor::from_slice(&slot_of).to_device(device),
+            slots: to_device_queued(&slots, &[slots.len() as i64], device),
+            slot_of: to_device_queued(&slot_of, &[slot_of.len() as i64], device),
             width: width as i64,
         }
     }
@@ -371,16 +373,21 @@ pub struct BertAbs {
 /// Label-smoothed KL divergence summed over targets (PreSumm's `LabelSmoothingLoss`):
 /// the gold token gets 1 − ε, every other entry but padding ε / (V − 2).
 pub fn label_smoothed_loss(log_probs: &Tensor, gold: &Tensor, smoothing: f64, pad: i64) -> Tensor {
+    label_smoothed_losses(log_probs, gold, smoothing, pad).sum(Kind::Float)
+}
+
+/// [`label_smoothed_loss`] of each row of `log_probs` [rows, vocab] against `gold` [rows].
+fn label_smoothed_losses(log_probs: &Tensor, gold: &Tensor, smoothing: f64, pad: i64) -> Tensor {
     let vocab = log_probs.size()[1];
     let gold_lp = log_probs.gather(1, &gold.unsqueeze(1), false).squeeze_dim(1);
     if smoothing <= 0.0 {
-        return -gold_lp.sum(Kind::Float);
+        return -gold_lp;
     }
     let confidence = 1.0 - smoothing;
     let spread = smoothing / (vocab - 2) as f64;
     let entropy = confidence * confidence.ln() + smoothing * spread.ln();
     let others = log_probs.sum_dim_intlist(1, false, Kind::Float) - &gold_lp - log_probs.select(1, pad);
-    (-(gold_lp * confidence) - others * spread + entropy).sum(Kind::Float)
+    -(gold_lp * confidence) - others * spread + entropy
 }
 
 impl BertAbs {
@@ -509,18 +516,28 @@ impl BertAbs {
         self.log_probs(&self.teacher_forced_hidden(batch, targets, train))
     }
 
-    /// Label-smoothed loss per target token and the number of target tokens. The vocabulary
-    /// projection runs only at non-padding positions.
+    /// Label-smoothed loss per target token and the number of target tokens, read back (one
+    /// wait for the device: for inspection; training takes [`BertAbs::token_loss`]).
     pub fn loss(&self, batch: &ArticleBatch, targets: &Tensor, train: bool) -> (Tensor, i64) {
+        let (loss, tokens) = self.token_loss(batch, targets, train);
+        (loss, tokens.int64_value(&[]))
+    }
+
+    /// Label-smoothed loss per target token and the number of target tokens (int64), both on the
+    /// device: the loss at every position masked to the non-padding targets, so that nothing is
+    /// read back and no size depends on the data (the host never waits for the device). The
+    /// vocabulary projection runs at every position, padding included.
+    pub fn token_loss(&self, batch: &ArticleBatch, targets: &Tensor, train: bool) -> (Tensor, Tensor) {
         let hidden = self.teacher_forced_hidden(batch, targets, train);
         let len = targets.size()[1];
         let gold = targets.narrow(1, 1, len - 1).reshape([-1]);
         let pad = self.tokenizer.special.pad;
-        let keep = gold.ne(pad).nonzero().squeeze_dim(1);
-        let n = keep.size()[0];
-        let log_probs = self.log_probs(&hidden.reshape([-1, self.config.hidden_size]).index_select(0, &keep));
-        let total = label_smoothed_loss(&log_probs, &gold.index_select(0, &keep), self.abs.label_smoothing, pad);
-        (total / n.max(1) as f64, n)
+        let padding = gold.eq(pad);
+        let tokens = padding.logical_not().sum(Kind::Int64);
+        let log_probs = self.log_probs(&hidden.reshape([-1, self.config.hidden_size]));
+        let losses = label_smoothed_losses(&log_probs, &gold, self.abs.label_smoothing, pad);
+        let total = losses.masked_fill(&padding, 0.0).sum(Kind::Float);
+        (total / tokens.clamp_min(1).to_kind(Kind::Float), tokens)
     }
 
     /// The beam-search settings of this model.

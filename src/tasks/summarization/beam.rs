@@ -8,9 +8,56 @@
 //! `max_length` tokens. The model enters as a function from the live hypotheses to their
 //! next-token log-probabilities. [`beam_search_batch`] searches many articles at once (one
 //! model call per step for all their live hypotheses), each exactly as it would be alone.
+//!
+//! A step reads device values once: every row's best candidates, gathered on the device, come
+//! back in one transfer. Only two rare cases read more: ties at a row's k-th best beyond the k
+//! taken, and trigram blocking eating a row's candidates (a widening search). [`decoding_reads`]
+//! counts the steps and the reads of the searches of the calling thread.
+use crate::device::to_device_queued;
+use std::cell::Cell;
 use std::cmp::Ordering;
 use std::collections::HashSet;
 use tch::{Device, Kind, Tensor};
+
+/// Steps and reads of the beam searches of one thread so far (see [`decoding_reads`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct DecodingReads {
+    /// Decoding steps: one model call each.
+    pub steps: u64,
+    /// Times those steps made the host wait for device values (a transfer to the host, or a
+    /// size that depends on device data).
+    pub reads: u64,
+}
+
+thread_local! {
+    /// The calling thread's [`DecodingReads`].
+    static COUNTS: Cell<DecodingReads> = const { Cell::new(DecodingReads { steps: 0, reads: 0 }) };
+}
+
+/// The steps and reads of every beam search the calling thread ran so far (a count that only
+/// grows: take the difference around a search).
+pub fn decoding_reads() -> DecodingReads {
+    COUNTS.with(Cell::get)
+}
+
+/// Adds `steps` and `reads` to the calling thread's counts.
+fn count(steps: u64, reads: u64) {
+    COUNTS.with(|c| {
+        let now = c.get();
+        c.set(DecodingReads { steps: now.steps + steps, reads: now.reads + reads });
+    });
+}
+
+/// Counts one read of device values.
+fn note_read() {
+    count(0, 1);
+}
+
+/// `t` brought to the host as f64 values (row-major), one read.
+fn read_f64(t: &Tensor) -> Vec<f64> {
+    note_read();
+    Vec::<f64>::try_from(t.to_kind(Kind::Double).reshape([-1]).to_device(Device::Cpu)).expect("f64 values")
+}
 
 /// Beam-search settings.
 #[derive(Debug, Clone, PartialEq)]
@@ -166,7 +213,8 @@ impl StepScores {
     fn new<'l>(rows: Tensor, live: impl Iterator<Item = &'l Live>, step: usize, config: &BeamConfig) -> Self {
         let (cumulative, may_end): (Vec<f64>, Vec<bool>) = live.map(|h| (h.log_prob, h.may_end)).unzip();
         if config.eos < rows.size()[1] {
-            let forbidden = Tensor::from_slice(&may_end).to_device(rows.device()).logical_not();
+            // Queued (pinned, non-blocking on CUDA): no wait.
+            let forbidden = to_device_queued(&may_end, &[may_end.len() as i64], rows.device()).logical_not();
             let _ = rows.narrow(1, config.eos, 1).squeeze_dim(1).masked_fill_(&forbidden, f64::NEG_INFINITY);
         }
         StepScores { rows, cumulative, penalty: length_penalty(step + 1, config.alpha) }
@@ -174,29 +222,31 @@ impl StepScores {
 
     /// Possible (finite) candidates in rows `first .. first + n`.
     fn finite_in(&self, first: i64, n: i64) -> i64 {
+        note_read();
         self.rows.narrow(0, first, n).isfinite().sum(Kind::Int64).int64_value(&[])
     }
 
+    /// The candidate of row `row` (its `beam` counted from row `first`) with log-probability
+    /// `log_p` (the row's value, exactly) for `token`, its f64 log-probability and score.
+    fn candidate(&self, row: usize, first: usize, token: i64, log_p: f64) -> Candidate {
+        let log_prob = self.cumulative[row] + log_p;
+        Candidate { score: log_prob / self.penalty, log_prob, beam: row - first, token }
+    }
+
     /// The candidates at flat positions `index` of the rows (their `beam` counted from row
-    /// `first`), with their f64 log-probabilities and scores.
+    /// `first`), with their f64 log-probabilities and scores: values and positions in one read.
     fn candidates(&self, index: &Tensor, first: i64) -> Vec<Candidate> {
         let vocab = self.rows.size()[1];
-        let values = Vec::<f64>::try_from(
-            self.rows.reshape([-1]).index_select(0, index).to_kind(Kind::Double).to_device(Device::Cpu),
-        )
-        .expect("f64 values");
-        let index = Vec::<i64>::try_from(index.to_device(Device::Cpu)).expect("indices");
+        let values = self.rows.reshape([-1]).index_select(0, index).to_kind(Kind::Double);
+        // Positions below 2^53 are exact in f64.
+        let both = read_f64(&Tensor::stack(&[values, index.to_kind(Kind::Double)], 0));
+        let (values, index) = both.split_at(both.len() / 2);
         index
             .iter()
-            .zip(&values)
+            .zip(values)
             .map(|(&i, &log_p)| {
-                let log_prob = self.cumulative[(i / vocab) as usize] + log_p;
-                Candidate {
-                    score: log_prob / self.penalty,
-                    log_prob,
-                    beam: (i / vocab - first) as usize,
-                    token: i % vocab,
-                }
+                let i = i as i64;
+                self.candidate((i / vocab) as usize, first as usize, i % vocab, log_p)
             })
             .collect()
     }
@@ -257,8 +307,8 @@ impl Search {
     ) -> Vec<Candidate> {
         let n = self.live.len() as i64;
         let vocab = scores.rows.size()[1];
-        let cumulative = Tensor::from_slice(&scores.cumulative[first as usize..(first + n) as usize])
-            .to_device(scores.rows.device());
+        let cumulative =
+            to_device_queued(&scores.cumulative[first as usize..(first + n) as usize], &[n], scores.rows.device());
         let mine = ((scores.rows.narrow(0, first, n).to_kind(Kind::Double) + cumulative.unsqueeze(1)) / scores.penalty)
             .reshape([-1]);
         let finite = scores.finite_in(first, n);
@@ -268,7 +318,9 @@ impl Search {
             let kept = if k_now == 0 {
                 Vec::new()
             } else {
+                note_read();
                 let threshold = mine.topk(k_now, 0, true, true).0.double_value(&[k_now - 1]);
+                note_read();
                 let chosen = mine.ge(threshold).logical_and(&mine.isfinite()).nonzero().reshape([-1]) + first * vocab;
                 self.select(scores.candidates(&chosen, first), config, piece)
             };
@@ -319,9 +371,49 @@ fn lowest_finite(kind: Kind) -> f64 {
     }
 }
 
+/// Each row's candidates down to its k-th best, every candidate scoring at least that (ties
+/// included, so the order is a full sort's), and whether each row had fewer than k possible
+/// candidates (its k-th is −∞: all of them are taken). One read: every row's k best values and
+/// tokens, gathered on the device, with how many of its candidates reach its k-th; only when
+/// some row has more (ties at its k-th beyond the k taken) are they found again, exactly.
+fn step_pool(scores: &StepScores, k: i64) -> (Vec<Candidate>, Vec<bool>) {
+    let (top, tokens) = scores.rows.topk(k, 1, true, true);
+    let kind = top.kind();
+    // At least the lowest finite value of the scores' dtype, so −∞ (impossible) candidates are
+    // never taken (f32's lowest would not fit a bf16 or fp16 tensor: libtorch refuses it).
+    let threshold = top.select(1, k - 1).clamp_min(lowest_finite(kind)).unsqueeze(1);
+    let reaching = scores.rows.ge_tensor(&threshold).sum_dim_intlist(1, false, Kind::Int64).unsqueeze(1);
+    let columns = [top.to_kind(Kind::Double), tokens.to_kind(Kind::Double), reaching.to_kind(Kind::Double)];
+    let host = read_f64(&Tensor::cat(&columns, 1));
+    let k = k as usize;
+    let (mut pool, mut exhausted, mut complete) = (Vec::new(), Vec::new(), true);
+    for (row, values) in host.chunks(2 * k + 1).enumerate() {
+        let (best, rest) = values.split_at(k);
+        let (ids, reached) = rest.split_at(k);
+        // The threshold as the device computed it: the k-th, clamped (NaN stays NaN).
+        let kth = best[k - 1];
+        exhausted.push(kth.is_infinite());
+        let floor = if kth.is_nan() { f64::NAN } else { kth.max(lowest_finite(kind)) };
+        let before = pool.len();
+        for (&log_p, &token) in best.iter().zip(ids).filter(|&(&v, _)| v >= floor) {
+            pool.push(scores.candidate(row, 0, token as i64, log_p));
+        }
+        complete &= reached[0] as usize == pool.len() - before;
+    }
+    if !complete {
+        let vocab = scores.rows.size()[1];
+        note_read();
+        let chosen = scores.rows.ge_tensor(&threshold).nonzero();
+        let flat = chosen.select(1, 0) * vocab + chosen.select(1, 1);
+        pool = scores.candidates(&flat, 0);
+    }
+    (pool, exhausted)
+}
+
 /// One step of every article searching: scores for all their rows at once, each row's
-/// candidates down to its k-th best gathered in one pass, and each article's selection made
-/// from them (or, when blocking ate too many, from a widening search of its own rows).
+/// candidates down to its k-th best gathered in one pass ([`step_pool`]), and each article's
+/// selection made from them (or, when blocking ate too many, from a widening search of its own
+/// rows).
 fn advance_all(
     searches: &mut [Search],
     searching: &[usize],
@@ -334,15 +426,7 @@ fn advance_all(
     let vocab = rows.size()[1];
     let scores = StepScores::new(rows, searching.iter().flat_map(|&a| searches[a].live.iter()), step, config);
     let k = ((config.beam * 2).max(4) as i64).min(vocab);
-    let kth = scores.rows.topk(k, 1, true, true).0.select(1, k - 1);
-    // A row with fewer than k possible candidates has −∞ as its k-th: all of them are taken.
-    let exhausted = Vec::<bool>::try_from(kth.isinf().to_device(Device::Cpu)).expect("flags");
-    // At least the lowest finite value of the scores' dtype, so −∞ (impossible) candidates are
-    // never taken (f32's lowest would not fit a bf16 or fp16 tensor: libtorch refuses it).
-    let threshold = kth.clamp_min(lowest_finite(kth.kind())).unsqueeze(1);
-    let chosen = scores.rows.ge_tensor(&threshold).nonzero();
-    let flat = chosen.select(1, 0) * vocab + chosen.select(1, 1);
-    let pool = scores.candidates(&flat, 0);
+    let (pool, exhausted) = step_pool(&scores, k);
     let mut pools: Vec<Vec<Candidate>> = vec![Vec::new(); searching.len()];
     let mut article_of_row = Vec::new();
     for (i, &(_, n)) in spans.iter().enumerate() {
@@ -416,6 +500,7 @@ pub(crate) fn beam_search_batch(
             }
         }
         let rows = next_log_probs(&seqs, &parents);
+        count(1, 0);
         advance_all(&mut searches, &searching, &spans, rows, step, config, &piece);
         for (&a, &(from, _)) in searching.iter().zip(&spans) {
             offsets[a] = from;
@@ -503,6 +588,37 @@ mod tests {
 
     fn close(a: f64, b: f64) -> bool {
         (a - b).abs() < 1e-12
+    }
+
+    #[test]
+    fn ties_past_the_k_taken_are_found_again_and_a_step_reads_once() {
+        // Ten tokens: 0 pad, 1 bos, 2 eos, 3..=9 words. After bos the seven words tie, and a
+        // beam of 1 takes k = 4 a row: three tied words lie past the k taken, and the smallest
+        // token (3) must still win, as a full sort ranks them.
+        let row = |allowed: &[(i64, f64)]| {
+            let mut r = vec![f64::NEG_INFINITY; 10];
+            for &(t, lp) in allowed {
+                r[t as usize] = lp;
+            }
+            r
+        };
+        let tied: Vec<(i64, f64)> = (3..10).map(|t| (t, -1.0)).collect();
+        let cfg = config(1, 0, 5, 0.0, false);
+        let before = decoding_reads();
+        let found = beam_search(
+            &cfg,
+            |seqs: &[Vec<i64>], _: &[usize]| {
+                seqs.iter().map(|s| if s.len() == 1 { row(&tied) } else { row(&[(EOS, -0.5), (4, -2.0)]) }).collect()
+            },
+            |t| format!("w{t}"),
+        );
+        let after = decoding_reads();
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].tokens, vec![3]);
+        assert!(close(found[0].log_prob, -1.5), "{found:?}");
+        // Two steps: the tied one reads three times (its k best, the tied positions, their
+        // values), the other once.
+        assert_eq!((after.steps - before.steps, after.reads - before.reads), (2, 4));
     }
 
     #[test]

@@ -16,7 +16,7 @@ use super::encoded::{encode_split, EncodedSplit};
 use super::ext::{label_tensor, BertExt};
 use super::inference::{evaluate, Summarizer};
 use super::input::{staged_batch_of, targets_of, ArticleBatch, EncodedArticle};
-use super::prepared::prepare_split;
+use super::prepared::{prepare_split, PreparedSplit};
 use super::recipe::{best_dir_name, split_stem};
 pub use super::recipe::{SummarizeRecipe, Task};
 use super::{baselines_scored, markdown, Row, RowBertScore};
@@ -132,7 +132,7 @@ pub fn run(
     seed_torch(recipe.seed, salt::SUMMARIZATION_INIT);
     let (mut model, notes) = start_model(recipe, init, opts.device)?;
     model.set_precision(precision);
-    let parallel = group.map(DataParallel::new).transpose()?;
+    let mut parallel = group.map(DataParallel::new).transpose()?;
     let leader = parallel.as_ref().is_none_or(|p| p.rank() == 0);
     if leader {
         // The BERTScore model too (loaded on the CPU and let go: it scores after training).
@@ -148,7 +148,7 @@ pub fn run(
             run.logger.println(&format!("note: {n}"));
         }
     }
-    let splits = match Splits::load(recipe, &model, &run.logger) {
+    let splits = match Splits::load(recipe, &model, &run.logger, parallel.as_mut()) {
         Ok(splits) => splits,
         Err(e) => {
             run.abandon(); // refused before training: nothing of this run is left behind
@@ -265,11 +265,40 @@ struct Splits {
 impl Splits {
     /// Reads the splits; the training split is read and labelled (on every core, once: it is
     /// cached beside the data), then tokenized for `model` (likewise once), and its text dropped.
-    fn load(recipe: &SummarizeRecipe, model: &Summarizer, logger: &Logger) -> Result<Self> {
+    /// Under several ranks rank 0 does that while the others wait for it in the store; they then
+    /// read the caches, or, where the data folder could not hold them, label and tokenize the
+    /// split themselves, each on its share of the node's cores ([`preparation_threads`]).
+    fn load(
+        recipe: &SummarizeRecipe,
+        model: &Summarizer,
+        logger: &Logger,
+        parallel: Option<&mut DataParallel>,
+    ) -> Result<Self> {
         let d = &recipe.data;
         let note = |n: &str| logger.println(n);
-        let prepared = prepare_split(&d.root, &d.train_split, &note)?;
-        let train = encode_split(&d.root, &d.train_split, &prepared, model.tokenizer(), model.max_positions(), &note)?;
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let prepare = |threads: usize| {
+            crate::data::parallel::with_thread_limit(threads, || -> Result<(PreparedSplit, EncodedSplit)> {
+                let prepared = prepare_split(&d.root, &d.train_split, &note)?;
+                let (tokenizer, positions) = (model.tokenizer(), model.max_positions());
+                let train = encode_split(&d.root, &d.train_split, &prepared, tokenizer, positions, &note)?;
+                Ok((prepared, train))
+            })
+        };
+        let what = "rank 0's labelling and tokenizing of the training split";
+        let (prepared, train) = match parallel {
+            Some(p) if p.rank() == 0 => {
+                let done = prepare(preparation_threads(cores, 1));
+                p.wait_for_rank0(what)?;
+                done?
+            }
+            Some(p) => {
+                p.wait_for_rank0(what)?;
+                let local = crate::distributed::Launch::from_env()?.map_or(1, |l| l.local_world_size);
+                prepare(preparation_threads(cores, local))?
+            }
+            None => prepare(cores)?,
+        };
         logger.println(&format!(
             "{}: {} articles ({}, {:.1}s), {} tokens ({}, {:.1}s)",
             d.train_split,
@@ -300,6 +329,13 @@ impl Splits {
             d.test_splits.iter().map(|s| Ok((s.clone(), load_split(&d.root, s)?))).collect::<Result<_>>()?;
         Ok(Splits { train, oracles, dev, selecting, tests })
     }
+}
+
+/// The threads one rank labels and tokenizes a split with: the node's `cores` shared by the
+/// `preparing` ranks of the node that do it at once (rank 0 alone while the others wait: all of
+/// them; every rank of a node whose data folder cannot hold the caches: its share), at least one.
+fn preparation_threads(cores: usize, preparing: usize) -> usize {
+    (cores / preparing.max(1)).max(1)
 }
 
 /// A dev split other than the primary one that a test split selects on: its articles, scored at
@@ -608,7 +644,7 @@ impl engine_task::Task for SummarizationTask {
         let targets = upload(&batch.targets, self.device);
         match &self.model {
             Summarizer::Ext(m) => m.loss(&inputs, &targets, true),
-            Summarizer::Abs(m) => m.loss(&inputs, &targets, true).0,
+            Summarizer::Abs(m) => m.token_loss(&inputs, &targets, true).0,
         }
     }
 
@@ -774,4 +810,20 @@ fn start_model(recipe: &SummarizeRecipe, init: &Path, device: Device) -> Result<
             (Summarizer::Abs(m), notes)
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::preparation_threads;
+
+    #[test]
+    fn preparing_ranks_share_the_node_s_cores() {
+        // Rank 0 alone (the others wait): every core; 8 ranks of a 64-core node at once: 8 each.
+        assert_eq!(preparation_threads(64, 1), 64);
+        assert_eq!(preparation_threads(64, 8), 8);
+        // Never more threads than cores among them, never none.
+        assert_eq!(preparation_threads(6, 4), 1);
+        assert_eq!(preparation_threads(2, 8), 1);
+        assert_eq!(preparation_threads(16, 0), 16);
+    }
 }

@@ -26,5 +26,10 @@ targets set it; tests/gpu/device_check.sh too).
   liputan6_stats    the Liputan6 paper's dataset statistics (novel n-grams) and extracted-sentence
                     positions, computed independently
   tensorboard_logs  what TensorBoard's readers make of indolm's event files
+  utility           numpy's means and scipy's Pearson r on `report bias-utility`'s numbers
   liputan6_oracle   the Liputan6 release's Oracle labels
+  bias_qa           IndoBias-QA's prompts, its parse rule (regular expressions), SP with statsmodels'
+                    Wilson intervals and SP_σ with numpy
+  openai_server     OpenAI-compatible servers for the API backend: transformers serve on a tiny
+                    model, the openai client's answers, a fake server that fails as busy ones do
 """

@@ -20,6 +20,15 @@ def tb_scalars(logdir):
     print(json.dumps(out))
 
 
+def plugin_tags(acc, plugin):
+    """The tags `plugin` wrote in a run (none when the run has none of its data: TensorBoard's
+    accumulator raises KeyError then)."""
+    try:
+        return acc.PluginTagToContent(plugin)
+    except KeyError:
+        return {}
+
+
 def tb_bias(logdir):
     from google.protobuf import json_format
     from tensorboard.backend.event_processing import plugin_event_accumulator as pea
@@ -33,11 +42,11 @@ def tb_bias(logdir):
             continue
         acc = pea.EventAccumulator(path, size_guidance={"tensors": 0})
         acc.Reload()
-        scalar_tags = sorted(acc.PluginTagToContent("scalars"))
+        scalar_tags = sorted(plugin_tags(acc, "scalars"))
         scalars = {t: [[e.step, float(tensor_util.make_ndarray(e.tensor_proto))] for e in acc.Tensors(t)] for t in scalar_tags}
         descriptions = {t: acc.SummaryMetadata(t).summary_description for t in scalar_tags}
         layout = None
-        if "custom_scalars__config__" in acc.PluginTagToContent("custom_scalars"):
+        if "custom_scalars__config__" in plugin_tags(acc, "custom_scalars"):
             proto = layout_pb2.Layout()
             proto.ParseFromString(acc.Tensors("custom_scalars__config__")[0].tensor_proto.string_val[0])
             layout = json_format.MessageToDict(proto)

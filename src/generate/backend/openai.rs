@@ -1,0 +1,837 @@
+//! A model served elsewhere as a [`ChatBackend`]: each conversation sent to an OpenAI-compatible
+//! `POST {base_url}/chat/completions` (vLLM, llama.cpp's server, `transformers serve`, OpenAI) as
+//! `{model, messages, temperature, max_tokens (or max_completion_tokens), seed, stop}`, with the API
+//! key from the environment in an `Authorization: Bearer` header (never written to a log, a cache or
+//! an error). A connection error, HTTP 429 or 5xx is retried with exponential backoff (jittered from
+//! the seed) or after the server's `Retry-After`; any other status fails at once with the server's
+//! message. Requests may be spaced by a rate limit and run a few at a time, the replies in order.
+//!
+//! Every answer is appended to a response cache (JSON Lines, one `{"key", "request", "response"}`
+//! a line, flushed as it arrives), keyed by the SHA-256 of the URL and the canonical JSON body (keys
+//! sorted, no spaces; the key is not in it): a rerun sends nothing, an interrupted run sends only
+//! what it had not received, and a cache hit never contacts the server.
+use super::{ChatBackend, ChatSettings, Reply};
+use crate::error::{Error, IoContext, Result};
+use crate::generate::chat::Messages;
+use serde_json::{Map, Value};
+use sha2::{Digest, Sha256};
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// The environment variable the API key is read from unless another is named.
+pub const DEFAULT_KEY_ENV: &str = "OPENAI_API_KEY";
+/// The environment variable that gives the base URL when no flag does.
+pub const BASE_URL_ENV: &str = "OPENAI_BASE_URL";
+/// Retries of a request after its first try, by default.
+pub const DEFAULT_RETRIES: u32 = 6;
+/// How long a request may take, its answer included, by default.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(300);
+/// The first pause of the backoff (doubled at each retry).
+const BACKOFF_START: Duration = Duration::from_secs(1);
+/// The longest pause of the backoff.
+const BACKOFF_CAP: Duration = Duration::from_secs(60);
+/// The longest `Retry-After` honoured (a longer one is waited this long).
+const RETRY_AFTER_CAP: Duration = Duration::from_secs(900);
+/// Characters of a server's message kept in an error.
+const MESSAGE_CHARS: usize = 400;
+
+/// An API key: sent in the `Authorization` header and nowhere else; its `Debug` shows no part of it.
+#[derive(Clone)]
+pub struct ApiKey(String);
+
+impl ApiKey {
+    /// The key `text` (surrounding spaces dropped).
+    pub fn new(text: &str) -> Self {
+        ApiKey(text.trim().to_string())
+    }
+
+    /// `text` with every occurrence of the key replaced by `[redacted]` (a server may echo it).
+    fn redact(&self, text: &str) -> String {
+        if self.0.is_empty() {
+            text.to_string()
+        } else {
+            text.replace(&self.0, "[redacted]")
+        }
+    }
+}
+
+impl std::fmt::Debug for ApiKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ApiKey([redacted])")
+    }
+}
+
+/// The request field that bounds a reply's tokens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MaxTokensField {
+    /// `max_tokens`: vLLM, llama.cpp's server, `transformers serve`, OpenAI's non-reasoning models.
+    MaxTokens,
+    /// `max_completion_tokens`: what OpenAI's reasoning models (GPT-5 mini, the o-series) accept.
+    MaxCompletionTokens,
+}
+
+impl MaxTokensField {
+    /// The field's name in the request.
+    pub fn name(self) -> &'static str {
+        match self {
+            MaxTokensField::MaxTokens => "max_tokens",
+            MaxTokensField::MaxCompletionTokens => "max_completion_tokens",
+        }
+    }
+
+    /// The field named `name`, if it is one of the two.
+    pub fn from_name(name: &str) -> Option<Self> {
+        [MaxTokensField::MaxTokens, MaxTokensField::MaxCompletionTokens].into_iter().find(|f| f.name() == name)
+    }
+}
+
+/// Where the server is and how to talk to it.
+#[derive(Debug, Clone)]
+pub struct OpenAiOptions {
+    /// The base URL, the part before `/chat/completions` (`http://localhost:8000/v1`).
+    pub base_url: String,
+    /// The served model's name.
+    pub model: String,
+    /// The API key, when the server needs one.
+    pub api_key: Option<ApiKey>,
+    /// Retries of a request after its first try (connection errors, HTTP 429 and 5xx).
+    pub retries: u32,
+    /// Requests per minute at most, retries included; 0: no limit.
+    pub rate_limit: u32,
+    /// Requests in flight at once (at least 1).
+    pub concurrency: usize,
+    /// How long one request may take, its answer included.
+    pub timeout: Duration,
+    /// The response cache file; `None`: every request goes to the server.
+    pub cache: Option<PathBuf>,
+    /// The field that bounds a reply's tokens.
+    pub max_tokens_field: MaxTokensField,
+    /// Variables for the server's chat template, sent as `chat_template_kwargs` when any (vLLM,
+    /// `transformers serve` and llama.cpp's server read them; OpenAI refuses the field).
+    pub chat_template_kwargs: Map<String, Value>,
+}
+
+impl OpenAiOptions {
+    /// `model` at `base_url` with the defaults: no key, [`DEFAULT_RETRIES`], no rate limit, one
+    /// request at a time, [`DEFAULT_TIMEOUT`], no cache, `max_tokens`.
+    pub fn new(base_url: &str, model: &str) -> Self {
+        OpenAiOptions {
+            base_url: base_url.to_string(),
+            model: model.to_string(),
+            api_key: None,
+            retries: DEFAULT_RETRIES,
+            rate_limit: 0,
+            concurrency: 1,
+            timeout: DEFAULT_TIMEOUT,
+            cache: None,
+            max_tokens_field: MaxTokensField::MaxTokens,
+            chat_template_kwargs: Map::new(),
+        }
+    }
+}
+
+/// A request's outcome in a worker thread: the server's answer and its reply, or why not.
+type Outcome = std::result::Result<(Value, Reply), String>;
+
+/// What a backend did: replies from the cache, requests answered, retries.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ApiStats {
+    /// Replies taken from the cache.
+    pub cached: usize,
+    /// Requests the server answered (each one once, however many tries it took).
+    pub requested: usize,
+    /// Tries repeated after a connection error, HTTP 429 or 5xx.
+    pub retries: usize,
+}
+
+/// A served model answering conversations.
+pub struct OpenAiChat {
+    /// What sends the requests (shared by the worker threads).
+    client: Client,
+    /// How replies are generated.
+    settings: ChatSettings,
+    /// The field that bounds a reply's tokens.
+    max_tokens_field: MaxTokensField,
+    /// Sent as `chat_template_kwargs` when not empty.
+    chat_template_kwargs: Map<String, Value>,
+    /// Requests in flight at once.
+    concurrency: usize,
+    /// The response cache.
+    cache: Option<Cache>,
+    /// Replies taken from the cache so far.
+    cached: usize,
+    /// Requests the server answered so far.
+    requested: usize,
+}
+
+impl OpenAiChat {
+    /// The backend `options` describe, generating as `settings` say; an error for a base URL that
+    /// is not http(s), settings a server cannot be asked for, or a cache file that cannot be read.
+    pub fn open(options: OpenAiOptions, settings: &ChatSettings) -> Result<Self> {
+        let base = options.base_url.trim().trim_end_matches('/').to_string();
+        if !(base.starts_with("http://") || base.starts_with("https://")) || base.contains(char::is_whitespace) {
+            return Err(Error::argument(
+                "--api-base",
+                format!("{base:?} is not an http:// or https:// URL (the part before /chat/completions)"),
+            ));
+        }
+        if options.model.trim().is_empty() {
+            return Err(Error::argument("--api-model", "name the served model"));
+        }
+        if settings.max_new_tokens == 0 {
+            return Err(Error::argument("max_new_tokens", "must be at least 1"));
+        }
+        if !(settings.temperature.is_finite() && settings.temperature >= 0.0) {
+            return Err(Error::argument("temperature", format!("must be 0 or more, not {}", settings.temperature)));
+        }
+        if options.concurrency == 0 {
+            return Err(Error::argument("--api-concurrency", "must be at least 1"));
+        }
+        if options.timeout.is_zero() {
+            return Err(Error::argument("--api-timeout", "must be more than 0 seconds"));
+        }
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .max_redirects(0)
+            .timeout_global(Some(options.timeout))
+            .build()
+            .into();
+        let rate = (options.rate_limit > 0).then(|| RateLimit {
+            interval: Duration::from_secs(60) / options.rate_limit,
+            next: Mutex::new(Instant::now()),
+        });
+        let cache = options.cache.as_deref().map(Cache::open).transpose()?;
+        Ok(OpenAiChat {
+            client: Client {
+                describe: format!("{} at {base}", options.model),
+                model: options.model,
+                url: format!("{base}/chat/completions"),
+                agent,
+                key: options.api_key,
+                retries: options.retries,
+                rate,
+                timeout: options.timeout,
+                seed: settings.seed,
+                retried: AtomicUsize::new(0),
+            },
+            settings: settings.clone(),
+            max_tokens_field: options.max_tokens_field,
+            chat_template_kwargs: options.chat_template_kwargs,
+            concurrency: options.concurrency,
+            cache,
+            cached: 0,
+            requested: 0,
+        })
+    }
+
+    /// Replies from the cache, requests answered and retries so far.
+    pub fn stats(&self) -> ApiStats {
+        ApiStats {
+            cached: self.cached,
+            requested: self.requested,
+            retries: self.client.retried.load(Ordering::Relaxed),
+        }
+    }
+
+    /// The request body for `messages`: `{model, messages, temperature, max_tokens, seed}`, with
+    /// `stop` when there are stop strings and `chat_template_kwargs` when there are variables.
+    pub fn request_body(&self, messages: &Messages) -> Result<Value> {
+        let messages = serde_json::to_value(messages)
+            .map_err(|e| Error::data("chat", format!("a conversation cannot be written as JSON: {e}")))?;
+        let mut body = Map::new();
+        body.insert("model".into(), Value::from(self.client.model.as_str()));
+        body.insert("messages".into(), messages);
+        body.insert("temperature".into(), Value::from(self.settings.temperature));
+        body.insert(self.max_tokens_field.name().into(), Value::from(self.settings.max_new_tokens));
+        body.insert("seed".into(), Value::from(self.settings.seed));
+        if !self.settings.stop_strings.is_empty() {
+            body.insert("stop".into(), Value::from(self.settings.stop_strings.clone()));
+        }
+        if !self.chat_template_kwargs.is_empty() {
+            body.insert("chat_template_kwargs".into(), Value::Object(self.chat_template_kwargs.clone()));
+        }
+        Ok(Value::Object(body))
+    }
+}
+
+impl ChatBackend for OpenAiChat {
+    fn describe(&self) -> String {
+        self.client.describe.clone()
+    }
+
+    fn chat(&mut self, conversations: &[Messages], progress: &mut dyn FnMut(usize)) -> Result<Vec<Reply>> {
+        let mut replies: Vec<Option<Reply>> = vec![None; conversations.len()];
+        // The requests not in the cache, each sent once however many conversations ask it.
+        let mut jobs: Vec<Job> = Vec::new();
+        let mut job_of: HashMap<String, usize> = HashMap::new();
+        let mut hits = 0;
+        for (i, messages) in conversations.iter().enumerate() {
+            let request = self.request_body(messages)?;
+            let body = canonical_json(&request);
+            let key = cache_key(&self.client.url, &body);
+            let hit = self.cache.as_ref().and_then(|c| c.get(&key).map(|response| (response, &c.path)));
+            if let Some((response, path)) = hit {
+                let reply = reply_of(response).map_err(|e| Error::invalid(path, format!("the entry {key}: {e}")))?;
+                replies[i] = Some(reply);
+                hits += 1;
+            } else if let Some(&j) = job_of.get(&key) {
+                jobs[j].conversations.push(i);
+            } else {
+                job_of.insert(key.clone(), jobs.len());
+                jobs.push(Job { conversations: vec![i], request, body, key });
+            }
+        }
+        self.cached += hits;
+        if hits > 0 {
+            progress(hits);
+        }
+        if !jobs.is_empty() {
+            let note = match &self.cache {
+                Some(c) => format!("{hits} of {} replies from the cache {}", conversations.len(), c.path.display()),
+                None => "no response cache".to_string(),
+            };
+            eprintln!("note: {note}; {} requests to {}", jobs.len(), self.client.describe);
+        }
+        let (answered, failure) = self.run(&jobs, &mut replies, progress);
+        self.requested += answered;
+        if let Some(message) = failure {
+            let kept = match &self.cache {
+                Some(c) if answered > 0 => {
+                    format!("; the replies received ({answered}) are kept in {}: run again to resume", c.path.display())
+                }
+                _ => String::new(),
+            };
+            return Err(Error::download(self.client.describe.clone(), format!("{message}{kept}")));
+        }
+        Ok(replies.into_iter().flatten().collect())
+    }
+}
+
+/// A request to send, and the conversations that asked it.
+struct Job {
+    /// The indexes of the conversations it answers.
+    conversations: Vec<usize>,
+    /// Its body, as written to the cache.
+    request: Value,
+    /// Its body as sent: canonical JSON.
+    body: String,
+    /// Its cache key.
+    key: String,
+}
+
+impl OpenAiChat {
+    /// Sends `jobs`, `concurrency` at a time, filling `replies` and the cache as answers arrive;
+    /// after a failure no new request starts, those in flight finish. Returns the requests answered
+    /// and the first failure's message.
+    fn run(
+        &mut self,
+        jobs: &[Job],
+        replies: &mut [Option<Reply>],
+        progress: &mut dyn FnMut(usize),
+    ) -> (usize, Option<String>) {
+        if jobs.is_empty() {
+            return (0, None);
+        }
+        let workers = self.concurrency.min(jobs.len()).max(1);
+        let next = AtomicUsize::new(0);
+        let failed = AtomicBool::new(false);
+        let (client, cache) = (&self.client, &mut self.cache);
+        let mut answered = 0;
+        let mut failure: Option<String> = None;
+        std::thread::scope(|scope| {
+            let (tx, rx) = std::sync::mpsc::channel::<(usize, Outcome)>();
+            for _ in 0..workers {
+                let tx = tx.clone();
+                let (next, failed) = (&next, &failed);
+                scope.spawn(move || {
+                    while !failed.load(Ordering::Relaxed) {
+                        let j = next.fetch_add(1, Ordering::Relaxed);
+                        let Some(job) = jobs.get(j) else { break };
+                        if tx.send((j, client.request(&job.body, j))).is_err() {
+                            break;
+                        }
+                    }
+                });
+            }
+            drop(tx);
+            for (j, result) in rx {
+                let job = &jobs[j];
+                let outcome = result.and_then(|(response, reply)| match cache.as_mut() {
+                    Some(cache) => {
+                        cache.put(&job.key, &job.request, &response).map(|()| reply).map_err(|e| e.to_string())
+                    }
+                    None => Ok(reply),
+                });
+                match outcome {
+                    Ok(reply) => {
+                        answered += 1;
+                        for &i in &job.conversations {
+                            replies[i] = Some(reply.clone());
+                        }
+                        progress(job.conversations.len());
+                    }
+                    Err(message) => {
+                        failed.store(true, Ordering::Relaxed);
+                        if failure.is_none() {
+                            failure = Some(message);
+                        }
+                    }
+                }
+            }
+        });
+        (answered, failure)
+    }
+}
+
+/// A failed try: why, whether another may succeed, and when the server asked to try again.
+struct Failure {
+    /// What happened, the server's message included.
+    message: String,
+    /// A connection error, HTTP 429 or 5xx.
+    transient: bool,
+    /// The server's `Retry-After` (or `retry-after-ms`).
+    retry_after: Option<Duration>,
+}
+
+/// Requests per minute at most: each try waits for its turn, `interval` after the previous one.
+struct RateLimit {
+    /// 60 s / the requests per minute.
+    interval: Duration,
+    /// When the next try may start.
+    next: Mutex<Instant>,
+}
+
+impl RateLimit {
+    /// Waits for this try's turn.
+    fn wait(&self) {
+        let at = {
+            let mut next = self.next.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            let at = (*next).max(Instant::now());
+            *next = at + self.interval;
+            at
+        };
+        let now = Instant::now();
+        if at > now {
+            std::thread::sleep(at - now);
+        }
+    }
+}
+
+/// What sends requests: the HTTP agent, the key, the retry and rate-limit rules.
+struct Client {
+    /// "MODEL at BASE_URL".
+    describe: String,
+    /// The served model's name.
+    model: String,
+    /// `{base}/chat/completions`.
+    url: String,
+    /// The HTTP agent (timeouts set, HTTP statuses as responses).
+    agent: ureq::Agent,
+    /// The API key.
+    key: Option<ApiKey>,
+    /// Retries after the first try.
+    retries: u32,
+    /// The rate limit, when there is one.
+    rate: Option<RateLimit>,
+    /// The timeout of one request, for messages.
+    timeout: Duration,
+    /// The seed of the backoff's jitter.
+    seed: u64,
+    /// Tries repeated so far.
+    retried: AtomicUsize,
+}
+
+impl Client {
+    /// `text` without the key.
+    fn redact(&self, text: &str) -> String {
+        self.key.as_ref().map_or_else(|| text.to_string(), |k| k.redact(text))
+    }
+
+    /// Sends `body` (request `index` of the run, for the jitter) until it is answered, fails for
+    /// good, or has been tried `retries + 1` times; the answer and its reply, else a message.
+    fn request(&self, body: &str, index: usize) -> Outcome {
+        let tries = self.retries.saturating_add(1);
+        let mut attempt = 1;
+        loop {
+            if let Some(rate) = &self.rate {
+                rate.wait();
+            }
+            let failure = match self.try_once(body) {
+                Ok(done) => return Ok(done),
+                Err(failure) => failure,
+            };
+            if !failure.transient {
+                return Err(failure.message);
+            }
+            if attempt >= tries {
+                let s = if tries == 1 { "try" } else { "tries" };
+                return Err(format!("{} (gave up after {tries} {s}: --api-retries {})", failure.message, self.retries));
+            }
+            let (pause, why) = match failure.retry_after {
+                Some(after) => (after.min(RETRY_AFTER_CAP), ", as its Retry-After asks"),
+                None => (backoff(self.seed, index, attempt), ""),
+            };
+            self.retried.fetch_add(1, Ordering::Relaxed);
+            eprintln!(
+                "note: {}: {}; retrying in {:.1} s{why} (try {} of {tries})",
+                self.describe,
+                failure.message,
+                pause.as_secs_f64(),
+                attempt + 1
+            );
+            std::thread::sleep(pause);
+            attempt += 1;
+        }
+    }
+
+    /// One try: the answer and its reply, or why not.
+    fn try_once(&self, body: &str) -> std::result::Result<(Value, Reply), Failure> {
+        let mut request = self.agent.post(self.url.as_str()).header("Content-Type", "application/json");
+        if let Some(key) = &self.key {
+            request = request.header("Authorization", format!("Bearer {}", key.0));
+        }
+        let transport = |e: ureq::Error| {
+            let message = match &e {
+                ureq::Error::Timeout(_) => {
+                    format!("no answer within {} s (--api-timeout)", self.timeout.as_secs_f64())
+                }
+                _ => format!("cannot reach {}: {}", self.url, self.redact(&e.to_string())),
+            };
+            let transient = !matches!(
+                e,
+                ureq::Error::BadUri(_)
+                    | ureq::Error::Http(_)
+                    | ureq::Error::InvalidProxyUrl
+                    | ureq::Error::BodyExceedsLimit(_)
+            );
+            Failure { message, transient, retry_after: None }
+        };
+        let mut response = request.send(body).map_err(transport)?;
+        let status = response.status().as_u16();
+        let retry_after = retry_after(response.headers());
+        let text = response.body_mut().read_to_string().map_err(transport)?;
+        let text = self.redact(&text);
+        if !(200..300).contains(&status) {
+            return Err(Failure {
+                message: format!("HTTP {status}: {}", server_message(&text)),
+                transient: status == 429 || status >= 500,
+                retry_after,
+            });
+        }
+        let permanent = |message: String| Failure { message, transient: false, retry_after: None };
+        let response: Value = serde_json::from_str(&text)
+            .map_err(|e| permanent(format!("HTTP {status}, but the answer is not JSON ({e}): {}", one_line(&text))))?;
+        let reply =
+            reply_of(&response).map_err(|e| permanent(format!("HTTP {status}, but {e}: {}", one_line(&text))))?;
+        Ok((response, reply))
+    }
+}
+
+/// The pause before retry `retry` (1 for the first) of request `index`: 1 s doubled at each retry,
+/// at most 60 s, times a factor in [0.5, 1) drawn from `seed`, the request and the retry.
+fn backoff(seed: u64, index: usize, retry: u32) -> Duration {
+    let doubled = BACKOFF_START.as_secs_f64() * 2f64.powi(retry.saturating_sub(1).min(30) as i32);
+    let mixed = mix(mix(seed ^ mix(index as u64)) ^ u64::from(retry));
+    let unit = (mixed >> 11) as f64 / (1u64 << 53) as f64;
+    Duration::from_secs_f64(doubled.min(BACKOFF_CAP.as_secs_f64()) * (0.5 + 0.5 * unit))
+}
+
+/// SplitMix64's step: a well-mixed 64-bit value of `z`.
+fn mix(z: u64) -> u64 {
+    let mut z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// The pause a response asks for: `retry-after-ms` (milliseconds), else `Retry-After` in seconds
+/// (an HTTP date is not read: the backoff applies).
+fn retry_after(headers: &ureq::http::HeaderMap) -> Option<Duration> {
+    let number = |name: &str| -> Option<f64> {
+        let value = headers.get(name)?.to_str().ok()?.trim().parse::<f64>().ok()?;
+        (value.is_finite() && value >= 0.0).then_some(value)
+    };
+    let seconds = number("retry-after-ms").map(|ms| ms / 1000.0).or_else(|| number("retry-after"))?;
+    Some(Duration::from_secs_f64(seconds.min(RETRY_AFTER_CAP.as_secs_f64())))
+}
+
+/// `text` on one line, at most [`MESSAGE_CHARS`] characters.
+fn one_line(text: &str) -> String {
+    let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if flat.chars().count() <= MESSAGE_CHARS {
+        return flat;
+    }
+    format!("{}…", flat.chars().take(MESSAGE_CHARS).collect::<String>())
+}
+
+/// The message of an error answer: OpenAI's and llama.cpp's `error.message`, an `error` string,
+/// vLLM's `message`, FastAPI's `detail`; else the body itself (on one line, shortened).
+fn server_message(body: &str) -> String {
+    let parsed: Option<Value> = serde_json::from_str(body).ok();
+    let text = |v: &Value| v.as_str().map_or_else(|| v.to_string(), str::to_string);
+    let found = parsed.as_ref().and_then(|v| {
+        let error = v.get("error");
+        error
+            .and_then(|e| e.get("message"))
+            .or_else(|| error.filter(|e| e.is_string()))
+            .or_else(|| v.get("message"))
+            .or_else(|| v.get("detail"))
+            .map(text)
+    });
+    let message = one_line(&found.unwrap_or_else(|| body.to_string()));
+    if message.is_empty() {
+        "(no message)".to_string()
+    } else {
+        message
+    }
+}
+
+/// The reply in a chat completion: the first choice's `message.content` (null: empty; a list of
+/// parts: their texts), its `finish_reason` mapped (`stop` → `eos`, or `stop_string` when the
+/// server names the stop string it met, as vLLM's `stop_reason` does; `length` → `length`; any
+/// other word kept), and `usage.completion_tokens`.
+fn reply_of(response: &Value) -> std::result::Result<Reply, String> {
+    let choice = response
+        .get("choices")
+        .and_then(Value::as_array)
+        .and_then(|c| c.first())
+        .ok_or("the answer has no \"choices\"")?;
+    let message = choice.get("message").ok_or("its first choice has no \"message\"")?;
+    let text = match message.get("content") {
+        None | Some(Value::Null) => String::new(),
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Array(parts)) => parts.iter().filter_map(|p| p.get("text").and_then(Value::as_str)).collect(),
+        Some(other) => return Err(format!("its message's \"content\" is {other}, not text")),
+    };
+    let stop = match choice.get("finish_reason").and_then(Value::as_str) {
+        Some("stop") if choice.get("stop_reason").is_some_and(Value::is_string) => "stop_string".to_string(),
+        Some("stop") => "eos".to_string(),
+        Some(other) => other.to_string(),
+        None => "unknown".to_string(),
+    };
+    let tokens = response.pointer("/usage/completion_tokens").and_then(Value::as_u64).map(|t| t as usize);
+    Ok(Reply { text, tokens, stop })
+}
+
+/// `value` as canonical JSON: object keys sorted, no spaces (what is sent, hashed and cached).
+pub fn canonical_json(value: &Value) -> String {
+    /// Appends `value` to `out`.
+    fn write(value: &Value, out: &mut String) {
+        match value {
+            Value::Object(map) => {
+                let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+                entries.sort_by(|a, b| a.0.cmp(b.0));
+                out.push('{');
+                for (i, (key, item)) in entries.into_iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    out.push_str(&Value::from(key.as_str()).to_string());
+                    out.push(':');
+                    write(item, out);
+                }
+                out.push('}');
+            }
+            Value::Array(items) => {
+                out.push('[');
+                for (i, item) in items.iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    write(item, out);
+                }
+                out.push(']');
+            }
+            other => out.push_str(&other.to_string()),
+        }
+    }
+    let mut out = String::new();
+    write(value, &mut out);
+    out
+}
+
+/// The cache key of a request: the SHA-256 (hex) of `POST {url}`, a newline and the canonical body.
+pub fn cache_key(url: &str, body: &str) -> String {
+    let mut hasher = Sha256::new();
+    hasher.update(format!("POST {url}\n").as_bytes());
+    hasher.update(body.as_bytes());
+    format!("{:x}", hasher.finalize())
+}
+
+/// The response cache: the answers of a JSON Lines file by key, and the file to append new ones to.
+struct Cache {
+    /// The file.
+    path: PathBuf,
+    /// The answers read and written, by key.
+    entries: HashMap<String, Value>,
+    /// The file opened for appending, once something is written.
+    file: Option<std::fs::File>,
+}
+
+impl Cache {
+    /// The cache in `path` (none yet when the file does not exist). A last line cut short (a write
+    /// interrupted) is removed from the file with a note; any other line that is not an entry is an
+    /// error naming the file and the line.
+    fn open(path: &Path) -> Result<Self> {
+        let mut cache = Cache { path: path.to_path_buf(), entries: HashMap::new(), file: None };
+        if !path.exists() {
+            return Ok(cache);
+        }
+        let text = crate::files::read_to_string(path)?;
+        let mut offset = 0;
+        let mut torn = None;
+        for (i, line) in text.split_inclusive('\n').enumerate() {
+            let start = offset;
+            offset += line.len();
+            if line.trim().is_empty() {
+                continue;
+            }
+            let entry = serde_json::from_str::<Value>(line).ok().and_then(|v| {
+                let key = v.get("key")?.as_str()?.to_string();
+                v.get("response").filter(|r| r.is_object()).cloned().map(|r| (key, r))
+            });
+            match entry {
+                Some((key, response)) => {
+                    cache.entries.insert(key, response);
+                }
+                None if !line.ends_with('\n') => torn = Some(start),
+                None => {
+                    return Err(Error::invalid(
+                        path,
+                        format!("line {}: not a cache entry ({{\"key\", \"request\", \"response\"}})", i + 1),
+                    ))
+                }
+            }
+        }
+        if let Some(keep) = torn {
+            let file = std::fs::OpenOptions::new().write(true).open(path).with_path(path)?;
+            file.set_len(keep as u64).with_path(path)?;
+            eprintln!(
+                "note: {}: its last line was cut short (a write interrupted): removed, its request is sent again",
+                path.display()
+            );
+        } else if !text.is_empty() && !text.ends_with('\n') {
+            // A complete last entry without its newline: the next one starts on a line of its own.
+            cache.append(b"\n")?;
+        }
+        Ok(cache)
+    }
+
+    /// The answer cached under `key`.
+    fn get(&self, key: &str) -> Option<&Value> {
+        self.entries.get(key)
+    }
+
+    /// Appends `bytes` to the file (created when missing), flushed to the disk.
+    fn append(&mut self, bytes: &[u8]) -> Result<()> {
+        let file = match self.file.take() {
+            Some(file) => file,
+            None => std::fs::OpenOptions::new().create(true).append(true).open(&self.path).with_path(&self.path)?,
+        };
+        let file = self.file.insert(file);
+        file.write_all(bytes).with_path(&self.path)?;
+        file.sync_data().with_path(&self.path)
+    }
+
+    /// Appends the answer `response` to `request` under `key`.
+    fn put(&mut self, key: &str, request: &Value, response: &Value) -> Result<()> {
+        let mut entry = Map::new();
+        entry.insert("key".into(), Value::from(key));
+        entry.insert("request".into(), request.clone());
+        entry.insert("response".into(), response.clone());
+        let mut line = canonical_json(&Value::Object(entry));
+        line.push('\n');
+        self.append(line.as_bytes())?;
+        self.entries.insert(key.to_string(), response.clone());
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn finish_reasons_map_to_stop_reasons_and_tokens_come_from_usage() {
+        let answer = |choice: Value| json!({"choices": [choice], "usage": {"completion_tokens": 7}});
+        let stop = reply_of(&answer(json!({"message": {"content": "Jakarta."}, "finish_reason": "stop"}))).unwrap();
+        assert_eq!(stop, Reply { text: "Jakarta.".into(), tokens: Some(7), stop: "eos".into() });
+        let cases = [
+            (json!({"message": {"content": "a"}, "finish_reason": "length"}), "length"),
+            (json!({"message": {"content": "a"}, "finish_reason": "stop", "stop_reason": "###"}), "stop_string"),
+            (json!({"message": {"content": "a"}, "finish_reason": "stop", "stop_reason": 2}), "eos"),
+            (json!({"message": {"content": null}, "finish_reason": "content_filter"}), "content_filter"),
+        ];
+        for (choice, want) in cases {
+            assert_eq!(reply_of(&answer(choice.clone())).unwrap().stop, want, "{choice}");
+        }
+        let parts = json!({"choices": [{"message": {"content": [{"type": "text", "text": "a"}, {"text": "b"}]}}]});
+        assert_eq!(reply_of(&parts).unwrap(), Reply { text: "ab".into(), tokens: None, stop: "unknown".into() });
+        assert!(reply_of(&json!({"error": "x"})).unwrap_err().contains("no \"choices\""));
+    }
+
+    #[test]
+    fn canonical_json_sorts_keys_and_the_cache_key_covers_url_and_body() {
+        let a = json!({"model": "m", "messages": [{"role": "user", "content": "x"}], "temperature": 0.0});
+        let body = canonical_json(&a);
+        assert_eq!(body, r#"{"messages":[{"content":"x","role":"user"}],"model":"m","temperature":0.0}"#);
+        let key = cache_key("http://h/v1/chat/completions", &body);
+        assert_eq!(key.len(), 64);
+        assert_ne!(key, cache_key("http://other/v1/chat/completions", &body));
+        assert_ne!(key, cache_key("http://h/v1/chat/completions", &canonical_json(&json!({"model": "n"}))));
+    }
+
+    #[test]
+    fn backoff_doubles_up_to_a_minute_with_jitter_from_the_seed() {
+        for retry in 1..=10 {
+            let full = (1u64 << (retry - 1)).min(60) as f64;
+            let pause = backoff(3407, 2, retry).as_secs_f64();
+            assert!((0.5 * full..full).contains(&pause), "retry {retry}: {pause}");
+            assert_eq!(backoff(3407, 2, retry), backoff(3407, 2, retry), "from the seed");
+        }
+        assert_ne!(backoff(3407, 2, 3), backoff(3408, 2, 3));
+        assert_ne!(backoff(3407, 2, 3), backoff(3407, 3, 3));
+    }
+
+    #[test]
+    fn retry_after_reads_seconds_and_milliseconds_and_the_key_is_redacted() {
+        let mut headers = ureq::http::HeaderMap::new();
+        assert_eq!(retry_after(&headers), None);
+        headers.insert("retry-after", "2".parse().unwrap());
+        assert_eq!(retry_after(&headers), Some(Duration::from_secs(2)));
+        headers.insert("retry-after-ms", "250".parse().unwrap());
+        assert_eq!(retry_after(&headers), Some(Duration::from_millis(250)));
+        let mut dated = ureq::http::HeaderMap::new();
+        dated.insert("retry-after", "Wed, 21 Oct 2015 07:28:00 GMT".parse().unwrap());
+        assert_eq!(retry_after(&dated), None);
+        let key = ApiKey::new(" sk-secret-123 ");
+        assert_eq!(format!("{key:?}"), "ApiKey([redacted])");
+        assert_eq!(key.redact("bad key sk-secret-123!"), "bad key [redacted]!");
+        assert_eq!(server_message(r#"{"error": {"message": "no\nway"}}"#), "no way");
+        assert_eq!(server_message(r#"{"detail": "pinned"}"#), "pinned");
+        assert_eq!(server_message(r#"{"object": "error", "message": "vllm says"}"#), "vllm says");
+        assert_eq!(server_message("plain text"), "plain text");
+    }
+
+    #[test]
+    fn a_torn_last_line_of_the_cache_is_removed_and_a_bad_line_before_it_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("cache.jsonl");
+        let entry = r#"{"key":"k1","request":{},"response":{"choices":[]}}"#;
+        std::fs::write(&path, format!("{entry}\n{{\"key\":\"k2\",\"requ")).unwrap();
+        let mut cache = Cache::open(&path).unwrap();
+        assert!(cache.get("k1").is_some() && cache.get("k2").is_none());
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), format!("{entry}\n"));
+        cache.put("k3", &json!({}), &json!({"choices": []})).unwrap();
+        let reread = Cache::open(&path).unwrap();
+        assert!(reread.get("k1").is_some() && reread.get("k3").is_some());
+        std::fs::write(&path, format!("not json\n{entry}\n")).unwrap();
+        let err = Cache::open(&path).err().unwrap().to_string();
+        assert!(err.contains("cache.jsonl: line 1: not a cache entry"), "{err}");
+    }
+}
