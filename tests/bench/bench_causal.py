@@ -6,7 +6,6 @@ one run: interleaved rounds (BENCH_ROUNDS), medians. Prints both figures and the
 
 Sizes from the environment (default): BENCH_SENTENCES (200), BENCH_ROUNDS (3), BENCH_THREADS (2).
 INDOLM_BIN names the binary (target/release/indolm); tests/it/benches.rs runs this at a tiny size."""
-import glob
 import json
 import os
 import statistics
@@ -16,8 +15,9 @@ import tempfile
 import time
 
 import torch
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+from transformers import AutoTokenizer
+
+from bench_llama import save_llama, sentences
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BINARY = os.environ.get("INDOLM_BIN", os.path.join(ROOT, "target", "release", "indolm"))
@@ -27,33 +27,12 @@ THREADS = os.environ.get("BENCH_THREADS", "2")
 BATCH = 32
 
 
-def sentences():
-    out = []
-    for path in sorted(glob.glob(os.path.join(ROOT, "tests", "data", "ud-indonesian", "*.conllu"))):
-        with open(path, encoding="utf-8") as f:
-            out += [l[9:].strip() for l in f if l.startswith("# text = ")]
-    return out
-
-
 def main():
     torch.manual_seed(0)
     torch.set_num_threads(int(THREADS))
     work = tempfile.mkdtemp(prefix="bench-causal-")
     texts = sentences()
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    tok.train_from_iterator(texts, trainers.BpeTrainer(vocab_size=8000, special_tokens=["<pad>", "<unk>", "<s>", "</s>"],
-                                                       initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
-    tok.save(os.path.join(work, "tokenizer.json"))
-    with open(os.path.join(work, "tokenizer_config.json"), "w") as f:
-        json.dump({"tokenizer_class": "PreTrainedTokenizerFast", "bos_token": "<s>", "eos_token": "</s>",
-                   "pad_token": "<pad>", "unk_token": "<unk>", "add_bos_token": False}, f)
-    config = LlamaConfig(vocab_size=32000, hidden_size=512, intermediate_size=1376, num_hidden_layers=4,
-                         num_attention_heads=8, num_key_value_heads=4, max_position_embeddings=256,
-                         bos_token_id=2, eos_token_id=3, pad_token_id=0, tie_word_embeddings=False)
-    model = LlamaForCausalLM(config).eval()
-    model.save_pretrained(work)
+    model = save_llama(work, texts, 256)
     hf_tok = AutoTokenizer.from_pretrained(work)
     texts = [t for t in texts if len(hf_tok(t, add_special_tokens=False)["input_ids"]) <= 96][:N_SENTENCES]
     path = os.path.join(work, "sentences.txt")

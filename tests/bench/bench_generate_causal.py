@@ -9,7 +9,6 @@ are the same token for token both ways.
 Sizes from the environment (default): BENCH_PROMPTS (64), BENCH_NEW_TOKENS (64), BENCH_BATCH (16),
 BENCH_ROUNDS (3), BENCH_THREADS (2). INDOLM_BIN names the binary (target/release/indolm);
 tests/it/benches.rs runs this at a tiny size."""
-import glob
 import json
 import os
 import statistics
@@ -18,8 +17,9 @@ import tempfile
 import time
 
 import torch
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-from transformers import AutoTokenizer, GenerationConfig, LlamaConfig, LlamaForCausalLM
+from transformers import AutoTokenizer, GenerationConfig
+
+from bench_llama import save_llama, sentences
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BINARY = os.environ.get("INDOLM_BIN", os.path.join(ROOT, "target", "release", "indolm"))
@@ -30,33 +30,12 @@ ROUNDS = int(os.environ.get("BENCH_ROUNDS", "3"))
 THREADS = os.environ.get("BENCH_THREADS", "2")
 
 
-def sentences():
-    out = []
-    for path in sorted(glob.glob(os.path.join(ROOT, "tests", "data", "ud-indonesian", "*.conllu"))):
-        with open(path, encoding="utf-8") as f:
-            out += [l[9:].strip() for l in f if l.startswith("# text = ")]
-    return out
-
-
 def main():
     torch.manual_seed(0)
     torch.set_num_threads(int(THREADS))
     work = tempfile.mkdtemp(prefix="bench-generate-causal-")
     texts = sentences()
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    tok.train_from_iterator(texts, trainers.BpeTrainer(vocab_size=8000, special_tokens=["<pad>", "<unk>", "<s>", "</s>"],
-                                                       initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
-    tok.save(os.path.join(work, "tokenizer.json"))
-    with open(os.path.join(work, "tokenizer_config.json"), "w") as f:
-        json.dump({"tokenizer_class": "PreTrainedTokenizerFast", "bos_token": "<s>", "eos_token": "</s>",
-                   "pad_token": "<pad>", "unk_token": "<unk>", "add_bos_token": False}, f)
-    config = LlamaConfig(vocab_size=32000, hidden_size=512, intermediate_size=1376, num_hidden_layers=4,
-                         num_attention_heads=8, num_key_value_heads=4, max_position_embeddings=512,
-                         bos_token_id=2, eos_token_id=3, pad_token_id=0, tie_word_embeddings=False)
-    model = LlamaForCausalLM(config).eval()
-    model.save_pretrained(work)
+    model = save_llama(work, texts, 512)
     GenerationConfig(bos_token_id=2, eos_token_id=3, pad_token_id=0, do_sample=False).save_pretrained(work)
     hf_tok = AutoTokenizer.from_pretrained(work)
     hf_tok.padding_side = "left"
