@@ -211,3 +211,18 @@ impl BackendArgs {
         }
     }
 }
+
+/// `--template-kwarg KEY=VALUE` flags (VALUE in JSON) as the JSON object a served model's chat
+/// template reads (`chat_template_kwargs`); a flag that is not KEY=JSON is refused, naming it.
+pub fn api_template_kwargs(flags: &[String]) -> Result<serde_json::Map<String, serde_json::Value>> {
+    let mut kwargs = serde_json::Map::new();
+    for flag in flags {
+        let parsed = flag
+            .split_once('=')
+            .and_then(|(key, value)| Some((key.trim(), serde_json::from_str::<serde_json::Value>(value).ok()?)));
+        let (key, value) =
+            parsed.ok_or_else(|| Error::argument("--template-kwarg", format!("{flag:?} is not KEY=JSON")))?;
+        kwargs.insert(key.to_string(), value);
+    }
+    Ok(kwargs)
+}

@@ -132,21 +132,6 @@ struct Answered {
     generated: usize,
 }
 
-/// The `--template-kwarg` flags as the JSON object a served model's chat template reads
-/// (`chat_template_kwargs`), after [`check_flags`] has checked them.
-fn api_template_kwargs(args: &BiasQaArgs) -> Result<serde_json::Map<String, serde_json::Value>> {
-    let mut kwargs = serde_json::Map::new();
-    for flag in &args.template_kwargs {
-        let parsed = flag
-            .split_once('=')
-            .and_then(|(key, value)| Some((key.trim(), serde_json::from_str::<serde_json::Value>(value).ok()?)));
-        let (key, value) =
-            parsed.ok_or_else(|| Error::argument("--template-kwarg", format!("{flag:?} is not KEY=JSON")))?;
-        kwargs.insert(key.to_string(), value);
-    }
-    Ok(kwargs)
-}
-
 /// The backend the flags name: a local model on `device`, or a served model whose response cache
 /// defaults to `<out>/answers.api-cache.jsonl` and whose chat template gets the `--template-kwarg`
 /// variables.
@@ -159,7 +144,7 @@ fn open_backend(
         Chosen::Local(_) => args.backend.open(device()?, chat),
         Chosen::Api(base) => {
             let answers = args.out.join(ANSWERS_FILE);
-            let kwargs = api_template_kwargs(args)?;
+            let kwargs = super::backend_args::api_template_kwargs(&args.template_kwargs)?;
             Ok(Box::new(args.backend.open_api(&base, chat, Some(answers.as_path()), kwargs)?))
         }
     }

@@ -247,21 +247,6 @@ fn run_local(args: &GenerateArgs, model: &Path, device: Device) -> Result<()> {
     Ok(())
 }
 
-/// The `--template-kwarg` flags as the JSON object a served model's chat template reads
-/// (`chat_template_kwargs`), after [`template_kwargs`] has checked them.
-fn api_template_kwargs(args: &GenerateArgs) -> Result<serde_json::Map<String, serde_json::Value>> {
-    let mut kwargs = serde_json::Map::new();
-    for flag in &args.template_kwargs {
-        let parsed = flag
-            .split_once('=')
-            .and_then(|(key, value)| Some((key.trim(), serde_json::from_str::<serde_json::Value>(value).ok()?)));
-        let (key, value) =
-            parsed.ok_or_else(|| Error::argument("--template-kwarg", format!("{flag:?} is not KEY=JSON")))?;
-        kwargs.insert(key.to_string(), value);
-    }
-    Ok(kwargs)
-}
-
 /// One record of a served model's reply: the line's prompt or messages, the reply's text, its
 /// tokens (the server's `usage.completion_tokens`, null when it gives none) and why it ended.
 #[derive(serde::Serialize)]
@@ -313,7 +298,7 @@ fn api_records(lines: &[ChatLine], replies: &[Reply]) -> Result<String> {
 fn run_api(args: &GenerateArgs, base: &str) -> Result<()> {
     check_flags(args, true)?;
     let kwargs = template_kwargs(args)?;
-    let chat_template_kwargs = api_template_kwargs(args)?;
+    let chat_template_kwargs = super::backend_args::api_template_kwargs(&args.template_kwargs)?;
     let cache = args.backend.cache_file(Some(args.out.as_path()));
     let outputs: Vec<&Path> = std::iter::once(args.out.as_path()).chain(cache.as_deref()).collect();
     super::check_file_outputs(&outputs, &[args.prompts.as_path()])?;
