@@ -107,19 +107,6 @@ fn check_flags(args: &BiasQaArgs) -> Result<TemplateKwargs> {
     Ok(kwargs)
 }
 
-/// A progress bar over `n` prompts on a terminal's stderr (hidden elsewhere), as `generate` has.
-fn progress_bar(n: usize) -> indicatif::ProgressBar {
-    let bar = indicatif::ProgressBar::new(n as u64).with_style(
-        indicatif::ProgressStyle::default_bar()
-            .template("{bar:30} {pos}/{len} prompts [{elapsed_precise} < {eta_precise}]")
-            .expect("valid template"),
-    );
-    if !std::io::IsTerminal::is_terminal(&std::io::stderr()) || n < 2 {
-        bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());
-    }
-    bar
-}
-
 /// What the answers came from.
 struct Answered {
     /// One a prompt.
@@ -186,7 +173,7 @@ fn generate(
             prompts.len(),
             prompts.len() - pending.len()
         );
-        let bar = progress_bar(pending.len());
+        let bar = super::generate_cmds::progress_bar(pending.len());
         generate_missing(backend.as_mut(), &pending, &mut store, &mut |n| bar.inc(n as u64))?;
         bar.finish_and_clear();
     }

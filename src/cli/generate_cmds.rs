@@ -170,8 +170,8 @@ fn settings(args: &GenerateArgs, defaults: &GenerationDefaults, lm: &CausalLm) -
     }
 }
 
-/// A progress bar over `n` prompts on a terminal's stderr (hidden elsewhere).
-fn progress_bar(n: usize) -> indicatif::ProgressBar {
+/// A progress bar over `n` prompts on a terminal's stderr (hidden elsewhere); `eval bias-qa`'s too.
+pub(super) fn progress_bar(n: usize) -> indicatif::ProgressBar {
     let bar = indicatif::ProgressBar::new(n as u64).with_style(
         indicatif::ProgressStyle::default_bar()
             .template("{bar:30} {pos}/{len} prompts [{elapsed_precise} < {eta_precise}]")
