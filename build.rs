@@ -6,7 +6,8 @@
 //! - `libtorch_cuda.so` forced into the NEEDED list (`--no-as-needed`), because nothing
 //!   references it directly and the linker would drop it, leaving CUDA silently
 //!   unavailable on GPU nodes;
-//! - the c10d shim (`src/distributed/c10d_shim.cpp`), compiled against the wheel's headers with the
+//! - the c10d shim (`src/distributed/c10d_shim.cpp`, and `reducer_shim.cpp`: the gradient
+//!   buckets all-reduced during backward), compiled against the wheel's headers with the
 //!   flags torch-sys uses (C++17, the C++11 ABI) and the vendored gloo headers; the optimizer
 //!   shim (`src/optim/optim_shim.cpp`: setting a parameter's `.grad`, fused AdamW) and the device
 //!   shim (`src/device/torch_shim.cpp`: operation counts, the attention backend, determinism)
@@ -76,15 +77,19 @@ fn compile_torch_shim(lib: &std::path::Path, file: &str, name: &str) {
         .compile(name);
 }
 
-/// Compiles `src/distributed/c10d_shim.cpp` into a static library linked before libtorch.
+/// Compiles `src/distributed/c10d_shim.cpp` (the process group) and `reducer_shim.cpp` (the
+/// gradient all-reduce overlapped with backward) into a static library linked before libtorch.
 fn compile_c10d_shim(lib: &std::path::Path) {
     println!("cargo:rerun-if-changed=src/distributed/c10d_shim.cpp");
+    println!("cargo:rerun-if-changed=src/distributed/c10d_shim.h");
+    println!("cargo:rerun-if-changed=src/distributed/reducer_shim.cpp");
     println!("cargo:rerun-if-changed=third_party/gloo");
     let include = lib.parent().expect("torch/lib has a parent").join("include");
     let mut build = cc::Build::new();
     build
         .cpp(true)
         .file("src/distributed/c10d_shim.cpp")
+        .file("src/distributed/reducer_shim.cpp")
         .std("c++17")
         .define("_GLIBCXX_USE_CXX11_ABI", "1")
         .define("USE_C10D_GLOO", None)

@@ -1,12 +1,14 @@
 //! `indolm dist-check`: joins the c10d process group of a torchrun or srun launch (Gloo on CPU,
 //! NCCL on CUDA, or Gloo over CUDA tensors with `--backend gloo`) and checks its collectives
 //! (sum, max, broadcast, barrier), a wait through the rendezvous store (how ranks wait for rank
-//! 0's work) and the all-reduce bandwidth, so a cluster's network is known to work before a
+//! 0's work), the gradient all-reduce the engine overlaps with backward (its sums in fp32 and
+//! bf16) and the all-reduce bandwidth, so a cluster's network is known to work before a
 //! week-long job starts on it.
 use super::DistBackend;
 use indolm::distributed::{Launch, ReduceOp};
 use indolm::error::{Error, Result};
 use indolm::outln;
+use indolm::train::data_parallel::DataParallel;
 use std::time::{Duration, Instant};
 use tch::{Device, Kind, Tensor};
 
@@ -40,6 +42,11 @@ pub fn check(megabytes: usize, timeout: Duration, device: Device, backend: DistB
     expect("broadcast from rank 0", value.double_value(&[0]), 7.0)?;
     group.barrier()?;
     group.wait_for_all("every rank's arrival at dist-check's store wait")?;
+    // The engine's gradient all-reduce during backward, in buckets of 2 KiB (several for the
+    // check's small model).
+    let mut parallel = DataParallel::new(group)?;
+    let overlap = parallel.check_overlap(2 << 10)?;
+    let mut group = parallel.into_group();
 
     let elements = (megabytes.max(1) << 20) / 4;
     let mut buffer = Tensor::ones([elements as i64], (Kind::Float, on));
@@ -69,6 +76,11 @@ pub fn check(megabytes: usize, timeout: Duration, device: Device, backend: DistB
         launch.launcher,
         indolm::device::describe(device),
         joined.as_secs_f64()
+    );
+    outln!(
+        "rank {rank}: gradients all-reduced during backward (fp32 and bf16) equal the expected sums; {} of {} buckets launched during backward",
+        overlap.during_backward,
+        overlap.buckets
     );
     if rank == 0 {
         outln!(

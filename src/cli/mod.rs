@@ -72,6 +72,44 @@ pub struct DistSettings {
     /// staged through the host; ranks may share a GPU, as on a one-GPU check), or auto (nccl).
     #[arg(long, value_enum, default_value_t = DistBackend::Auto)]
     pub dist_backend: DistBackend,
+    /// Under torchrun or srun: MiB of gradient per bucket, all-reduced during backward as soon as
+    /// its gradients are in (DistributedDataParallel's bucket_cap_mb); 0 sums every gradient
+    /// after backward.
+    #[arg(long, default_value_t = 25.0)]
+    pub bucket_mb: f64,
+    /// Under torchrun or srun: the dtype the gradients are summed in: fp32 (their own), or bf16
+    /// (half the bytes on the wire; each rank's gradients and their sum rounded to bf16, as
+    /// DDP's bf16_compress_hook).
+    #[arg(long, value_enum, default_value_t = GradReduce::Fp32)]
+    pub grad_reduce: GradReduce,
+}
+
+/// The dtype data-parallel ranks sum their gradients in.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GradReduce {
+    /// The gradients' own (fp32).
+    Fp32,
+    /// bf16.
+    Bf16,
+}
+
+impl DistSettings {
+    /// The gradient reduction these flags ask for, or an error for a negative or non-finite size.
+    pub fn reduction(&self) -> Result<indolm::train::data_parallel::Reduction> {
+        if !self.bucket_mb.is_finite() || self.bucket_mb < 0.0 {
+            return Err(indolm::error::Error::argument(
+                "--bucket-mb",
+                format!(
+                    "expected a size in MiB of 0 or more (0: every gradient summed after backward), found {}",
+                    self.bucket_mb
+                ),
+            ));
+        }
+        Ok(indolm::train::data_parallel::Reduction {
+            bucket_bytes: (self.bucket_mb * (1u64 << 20) as f64) as usize,
+            bf16: self.grad_reduce == GradReduce::Bf16,
+        })
+    }
 }
 
 /// The c10d backend of a data-parallel run's collectives.
@@ -87,8 +125,8 @@ pub enum DistBackend {
 
 impl RunArgs {
     /// The engine's options on `device`.
-    pub fn options(&self, device: tch::Device) -> TrainOptions {
-        TrainOptions {
+    pub fn options(&self, device: tch::Device) -> Result<TrainOptions> {
+        Ok(TrainOptions {
             device,
             resume: self.resume.clone(),
             force: self.force,
@@ -96,7 +134,8 @@ impl RunArgs {
             stop_after: self.stop_after,
             step_times: self.step_times,
             op_counts: self.op_counts,
-        }
+            reduction: self.dist_timeout.reduction()?,
+        })
     }
 }
 

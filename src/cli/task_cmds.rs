@@ -77,7 +77,7 @@ fn finetune_sentiment(recipe_path: &Path, init: Option<&Path>, args: &super::Run
     let init = resolve_init(recipe_path, init, recipe.init.as_deref())?;
     let (device, group) = super::launch(device, args.dist_timeout, recipe.deterministic)?;
     let leader = group.as_ref().is_none_or(|g| g.rank() == 0);
-    match run(&recipe, &init, &args.options(device), group)? {
+    match run(&recipe, &init, &args.options(device)?, group)? {
         Some(results) => {
             outln!("\n{}", results.markdown());
             outln!("models and results.{{json,md}} in {}", recipe.run_dir().display());
@@ -102,7 +102,7 @@ fn sweep_sentiment(recipe_path: &Path, request: &SweepRequest, args: &super::Run
         ));
     }
     let (device, _) = super::launch(device, args.dist_timeout, recipe.deterministic)?;
-    let outcome = sweep(&recipe, request, &args.options(device))?;
+    let outcome = sweep(&recipe, request, &args.options(device)?)?;
     if !outcome.utilities.is_empty() {
         outln!("\n| step | test macro-F1 |\n|---:|---:|");
         for u in &outcome.utilities {
@@ -186,7 +186,7 @@ fn finetune_summarize(recipe_path: &Path, init: Option<&Path>, args: &super::Run
     let (device, group) = super::launch(device, args.dist_timeout, recipe.deterministic)?;
     let leader = group.as_ref().is_none_or(|g| g.rank() == 0);
     let dir = recipe.run_dir();
-    let Some(results) = run(&recipe, &init, &args.options(device), group)? else {
+    let Some(results) = run(&recipe, &init, &args.options(device)?, group)? else {
         if leader {
             outln!("stopped before the end: run the same command with --resume auto to continue ({})", dir.display());
         }

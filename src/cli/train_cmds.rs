@@ -60,7 +60,7 @@ pub fn train(recipe_path: &Path, choice: SeedChoice, args: &super::RunArgs, devi
 /// Pretrains one run of `recipe`.
 fn train_one(recipe_path: &Path, recipe: PretrainRecipe, args: &super::RunArgs, device: Device) -> Result<()> {
     let (device, group) = super::launch(device, args.dist_timeout, recipe.deterministic)?;
-    let opts = args.options(device);
+    let opts = args.options(device)?;
     let hooks = checkpoint_hooks(&recipe, opts.device)?;
     let (summary, task) = pretrain(recipe_path, recipe, &opts, hooks, group)?;
     if summary.rank != 0 {

@@ -17,6 +17,7 @@
 #include <c10/util/Logging.h>
 
 #include "../shim.h"
+#include "c10d_shim.h"
 
 #include <chrono>
 #include <cstdlib>
@@ -25,13 +26,7 @@
 
 namespace {
 
-struct ProcessGroupHandle {
-  c10::intrusive_ptr<c10d::Store> store;
-  c10::intrusive_ptr<c10d::Backend> backend;
-  // The CUDA device of an NCCL group (its barrier runs there); -1 for Gloo.
-  int device_index;
-};
-
+using indolm_c10d::ProcessGroupHandle;
 using indolm_shim::copy_message;
 using indolm_shim::guarded;
 

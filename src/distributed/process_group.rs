@@ -568,6 +568,12 @@ impl ProcessGroup {
         self.world_size
     }
 
+    /// The shim's handle of the group (for [`super::GradientReducer`], which launches its
+    /// buckets' all-reduces on it).
+    pub(super) fn raw(&self) -> *mut c_void {
+        self.raw
+    }
+
     /// Where this group's tensors live: every tensor handed to a collective must be there (the
     /// CPU, or a CUDA device, for Gloo; this process's GPU for NCCL).
     pub fn device(&self) -> Device {
@@ -751,7 +757,7 @@ unsafe fn nccl_error(raw: *mut c_void) -> Option<String> {
 }
 
 /// The shim's error message (its first line: c10d appends a C++ backtrace), freed.
-fn take_message(error: *mut c_char) -> String {
+pub(super) fn take_message(error: *mut c_char) -> String {
     if error.is_null() {
         return "c10d failed without a message".into();
     }

@@ -458,7 +458,18 @@ pub struct MlmHead {
     transform_norm: LayerNorm,
     activation: Activation,
     bias: Tensor,
+    /// The training loss's vocabulary projection is padded to a multiple of this (1: not
+    /// padded); see [`MlmHead::set_vocab_padding`].
+    pad_vocab_to: i64,
 }
+
+/// The multiple the vocabulary projection is padded to when training on CUDA: 64 keeps the
+/// product's output rows aligned for the tensor cores (IndoBERT's 31,923 becomes 31,936).
+pub const CUDA_VOCAB_MULTIPLE: i64 = 64;
+
+/// The logit of a padding column: far enough below any real logit that its probability is
+/// exactly 0 in fp32 (exp underflows below about -104), yet finite in bf16 and fp16.
+const PADDING_LOGIT: f64 = -1e4;
 
 impl MlmHead {
     /// The variables under `p` (`transform.dense`, `transform.LayerNorm`, `bias`); the decoder weight is
@@ -470,7 +481,34 @@ impl MlmHead {
             transform_norm: LayerNorm::new(&t / "LayerNorm", c.hidden_size, c.layer_norm_eps),
             activation: c.activation(),
             bias: p.var("bias", &[c.vocab_size], tch::nn::Init::Const(0.0)),
+            pad_vocab_to: 1,
         }
+    }
+
+    /// Pads the training loss's vocabulary projection to a multiple of `multiple` (1: none).
+    /// The parameters, checkpoints and exports keep the vocabulary's size: the padding rows
+    /// are zeros appended to the (cast) decoder weight and the bias gets [`PADDING_LOGIT`]
+    /// there, so the padding columns' probabilities and gradients are exactly 0 and the loss
+    /// and gradients equal the unpadded ones up to float summation order.
+    pub fn set_vocab_padding(&mut self, multiple: i64) {
+        self.pad_vocab_to = multiple.max(1);
+    }
+
+    /// [`MlmHead::forward`] over the vocabulary padded as [`MlmHead::set_vocab_padding`] says:
+    /// logits [..., padded vocabulary], for the training loss only.
+    fn forward_padded(&self, hidden: &Tensor, word_embeddings: &Tensor, precision: Precision) -> Tensor {
+        let vocab = self.bias.size()[0];
+        let pad = (self.pad_vocab_to - vocab % self.pad_vocab_to) % self.pad_vocab_to;
+        if pad == 0 {
+            return self.forward(hidden, word_embeddings, precision);
+        }
+        let h = self.activation.apply(&self.transform_dense.forward(hidden, precision));
+        let h = self.transform_norm.forward(&h);
+        let kind = precision.compute_kind();
+        let weight = word_embeddings.to_kind(kind).constant_pad_nd([0, 0, 0, pad]);
+        let bias =
+            Tensor::cat(&[self.bias.to_kind(kind), Tensor::full([pad], PADDING_LOGIT, (kind, self.bias.device()))], 0);
+        h.to_kind(kind).linear(&weight, Some(&bias)).to_kind(Kind::Float)
     }
 
     /// Vocabulary logits (fp32) for hidden states of any leading shape [..., hidden].
@@ -519,6 +557,12 @@ impl BertForMaskedLM {
     /// Sets the dtype of the encoder's and the head's matrix products.
     pub fn set_precision(&mut self, precision: Precision) {
         self.bert.precision = precision;
+    }
+
+    /// Pads the training loss's vocabulary projection to a multiple of `multiple`
+    /// ([`MlmHead::set_vocab_padding`]; pretraining on CUDA uses [`CUDA_VOCAB_MULTIPLE`]).
+    pub fn set_vocab_padding(&mut self, multiple: i64) {
+        self.head.set_vocab_padding(multiple);
     }
 
     /// Vocabulary logits at every position [batch, seq, vocab] (for parity checks and scoring).
@@ -573,10 +617,14 @@ impl BertForMaskedLM {
         train: bool,
     ) -> Tensor {
         let hidden = self.bert.forward(input_ids, token_type_ids, attention_mask, train);
-        let logits = self.logits_at(&hidden, positions);
-        if train && logits.requires_grad() {
+        if train && hidden.requires_grad() {
+            // The vocabulary padded (when asked): the padding columns' probabilities are 0.
+            let h = hidden.size().last().copied().unwrap();
+            let rows = hidden.reshape([-1, h]).index_select(0, positions);
+            let logits = self.head.forward_padded(&rows, &self.bert.embeddings.word_embeddings, self.bert.precision);
             cross_entropy_for_backward(&logits, targets)
         } else {
+            let logits = self.logits_at(&hidden, positions);
             logits.log_softmax(-1, Kind::Float).nll_loss(targets)
         }
     }
@@ -651,5 +699,60 @@ mod tests {
         let b = grads(model.forward_packed(&ids, Some(&types), &mask, &packing, true));
         let worst = a.iter().map(|(n, x)| (x - &b[n]).abs().max().double_value(&[])).fold(0.0, f64::max);
         assert!(worst < 1e-4, "gradients differ by {worst}");
+    }
+
+    /// The vocabulary padded to a multiple of 64 in the training loss (50 → 64 here, as
+    /// IndoBERT's 31,923 → 31,936 on CUDA) gives the unpadded loss and gradients up to float
+    /// summation order, with the parameters' shapes unchanged (what a checkpoint and an HF
+    /// export hold); the padding columns' probabilities are exactly 0, in fp32 and bf16.
+    #[test]
+    fn a_padded_vocabulary_trains_as_the_unpadded_one() {
+        let mut config = BertConfig::new(50, 32, 2, 4, 64);
+        config.hidden_dropout_prob = 0.0;
+        config.attention_probs_dropout_prob = 0.0;
+        tch::manual_seed(3);
+        let vs = tch::nn::VarStore::new(Device::Cpu);
+        let mut model = BertForMaskedLM::new(&vs.root(), &config, false);
+        let ids = Tensor::randint_low(5, 50, [2, 12], (Kind::Int64, Device::Cpu));
+        let positions = Tensor::from_slice(&[1i64, 4, 7, 13, 20, 23]);
+        let targets = Tensor::from_slice(&[6i64, 49, 17, 5, 33, 48]);
+        let shapes_of = || -> std::collections::BTreeMap<String, Vec<i64>> {
+            vs.variables().into_iter().map(|(n, t)| (n, t.size())).collect()
+        };
+        let shapes = shapes_of();
+        for precision in [Precision::Fp32, Precision::Bf16] {
+            model.set_precision(precision);
+            let mut run = |multiple: i64| {
+                model.set_vocab_padding(multiple);
+                let loss = model.mlm_loss_at(&ids, None, None, &positions, &targets, true);
+                loss.backward();
+                let grads: std::collections::BTreeMap<String, Tensor> =
+                    vs.variables().into_iter().map(|(n, t)| (n, t.grad().copy())).collect();
+                vs.variables().values().for_each(|t| {
+                    let _ = t.grad().zero_();
+                });
+                (loss.double_value(&[]), grads)
+            };
+            let (plain, plain_grads) = run(1);
+            let (padded, padded_grads) = run(64);
+            let tolerance = if precision == Precision::Fp32 { 1e-6 } else { 1e-3 };
+            assert!((plain - padded).abs() < tolerance * plain.abs(), "{precision:?}: loss {plain} vs padded {padded}");
+            for (name, g) in &plain_grads {
+                let diff = (g - &padded_grads[name]).abs().max().double_value(&[]);
+                let scale = g.abs().max().double_value(&[]).max(1e-12);
+                assert!(
+                    diff <= tolerance * scale,
+                    "{precision:?}: gradient of {name} differs by {diff} (scale {scale})"
+                );
+            }
+            // The padding columns: logits of -1e4, probabilities exactly 0.
+            let rows = Tensor::randn([3, 32], (Kind::Float, Device::Cpu));
+            let logits = model.head.forward_padded(&rows, &model.bert.embeddings.word_embeddings, precision);
+            assert_eq!(logits.size(), vec![3, 64]);
+            let probabilities = logits.softmax(-1, Kind::Float);
+            assert_eq!(probabilities.narrow(1, 50, 14).abs().max().double_value(&[]), 0.0);
+        }
+        assert_eq!(shapes, shapes_of(), "the parameters keep the vocabulary's own size");
+        assert_eq!(model.bert.embeddings.word_embeddings.size(), vec![50, 32]);
     }
 }

@@ -25,6 +25,9 @@ struct Param {
     exp_avg_sq: Tensor,
     /// Whether it is a view of a flat group (else updated alone, if it has a gradient).
     in_flat: bool,
+    /// When in a flat group: which one, and its first element there.
+    group: usize,
+    offset: i64,
 }
 
 /// One weight-decay group's parameters, gradients and moments, each one contiguous buffer.
@@ -160,6 +163,8 @@ impl AdamW {
                 name,
                 tensor,
                 in_flat: false,
+                group: 0,
+                offset: 0,
             })
             .collect();
         AdamW {
@@ -176,8 +181,18 @@ impl AdamW {
     }
 
     /// Moves the parameters that have a gradient into flat groups (once, when the first gradients
-    /// exist), keeping their values, gradients and moments.
+    /// exist), keeping their values, gradients and moments; in each group, in the optimizer's
+    /// (name) order.
     fn flatten(&mut self) {
+        self.flatten_in_order(&[]);
+    }
+
+    /// [`AdamW::flatten`], each group laid out by `ready` (per parameter, in the optimizer's
+    /// order: where its gradient became ready in backward; parameters beyond it, or with equal
+    /// values, in name order). Data parallelism lays the buffers out so (see
+    /// [`crate::train::data_parallel`]): its buckets, contiguous slices of them, then fill one
+    /// after another during backward. Nothing happens once the groups exist.
+    pub(crate) fn flatten_in_order(&mut self, ready: &[usize]) {
         if self.flattened || !self.params.iter().any(|p| p.tensor.grad().defined()) {
             return;
         }
@@ -196,12 +211,14 @@ impl AdamW {
                     }
                 }
                 for key in kinds {
-                    let group: Vec<usize> = members
+                    let mut group: Vec<usize> = members
                         .iter()
                         .copied()
                         .filter(|&i| (self.params[i].tensor.kind(), self.params[i].tensor.device()) == key)
                         .collect();
-                    let flat = self.flat_group(decay, &group);
+                    group.sort_by_key(|&i| ready.get(i).copied().unwrap_or(usize::MAX));
+                    let index = self.groups.len();
+                    let flat = self.flat_group(decay, &group, index);
                     self.groups.push(flat);
                 }
             }
@@ -209,7 +226,7 @@ impl AdamW {
     }
 
     /// Flat buffers holding the parameters at `members` (in order), which become their views.
-    fn flat_group(&mut self, decay: bool, members: &[usize]) -> FlatGroup {
+    fn flat_group(&mut self, decay: bool, members: &[usize], index: usize) -> FlatGroup {
         let cat = |part: &dyn Fn(&Param) -> Tensor| {
             Tensor::cat(&members.iter().map(|&i| part(&self.params[i]).reshape([-1])).collect::<Vec<_>>(), 0)
         };
@@ -230,6 +247,7 @@ impl AdamW {
             p.exp_avg = view(&group.exp_avg);
             p.exp_avg_sq = view(&group.exp_avg_sq);
             p.in_flat = true;
+            (p.group, p.offset) = (index, offset);
             offset += n;
         }
         group
@@ -240,8 +258,29 @@ impl AdamW {
     pub(crate) fn gradient_buffers(&mut self) -> Vec<Tensor> {
         self.flatten();
         let mut out: Vec<Tensor> = self.groups.iter().map(|g| g.grads.shallow_clone()).collect();
-        out.extend(self.params.iter().filter(|p| !p.in_flat).map(|p| p.tensor.grad()).filter(Tensor::defined));
+        out.extend(self.loose_gradients());
         out
+    }
+
+    /// The flat gradient buffers with their parameters, in layout order: (index in the
+    /// optimizer's order, element count). Empty before the first update's gradients.
+    pub(crate) fn flat_layouts(&self) -> Vec<(Tensor, Vec<(usize, i64)>)> {
+        let mut layouts: Vec<(Tensor, Vec<(usize, i64)>)> =
+            self.groups.iter().map(|g| (g.grads.shallow_clone(), Vec::new())).collect();
+        for (i, p) in self.params.iter().enumerate().filter(|(_, p)| p.in_flat) {
+            layouts[p.group].1.push((i, p.tensor.numel() as i64));
+        }
+        for (k, layout) in layouts.iter_mut().enumerate() {
+            layout.1.sort_by_key(|&(i, _)| self.params[i].offset);
+            debug_assert_eq!(layout.1.iter().map(|m| m.1).sum::<i64>(), self.groups[k].grads.numel() as i64);
+        }
+        layouts
+    }
+
+    /// The gradients of the parameters outside the flat buffers that have one (in the
+    /// optimizer's order).
+    pub(crate) fn loose_gradients(&self) -> Vec<Tensor> {
+        self.params.iter().filter(|p| !p.in_flat).map(|p| p.tensor.grad()).filter(Tensor::defined).collect()
     }
 
     /// Zeroes every gradient.

@@ -4,15 +4,68 @@
 //! summed across ranks once per optimizer update. Each rank's loss is its units' summed loss over
 //! the whole update's units (predicted tokens, examples, ...), so the summed gradients are the
 //! single process's (to float summation order), whatever the number of ranks.
+//!
+//! The gradient sum overlaps backward, as PyTorch's DistributedDataParallel does: at the first
+//! update the order in which the parameters' gradients become ready is recorded (and that
+//! update's gradients are summed after backward); the optimizers then lay their flat buffers out
+//! in that order, and the buffers are cut into buckets of about `--bucket-mb` (the first of each
+//! buffer 1 MiB, so that the first sum starts early). From the second update on, a hook after each
+//! parameter's gradient accumulation launches a bucket's all-reduce as soon as its last gradient
+//! is in, during the backward of the update's last micro-batch, while the earlier layers' gradients
+//! are still being computed ([`GradientReducer`]). With `--grad-reduce bf16` the buckets are
+//! summed in bf16 (half the bytes; each rank's gradients rounded to bf16, and the sum too).
+use super::buckets::plan_buckets;
 use super::task::Slice;
-use crate::distributed::{ProcessGroup, ReduceOp};
+use crate::distributed::{GradientReducer, ProcessGroup, ReduceOp};
 use crate::error::{Error, Result};
+use crate::optim::AdamW;
 use tch::{Kind, Tensor};
+
+/// How the ranks sum their gradients (`--bucket-mb`, `--grad-reduce`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Reduction {
+    /// The size of a bucket, in bytes of gradient; 0 sums every gradient after backward (no
+    /// overlap).
+    pub bucket_bytes: usize,
+    /// Sum in bf16.
+    pub bf16: bool,
+}
+
+impl Default for Reduction {
+    /// DistributedDataParallel's: buckets of 25 MiB, summed in the gradients' dtype.
+    fn default() -> Self {
+        Reduction { bucket_bytes: 25 << 20, bf16: false }
+    }
+}
+
+/// Where the overlapped reduction stands.
+enum Overlap {
+    /// Hooks installed; the first update records the order of its gradients.
+    Recording(GradientReducer),
+    /// Buckets set: the hooks launch them during the last micro-batch's backward.
+    Armed { reducer: GradientReducer, buckets: usize },
+}
+
+/// How the overlapped reductions went: buckets all-reduced, and how many of them the hooks
+/// launched during backward (the rest once backward was over).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct OverlapCounts {
+    /// Buckets all-reduced (one per bucket and update).
+    pub buckets: u64,
+    /// Of those, the ones the hooks launched during backward.
+    pub during_backward: u64,
+}
 
 /// This process's share of a data-parallel run.
 pub struct DataParallel {
+    /// Declared before `group`, so dropped before it: its hooks launch on the group.
+    overlap: Option<Overlap>,
     group: ProcessGroup,
-    /// Seconds spent in the gradient reductions so far, when they are timed (see `timed`).
+    reduction: Reduction,
+    /// The overlapped reductions so far.
+    pub overlap_counts: OverlapCounts,
+    /// Seconds spent in the gradient reductions so far, when they are timed (see `timed`): with
+    /// the overlap, the time the update waited for them after backward.
     pub reduce_seconds: f64,
     /// Whether the host's clock measures the reductions: on Gloo (CPU) a collective returns
     /// when it is done; on NCCL it returns once queued, so it is timed only when `--step-times`
@@ -33,7 +86,47 @@ impl DataParallel {
     /// Data parallelism over `group`.
     pub fn new(group: ProcessGroup) -> Result<Self> {
         let timed = group.device() == tch::Device::Cpu;
-        Ok(DataParallel { group, reduce_seconds: 0.0, timed })
+        Ok(DataParallel {
+            overlap: None,
+            group,
+            reduction: Reduction::default(),
+            overlap_counts: OverlapCounts::default(),
+            reduce_seconds: 0.0,
+            timed,
+        })
+    }
+
+    /// How the gradients are summed.
+    pub fn reduction(&self) -> Reduction {
+        self.reduction
+    }
+
+    /// Sums the gradients of `optimizers` as `reduction` says: with buckets, installs the hooks on
+    /// their parameters (the first update then records their order). Called once by the engine,
+    /// before the first update.
+    pub(crate) fn attach(&mut self, optimizers: &[&AdamW], reduction: Reduction) -> Result<()> {
+        self.reduction = reduction;
+        self.overlap = None;
+        if reduction.bucket_bytes > 0 {
+            let parameters: Vec<Tensor> = optimizers.iter().flat_map(|o| o.parameters()).collect();
+            self.overlap = Some(Overlap::Recording(GradientReducer::new(&self.group, &parameters)?));
+        }
+        Ok(())
+    }
+
+    /// Removes the hooks (the engine's run is over; the model may train again elsewhere).
+    pub(crate) fn detach(&mut self) {
+        self.overlap = None;
+    }
+
+    /// Called before the backward of an update's last micro-batch: the hooks record the
+    /// gradients' order (the first update) or launch the buckets as they fill.
+    pub(crate) fn before_last_backward(&mut self) {
+        match self.overlap.as_mut() {
+            Some(Overlap::Recording(reducer)) => reducer.record(),
+            Some(Overlap::Armed { reducer, .. }) => reducer.arm(),
+            None => {}
+        }
     }
 
     /// Where the group's tensors live (the CPU for Gloo, this process's GPU for NCCL).
@@ -62,16 +155,51 @@ impl DataParallel {
         Slice { rank: self.rank(), world: self.world_size() }
     }
 
-    /// Sums the gradient buffers (the optimizer's flat buffers, in its fixed order) in place
-    /// across ranks, then this update's `loss` (a scalar on the device) and the stop flag in one
-    /// small bucket; nothing is read back and nothing waits for the device: the flag is written
-    /// on the device by a fill kernel, not copied from the host (on CUDA the sums are queued).
-    pub fn reduce(&mut self, gradients: &[Tensor], loss: &Tensor, stop: bool) -> Result<Reduced> {
+    /// Sums the gradients of `optimizers` (the same list as [`DataParallel::attach`]'s) across
+    /// ranks in place: the buckets the hooks launched during backward are waited for (on CUDA the
+    /// device waits, not the host) and the rest all-reduced now; at the first update, where the
+    /// hooks only recorded the gradients' order, the optimizers lay their flat buffers out in that
+    /// order, every buffer is summed now, and the buckets are set for the next updates. Then this
+    /// update's `loss` (a scalar on the device) and the stop flag, in one small bucket. Nothing is
+    /// read back and nothing waits for the device: the flag is written on the device by a fill
+    /// kernel, not copied from the host.
+    pub(crate) fn reduce(&mut self, optimizers: &mut [&mut AdamW], loss: &Tensor, stop: bool) -> Result<Reduced> {
         let started = std::time::Instant::now();
-        for g in gradients {
-            let mut g = g.shallow_clone();
-            if let Err(e) = self.group.all_reduce(&mut g, ReduceOp::Sum, "the gradient all-reduce") {
+        let now: Vec<Tensor> = match self.overlap.take() {
+            None => optimizers.iter_mut().flat_map(|o| o.gradient_buffers()).collect(),
+            Some(Overlap::Recording(mut reducer)) => {
+                let order = reducer.order();
+                let mut ready = vec![usize::MAX; optimizers.iter().map(|o| o.parameters().len()).sum()];
+                for (position, &index) in order.iter().enumerate() {
+                    ready[index] = position;
+                }
+                let mut first = 0;
+                for o in optimizers.iter_mut() {
+                    let count = o.parameters().len();
+                    o.flatten_in_order(&ready[first..first + count]);
+                    first += count;
+                }
+                let now = optimizers.iter_mut().flat_map(|o| o.gradient_buffers()).collect();
+                let state = self.arm_buckets(reducer, optimizers, &ready)?;
+                self.overlap = Some(state);
+                now
+            }
+            Some(Overlap::Armed { mut reducer, buckets }) => {
+                let finished = reducer.finish();
+                self.overlap = Some(Overlap::Armed { reducer, buckets });
+                let during = finished.map_err(|e| self.lost(e))?;
+                self.overlap_counts.buckets += buckets as u64;
+                self.overlap_counts.during_backward += during as u64;
+                optimizers.iter().flat_map(|o| o.loose_gradients()).collect()
+            }
+        };
+        for g in now {
+            let mut sum = if self.reduction.bf16 { g.to_kind(Kind::BFloat16) } else { g.shallow_clone() };
+            if let Err(e) = self.group.all_reduce(&mut sum, ReduceOp::Sum, "the gradient all-reduce") {
                 return Err(self.lost(e));
+            }
+            if self.reduction.bf16 {
+                tch::no_grad(|| g.shallow_clone().copy_(&sum));
             }
         }
         let device = self.group.device();
@@ -84,6 +212,138 @@ impl DataParallel {
             self.reduce_seconds += started.elapsed().as_secs_f64();
         }
         Ok(Reduced { loss: tail.get(0).to_kind(Kind::Double), stop: tail.get(1) })
+    }
+
+    /// Cuts the optimizers' flat gradient buffers into buckets ([`plan_buckets`], `ready` the
+    /// recorded order) and hands them to `reducer`. Without any flat buffer (nothing had a
+    /// gradient) every update sums after backward.
+    fn arm_buckets(
+        &mut self,
+        mut reducer: GradientReducer,
+        optimizers: &[&mut AdamW],
+        ready: &[usize],
+    ) -> Result<Overlap> {
+        let (mut layouts, mut buffers) = (Vec::new(), Vec::new());
+        let mut first = 0;
+        for o in optimizers {
+            for (grads, members) in o.flat_layouts() {
+                let bytes = grads.kind().elt_size_in_bytes();
+                layouts.push((members.into_iter().map(|(i, n)| (first + i, n)).collect::<Vec<_>>(), bytes));
+                buffers.push(grads);
+            }
+            first += o.parameters().len();
+        }
+        let plans = plan_buckets(&layouts, ready, self.reduction.bucket_bytes);
+        let mut bucket_of = vec![None; ready.len()];
+        for (b, plan) in plans.iter().enumerate() {
+            for &m in &plan.members {
+                bucket_of[m] = Some(b);
+            }
+        }
+        let slices: Vec<Tensor> = plans.iter().map(|p| buffers[p.layout].narrow(0, p.offset, p.len)).collect();
+        reducer.set_buckets(&slices, &bucket_of, self.reduction.bf16)?;
+        Ok(Overlap::Armed { reducer, buckets: plans.len() })
+    }
+
+    /// `dist-check`'s test of the overlapped reduction on this group: a small two-layer model,
+    /// its weights drawn from each rank's own seed so that the ranks' gradients differ, trained
+    /// as the engine trains (an update that records the gradients' order, then one whose buckets
+    /// of `bucket_bytes` the hooks launch during backward), in fp32 and then in bf16. Its summed
+    /// gradients must equal a plain all-reduce of copies of the same local gradients (fp32), and
+    /// the sum of every rank's gradients rounded to bf16, added in rank order and rounded again
+    /// (bf16; gathered by broadcasts). Over two ranks both are exact (one addition, either
+    /// order); over more, the ring's order of additions is NCCL's, so they are compared within a
+    /// relative 1e-5 (fp32) and two bf16 steps (bf16). Returns the buckets and how many the hooks
+    /// launched during backward.
+    pub fn check_overlap(&mut self, bucket_bytes: usize) -> Result<OverlapCounts> {
+        let device = self.group.device();
+        let rank = self.rank();
+        tch::manual_seed(1000 + rank as i64);
+        let options = (Kind::Float, device);
+        let named: std::collections::BTreeMap<String, Tensor> = [
+            ("a.weight", vec![48, 32]),
+            ("a.bias", vec![48]),
+            ("b.weight", vec![24, 48]),
+            ("b.bias", vec![24]),
+            ("c.weight", vec![8, 24]),
+        ]
+        .into_iter()
+        .map(|(name, shape)| (name.to_string(), Tensor::randn(shape.as_slice(), options).set_requires_grad(true)))
+        .collect();
+        let input = Tensor::randn([16, 32], options);
+        let loss_of = |p: &std::collections::BTreeMap<String, Tensor>| {
+            let h = input.linear(&p["a.weight"], Some(&p["a.bias"])).relu();
+            let h = h.linear(&p["b.weight"], Some(&p["b.bias"])).tanh();
+            h.linear::<Tensor>(&p["c.weight"], None).pow_tensor_scalar(2).mean(Kind::Float)
+        };
+        // Each rank's own gradients, by autograd on copies of the weights.
+        let local: Vec<(String, Tensor)> = {
+            let copies: std::collections::BTreeMap<String, Tensor> =
+                named.iter().map(|(n, t)| (n.clone(), t.detach().copy().set_requires_grad(true))).collect();
+            loss_of(&copies).backward();
+            copies.into_iter().map(|(n, t)| (n, t.grad().detach().copy())).collect()
+        };
+        let mut fp32 = Vec::new();
+        for (_, g) in &local {
+            let mut sum = g.copy();
+            self.group.all_reduce(&mut sum, ReduceOp::Sum, "dist-check's plain gradient all-reduce")?;
+            fp32.push(sum);
+        }
+        let mut bf16 = Vec::new();
+        for (_, g) in &local {
+            let mut total = g.zeros_like().to_kind(Kind::BFloat16);
+            for root in 0..self.world_size() {
+                let mut theirs = g.copy();
+                self.group.broadcast(&mut theirs, root, "dist-check's gathering of the gradients")?;
+                total += theirs.to_kind(Kind::BFloat16);
+            }
+            bf16.push(total.to_kind(Kind::Float));
+        }
+        let mut adam =
+            AdamW::new(named.iter().map(|(n, t)| (n.clone(), t.shallow_clone())).collect(), [0.9, 0.999], 1e-8, 0.0);
+        let exact = self.world_size() == 2;
+        let mut counts = OverlapCounts::default();
+        for (expected, in_bf16) in [(&fp32, false), (&bf16, true)] {
+            self.attach(&[&adam], Reduction { bucket_bytes, bf16: in_bf16 })?;
+            let before = self.overlap_counts;
+            for update in ["recording the order", "with buckets launched during backward"] {
+                adam.zero_grad();
+                self.before_last_backward();
+                let loss = loss_of(&named);
+                loss.backward();
+                self.reduce(&mut [&mut adam], &loss.detach(), false)?;
+                for ((name, _), want) in local.iter().zip(expected) {
+                    let found = named[name].grad();
+                    let differs = (&found - want).abs().max().double_value(&[]);
+                    let scale = want.abs().max().double_value(&[]).max(1e-30);
+                    let tolerance = match (exact, in_bf16) {
+                        (true, _) => 0.0,
+                        (false, false) => 1e-5 * scale,
+                        (false, true) => 2.0 * scale / 128.0,
+                    };
+                    if differs > tolerance {
+                        return Err(Error::system(
+                            "dist-check",
+                            format!(
+                                "the overlapped gradient all-reduce ({}, {update}) differs from the expected sum of `{name}` by {differs:e} (allowed {tolerance:e})",
+                                if in_bf16 { "bf16" } else { "fp32" },
+                            ),
+                        ));
+                    }
+                }
+            }
+            counts.buckets += self.overlap_counts.buckets - before.buckets;
+            counts.during_backward += self.overlap_counts.during_backward - before.during_backward;
+        }
+        self.detach();
+        Ok(counts)
+    }
+
+    /// Lets go of the data parallelism, handing back its group (the hooks removed first).
+    pub fn into_group(self) -> ProcessGroup {
+        let DataParallel { overlap, group, .. } = self;
+        drop(overlap);
+        group
     }
 
     /// Adds `seconds` to the reductions' time (measured by `--step-times` with the device

@@ -14,7 +14,7 @@
 //! writes checkpoints and logs; every rank calls the task's evaluations, which a task may share
 //! among the ranks (pretraining's held-out loss and hooks: each rank scores a share, rank 0
 //! writes), else rank 0 evaluates while the others wait for it.
-use super::data_parallel::DataParallel;
+use super::data_parallel::{DataParallel, Reduction};
 use super::loader::Loader;
 use super::metrics::{Metrics, Update};
 use super::step_times::{Phase, StepTimes};
@@ -59,6 +59,8 @@ pub struct TrainOptions {
     /// Count the ATen operations of one steady-state update that reads nothing back, and the
     /// host waits among them, and print them at the end.
     pub op_counts: bool,
+    /// How data-parallel ranks sum their gradients (`--bucket-mb`, `--grad-reduce`).
+    pub reduction: Reduction,
 }
 
 impl TrainOptions {
@@ -72,6 +74,7 @@ impl TrainOptions {
             stop_after: None,
             step_times: false,
             op_counts: false,
+            reduction: Reduction::default(),
         }
     }
 
@@ -394,6 +397,7 @@ impl<T: Task + Evaluations> Engine<T> {
         if let Some(p) = parallel.as_mut() {
             let vars: Vec<Tensor> = optimizers.iter().flat_map(|o| o.adam.parameters()).collect();
             p.check_equal_weights(&vars)?;
+            p.attach(&optimizers.iter().map(|o| &o.adam).collect::<Vec<_>>(), opts.reduction)?;
         }
         if let Some(stop) = opts.stop_after.filter(|&s| s < state.step) {
             return Err(Error::argument(
@@ -633,10 +637,14 @@ impl<T: Task + Evaluations> Engine<T> {
         let rows: usize = micro.iter().map(|b| b.drawn.rows).sum();
         let trained = rows as f64 * self.metrics.throughput().per_row;
         let mut loss_sum: Option<Tensor> = None;
-        for loaded in &micro {
+        for (k, loaded) in micro.iter().enumerate() {
             let share = loaded.drawn.units as f64 / units.max(1) as f64;
             let part = self.task.loss(&loaded.drawn.batch) * share;
             lap(&mut self.step_times, Phase::Forward);
+            if let Some(p) = self.parallel.as_mut().filter(|_| k + 1 == micro.len()) {
+                // The gradients' all-reduce starts, bucket by bucket, during this backward.
+                p.before_last_backward();
+            }
             part.backward();
             lap(&mut self.step_times, Phase::Backward);
             let part = part.detach().to_kind(Kind::Double);
@@ -649,8 +657,8 @@ impl<T: Task + Evaluations> Engine<T> {
         let loss = match self.parallel.as_mut() {
             None => loss_sum,
             Some(p) => {
-                let grads: Vec<Tensor> = self.optimizers.iter_mut().flat_map(|o| o.adam.gradient_buffers()).collect();
-                let reduced = p.reduce(&grads, &loss_sum, self.run.stop.raised())?;
+                let mut adams: Vec<&mut AdamW> = self.optimizers.iter_mut().map(|o| &mut o.adam).collect();
+                let reduced = p.reduce(&mut adams, &loss_sum, self.run.stop.raised())?;
                 self.agreed_stop = Some(reduced.stop);
                 if let Some(seconds) = lap(&mut self.step_times, Phase::AllReduce) {
                     p.add_timed_reduction(seconds);
@@ -933,7 +941,20 @@ impl<T: Task + Evaluations> Engine<T> {
     fn finish(mut self) -> Finished<T> {
         self.run.logger.finish();
         let rank = self.rank();
+        if let Some(p) = self.parallel.as_mut() {
+            p.detach();
+        }
         if let Some(p) = self.parallel.as_ref().filter(|p| p.rank() == 0) {
+            let counts = p.overlap_counts;
+            if counts.buckets > 0 {
+                outln!(
+                    "data parallel: {} of {} gradient buckets were all-reduced during backward ({}{})",
+                    counts.during_backward,
+                    counts.buckets,
+                    if p.reduction().bf16 { "in bf16, " } else { "" },
+                    format_args!("buckets of {} MiB", p.reduction().bucket_bytes as f64 / (1 << 20) as f64)
+                );
+            }
             match p.timed {
                 true => outln!(
                     "data parallel over {} ranks: the gradient all-reduce took {:.1}% of the time in updates ({:.2}s of {:.2}s)",

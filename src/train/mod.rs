@@ -4,6 +4,7 @@
 //! `logger`, `hooks`) and the run layer (`run`), never `eval` or `tasks`: the tasks (in `tasks`:
 //! masked-LM pretraining, the fine-tuning tasks) use the engine, and evaluations reach them as
 //! checkpoint hooks.
+pub(crate) mod buckets;
 pub mod data_parallel;
 pub mod engine;
 #[cfg(test)]

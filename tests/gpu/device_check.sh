@@ -11,8 +11,10 @@
 #                   and MFU against the H200's bf16 peak with --op-counts (host waits: 0?), then a
 #                   shorter run with --step-times (batch, forward, backward, optimizer)
 #   two_ranks   85  two ranks on the one GPU under torchrun, Gloo over CUDA tensors (NCCL refuses
-#                   two ranks on one device): dist-check (collective values, a store wait), the
-#                   tiny model trained by both (collectives in the same order on both), and the
+#                   two ranks on one device): dist-check (collective values, a store wait, the
+#                   gradient buckets all-reduced by hooks on autograd's CUDA thread during
+#                   backward, fp32 and bf16), the tiny model trained by both (collectives in the
+#                   same order on both, buckets launched during backward), and the
 #                   lost-rank path (rank 0 killed while it evaluates: rank 1 names it, and when)
 #   op_counts   60  `finetune sentiment`, BertExt and BertAbs (`finetune summarize`) with
 #                   --op-counts: host waits per update (skipped, with a line, where the flag is
@@ -329,7 +331,7 @@ budget_total, budget_limit = int(sys.argv[6]), int(sys.argv[7])
 patterns = {
     "throughput": [r"[\d.]+ tok/s.*", r"host syncs per update: \d+", r"operations: \d+", r"step times .*",
                    r"attention: .*", r"determinism: .{0,60}", r"error: .*"],
-    "two_ranks": [r"all-reduce of .*", r"data parallel over .*", r"step times .*", r"lost rank: .*", r"error: .*"],
+    "two_ranks": [r"all-reduce of .*", r"rank 0: gradients all-reduced .*", r"data parallel: .*", r"data parallel over .*", r"step times .*", r"lost rank: .*", r"error: .*"],
     "op_counts": [r"sentiment: .*", r"BertExt: .*", r"BertAbs: .*", r"error: .*"],
     "pll": [r"PLL on .*", r"error: .*"],
     "bias": [r"bias evaluation of .*", r"error: .*"],

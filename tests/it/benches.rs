@@ -35,7 +35,7 @@ const TINY: &[Tiny] = &[
     Tiny {
         target: "bench-ddp",
         env: &[("BENCH_ROUNDS", "1"), ("BENCH_STEPS", "10"), ("BENCH_SEQ", "32"), ("BENCH_BATCH", "4")],
-        ratios: &["ratio: "],
+        ratios: &["ratio: ", "overlap gain "],
     },
     Tiny {
         target: "bench-data",

@@ -107,6 +107,15 @@ fn two_gloo_processes_agree_on_every_collective() {
                 && stdout.contains("sum, max, broadcast, barrier and store wait correct"),
             "{stdout}"
         );
+        // The engine's gradient buckets: the check's model makes 4 buckets of its 2 KiB (3
+        // weights alone, the biases together), each all-reduced by the hooks during backward in
+        // the updates after the one that records the order (fp32, then bf16), their sums exact.
+        assert!(
+            stdout.contains(&format!(
+                "rank {rank}: gradients all-reduced during backward (fp32 and bf16) equal the expected sums; 8 of 8 buckets launched during backward"
+            )),
+            "{stdout}"
+        );
     }
     let rank0 = String::from_utf8_lossy(&outputs[0].stdout);
     assert!(rank0.contains("all-reduce of 4 MB over 2 Gloo ranks") && rank0.contains("bus bandwidth"), "{rank0}");
@@ -376,11 +385,18 @@ fn two_ranks_train_like_one_process() {
     let one = no_dropout_recipe(&dir, "one", 20);
     let two = no_dropout_recipe(&dir, "two", 20);
     crate::common::indolm_ok(&["--threads", "1", "--device", "cpu", "train", one.to_str().unwrap()]);
-    for (rank, out) in train_two_ranks(&two, &[]).iter().enumerate() {
+    let outputs = train_two_ranks(&two, &[]);
+    for (rank, out) in outputs.iter().enumerate() {
         let stdout = String::from_utf8_lossy(&out.stdout);
         assert!(out.status.success(), "rank {rank}: {stdout}\n{}", String::from_utf8_lossy(&out.stderr));
         assert_eq!(stdout.contains("finished at step 20"), rank == 0, "rank {rank}: {stdout}");
     }
+    // The gradients were summed bucket by bucket during backward: every bucket launched by the
+    // hooks in the 19 updates after the first (which records the order the gradients become
+    // ready in, and sums after backward).
+    let rank0 = String::from_utf8_lossy(&outputs[0].stdout).to_string();
+    let (during, buckets) = overlap_counts(&rank0);
+    assert!(during == buckets && buckets % 19 == 0 && buckets >= 2 * 19, "{rank0}");
     let (run_one, run_two) = (dir.join("checkpoints/one"), dir.join("checkpoints/two"));
     let (a, b) = (logged_losses(&run_one), logged_losses(&run_two));
     assert_eq!(a.len(), 4);
@@ -404,6 +420,30 @@ fn two_ranks_train_like_one_process() {
         let bytes = |run: &str| std::fs::read(dir.join(format!("checkpoints/{run}/step-20/{file}"))).unwrap();
         assert!(bytes("two") == bytes("again"), "{file} differs between two identical two-rank runs");
     }
+
+    // Summed in bf16 (each rank's gradients and their sum rounded to bf16), in buckets of 64
+    // KiB: the same training to within bf16's rounding, not bit for bit.
+    let bf16 = no_dropout_recipe(&dir, "bf16", 20);
+    let outputs = train_two_ranks(&bf16, &["--grad-reduce", "bf16", "--bucket-mb", "0.0625"]);
+    assert!(outputs.iter().all(|o| o.status.success()));
+    let rank0 = String::from_utf8_lossy(&outputs[0].stdout).to_string();
+    let (during, buckets) = overlap_counts(&rank0);
+    assert!(during == buckets && buckets > 0 && rank0.contains("(in bf16, buckets of 0.0625 MiB)"), "{rank0}");
+    let c = logged_losses(&dir.join("checkpoints/bf16"));
+    println!("losses summed in bf16: {c:?}");
+    for (x, y) in b.iter().zip(&c) {
+        assert!((x - y).abs() < 0.01 * x.abs(), "losses {b:?} (fp32 sums) vs {c:?} (bf16 sums)");
+    }
+    assert_ne!(b, c, "the bf16 sums changed nothing");
+}
+
+/// `(launched during backward, buckets)` from rank 0's closing line `data parallel: N of M
+/// gradient buckets were all-reduced during backward`.
+fn overlap_counts(stdout: &str) -> (u64, u64) {
+    let line = stdout.lines().find(|l| l.contains("gradient buckets were all-reduced during backward")).expect(stdout);
+    let words: Vec<&str> = line.split_whitespace().collect();
+    let at = words.iter().position(|w| *w == "of").expect(line);
+    (words[at - 1].parse().expect(line), words[at + 1].parse().expect(line))
 }
 
 /// A rank killed outright: the other stops with one error line within the timeout instead of
