@@ -245,9 +245,9 @@ impl DataParallel {
         Ok(Overlap::Armed { reducer, buckets: plans.len() })
     }
 
-    /// `dist-check`'s test of the overlapped reduction on this group: a small two-layer model,
-    /// its weights drawn from each rank's own seed so that the ranks' gradients differ, trained
-    /// as the engine trains (an update that records the gradients' order, then one whose buckets
+    /// `dist-check`'s test of the overlapped reduction on this group: a small three-layer model
+    /// under two optimizers (its first layer, the rest), its weights drawn from each rank's own
+    /// seed so that the ranks' gradients differ, trained as the engine trains (an update that records the gradients' order, then one whose buckets
     /// of `bucket_bytes` the hooks launch during backward), in fp32 and then in bf16. Its summed
     /// gradients must equal a plain all-reduce of copies of the same local gradients (fp32), and
     /// the sum of every rank's gradients rounded to bf16, added in rank order and rounded again
@@ -299,19 +299,25 @@ impl DataParallel {
             }
             bf16.push(total.to_kind(Kind::Float));
         }
-        let mut adam =
-            AdamW::new(named.iter().map(|(n, t)| (n.clone(), t.shallow_clone())).collect(), [0.9, 0.999], 1e-8, 0.0);
+        // Two optimizers, as BertAbs has (the encoder's and the decoder's): each lays out its own
+        // buffers from its share of the recorded order.
+        let optimizer_of = |first_layer: bool| {
+            let vars = named.iter().filter(|(n, _)| n.starts_with("a.") == first_layer);
+            AdamW::new(vars.map(|(n, t)| (n.clone(), t.shallow_clone())).collect(), [0.9, 0.999], 1e-8, 0.0)
+        };
+        let (mut first, mut second) = (optimizer_of(true), optimizer_of(false));
         let exact = self.world_size() == 2;
         let mut counts = OverlapCounts::default();
         for (expected, in_bf16) in [(&fp32, false), (&bf16, true)] {
-            self.attach(&[&adam], Reduction { bucket_bytes, bf16: in_bf16 })?;
+            self.attach(&[&first, &second], Reduction { bucket_bytes, bf16: in_bf16 })?;
             let before = self.overlap_counts;
             for update in ["recording the order", "with buckets launched during backward"] {
-                adam.zero_grad();
+                first.zero_grad();
+                second.zero_grad();
                 self.before_last_backward();
                 let loss = loss_of(&named);
                 loss.backward();
-                self.reduce(&mut [&mut adam], &loss.detach(), false)?;
+                self.reduce(&mut [&mut first, &mut second], &loss.detach(), false)?;
                 for ((name, _), want) in local.iter().zip(expected) {
                     let found = named[name].grad();
                     let differs = (&found - want).abs().max().double_value(&[]);

@@ -107,12 +107,14 @@ fn two_gloo_processes_agree_on_every_collective() {
                 && stdout.contains("sum, max, broadcast, barrier and store wait correct"),
             "{stdout}"
         );
-        // The engine's gradient buckets: the check's model makes 4 buckets of its 2 KiB (3
-        // weights alone, the biases together), each all-reduced by the hooks during backward in
-        // the updates after the one that records the order (fp32, then bf16), their sums exact.
+        // The engine's gradient buckets: the check's model under two optimizers makes 5 buckets
+        // of its 2 KiB (the first optimizer's weight and its bias; the second's last weight,
+        // alone the first of its buffer, its middle weight, its bias), each all-reduced by the
+        // hooks during backward in the updates after the one that records the order (fp32, then
+        // bf16), their sums exact.
         assert!(
             stdout.contains(&format!(
-                "rank {rank}: gradients all-reduced during backward (fp32 and bf16) equal the expected sums; 8 of 8 buckets launched during backward"
+                "rank {rank}: gradients all-reduced during backward (fp32 and bf16) equal the expected sums; 10 of 10 buckets launched during backward"
             )),
             "{stdout}"
         );
