@@ -3,7 +3,7 @@
 //! `{model, messages, temperature, max_tokens (or max_completion_tokens), seed, stop}`, with the API
 //! key from the environment in an `Authorization: Bearer` header (never written to a log, a cache or
 //! an error). A connection error, HTTP 429 or 5xx is retried with exponential backoff (jittered from
-//! the seed) or after the server's `Retry-After`; any other status fails at once with the server's
+//! the seed) or after the server's `Retry-After` (seconds or an HTTP date); any other status fails at once with the server's
 //! message. Requests may be spaced by a rate limit and run a few at a time, the replies in order.
 //!
 //! Every answer is appended to a response cache (JSON Lines, one `{"key", "request", "response"}`
@@ -549,14 +549,47 @@ fn mix(z: u64) -> u64 {
 }
 
 /// The pause a response asks for: `retry-after-ms` (milliseconds), else `Retry-After` in seconds
-/// (an HTTP date is not read: the backoff applies).
+/// or as an HTTP date (the time left until it; a date already past asks for no pause).
 fn retry_after(headers: &ureq::http::HeaderMap) -> Option<Duration> {
+    retry_after_at(headers, std::time::SystemTime::now())
+}
+
+/// [`retry_after`] as of `now`.
+fn retry_after_at(headers: &ureq::http::HeaderMap, now: std::time::SystemTime) -> Option<Duration> {
     let number = |name: &str| -> Option<f64> {
         let value = headers.get(name)?.to_str().ok()?.trim().parse::<f64>().ok()?;
         (value.is_finite() && value >= 0.0).then_some(value)
     };
-    let seconds = number("retry-after-ms").map(|ms| ms / 1000.0).or_else(|| number("retry-after"))?;
+    let dated = || -> Option<f64> {
+        let at = http_date(headers.get("retry-after")?.to_str().ok()?)?;
+        let now = now.duration_since(std::time::UNIX_EPOCH).ok()?.as_secs_f64();
+        Some((at as f64 - now).max(0.0))
+    };
+    let seconds = number("retry-after-ms").map(|ms| ms / 1000.0).or_else(|| number("retry-after")).or_else(dated)?;
     Some(Duration::from_secs_f64(seconds.min(RETRY_AFTER_CAP.as_secs_f64())))
+}
+
+/// Seconds since the Unix epoch of an HTTP date in the form RFC 9110 has senders use
+/// (IMF-fixdate: `Sun, 06 Nov 1994 08:49:37 GMT`); `None` for anything else.
+fn http_date(text: &str) -> Option<i64> {
+    let parts: Vec<&str> = text.split_whitespace().collect();
+    let [_, day, month, year, time, "GMT"] = parts.as_slice() else { return None };
+    const MONTHS: [&str; 12] = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
+    let month = MONTHS.iter().position(|m| m == month)? as i64 + 1;
+    let (day, year): (i64, i64) = (day.parse().ok()?, year.parse().ok()?);
+    let clock: Vec<i64> = time.split(':').map(|p| p.parse().ok()).collect::<Option<_>>()?;
+    let [hour, minute, second] = clock.as_slice() else { return None };
+    if !(1..=31).contains(&day) || !(0..24).contains(hour) || !(0..60).contains(minute) || !(0..=60).contains(second) {
+        return None;
+    }
+    // Days since 1970-01-01 of the proleptic Gregorian date (Howard Hinnant's days_from_civil).
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y.div_euclid(400);
+    let year_of_era = y - era * 400;
+    let day_of_year = (153 * ((month + 9) % 12) + 2) / 5 + day - 1;
+    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
+    let days = era * 146_097 + day_of_era - 719_468;
+    Some(days * 86_400 + hour * 3_600 + minute * 60 + second)
 }
 
 /// `text` on one line, at most [`MESSAGE_CHARS`] characters.
@@ -806,9 +839,27 @@ mod tests {
         assert_eq!(retry_after(&headers), Some(Duration::from_secs(2)));
         headers.insert("retry-after-ms", "250".parse().unwrap());
         assert_eq!(retry_after(&headers), Some(Duration::from_millis(250)));
+        // An HTTP date: the time left until it (a date past: no pause; another form: none).
+        // The dates' epoch seconds are Python's `email.utils.parsedate_to_datetime(d).timestamp()`.
+        for (date, epoch) in [
+            ("Sun, 06 Nov 1994 08:49:37 GMT", 784_111_777),
+            ("Thu, 03 Dec 2026 07:45:00 GMT", 1_796_283_900),
+            ("Tue, 29 Feb 2028 23:59:59 GMT", 1_835_481_599),
+        ] {
+            assert_eq!(http_date(date), Some(epoch), "{date}");
+        }
+        let now = std::time::UNIX_EPOCH + Duration::from_secs(1_796_283_900 - 30);
         let mut dated = ureq::http::HeaderMap::new();
-        dated.insert("retry-after", "Wed, 21 Oct 2015 07:28:00 GMT".parse().unwrap());
-        assert_eq!(retry_after(&dated), None);
+        dated.insert("retry-after", "Thu, 03 Dec 2026 07:45:00 GMT".parse().unwrap());
+        assert_eq!(retry_after_at(&dated, now), Some(Duration::from_secs(30)));
+        dated.insert("retry-after", "Sun, 06 Nov 1994 08:49:37 GMT".parse().unwrap());
+        assert_eq!(retry_after_at(&dated, now), Some(Duration::ZERO));
+        for other in
+            ["Sunday, 06-Nov-94 08:49:37 GMT", "Sun, 06 Nov 1994 08:49:37 UTC", "Sun, 32 Nov 1994 08:49:37 GMT"]
+        {
+            dated.insert("retry-after", other.parse().unwrap());
+            assert_eq!(retry_after_at(&dated, now), None, "{other}");
+        }
         let key = ApiKey::new(" sk-secret-123 ");
         assert_eq!(format!("{key:?}"), "ApiKey([redacted])");
         assert_eq!(key.redact("bad key sk-secret-123!"), "bad key [redacted]!");
