@@ -161,6 +161,7 @@ fn generate(
             max_new_tokens: args.max_new_tokens,
             temperature: args.temperature,
             seed: args.seed,
+            top_p: None,
             stop_strings: Vec::new(),
             template_kwargs: kwargs,
         };

@@ -100,15 +100,11 @@ fn check_flags(args: &GenerateArgs, api: bool) -> Result<()> {
         return Err(Error::argument("--stop", "an empty stop string would end every completion at once"));
     }
     if api {
-        let local_only = [
-            ("--top-p", args.top_p.is_some()),
-            ("--top-k", args.top_k.is_some()),
-            ("--batch-size", args.batch_size.is_some()),
-        ];
+        let local_only = [("--top-k", args.top_k.is_some()), ("--batch-size", args.batch_size.is_some())];
         if let Some((flag, _)) = local_only.into_iter().find(|(_, given)| *given) {
             return Err(Error::argument(
                 flag,
-                "is for a model loaded here (--model): a served model is asked with --temperature, --seed, --stop \
+                "is for a model loaded here (--model): a served model is asked with --temperature, --top-p, --seed, --stop \
                  and --max-new-tokens, --api-concurrency requests at a time",
             ));
         }
@@ -314,6 +310,7 @@ fn run_api(args: &GenerateArgs, base: &str) -> Result<()> {
         max_new_tokens: args.max_new_tokens.unwrap_or(DEFAULT_MAX_NEW_TOKENS),
         temperature: args.temperature.unwrap_or(0.0),
         seed: args.seed.unwrap_or(indolm::seeds::DEFAULT_SEED),
+        top_p: args.top_p,
         stop_strings: args.stop.clone(),
         template_kwargs: kwargs,
     };

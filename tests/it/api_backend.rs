@@ -363,7 +363,8 @@ fn a_busy_or_failing_server_is_retried_rate_limited_and_resumed_and_the_key_is_w
     args.extend(["--prompts", rated.to_str().unwrap(), "--out", rated_out.to_str().unwrap(), "--max-new-tokens", "5"]);
     args.extend(["--api-rate-limit", "120", "--api-concurrency", "4"]);
     args.extend(["--api-max-tokens-field", "max_completion_tokens"]);
-    args.extend(["--temperature", "0.7", "--seed", "5", "--stop", "###", "--template-kwarg", "enable_thinking=false"]);
+    args.extend(["--temperature", "0.7", "--top-p", "0.9", "--seed", "5", "--stop", "###"]);
+    args.extend(["--template-kwarg", "enable_thinking=false"]);
     let (stdout, stderr) = api_ok(&args, &key);
     shown.extend([stdout, stderr]);
     let requests = logged(&log);
@@ -373,8 +374,8 @@ fn a_busy_or_failing_server_is_retried_rate_limited_and_resumed_and_the_key_is_w
     assert!(starts.windows(2).all(|w| w[1] - w[0] >= 0.45), "120 a minute: 0.5 s apart: {starts:?}");
     let body = &requests.last().unwrap().body;
     assert_eq!(
-        (&body["temperature"], &body["seed"], &body["stop"], &body["max_completion_tokens"]),
-        (&json!(0.7), &json!(5), &json!(["###"]), &json!(5))
+        (&body["temperature"], &body["top_p"], &body["seed"], &body["stop"], &body["max_completion_tokens"]),
+        (&json!(0.7), &json!(0.9), &json!(5), &json!(["###"]), &json!(5))
     );
     assert_eq!(body["chat_template_kwargs"], json!({"enable_thinking": false}));
     assert!(body.get("max_tokens").is_none(), "{body}");

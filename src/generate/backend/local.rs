@@ -35,7 +35,7 @@ impl LocalChat {
         let sampling = (settings.temperature > 0.0).then_some(Sampling {
             temperature: settings.temperature,
             top_k: 0,
-            top_p: 1.0,
+            top_p: settings.top_p.unwrap_or(1.0),
             seed: settings.seed,
         });
         let pad = defaults.pad.or(defaults.eos.first().copied()).filter(|p| (0..lm.config.vocab_size).contains(p));

@@ -19,6 +19,9 @@ pub struct ChatSettings {
     pub temperature: f64,
     /// Seed of sampling (each request its own stream of it).
     pub seed: u64,
+    /// When sampling: the probability mass of the most likely tokens kept (nucleus sampling);
+    /// `None`: all of them here, the server's default for a served model (not sent).
+    pub top_p: Option<f64>,
     /// Texts that end a reply (cut before the first one found).
     pub stop_strings: Vec<String>,
     /// Variables for a local chat template (`enable_thinking`, ...).

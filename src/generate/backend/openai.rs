@@ -1,6 +1,6 @@
 //! A model served elsewhere as a [`ChatBackend`]: each conversation sent to an OpenAI-compatible
 //! `POST {base_url}/chat/completions` (vLLM, llama.cpp's server, `transformers serve`, OpenAI) as
-//! `{model, messages, temperature, max_tokens (or max_completion_tokens), seed, stop}`, with the API
+//! `{model, messages, temperature, max_tokens (or max_completion_tokens), seed, top_p, stop}`, with the API
 //! key from the environment in an `Authorization: Bearer` header (never written to a log, a cache or
 //! an error). A connection error, HTTP 429 or 5xx is retried with exponential backoff (jittered from
 //! the seed) or after the server's `Retry-After` (seconds or an HTTP date); any other status fails at once with the server's
@@ -188,6 +188,9 @@ impl OpenAiChat {
         if !(settings.temperature.is_finite() && settings.temperature >= 0.0) {
             return Err(Error::argument("temperature", format!("must be 0 or more, not {}", settings.temperature)));
         }
+        if let Some(p) = settings.top_p.filter(|p| !(p.is_finite() && *p > 0.0 && *p <= 1.0)) {
+            return Err(Error::argument("top_p", format!("must be above 0 and at most 1, not {p}")));
+        }
         if options.concurrency == 0 {
             return Err(Error::argument("--api-concurrency", "must be at least 1"));
         }
@@ -238,7 +241,8 @@ impl OpenAiChat {
     }
 
     /// The request body for `messages`: `{model, messages, temperature, max_tokens, seed}`, with
-    /// `stop` when there are stop strings and `chat_template_kwargs` when there are variables.
+    /// `top_p` when given, `stop` when there are stop strings and `chat_template_kwargs` when there
+    /// are variables (a request without them has the body, so the cache key, it always had).
     pub fn request_body(&self, messages: &Messages) -> Result<Value> {
         let messages = serde_json::to_value(messages)
             .map_err(|e| Error::data("chat", format!("a conversation cannot be written as JSON: {e}")))?;
@@ -248,6 +252,9 @@ impl OpenAiChat {
         body.insert("temperature".into(), Value::from(self.settings.temperature));
         body.insert(self.max_tokens_field.name().into(), Value::from(self.settings.max_new_tokens));
         body.insert("seed".into(), Value::from(self.settings.seed));
+        if let Some(p) = self.settings.top_p {
+            body.insert("top_p".into(), Value::from(p));
+        }
         if !self.settings.stop_strings.is_empty() {
             body.insert("stop".into(), Value::from(self.settings.stop_strings.clone()));
         }
