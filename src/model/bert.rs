@@ -499,24 +499,26 @@ impl MlmHead {
     fn forward_padded(&self, hidden: &Tensor, word_embeddings: &Tensor, precision: Precision) -> Tensor {
         let vocab = self.bias.size()[0];
         let pad = (self.pad_vocab_to - vocab % self.pad_vocab_to) % self.pad_vocab_to;
-        if pad == 0 {
-            return self.forward(hidden, word_embeddings, precision);
-        }
-        let h = self.activation.apply(&self.transform_dense.forward(hidden, precision));
-        let h = self.transform_norm.forward(&h);
-        let kind = precision.compute_kind();
-        let weight = word_embeddings.to_kind(kind).constant_pad_nd([0, 0, 0, pad]);
-        let bias =
-            Tensor::cat(&[self.bias.to_kind(kind), Tensor::full([pad], PADDING_LOGIT, (kind, self.bias.device()))], 0);
-        h.to_kind(kind).linear(&weight, Some(&bias)).to_kind(Kind::Float)
+        self.logits_padded_by(hidden, word_embeddings, precision, pad)
     }
 
     /// Vocabulary logits (fp32) for hidden states of any leading shape [..., hidden].
     pub fn forward(&self, hidden: &Tensor, word_embeddings: &Tensor, precision: Precision) -> Tensor {
+        self.logits_padded_by(hidden, word_embeddings, precision, 0)
+    }
+
+    /// The logits over the vocabulary and `pad` padding columns (zero decoder rows, a bias of
+    /// [`PADDING_LOGIT`]).
+    fn logits_padded_by(&self, hidden: &Tensor, word_embeddings: &Tensor, precision: Precision, pad: i64) -> Tensor {
         let h = self.activation.apply(&self.transform_dense.forward(hidden, precision));
         let h = self.transform_norm.forward(&h);
         let kind = precision.compute_kind();
-        h.to_kind(kind).linear(&word_embeddings.to_kind(kind), Some(&self.bias.to_kind(kind))).to_kind(Kind::Float)
+        let (mut weight, mut bias) = (word_embeddings.to_kind(kind), self.bias.to_kind(kind));
+        if pad > 0 {
+            weight = weight.constant_pad_nd([0, 0, 0, pad]);
+            bias = Tensor::cat(&[bias, Tensor::full([pad], PADDING_LOGIT, (kind, self.bias.device()))], 0);
+        }
+        h.to_kind(kind).linear(&weight, Some(&bias)).to_kind(Kind::Float)
     }
 }
 
@@ -580,9 +582,7 @@ impl BertForMaskedLM {
     /// the vocabulary projection is the costliest matrix product, so never compute it for
     /// rows that are not scored.
     pub fn logits_at(&self, hidden: &Tensor, flat_positions: &Tensor) -> Tensor {
-        let h = hidden.size().last().copied().unwrap();
-        let rows = hidden.reshape([-1, h]).index_select(0, flat_positions);
-        self.head.forward(&rows, &self.bert.embeddings.word_embeddings, self.bert.precision)
+        self.head.forward(&rows_at(hidden, flat_positions), &self.bert.embeddings.word_embeddings, self.bert.precision)
     }
 
     /// Masked-LM loss. `labels` hold the original token at predicted positions and
@@ -619,8 +619,7 @@ impl BertForMaskedLM {
         let hidden = self.bert.forward(input_ids, token_type_ids, attention_mask, train);
         if train && hidden.requires_grad() {
             // The vocabulary padded (when asked): the padding columns' probabilities are 0.
-            let h = hidden.size().last().copied().unwrap();
-            let rows = hidden.reshape([-1, h]).index_select(0, positions);
+            let rows = rows_at(&hidden, positions);
             let logits = self.head.forward_padded(&rows, &self.bert.embeddings.word_embeddings, self.bert.precision);
             cross_entropy_for_backward(&logits, targets)
         } else {
@@ -628,6 +627,12 @@ impl BertForMaskedLM {
             logits.log_softmax(-1, Kind::Float).nll_loss(targets)
         }
     }
+}
+
+/// The rows of `hidden` ([batch, seq, hidden]) at flat positions (`row * seq + column`).
+fn rows_at(hidden: &Tensor, flat_positions: &Tensor) -> Tensor {
+    let h = hidden.size().last().copied().unwrap();
+    hidden.reshape([-1, h]).index_select(0, flat_positions)
 }
 
 /// Mean cross-entropy of `logits` [rows, vocab] against `targets`, built so that its backward

@@ -25,9 +25,6 @@ struct Param {
     exp_avg_sq: Tensor,
     /// Whether it is a view of a flat group (else updated alone, if it has a gradient).
     in_flat: bool,
-    /// When in a flat group: which one, and its first element there.
-    group: usize,
-    offset: i64,
 }
 
 /// One weight-decay group's parameters, gradients and moments, each one contiguous buffer.
@@ -37,6 +34,8 @@ struct FlatGroup {
     grads: Tensor,
     exp_avg: Tensor,
     exp_avg_sq: Tensor,
+    /// The parameters laid out in it, in order (indices in the optimizer's order).
+    members: Vec<usize>,
 }
 
 /// AdamW over a fixed set of named parameters, with its moments in the open for checkpoints.
@@ -163,8 +162,6 @@ impl AdamW {
                 name,
                 tensor,
                 in_flat: false,
-                group: 0,
-                offset: 0,
             })
             .collect();
         AdamW {
@@ -217,8 +214,7 @@ impl AdamW {
                         .filter(|&i| (self.params[i].tensor.kind(), self.params[i].tensor.device()) == key)
                         .collect();
                     group.sort_by_key(|&i| ready.get(i).copied().unwrap_or(usize::MAX));
-                    let index = self.groups.len();
-                    let flat = self.flat_group(decay, &group, index);
+                    let flat = self.flat_group(decay, group);
                     self.groups.push(flat);
                 }
             }
@@ -226,7 +222,7 @@ impl AdamW {
     }
 
     /// Flat buffers holding the parameters at `members` (in order), which become their views.
-    fn flat_group(&mut self, decay: bool, members: &[usize], index: usize) -> FlatGroup {
+    fn flat_group(&mut self, decay: bool, members: Vec<usize>) -> FlatGroup {
         let cat = |part: &dyn Fn(&Param) -> Tensor| {
             Tensor::cat(&members.iter().map(|&i| part(&self.params[i]).reshape([-1])).collect::<Vec<_>>(), 0)
         };
@@ -236,9 +232,10 @@ impl AdamW {
             grads: cat(&|p| p.tensor.grad()),
             exp_avg: cat(&|p| p.exp_avg.shallow_clone()),
             exp_avg_sq: cat(&|p| p.exp_avg_sq.shallow_clone()),
+            members: Vec::new(),
         };
         let mut offset = 0;
-        for &i in members {
+        for &i in &members {
             let p = &mut self.params[i];
             let (n, shape) = (p.tensor.numel() as i64, p.tensor.size());
             let view = |flat: &Tensor| flat.narrow(0, offset, n).view(shape.as_slice());
@@ -247,10 +244,9 @@ impl AdamW {
             p.exp_avg = view(&group.exp_avg);
             p.exp_avg_sq = view(&group.exp_avg_sq);
             p.in_flat = true;
-            (p.group, p.offset) = (index, offset);
             offset += n;
         }
-        group
+        FlatGroup { members, ..group }
     }
 
     /// The gradients to reduce across ranks: the flat buffers, then any parameter outside them
@@ -265,16 +261,11 @@ impl AdamW {
     /// The flat gradient buffers with their parameters, in layout order: (index in the
     /// optimizer's order, element count). Empty before the first update's gradients.
     pub(crate) fn flat_layouts(&self) -> Vec<(Tensor, Vec<(usize, i64)>)> {
-        let mut layouts: Vec<(Tensor, Vec<(usize, i64)>)> =
-            self.groups.iter().map(|g| (g.grads.shallow_clone(), Vec::new())).collect();
-        for (i, p) in self.params.iter().enumerate().filter(|(_, p)| p.in_flat) {
-            layouts[p.group].1.push((i, p.tensor.numel() as i64));
-        }
-        for (k, layout) in layouts.iter_mut().enumerate() {
-            layout.1.sort_by_key(|&(i, _)| self.params[i].offset);
-            debug_assert_eq!(layout.1.iter().map(|m| m.1).sum::<i64>(), self.groups[k].grads.numel() as i64);
-        }
-        layouts
+        let numel = |i: usize| self.params[i].tensor.numel() as i64;
+        self.groups
+            .iter()
+            .map(|g| (g.grads.shallow_clone(), g.members.iter().map(|&i| (i, numel(i))).collect()))
+            .collect()
     }
 
     /// The gradients of the parameters outside the flat buffers that have one (in the
@@ -387,6 +378,11 @@ impl AdamW {
     /// The parameters, in the optimizer's (name) order.
     pub fn parameters(&self) -> Vec<Tensor> {
         self.params.iter().map(|p| p.tensor.shallow_clone()).collect()
+    }
+
+    /// The number of parameter tensors.
+    pub(crate) fn parameter_tensors(&self) -> usize {
+        self.params.len()
     }
 
     /// The number of parameter elements.

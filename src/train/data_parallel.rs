@@ -168,19 +168,24 @@ impl DataParallel {
         let now: Vec<Tensor> = match self.overlap.take() {
             None => optimizers.iter_mut().flat_map(|o| o.gradient_buffers()).collect(),
             Some(Overlap::Recording(mut reducer)) => {
-                let order = reducer.order();
-                let mut ready = vec![usize::MAX; optimizers.iter().map(|o| o.parameters().len()).sum()];
-                for (position, &index) in order.iter().enumerate() {
+                // Each optimizer's parameters, in the reducer's list, from `starts[k]` on.
+                let starts: Vec<usize> = optimizers
+                    .iter()
+                    .scan(0, |next, o| {
+                        let start = *next;
+                        *next += o.parameter_tensors();
+                        Some(start)
+                    })
+                    .collect();
+                let mut ready = vec![usize::MAX; optimizers.iter().map(|o| o.parameter_tensors()).sum()];
+                for (position, &index) in reducer.order().iter().enumerate() {
                     ready[index] = position;
                 }
-                let mut first = 0;
-                for o in optimizers.iter_mut() {
-                    let count = o.parameters().len();
-                    o.flatten_in_order(&ready[first..first + count]);
-                    first += count;
+                for (o, &start) in optimizers.iter_mut().zip(&starts) {
+                    o.flatten_in_order(&ready[start..start + o.parameter_tensors()]);
                 }
                 let now = optimizers.iter_mut().flat_map(|o| o.gradient_buffers()).collect();
-                let state = self.arm_buckets(reducer, optimizers, &ready)?;
+                let state = self.arm_buckets(reducer, optimizers, &starts, &ready)?;
                 self.overlap = Some(state);
                 now
             }
@@ -215,23 +220,23 @@ impl DataParallel {
     }
 
     /// Cuts the optimizers' flat gradient buffers into buckets ([`plan_buckets`], `ready` the
-    /// recorded order) and hands them to `reducer`. Without any flat buffer (nothing had a
-    /// gradient) every update sums after backward.
+    /// recorded order, `starts` where each optimizer's parameters begin in the reducer's list)
+    /// and hands them to `reducer`. Without any flat buffer (nothing had a gradient) every update
+    /// sums after backward.
     fn arm_buckets(
         &mut self,
         mut reducer: GradientReducer,
         optimizers: &[&mut AdamW],
+        starts: &[usize],
         ready: &[usize],
     ) -> Result<Overlap> {
         let (mut layouts, mut buffers) = (Vec::new(), Vec::new());
-        let mut first = 0;
-        for o in optimizers {
+        for (o, &start) in optimizers.iter().zip(starts) {
             for (grads, members) in o.flat_layouts() {
                 let bytes = grads.kind().elt_size_in_bytes();
-                layouts.push((members.into_iter().map(|(i, n)| (first + i, n)).collect::<Vec<_>>(), bytes));
+                layouts.push((members.into_iter().map(|(i, n)| (start + i, n)).collect::<Vec<_>>(), bytes));
                 buffers.push(grads);
             }
-            first += o.parameters().len();
         }
         let plans = plan_buckets(&layouts, ready, self.reduction.bucket_bytes);
         let mut bucket_of = vec![None; ready.len()];
@@ -243,106 +248,6 @@ impl DataParallel {
         let slices: Vec<Tensor> = plans.iter().map(|p| buffers[p.layout].narrow(0, p.offset, p.len)).collect();
         reducer.set_buckets(&slices, &bucket_of, self.reduction.bf16)?;
         Ok(Overlap::Armed { reducer, buckets: plans.len() })
-    }
-
-    /// `dist-check`'s test of the overlapped reduction on this group: a small three-layer model
-    /// under two optimizers (its first layer, the rest), its weights drawn from each rank's own
-    /// seed so that the ranks' gradients differ, trained as the engine trains (an update that records the gradients' order, then one whose buckets
-    /// of `bucket_bytes` the hooks launch during backward), in fp32 and then in bf16. Its summed
-    /// gradients must equal a plain all-reduce of copies of the same local gradients (fp32), and
-    /// the sum of every rank's gradients rounded to bf16, added in rank order and rounded again
-    /// (bf16; gathered by broadcasts). Over two ranks both are exact (one addition, either
-    /// order); over more, the ring's order of additions is NCCL's, so they are compared within a
-    /// relative 1e-5 (fp32) and two bf16 steps (bf16). Returns the buckets and how many the hooks
-    /// launched during backward.
-    pub fn check_overlap(&mut self, bucket_bytes: usize) -> Result<OverlapCounts> {
-        let device = self.group.device();
-        let rank = self.rank();
-        tch::manual_seed(1000 + rank as i64);
-        let options = (Kind::Float, device);
-        let named: std::collections::BTreeMap<String, Tensor> = [
-            ("a.weight", vec![48, 32]),
-            ("a.bias", vec![48]),
-            ("b.weight", vec![24, 48]),
-            ("b.bias", vec![24]),
-            ("c.weight", vec![8, 24]),
-        ]
-        .into_iter()
-        .map(|(name, shape)| (name.to_string(), Tensor::randn(shape.as_slice(), options).set_requires_grad(true)))
-        .collect();
-        let input = Tensor::randn([16, 32], options);
-        let loss_of = |p: &std::collections::BTreeMap<String, Tensor>| {
-            let h = input.linear(&p["a.weight"], Some(&p["a.bias"])).relu();
-            let h = h.linear(&p["b.weight"], Some(&p["b.bias"])).tanh();
-            h.linear::<Tensor>(&p["c.weight"], None).pow_tensor_scalar(2).mean(Kind::Float)
-        };
-        // Each rank's own gradients, by autograd on copies of the weights.
-        let local: Vec<(String, Tensor)> = {
-            let copies: std::collections::BTreeMap<String, Tensor> =
-                named.iter().map(|(n, t)| (n.clone(), t.detach().copy().set_requires_grad(true))).collect();
-            loss_of(&copies).backward();
-            copies.into_iter().map(|(n, t)| (n, t.grad().detach().copy())).collect()
-        };
-        let mut fp32 = Vec::new();
-        for (_, g) in &local {
-            let mut sum = g.copy();
-            self.group.all_reduce(&mut sum, ReduceOp::Sum, "dist-check's plain gradient all-reduce")?;
-            fp32.push(sum);
-        }
-        let mut bf16 = Vec::new();
-        for (_, g) in &local {
-            let mut total = g.zeros_like().to_kind(Kind::BFloat16);
-            for root in 0..self.world_size() {
-                let mut theirs = g.copy();
-                self.group.broadcast(&mut theirs, root, "dist-check's gathering of the gradients")?;
-                total += theirs.to_kind(Kind::BFloat16);
-            }
-            bf16.push(total.to_kind(Kind::Float));
-        }
-        // Two optimizers, as BertAbs has (the encoder's and the decoder's): each lays out its own
-        // buffers from its share of the recorded order.
-        let optimizer_of = |first_layer: bool| {
-            let vars = named.iter().filter(|(n, _)| n.starts_with("a.") == first_layer);
-            AdamW::new(vars.map(|(n, t)| (n.clone(), t.shallow_clone())).collect(), [0.9, 0.999], 1e-8, 0.0)
-        };
-        let (mut first, mut second) = (optimizer_of(true), optimizer_of(false));
-        let exact = self.world_size() == 2;
-        let mut counts = OverlapCounts::default();
-        for (expected, in_bf16) in [(&fp32, false), (&bf16, true)] {
-            self.attach(&[&first, &second], Reduction { bucket_bytes, bf16: in_bf16 })?;
-            let before = self.overlap_counts;
-            for update in ["recording the order", "with buckets launched during backward"] {
-                first.zero_grad();
-                second.zero_grad();
-                self.before_last_backward();
-                let loss = loss_of(&named);
-                loss.backward();
-                self.reduce(&mut [&mut first, &mut second], &loss.detach(), false)?;
-                for ((name, _), want) in local.iter().zip(expected) {
-                    let found = named[name].grad();
-                    let differs = (&found - want).abs().max().double_value(&[]);
-                    let scale = want.abs().max().double_value(&[]).max(1e-30);
-                    let tolerance = match (exact, in_bf16) {
-                        (true, _) => 0.0,
-                        (false, false) => 1e-5 * scale,
-                        (false, true) => 2.0 * scale / 128.0,
-                    };
-                    if differs > tolerance {
-                        return Err(Error::system(
-                            "dist-check",
-                            format!(
-                                "the overlapped gradient all-reduce ({}, {update}) differs from the expected sum of `{name}` by {differs:e} (allowed {tolerance:e})",
-                                if in_bf16 { "bf16" } else { "fp32" },
-                            ),
-                        ));
-                    }
-                }
-            }
-            counts.buckets += self.overlap_counts.buckets - before.buckets;
-            counts.during_backward += self.overlap_counts.during_backward - before.during_backward;
-        }
-        self.detach();
-        Ok(counts)
     }
 
     /// Lets go of the data parallelism, handing back its group (the hooks removed first).

@@ -945,14 +945,14 @@ impl<T: Task + Evaluations> Engine<T> {
             p.detach();
         }
         if let Some(p) = self.parallel.as_ref().filter(|p| p.rank() == 0) {
-            let counts = p.overlap_counts;
+            let (counts, reduction) = (p.overlap_counts, p.reduction());
             if counts.buckets > 0 {
+                let dtype = if reduction.bf16 { "in bf16, " } else { "" };
                 outln!(
-                    "data parallel: {} of {} gradient buckets were all-reduced during backward ({}{})",
+                    "data parallel: {} of {} gradient buckets were all-reduced during backward ({dtype}buckets of {} MiB)",
                     counts.during_backward,
                     counts.buckets,
-                    if p.reduction().bf16 { "in bf16, " } else { "" },
-                    format_args!("buckets of {} MiB", p.reduction().bucket_bytes as f64 / (1 << 20) as f64)
+                    reduction.bucket_bytes as f64 / (1 << 20) as f64
                 );
             }
             match p.timed {

@@ -11,6 +11,7 @@ pub mod engine;
 mod example_task;
 pub mod loader;
 pub mod metrics;
+mod overlap_check;
 pub mod step_times;
 pub mod task;
 pub mod train_log;
