@@ -43,6 +43,7 @@ pub mod files;
 pub mod generate;
 pub mod hooks;
 pub mod logger;
+pub mod memory_budget;
 pub mod model;
 pub mod optim;
 pub mod outputs;

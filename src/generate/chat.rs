@@ -19,6 +19,12 @@
 //! `reasoning_content`, as transformers does), `tools`, `documents` and `add_generation_prompt`
 //! (true). The rendered text is tokenized without adding special tokens ([`encode`]): the template
 //! writes the BOS itself.
+//!
+//! A template is code from the model folder, so it runs bounded: a template of more than
+//! [`MAX_TEMPLATE_BYTES`] is refused before it is parsed; a render may run [`RENDER_FUEL`]
+//! instructions (minijinja's fuel), write [`MAX_RENDERED_BYTES`] and hold
+//! [`RENDER_MEMORY_BYTES`] of values at a time (on a thread of its own,
+//! [`crate::memory_budget`]); past any of them it stops with one line naming the template file.
 use crate::error::{Error, IoContext, Result};
 use crate::model::decoder::adapter::Adapter;
 use crate::model::decoder::CausalTokenizer;
@@ -28,6 +34,21 @@ use serde_json::{Map, Value as Json};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// The largest chat template read, in bytes: minijinja's parse holds about 100 times a template's
+/// size, and real templates are under 20 KB (the paper's nine: 0.3 to 7.8 KB).
+pub const MAX_TEMPLATE_BYTES: usize = 1 << 20;
+/// The instructions one render may run (minijinja's fuel). The paper's nine templates take at most
+/// 398 on conversations of four messages with tools (Qwen3.5's; about 100 a message, measured by
+/// this module's tests); this allows 25,000 times that (a conversation of some 100,000 messages)
+/// and stops an endless loop in about a second.
+pub const RENDER_FUEL: u64 = 10_000_000;
+/// The longest rendered prompt, in bytes: 16 MiB, some 30 times a 128k-token context window.
+pub const MAX_RENDERED_BYTES: usize = 16 << 20;
+/// The memory one render may hold at a time, in bytes: its values (strings grown by `~`, `+`,
+/// filters and captures) and its output, the messages it reads not counted.
+pub const RENDER_MEMORY_BYTES: usize = 256 << 20;
 
 /// The template file transformers' tokenizer reads before `tokenizer_config.json`'s.
 pub const CHAT_TEMPLATE_FILE: &str = "chat_template.jinja";
@@ -72,8 +93,8 @@ pub struct ChatTemplate {
     dir: PathBuf,
     /// Its templates, each compiled into `env` under its label.
     sources: Vec<Source>,
-    /// minijinja, set up as transformers' Jinja2 environment.
-    env: Environment<'static>,
+    /// minijinja, set up as transformers' Jinja2 environment (shared with the render's thread).
+    env: Arc<Environment<'static>>,
     /// The special tokens passed as variables: (name, text).
     special_tokens: Vec<(String, String)>,
 }
@@ -100,6 +121,9 @@ impl ChatTemplate {
         let mut env = environment();
         let mut sources = Vec::with_capacity(templates.len());
         for (source, text) in templates {
+            if text.len() > MAX_TEMPLATE_BYTES {
+                return Err(too_large(&source.path, text.len()));
+            }
             env.add_template_owned(source.label.clone(), without_generation_tags(&text)).map_err(|e| {
                 Error::invalid(
                     &source.path,
@@ -108,7 +132,7 @@ impl ChatTemplate {
             })?;
             sources.push(source);
         }
-        Ok(ChatTemplate { dir: dir.to_path_buf(), sources, env, special_tokens })
+        Ok(ChatTemplate { dir: dir.to_path_buf(), sources, env: Arc::new(env), special_tokens })
     }
 
     /// The chat template of the causal LM in `dir`: its own, or for a LoRA adapter folder that of the
@@ -125,11 +149,16 @@ impl ChatTemplate {
 
     /// `messages` rendered as `apply_chat_template(messages, tokenize=False,
     /// add_generation_prompt=True, **kwargs)` renders them. The template's `raise_exception` is an
-    /// error naming the template file and its message, in one line.
+    /// error naming the template file and its message, in one line; so is a render past its
+    /// bounds (fuel, output, memory).
     pub fn render(&self, messages: &Messages, kwargs: &TemplateKwargs) -> Result<String> {
+        self.render_counted(messages, kwargs).map(|(text, _)| text)
+    }
+
+    /// [`ChatTemplate::render`], with the fuel the render took.
+    fn render_counted(&self, messages: &Messages, kwargs: &TemplateKwargs) -> Result<(String, u64)> {
         let tools = kwargs.get("tools").filter(|v| !v.is_none());
         let source = self.select(tools.is_some())?;
-        let template = self.env.get_template(&source.label).map_err(|e| failed(source, &e))?;
         let mut context: Vec<(String, Value)> =
             self.special_tokens.iter().map(|(name, token)| (name.clone(), Value::from(token.as_str()))).collect();
         context.extend(kwargs.0.iter().filter(|(k, _)| k != "tools" && k != "documents").cloned());
@@ -137,7 +166,26 @@ impl ChatTemplate {
         context.push(("tools".into(), tools.cloned().unwrap_or_else(|| Value::from(()))));
         context.push(("documents".into(), kwargs.get("documents").cloned().unwrap_or_else(|| Value::from(()))));
         context.push(("add_generation_prompt".into(), Value::from(true)));
-        template.render(Value::from_iter(context)).map_err(|e| failed(source, &e))
+        let (env, label, context) = (Arc::clone(&self.env), source.label.clone(), Value::from_iter(context));
+        match crate::memory_budget::run_bounded(RENDER_MEMORY_BYTES, move || render_bounded(&env, &label, context)) {
+            Ok(Ok(rendered)) => Ok(rendered),
+            Ok(Err(RenderFailure::Template(e))) => Err(failed(source, &e)),
+            Ok(Err(RenderFailure::TooLong)) => Err(Error::invalid(
+                &source.path,
+                format!("the chat template{} wrote more than {} MiB, the cap on a rendered prompt", which(source), MAX_RENDERED_BYTES >> 20),
+            )),
+            Err(crate::memory_budget::Stopped::OverBudget(bytes)) => Err(Error::invalid(
+                &source.path,
+                format!(
+                    "the chat template{} was stopped holding {} MiB of values, its memory budget (a string or list grown without bound)",
+                    which(source),
+                    bytes >> 20
+                ),
+            )),
+            Err(crate::memory_budget::Stopped::NoThread(e)) => {
+                Err(Error::system("rendering the chat template", format!("no thread to render it on: {e}")))
+            }
+        }
     }
 
     /// The template to render: the only one, else `tool_use` with tools when there is one, else
@@ -164,9 +212,90 @@ impl ChatTemplate {
     }
 }
 
-/// The error of a failed render: the template's own `raise_exception` message, or minijinja's.
+/// Why a render gave no text.
+enum RenderFailure {
+    /// minijinja's error, the template's `raise_exception` or its fuel running out among them.
+    Template(TemplateError),
+    /// The output passed [`MAX_RENDERED_BYTES`].
+    TooLong,
+}
+
+/// Renders template `label` of `env` with `context` within [`RENDER_FUEL`] (set on the
+/// environment) and [`MAX_RENDERED_BYTES`]: the text and the fuel it took.
+fn render_bounded(
+    env: &Environment<'static>,
+    label: &str,
+    context: Value,
+) -> std::result::Result<(String, u64), RenderFailure> {
+    let template = env.get_template(label).map_err(RenderFailure::Template)?;
+    let mut out = CappedWriter { bytes: Vec::new(), over: false };
+    let fuel = match template.render_captured_to(context, &mut out) {
+        Ok(captured) => captured.state().fuel_levels().map_or(0, |(consumed, _)| consumed),
+        Err(_) if out.over => return Err(RenderFailure::TooLong),
+        Err(e) => return Err(RenderFailure::Template(e)),
+    };
+    // minijinja writes the UTF-8 of its strings, whole.
+    let text = String::from_utf8(out.bytes)
+        .map_err(|_| RenderFailure::Template(TemplateError::new(ErrorKind::WriteFailure, "the output is not UTF-8")))?;
+    Ok((text, fuel))
+}
+
+/// The render's output, refusing to grow past [`MAX_RENDERED_BYTES`].
+struct CappedWriter {
+    /// What was written.
+    bytes: Vec<u8>,
+    /// Whether a write was refused.
+    over: bool,
+}
+
+impl std::io::Write for CappedWriter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if self.bytes.len() + buf.len() > MAX_RENDERED_BYTES {
+            self.over = true;
+            return Err(std::io::Error::other("the rendered prompt passed its cap"));
+        }
+        self.bytes.extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// A named template's name for messages (` `tool_use``), nothing for the default one.
+fn which(source: &Source) -> String {
+    if source.name == "default" {
+        String::new()
+    } else {
+        format!(" `{}`", source.name)
+    }
+}
+
+/// The error of a template `path` of `size` bytes, past [`MAX_TEMPLATE_BYTES`].
+fn too_large(path: &Path, size: usize) -> Error {
+    Error::invalid(
+        path,
+        format!(
+            "a chat template of {size} bytes, more than the {} KiB indolm parses (real templates are under 20 KB)",
+            MAX_TEMPLATE_BYTES >> 10
+        ),
+    )
+}
+
+/// The error of a failed render: the template's own `raise_exception` message, its fuel running
+/// out, or minijinja's.
 fn failed(source: &Source, e: &TemplateError) -> Error {
-    let which = if source.name == "default" { String::new() } else { format!(" `{}`", source.name) };
+    let which = which(source);
+    if e.kind() == ErrorKind::OutOfFuel {
+        return Error::invalid(
+            &source.path,
+            format!(
+                "the chat template{which} ran out of its instruction budget ({RENDER_FUEL} minijinja instructions; real \
+                 templates take about 100 a message): a loop that runs too long"
+            ),
+        );
+    }
     match raised(e) {
         Some(message) => {
             Error::invalid(&source.path, format!("the chat template{which} raised an exception: {}", one_line(message)))
@@ -425,8 +554,13 @@ fn read_object(path: &Path) -> Result<Option<Map<String, Json>>> {
     }
 }
 
-/// A template file's text as Python's `open(path).read()` gives it (universal newlines).
+/// A template file's text as Python's `open(path).read()` gives it (universal newlines); a file
+/// past [`MAX_TEMPLATE_BYTES`] is refused before it is read.
 fn read_template(path: &Path) -> Result<String> {
+    let size = std::fs::metadata(path).with_path(path)?.len();
+    if size > MAX_TEMPLATE_BYTES as u64 {
+        return Err(too_large(path, usize::try_from(size).unwrap_or(usize::MAX)));
+    }
     Ok(crate::files::read_to_string(path)?.replace("\r\n", "\n").replace('\r', "\n"))
 }
 
@@ -643,6 +777,7 @@ fn environment() -> Environment<'static> {
     env.set_auto_escape_callback(|_| AutoEscape::None);
     env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
     env.set_formatter(python_formatter);
+    env.set_fuel(Some(RENDER_FUEL));
     env.add_filter("tojson", tojson);
     env.add_function("raise_exception", raise_exception);
     env.add_function("strftime_now", strftime_now);
@@ -1056,4 +1191,130 @@ fn write_json_string(out: &mut String, s: &str, ascii: bool) {
         }
     }
     out.push('"');
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, Instant};
+
+    /// A model folder holding `template` as chat_template.jinja, with Llama's special tokens.
+    fn folder(name: &str, template: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("indolm-chat-bounds-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join(TOKENIZER_CONFIG), r#"{"bos_token": "<s>", "eos_token": "</s>"}"#).unwrap();
+        std::fs::write(dir.join(CHAT_TEMPLATE_FILE), template).unwrap();
+        dir
+    }
+
+    /// The error of rendering a question with `template`, checked to be one line naming the
+    /// template file and to come within `seconds`.
+    fn refusal(name: &str, template: &str, seconds: u64) -> String {
+        let dir = folder(name, template);
+        let start = Instant::now();
+        let err = ChatTemplate::from_dir(&dir).unwrap().render(&Messages::user("Halo"), &TemplateKwargs::default());
+        let message = err.unwrap_err().to_string();
+        assert!(start.elapsed() < Duration::from_secs(seconds), "{name}: took {:?}", start.elapsed());
+        assert!(message.contains(CHAT_TEMPLATE_FILE) && !message.contains('\n'), "{name}: {message}");
+        let _ = std::fs::remove_dir_all(&dir);
+        message
+    }
+
+    #[test]
+    fn the_papers_templates_render_well_inside_the_fuel() {
+        // The nine templates of tests/it/generation.rs (which checks their text against
+        // transformers), on conversations of every shape and with tools: the fuel each render
+        // takes stays under a thousandth of the budget.
+        let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/chat_templates");
+        let conversations = [
+            r#"[{"role": "system", "content": "Jawab singkat."}, {"role": "user", "content": "Apa ibu kota Indonesia?"}, {"role": "assistant", "content": "Jakarta."}, {"role": "user", "content": "Dan Jawa Barat?"}]"#,
+            r#"[{"role": "user", "content": "Berapa 2 + 2?"}, {"role": "assistant", "content": "<think>\n2 + 2 = 4\n</think>\n\nEmpat.", "reasoning_content": "2 + 2 = 4"}, {"role": "user", "content": "Kalau 3 + 3?"}]"#,
+        ];
+        let tools = r#"{"tools": [{"type": "function", "function": {"name": "cuaca", "description": "Cuaca di kota", "parameters": {"type": "object", "properties": {"kota": {"type": "string"}}, "required": ["kota"]}}}]}"#;
+        let mut most = (0, "");
+        for stem in [
+            "llama-2-7b-chat",
+            "llama-3.1-8b-instruct",
+            "qwen2-7b-instruct",
+            "qwen2.5-7b-instruct",
+            "qwen3-8b",
+            "qwen3.5-9b",
+            "gemma-2-9b-it",
+            "gemma-3-4b-it",
+            "olmo-3-7b-instruct",
+        ] {
+            let text = std::fs::read_to_string(fixtures.join(format!("{stem}.jinja"))).unwrap();
+            let template = ChatTemplate::from_dir(&folder(stem, &text)).unwrap();
+            let mut rendered = 0;
+            for kwargs in ["{}", tools] {
+                for conversation in conversations {
+                    let (messages, kwargs) =
+                        (Messages::from_json(conversation).unwrap(), TemplateKwargs::from_json(kwargs).unwrap());
+                    // Some templates refuse a system message or reasoning (raise_exception).
+                    if let Ok((_, fuel)) = template.render_counted(&messages, &kwargs) {
+                        rendered += 1;
+                        assert!(fuel > 0 && fuel < RENDER_FUEL / 1000, "{stem}: {fuel} instructions");
+                        most = most.max((fuel, stem));
+                    }
+                }
+            }
+            assert!(rendered >= 2, "{stem}: only {rendered} renders");
+        }
+        println!("the most fuel a paper template took: {} instructions ({})", most.0, most.1);
+    }
+
+    #[test]
+    fn an_endless_loop_runs_out_of_fuel_in_one_line() {
+        // 10^10 iterations: without fuel, hours.
+        let loops = "{% for i in range(100000) %}{% for j in range(100000) %}{{ '' }}{% endfor %}{% endfor %}";
+        let message = refusal("fuel", loops, 5);
+        assert!(message.contains("ran out of its instruction budget (10000000 minijinja instructions"), "{message}");
+    }
+
+    #[test]
+    fn strings_grown_without_bound_are_stopped_at_the_memory_budget() {
+        // 2^40 bytes by doubling, in a namespace across a loop's iterations or by one `set` after
+        // another; and a list of 10^8 strings, each 100 MB: gigabytes within seconds unbounded.
+        let namespace =
+            "{% set ns = namespace(s='x') %}{% for i in range(40) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}{{ ns.s }}";
+        let sets = format!("{{% set s = 'x' %}}{}{{{{ s|length }}}}", "{% set s = s ~ s %}".repeat(40));
+        let repeat = "{{ ('x' * 100000000)|replace('x', 'xyz') }}";
+        for (name, template) in [("namespace", namespace), ("sets", sets.as_str()), ("replace", repeat)] {
+            let message = refusal(name, template, 5);
+            assert!(message.contains("was stopped holding 256 MiB of values, its memory budget"), "{name}: {message}");
+        }
+    }
+
+    #[test]
+    fn a_rendered_prompt_past_its_cap_is_refused() {
+        let message = refusal("output", "{% for i in range(20) %}{{ 'x' * 1000000 }}{% endfor %}", 5);
+        assert!(message.contains("wrote more than 16 MiB, the cap on a rendered prompt"), "{message}");
+        // Just under the cap renders.
+        let dir = folder("output-ok", "{% for i in range(16) %}{{ 'x' * 1000000 }}{% endfor %}");
+        let text = ChatTemplate::from_dir(&dir).unwrap().render(&Messages::user("Halo"), &TemplateKwargs::default());
+        assert_eq!(text.unwrap().len(), 16_000_000);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_template_past_its_size_cap_is_refused_before_parsing() {
+        let big = "x".repeat(MAX_TEMPLATE_BYTES + 1);
+        let dir = folder("size", &big);
+        let message = ChatTemplate::from_dir(&dir).err().unwrap().to_string();
+        assert!(
+            message.contains(CHAT_TEMPLATE_FILE)
+                && message.contains("a chat template of 1048577 bytes, more than the 1024 KiB"),
+            "{message}"
+        );
+        // The same in tokenizer_config.json's `chat_template`.
+        std::fs::remove_file(dir.join(CHAT_TEMPLATE_FILE)).unwrap();
+        std::fs::write(dir.join(TOKENIZER_CONFIG), serde_json::json!({ "chat_template": big }).to_string()).unwrap();
+        let message = ChatTemplate::from_dir(&dir).err().unwrap().to_string();
+        assert!(message.contains(TOKENIZER_CONFIG) && message.contains("1048577 bytes"), "{message}");
+        // At the cap, it is read.
+        std::fs::write(dir.join(CHAT_TEMPLATE_FILE), &big[1..]).unwrap();
+        assert!(ChatTemplate::from_dir(&dir).is_ok());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }
