@@ -471,7 +471,7 @@ fn rouge(args: RougeArgs) -> Result<()> {
         return Err(Error::invalid(pred, "no summary to score: the file is empty or blank (one summary a line)"));
     }
     let pairs: Vec<(String, String)> = p.iter().zip(&r).map(|(a, b)| (a.to_string(), b.to_string())).collect();
-    let report = indolm::eval::rouge::evaluate(&pairs, &options)?;
+    let report = indolm::eval::rouge::evaluate_files(pred, reference, &pairs, &options)?;
     if report.scored == 0 {
         return Err(Error::invalid(reference, "no pair to score: every reference line is empty"));
     }

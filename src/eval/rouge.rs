@@ -12,6 +12,11 @@
 //! [`evaluate`] scores aligned (prediction, reference) lines into a [`Report`]: each document's
 //! figures, and for ROUGE-1, -2 and -L the recall, precision and F1 over the documents with their
 //! intervals.
+//!
+//! ROUGE-L's LCS takes time in the product of a pair's token counts (official: summed over its
+//! sentence pairs, the same product) and, for the official traceback, a bit a cell: a pair of more
+//! than [`MAX_LCS_CELLS`] (10,000 tokens each) is refused with its line ([`evaluate_files`]),
+//! before any table is made.
 pub mod official;
 mod perl_rand;
 pub mod porter;
@@ -23,6 +28,45 @@ pub use rouge_score::{mean_f1, rouge_l, score, tokenize, Prf, RougeScores};
 use crate::error::{Error, Result};
 use crate::eval::stats::Interval;
 use serde::{Deserialize, Serialize};
+use std::path::Path;
+
+/// The most LCS cells ROUGE-L computes for one (prediction, reference) pair: its token counts
+/// multiplied, 10,000 tokens each (a summary has tens to hundreds). That many take about a second
+/// and, for the official traceback, 12.5 MB.
+pub const MAX_LCS_CELLS: u64 = 100_000_000;
+
+/// A pair with more LCS cells than [`MAX_LCS_CELLS`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TooLong {
+    /// Its line, from 1 (its index among the pairs, plus one).
+    pub line: usize,
+    /// The prediction's tokens, as the scorer reads them.
+    pub predicted: usize,
+    /// The reference's tokens.
+    pub reference: usize,
+}
+
+impl std::fmt::Display for TooLong {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "line {}: {} predicted × {} reference tokens make {} ROUGE-L LCS cells, more than the {MAX_LCS_CELLS} \
+             scored for a pair (10,000 tokens each)",
+            self.line,
+            self.predicted,
+            self.reference,
+            self.predicted as u128 * self.reference as u128
+        )
+    }
+}
+
+/// Refuses pair `index` past [`MAX_LCS_CELLS`].
+fn check_cells(index: usize, predicted: usize, reference: usize) -> std::result::Result<(), TooLong> {
+    if predicted as u128 * reference as u128 > u128::from(MAX_LCS_CELLS) {
+        return Err(TooLong { line: index + 1, predicted, reference });
+    }
+    Ok(())
+}
 
 /// How ROUGE is computed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, clap::ValueEnum)]
@@ -228,35 +272,69 @@ pub fn summary_line(sentences: &[Vec<String>]) -> String {
 /// Official: each pair read and scored as the script does, pairs with an empty reference left
 /// out, the averages and intervals the script's; rouge-score: `<q>` read as a space, every pair
 /// scored, the means, with intervals from the same resampling of the pairs.
+/// A pair past [`MAX_LCS_CELLS`] is an error naming its line.
 pub fn evaluate(pairs: &[(String, String)], options: &RougeOptions) -> Result<Report> {
     options.check()?;
-    Ok(evaluate_checked(pairs, options))
+    evaluate_with(pairs, options, check_cells).map_err(|e| Error::data("ROUGE", e.to_string()))
+}
+
+/// [`evaluate`] of the lines of the files `predictions` and `references`: a pair past
+/// [`MAX_LCS_CELLS`] is an error naming the predictions' file and the line, in one line.
+pub fn evaluate_files(
+    predictions: &Path,
+    references: &Path,
+    pairs: &[(String, String)],
+    options: &RougeOptions,
+) -> Result<Report> {
+    options.check()?;
+    evaluate_with(pairs, options, check_cells).map_err(|e| {
+        Error::invalid(predictions, format!("{e}; the reference is line {} of {}", e.line, references.display()))
+    })
 }
 
 /// Official ROUGE of aligned (prediction, reference) lines with the papers' options and the
-/// script's own resampling seeds ([`RougeOptions::default`]): the figures the script prints.
+/// script's own resampling seeds ([`RougeOptions::default`]): the figures the script prints. The
+/// summarization tasks' own summaries and the corpus's references: no bound on their length.
 pub fn evaluate_official(pairs: &[(String, String)]) -> Report {
-    evaluate_checked(pairs, &RougeOptions::default())
+    let unbounded = |_: usize, _: usize, _: usize| Ok::<(), std::convert::Infallible>(());
+    match evaluate_with(pairs, &RougeOptions::default(), unbounded) {
+        Ok(report) => report,
+        Err(never) => match never {},
+    }
 }
 
-/// [`evaluate`] with options already checked.
-fn evaluate_checked(pairs: &[(String, String)], options: &RougeOptions) -> Report {
+/// [`evaluate`] with options already checked, each pair's (index, predicted tokens, reference
+/// tokens) passed to `check` before it is scored.
+fn evaluate_with<E>(
+    pairs: &[(String, String)],
+    options: &RougeOptions,
+    check: impl Fn(usize, usize, usize) -> std::result::Result<(), E>,
+) -> std::result::Result<Report, E> {
     let (documents, order): (Vec<Option<RougeScores>>, Vec<usize>) = match options.scorer {
         Scorer::Official => {
             let mut reader = official::ScriptReader::new(true);
-            let documents: Vec<Option<RougeScores>> = pairs
-                .iter()
-                .map(|(prediction, reference)| {
-                    (!official::is_blank(reference))
-                        .then(|| official::score_summaries(&reader.summary(prediction), &reader.summary(reference)))
-                })
-                .collect();
+            let mut documents: Vec<Option<RougeScores>> = Vec::with_capacity(pairs.len());
+            for (index, (prediction, reference)) in pairs.iter().enumerate() {
+                if official::is_blank(reference) {
+                    documents.push(None);
+                    continue;
+                }
+                let (peer, model) = (reader.summary(prediction), reader.summary(reference));
+                let count = |summary: &[Vec<String>]| summary.iter().map(Vec::len).sum::<usize>();
+                check(index, count(&peer), count(&model))?;
+                documents.push(Some(official::score_summaries(&peer, &model)));
+            }
             let kept: Vec<usize> = (0..pairs.len()).filter(|&i| documents[i].is_some()).collect();
             (documents, official::script_order(&kept))
         }
         Scorer::RougeScore => {
-            let plain = |line: &str| line.replace(SENTENCE_SEPARATOR, " ");
-            let documents = pairs.iter().map(|(p, r)| Some(score(&plain(p), &plain(r)))).collect();
+            let plain = |line: &str| tokenize(&line.replace(SENTENCE_SEPARATOR, " "));
+            let mut documents = Vec::with_capacity(pairs.len());
+            for (index, (prediction, reference)) in pairs.iter().enumerate() {
+                let (p, r) = (plain(prediction), plain(reference));
+                check(index, p.len(), r.len())?;
+                documents.push(Some(rouge_score::score_tokens(&p, &r)));
+            }
             (documents, (0..pairs.len()).collect())
         }
     };
@@ -283,7 +361,7 @@ fn evaluate_checked(pairs: &[(String, String)], options: &RougeOptions) -> Repor
         .collect();
     let measures =
         |v: usize| Measures { recall: figures[3 * v], precision: figures[3 * v + 1], f1: figures[3 * v + 2] };
-    Report {
+    Ok(Report {
         scorer: options.scorer,
         settings: options.describe(),
         pairs: pairs.len(),
@@ -295,7 +373,7 @@ fn evaluate_checked(pairs: &[(String, String)], options: &RougeOptions) -> Repor
         rouge2: measures(1),
         rouge_l: measures(2),
         documents,
-    }
+    })
 }
 
 #[cfg(test)]
@@ -354,6 +432,37 @@ mod tests {
                 assert!((f.value - f.mean).abs() < 0.01, "{f:?}");
             }
         }
+    }
+
+    #[test]
+    fn pairs_past_the_lcs_cells_are_refused_by_line_and_those_within_are_scored() {
+        // Two lines of 1 MB (200,000 tokens each): 4·10^10 cells, a 28.9 GB table for the
+        // official traceback and hours for rouge-score's LCS; refused at once, by line.
+        let long = "kata ".repeat(200_000);
+        let list = pairs(&[("a b", "a b"), (long.as_str(), long.as_str())]);
+        for scorer in [Scorer::Official, Scorer::RougeScore] {
+            let start = std::time::Instant::now();
+            let err = evaluate(&list, &RougeOptions { scorer, ..RougeOptions::default() }).unwrap_err().to_string();
+            assert!(
+                err.contains("line 2: 200000 predicted × 200000 reference tokens make 40000000000 ROUGE-L LCS cells, more than the 100000000"),
+                "{scorer}: {err}"
+            );
+            assert!(start.elapsed().as_secs() < 5, "{scorer}: {:?}", start.elapsed());
+        }
+        let err = evaluate_files(Path::new("pred.txt"), Path::new("ref.txt"), &list, &RougeOptions::default());
+        let err = err.unwrap_err().to_string();
+        assert!(err.contains("pred.txt") && err.contains("line 2: ") && err.contains("line 2 of ref.txt"), "{err}");
+        assert!(!err.contains('\n'), "{err}");
+        // At the bound (5,000 × 20,000 tokens, in sentences for the official scorer): scored,
+        // in a bounded table, with the figures a hand count gives.
+        let prediction = vec!["satu dua tiga empat lima"; 4_000].join(" ");
+        let reference = vec!["satu dua tiga empat lima"; 1_000].join("<q>");
+        let list = pairs(&[(prediction.as_str(), reference.as_str())]);
+        let official = evaluate(&list, &RougeOptions::default()).unwrap();
+        // Every reference token is on an LCS: R 1, P 5,000/20,000.
+        assert_eq!((official.rouge_l.precision.value, official.rouge_l.recall.value), (0.25, 1.0));
+        let google = evaluate(&list, &RougeOptions { scorer: Scorer::RougeScore, ..RougeOptions::default() }).unwrap();
+        assert_eq!((google.rouge_l.precision.value, google.rouge_l.recall.value), (0.25, 1.0));
     }
 
     #[test]

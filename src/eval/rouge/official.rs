@@ -183,41 +183,42 @@ fn rouge_n(peer: &[Vec<String>], model: &[Vec<String>], n: usize) -> Prf {
 /// Marks in `mask` the positions of `model` on one LCS with `peer`, the one the script's
 /// traceback finds (`lcs_inner` and `markLCS`: a match goes diagonally, else up when the cell
 /// above is at least the cell to the left, else left). The lengths are kept a row at a time and
-/// the moves a byte a cell.
+/// the moves a bit a cell: whether a cell without a match goes left (a match, which goes
+/// diagonally, is seen again from the tokens). The caller bounds m · n
+/// ([`super::MAX_LCS_CELLS`]: 12.5 MB of bits).
 fn mark_lcs(model: &[String], peer: &[String], mask: &mut [bool]) {
-    const DIAGONAL: u8 = 0;
-    const UP: u8 = 1;
-    const LEFT: u8 = 2;
     let (m, n) = (model.len(), peer.len());
     if m == 0 || n == 0 {
         return;
     }
     let (mut above, mut here) = (vec![0usize; n + 1], vec![0usize; n + 1]);
-    let mut moves = vec![UP; m * n]; // cell (i, j), 1-based, at (i - 1) · n + j - 1
+    // Cell (i, j), 1-based, is bit (i - 1) · n + j - 1.
+    let mut left = vec![0u64; (m * n).div_ceil(64)];
     for i in 1..=m {
         for j in 1..=n {
-            let (length, step) = if model[i - 1] == peer[j - 1] {
-                (above[j - 1] + 1, DIAGONAL)
+            here[j] = if model[i - 1] == peer[j - 1] {
+                above[j - 1] + 1
             } else if above[j] >= here[j - 1] {
-                (above[j], UP)
+                above[j]
             } else {
-                (here[j - 1], LEFT)
+                let cell = (i - 1) * n + j - 1;
+                left[cell / 64] |= 1 << (cell % 64);
+                here[j - 1]
             };
-            here[j] = length;
-            moves[(i - 1) * n + j - 1] = step;
         }
         std::mem::swap(&mut above, &mut here);
     }
     let (mut i, mut j) = (m, n);
     while i != 0 && j != 0 {
-        match moves[(i - 1) * n + j - 1] {
-            DIAGONAL => {
-                i -= 1;
-                j -= 1;
-                mask[i] = true;
-            }
-            UP => i -= 1,
-            _ => j -= 1,
+        let cell = (i - 1) * n + j - 1;
+        if model[i - 1] == peer[j - 1] {
+            i -= 1;
+            j -= 1;
+            mask[i] = true;
+        } else if left[cell / 64] & (1 << (cell % 64)) != 0 {
+            j -= 1;
+        } else {
+            i -= 1;
         }
     }
 }
@@ -383,6 +384,60 @@ mod tests {
         assert_eq!(s.rouge2, Prf { recall: 0.8, precision: 0.8, f1: 0.8 });
         let empty = score_summaries(&read(""), &read("satu dua"));
         assert_eq!(empty.rouge1, Prf::default());
+    }
+
+    /// The script's traceback with a move a cell (the port before the bit table), for comparison.
+    fn mark_lcs_with_moves(model: &[String], peer: &[String]) -> Vec<bool> {
+        let (m, n) = (model.len(), peer.len());
+        let mut mask = vec![false; m];
+        let mut table = vec![vec![0usize; n + 1]; m + 1];
+        let mut moves = vec![vec![b'u'; n + 1]; m + 1];
+        for i in 1..=m {
+            for j in 1..=n {
+                (table[i][j], moves[i][j]) = if model[i - 1] == peer[j - 1] {
+                    (table[i - 1][j - 1] + 1, b'd')
+                } else if table[i - 1][j] >= table[i][j - 1] {
+                    (table[i - 1][j], b'u')
+                } else {
+                    (table[i][j - 1], b'l')
+                };
+            }
+        }
+        let (mut i, mut j) = (m, n);
+        while i != 0 && j != 0 {
+            match moves[i][j] {
+                b'd' => {
+                    i -= 1;
+                    j -= 1;
+                    mask[i] = true;
+                }
+                b'u' => i -= 1,
+                _ => j -= 1,
+            }
+        }
+        mask
+    }
+
+    #[test]
+    fn the_bit_table_marks_the_tokens_the_scripts_traceback_marks() {
+        // Seeded sequences over small vocabularies (many ties between LCSs), of lengths that do
+        // and do not fill a 64-bit word: the same positions as a move a cell.
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        let mut next = |k: u64| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state % k
+        };
+        for case in 0..400 {
+            let vocabulary = 2 + case % 5;
+            let (m, n) = (1 + next(70) as usize, 1 + next(70) as usize);
+            let model: Vec<String> = (0..m).map(|_| next(vocabulary).to_string()).collect();
+            let peer: Vec<String> = (0..n).map(|_| next(vocabulary).to_string()).collect();
+            let mut mask = vec![false; m];
+            mark_lcs(&model, &peer, &mut mask);
+            assert_eq!(mask, mark_lcs_with_moves(&model, &peer), "{model:?} / {peer:?}");
+        }
     }
 
     #[test]

@@ -55,15 +55,15 @@ pub(crate) fn rouge_n(pred: &[String], reference: &[String], n: usize) -> Prf {
     prf(overlap, p.values().sum(), r.values().sum())
 }
 
-/// ROUGE-L between token lists.
+/// ROUGE-L between token lists: the LCS length two rows at a time (memory linear in the
+/// reference, time the product of the lengths).
 pub fn rouge_l(pred: &[String], reference: &[String]) -> Prf {
-    let mut prev = vec![0usize; reference.len() + 1];
+    let (mut prev, mut cur) = (vec![0usize; reference.len() + 1], vec![0usize; reference.len() + 1]);
     for a in pred {
-        let mut cur = vec![0usize; reference.len() + 1];
         for (j, b) in reference.iter().enumerate() {
             cur[j + 1] = if a == b { prev[j] + 1 } else { cur[j].max(prev[j + 1]) };
         }
-        prev = cur;
+        std::mem::swap(&mut prev, &mut cur);
     }
     prf(prev[reference.len()], pred.len(), reference.len())
 }
@@ -80,9 +80,14 @@ pub struct RougeScores {
 }
 
 /// ROUGE-1, ROUGE-2 and ROUGE-L of `prediction` against `reference`, both tokenized by `tokenize`.
+/// ROUGE-L's time is the product of their token counts (see [`super::MAX_LCS_CELLS`]).
 pub fn score(prediction: &str, reference: &str) -> RougeScores {
-    let (p, r) = (tokenize(prediction), tokenize(reference));
-    RougeScores { rouge1: rouge_n(&p, &r, 1), rouge2: rouge_n(&p, &r, 2), rouge_l: rouge_l(&p, &r) }
+    score_tokens(&tokenize(prediction), &tokenize(reference))
+}
+
+/// [`score`] of texts already tokenized.
+pub(crate) fn score_tokens(p: &[String], r: &[String]) -> RougeScores {
+    RougeScores { rouge1: rouge_n(p, r, 1), rouge2: rouge_n(p, r, 2), rouge_l: rouge_l(p, r) }
 }
 
 /// Mean F1 (×100) of each variant over pairs.

@@ -38,29 +38,36 @@ const PADDED: &str = ";@#$%&?!*[](){}<>\"`«“‘„»”’\u{2012}\u{2013}\u{
 const CLOSERS: &str = "])}>\"'»”’";
 
 /// Whether NLTK's tokenizer has whitespace right before `chars[k]` (`k` past the end: the end of
-/// the sentence, which it pads with a space) when its contraction rules run.
-fn space_before(chars: &[char], k: usize) -> bool {
-    let Some(&c) = chars.get(k) else { return true };
-    let next = chars.get(k + 1).copied();
-    if is_space(c) || PADDED.contains(c) {
-        return true;
-    }
-    match c {
-        // ` , ` unless a digit follows (`3,5` stays one token).
-        ',' | ':' => !next.is_some_and(char::is_numeric),
-        '-' => next == Some('-'),
-        '.' => {
-            // An ellipsis, or a sentence's final period (closing quotes and brackets may follow).
-            next == Some('.') || chars[k + 1..].iter().find(|c| !CLOSERS.contains(**c)).is_none_or(|&c| is_space(c))
+/// the sentence, which it pads with a space) when its contraction rules run. A loop over a run of
+/// `'s`, `'m` and `'d` (each split off as a word), not a call each: a line of a million of them
+/// is one pass, not a million frames of stack.
+fn space_before(chars: &[char], mut k: usize) -> bool {
+    loop {
+        let Some(&c) = chars.get(k) else { return true };
+        let next = chars.get(k + 1).copied();
+        if is_space(c) || PADDED.contains(c) {
+            return true;
         }
-        // A closing quote, `''`, or `'s`, `'m`, `'d` split off as words of their own.
-        '\'' => match next {
-            None => true,
-            Some(n) if is_space(n) || n == '\'' => true,
-            Some('s' | 'S' | 'm' | 'M' | 'd' | 'D') => space_before(chars, k + 2),
-            Some(_) => false,
-        },
-        _ => false,
+        return match c {
+            // ` , ` unless a digit follows (`3,5` stays one token).
+            ',' | ':' => !next.is_some_and(char::is_numeric),
+            '-' => next == Some('-'),
+            '.' => {
+                // An ellipsis, or a sentence's final period (closing quotes and brackets may follow).
+                next == Some('.') || chars[k + 1..].iter().find(|c| !CLOSERS.contains(**c)).is_none_or(|&c| is_space(c))
+            }
+            // A closing quote, `''`, or `'s`, `'m`, `'d` split off as words of their own.
+            '\'' => match next {
+                None => true,
+                Some(n) if is_space(n) || n == '\'' => true,
+                Some('s' | 'S' | 'm' | 'M' | 'd' | 'D') => {
+                    k += 2;
+                    continue;
+                }
+                Some(_) => false,
+            },
+            _ => false,
+        };
     }
 }
 
@@ -297,6 +304,25 @@ mod tests {
         // Inside a longer word, nothing is cut.
         assert_eq!(word_tokens("sibawanna bawanna."), ["sibawanna", "bawanna"]);
         assert_eq!(word_tokens("'tis"), ["tis"]);
+    }
+
+    #[test]
+    fn long_lines_are_tokenized_in_one_pass() {
+        // `n't` then a million `'s`: NLTK splits each off (sklearn then drops them, one letter);
+        // a call a `'s` overflowed the stack.
+        let start = std::time::Instant::now();
+        let quotes = format!("don't{} go", "'s".repeat(1_000_000));
+        assert_eq!(word_tokens(&quotes), ["do", "go"]);
+        // A 10 MB line of words, and a word of a million letters.
+        let words = "Makanannya enak sekali. ".repeat(420_000);
+        assert_eq!(word_tokens(&words).len(), 3 * 420_000);
+        let one = format!("x{}", "a".repeat(1_000_000));
+        assert_eq!(word_tokens(&one), [one.clone()]);
+        let train = [words.as_str(), one.as_str(), "enak"];
+        let tfidf = Vectorizer::fit(&train, FeatureKind::Tfidf).unwrap();
+        assert_eq!(tfidf.vocabulary().len(), 4);
+        assert_eq!(tfidf.transform(&[quotes.as_str(), words.as_str()]).row(1).indices, &[0, 1, 2]);
+        assert!(start.elapsed().as_secs() < 5, "{:?}", start.elapsed());
     }
 
     #[test]
