@@ -518,7 +518,7 @@ fn bertscore(args: &BertscoreArgs, device: Device) -> Result<()> {
     if empty > 0 {
         eprintln!("note: {empty} pair(s) with an empty prediction or reference: scored 0, as bert-score does");
     }
-    let scores = scorer.score(&pairs)?;
+    let scores = scorer.score_files(&args.pred, &args.reference, &pairs)?;
     let undefined = scores.iter().filter(|s| s.precision.is_nan() || s.recall.is_nan()).count();
     if undefined > 0 {
         eprintln!(

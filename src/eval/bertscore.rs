@@ -18,6 +18,11 @@
 //! similarity is positive, as it is for the hidden states of BERT and XLM-R (the parity tests
 //! compare them).
 //!
+//! Only what the model reads is tokenized ([`Scorer::token_ids`]): a long text's prefixes, cut
+//! before a space and doubled until they give the model's length in tokens, which gives the same
+//! first tokens as the whole text (a space ends a word for WordPiece's and SentencePiece's
+//! pre-tokenizers alike). A text of more than [`MAX_TEXT_BYTES`] is refused, with its line.
+//!
 //! Everything runs in fp32, on the CPU or CUDA (bert-score's precision): a forward pass per
 //! text is cheap beside generating the summaries. bf16 is not used: on a random model of mBERT's
 //! size it moved a pair's F1 by up to 7e-5 (CPU autocast, layer 9), but neither trained weights,
@@ -33,6 +38,15 @@ use crate::model::notes::Component;
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use tch::{Device, Kind, Tensor};
+
+/// The longest text (a prediction or reference line) scored, in bytes: 1 MiB, far more than the
+/// 512 tokens a model reads, and what the tokenizer may have to read whole when a text has no
+/// space to cut it at.
+pub const MAX_TEXT_BYTES: usize = 1 << 20;
+
+/// The first prefix of a long text tokenized, in bytes per token the model reads (a word piece
+/// is a few bytes): doubled until it gives enough tokens.
+const PREFIX_BYTES_PER_TOKEN: usize = 16;
 
 /// Per pair of a batch: each candidate token's best similarity to its reference, and each
 /// reference token's to its candidate (one vector a pair).
@@ -296,13 +310,55 @@ impl Scorer {
     }
 
     /// The tokens `text` is scored as: stripped, with its special tokens, cut to the model's
-    /// length (bert-score's `sent_encode`).
+    /// length (bert-score's `sent_encode`). Only a prefix is tokenized when it gives the model's
+    /// length: cut before a space (after a character that is not one), from
+    /// [`PREFIX_BYTES_PER_TOKEN`] bytes a token, doubled until it gives enough tokens or is the
+    /// whole text. A word ends at a space for every tokenizer BERTScore takes, so the prefix's
+    /// tokens are the first tokens of the whole text.
     pub fn token_ids(&self, text: &str) -> Result<Vec<i64>> {
-        Ok(self.loaded.tokenizer.single_row(strip(text), self.settings.max_tokens)?.0)
+        let (text, max) = (strip(text), self.settings.max_tokens);
+        let wanted = max.saturating_sub(2);
+        let mut end = wanted.max(1).saturating_mul(PREFIX_BYTES_PER_TOKEN);
+        while end < text.len() {
+            if let Some(prefix) = prefix_before_space(text, end) {
+                let (ids, _) = self.loaded.tokenizer.single_row(prefix, max)?;
+                if ids.len() >= wanted + 2 {
+                    return Ok(ids);
+                }
+            }
+            end = end.saturating_mul(2);
+        }
+        Ok(self.loaded.tokenizer.single_row(text, max)?.0)
     }
 
-    /// The BERTScore of each `(candidate, reference)` pair, in order.
+    /// The BERTScore of each `(candidate, reference)` pair of the lines of `predictions` and
+    /// `references`, in order: a text past [`MAX_TEXT_BYTES`] is an error naming its file and
+    /// line.
+    pub fn score_files<C: AsRef<str>, R: AsRef<str>>(
+        &self,
+        predictions: &Path,
+        references: &Path,
+        pairs: &[(C, R)],
+    ) -> Result<Vec<BertScore>> {
+        for (i, (c, r)) in pairs.iter().enumerate() {
+            for (path, text) in [(predictions, c.as_ref()), (references, r.as_ref())] {
+                if text.len() > MAX_TEXT_BYTES {
+                    return Err(Error::invalid(path, too_long(i, text.len())));
+                }
+            }
+        }
+        self.score(pairs)
+    }
+
+    /// The BERTScore of each `(candidate, reference)` pair, in order; a text past
+    /// [`MAX_TEXT_BYTES`] is an error naming its pair.
     pub fn score<C: AsRef<str>, R: AsRef<str>>(&self, pairs: &[(C, R)]) -> Result<Vec<BertScore>> {
+        for (i, (c, r)) in pairs.iter().enumerate() {
+            let longest = c.as_ref().len().max(r.as_ref().len());
+            if longest > MAX_TEXT_BYTES {
+                return Err(Error::data("BERTScore", too_long(i, longest)));
+            }
+        }
         let cands = pairs.iter().map(|(c, _)| self.token_ids(c.as_ref())).collect::<Result<Vec<_>>>()?;
         let refs = pairs.iter().map(|(_, r)| self.token_ids(r.as_ref())).collect::<Result<Vec<_>>>()?;
         let special = &self.loaded.tokenizer.special;
@@ -361,6 +417,35 @@ impl Scorer {
         };
         let (cand_lengths, ref_lengths) = encoded.lengths.split_at(batch.len());
         Ok((host(&best_p, cand_lengths)?, host(&best_r, ref_lengths)?))
+    }
+}
+
+/// The refusal of pair `index`'s text of `bytes`, past [`MAX_TEXT_BYTES`].
+fn too_long(index: usize, bytes: usize) -> String {
+    format!(
+        "line {}: a text of {bytes} bytes, more than the {} MiB BERTScore reads of a line (the model reads its first \
+         512 tokens or so)",
+        index + 1,
+        MAX_TEXT_BYTES >> 20
+    )
+}
+
+/// `text` up to a space at or before byte `end`: the longest prefix that ends with a character
+/// other than white space and is followed by a space; `None` when there is none.
+fn prefix_before_space(text: &str, end: usize) -> Option<&str> {
+    let mut end = end.min(text.len());
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    loop {
+        let space = text[..end].rfind(' ')?;
+        let before = text[..space].trim_end_matches(' ');
+        match before.chars().next_back() {
+            Some(c) if !c.is_whitespace() => return Some(before),
+            // Other white space before the spaces: a cut further back.
+            Some(_) => end = before.len(),
+            None => return None,
+        }
     }
 }
 
@@ -456,6 +541,19 @@ fn pair_score(cand: &[i64], reference: &[i64], best_p: &[f64], best_r: &[f64], w
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn prefixes_end_before_a_space_after_a_word() {
+        assert_eq!(prefix_before_space("satu dua tiga", 9), Some("satu dua"));
+        assert_eq!(prefix_before_space("satu dua tiga", 8), Some("satu"));
+        assert_eq!(prefix_before_space("satu \t dua", 10), Some("satu"));
+        assert_eq!(prefix_before_space("satu dua\u{a0} tiga", 15), Some("satu"));
+        assert_eq!(prefix_before_space("satu  dua", 9), Some("satu"));
+        assert_eq!(prefix_before_space("satudua", 5), None);
+        assert_eq!(prefix_before_space(" satu", 5), None);
+        // A cut inside a character moves back to its start.
+        assert_eq!(prefix_before_space("é é", 4), Some("é"));
+    }
 
     #[test]
     fn strip_removes_what_python_strips() {

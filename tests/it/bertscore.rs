@@ -4,9 +4,11 @@
 //! layers each, with and without idf, and rescaled by a baseline file; batching never changes a
 //! score, nor does CUDA (where present); `eval bertscore` prints the means and writes every pair's
 //! scores, and refuses a layer beyond the model's (or none, for a model bert-score has no default
-//! for) in one line.
+//! for) in one line; a long text is tokenized by prefixes into the tokens of the whole text, and
+//! one past the cap refused by line.
 use crate::common::*;
-use indolm::eval::bertscore::{mean, BertScore, Scorer};
+use indolm::data::tokenizer::TextTokenizer;
+use indolm::eval::bertscore::{mean, BertScore, Scorer, MAX_TEXT_BYTES};
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use tch::Device;
@@ -286,4 +288,73 @@ fn bertscore_on_cuda_equals_the_cpu() {
         println!("idf {idf}: max |CUDA - CPU| over P, R, F (fp32 both): {gap:.2e}");
         assert!(gap < 1e-5);
     }
+}
+
+#[test]
+fn long_texts_are_tokenized_by_prefixes_as_whole_and_refused_past_the_cap() {
+    // Texts of 1 to 150 UD sentences (up to 20 KB), joined by every kind of white space, a run
+    // without a space longer than the first prefix, and words before such a run: the tokens of
+    // their prefixes are the first tokens of the whole text, for WordPiece and SentencePiece.
+    let ud = std::fs::read_to_string(test_data().join("ud-indonesian/id_csui-ud-train.conllu")).unwrap();
+    let sentences: Vec<&str> =
+        ud.lines().filter_map(|l| l.strip_prefix("# text = ")).map(str::trim).take(150).collect();
+    let separators = [" ", "  ", "\t", "\n", " \u{a0} ", "\u{3000}", " \t ", ". "];
+    let mut texts: Vec<String> = (1..=sentences.len())
+        .step_by(7)
+        .map(|k| {
+            let mut text = sentences[0].to_string();
+            for (i, s) in sentences[1..k].iter().enumerate() {
+                text.push_str(separators[i % separators.len()]);
+                text.push_str(s);
+            }
+            text
+        })
+        .collect();
+    texts.push(format!("{} {}", "x".repeat(5_000), sentences.join(" ")));
+    texts.push(format!("{}{}", "kata ".repeat(100), "y".repeat(5_000)));
+    // Just under the cap: tokenized by a prefix of a few KB, not the whole MB.
+    let mut big = sentences.join(" ").repeat(MAX_TEXT_BYTES / sentences.join(" ").len());
+    big.truncate(big.trim_end().len());
+    for dir in [bert(), xlmr()] {
+        let scorer = Scorer::new(dir, Some(1), Device::Cpu).unwrap();
+        let tokenizer = TextTokenizer::from_dir(dir).unwrap();
+        let (max, ends) = (scorer.settings().max_tokens, scorer.token_ids("").unwrap());
+        let whole = |text: &str| -> Vec<i64> {
+            let pieces = tokenizer.encode_plain(text).unwrap();
+            let cut = pieces.iter().take(max - 2).map(|&id| i64::from(id));
+            std::iter::once(ends[0]).chain(cut).chain(std::iter::once(ends[1])).collect()
+        };
+        for text in &texts {
+            assert_eq!(scorer.token_ids(text).unwrap(), whole(text), "{}: {text:?}", dir.display());
+        }
+        let start = std::time::Instant::now();
+        let ids = scorer.token_ids(&big).unwrap();
+        let prefixed = start.elapsed();
+        let start = std::time::Instant::now();
+        assert_eq!(ids, whole(&big));
+        println!(
+            "{}: a text of {} bytes tokenized in {prefixed:?} by prefixes, {:?} whole",
+            dir.display(),
+            big.len(),
+            start.elapsed()
+        );
+        assert!(prefixed < start.elapsed(), "{prefixed:?}");
+    }
+
+    // Past the cap (a 100 MB line grew past 8 GB in the tokenizer): refused by line, in one line
+    // naming the file.
+    let work = scratch("bertscore-long-line");
+    let (pred, reference) = (work.join("pred.txt"), work.join("ref.txt"));
+    let long = "kata ".repeat(400_000);
+    std::fs::write(&pred, format!("satu\ndua\n{long}\n")).unwrap();
+    std::fs::write(&reference, "satu\ndua\ntiga\n").unwrap();
+    let (model, p, r) = (text(bert()), text(&pred), text(&reference));
+    let args =
+        ["eval", "bertscore", "--model", model.as_str(), "--pred", p.as_str(), "--ref", r.as_str(), "--layer", "2"];
+    let err = indolm_fails(&args);
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(err.contains(&p) && err.contains("line 3: a text of 2000000 bytes, more than the 1 MiB"), "{err}");
+    let pairs = [("satu", long.as_str())];
+    let err = Scorer::new(bert(), Some(1), Device::Cpu).unwrap().score(&pairs).unwrap_err().to_string();
+    assert!(err.contains("line 1: a text of 2000000 bytes"), "{err}");
 }

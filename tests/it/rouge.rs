@@ -268,3 +268,26 @@ fn official_rouge_equals_rouge_1_5_5_on_ud_summaries() {
     let err = indolm_fails(&[&args[..], &["--resamples", "0"]].concat());
     assert!(err.contains("--resamples"), "{err}");
 }
+
+#[test]
+fn eval_rouge_refuses_a_pair_past_its_lcs_bound_by_line() {
+    // Two lines of 1 MB (200,000 tokens each) on line 2: official ROUGE-L allocated a 28.9 GB
+    // table and aborted, rouge-score's LCS ran for hours; now one line naming the file and line.
+    let dir = scratch("rouge-long-lines");
+    let long = "kata ".repeat(200_000);
+    let (p, r) = (dir.join("pred.txt"), dir.join("ref.txt"));
+    std::fs::write(&p, format!("satu dua\n{long}\n")).unwrap();
+    std::fs::write(&r, format!("satu dua\n{long}\n")).unwrap();
+    for scorer in ["official", "rouge-score"] {
+        let start = std::time::Instant::now();
+        let args = ["eval", "rouge", "--pred", p.to_str().unwrap(), "--ref", r.to_str().unwrap(), "--rouge", scorer];
+        let err = indolm_fails(&args);
+        assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+        assert!(err.contains(p.to_str().unwrap()), "{err}");
+        assert!(
+            err.contains("line 2: 200000 predicted × 200000 reference tokens make 40000000000 ROUGE-L LCS cells"),
+            "{err}"
+        );
+        assert!(start.elapsed().as_secs() < 5, "{scorer}: {:?}", start.elapsed());
+    }
+}
