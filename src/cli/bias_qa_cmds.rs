@@ -62,25 +62,42 @@ pub struct BiasQaArgs {
     /// A variable for the chat template, VALUE in JSON (enable_thinking=false); repeat for several.
     #[arg(long = "template-kwarg", value_name = "KEY=VALUE")]
     pub template_kwargs: Vec<String>,
-    /// Run task 7's code (in a sandbox: no network, time and memory limits, a scratch folder) and
-    /// parse what it prints; without it, task-7 answers are counted as not run.
+    /// Run task 7's code (in a sandbox: namespaces of its own, no network, a read-only root with a
+    /// scratch folder, time, memory, process and disk limits) and parse what it prints; without
+    /// it, task-7 answers are counted as not run.
     #[arg(long)]
     pub run_code: bool,
     /// With --run-code: the Python interpreter (a path, or a name on PATH).
     #[arg(long, default_value = "python3", requires = "run_code")]
     pub python: String,
-    /// With --run-code: seconds a program may run before it is killed.
+    /// With --run-code: seconds a program may run before it is killed (1 to 3600).
     #[arg(long, default_value_t = 10, requires = "run_code")]
     pub code_timeout: u64,
-    /// With --run-code: the memory (address space) a program may take, in MiB.
+    /// With --run-code: the memory (address space) a program may take, in MiB (32 to 65536).
     #[arg(long, default_value_t = 512, requires = "run_code")]
     pub code_memory_mb: u64,
+    /// With --run-code: processes and threads a program may have at once (1 to 4096).
+    #[arg(long, default_value_t = 64, requires = "run_code")]
+    pub code_processes: u64,
+    /// With --run-code: what a program may write to /scratch and /tmp together, in MiB (1 to 4096).
+    #[arg(long, default_value_t = 64, requires = "run_code")]
+    pub code_disk_mb: u64,
     /// Only the first N prompts (for a quick look).
     #[arg(long)]
     pub limit: Option<usize>,
     /// Start over: remove the answers already in --out (only the files this command writes).
     #[arg(long)]
     pub overwrite: bool,
+}
+
+/// The sandbox's limits the flags ask for (checked by [`CodeLimits::check`]).
+fn code_limits(args: &BiasQaArgs) -> CodeLimits {
+    CodeLimits {
+        timeout: std::time::Duration::from_secs(args.code_timeout),
+        memory_mb: args.code_memory_mb,
+        processes: args.code_processes,
+        disk_mb: args.code_disk_mb,
+    }
 }
 
 /// Refuses flag values that cannot be used, naming the flag; the template variables read.
@@ -97,9 +114,7 @@ fn check_flags(args: &BiasQaArgs) -> Result<TemplateKwargs> {
     if args.limit == Some(0) {
         return Err(Error::argument("--limit", "must be at least 1"));
     }
-    if args.code_timeout == 0 {
-        return Err(Error::argument("--code-timeout", "must be at least 1 second"));
-    }
+    code_limits(args).check()?;
     let mut kwargs = TemplateKwargs::default();
     for flag in &args.template_kwargs {
         kwargs.set_flag(flag).map_err(|message| Error::argument("--template-kwarg", message))?;
@@ -197,13 +212,7 @@ pub fn run(args: &BiasQaArgs, device: &dyn Fn() -> Result<Device>) -> Result<()>
     let all = built.prompts;
     let prompts = &all[..args.limit.unwrap_or(all.len()).min(all.len())];
     let _lock = lock_out(&args.out)?;
-    let sandbox = if args.run_code {
-        let limits =
-            CodeLimits { timeout: std::time::Duration::from_secs(args.code_timeout), memory_mb: args.code_memory_mb };
-        Some(Sandbox::open(&args.python, limits)?)
-    } else {
-        None
-    };
+    let sandbox = if args.run_code { Some(Sandbox::open(&args.python, code_limits(args))?) } else { None };
     let answered = match &args.answers {
         Some(file) => {
             prepare_for_answer_file(&args.out, file, args.overwrite)?;

@@ -40,6 +40,7 @@ mod op_counts;
 mod papers;
 mod pickles;
 mod rouge;
+mod sandbox;
 mod sentiment;
 mod seq2seq;
 mod summarization;
