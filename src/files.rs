@@ -44,13 +44,24 @@ pub(crate) fn open_csv(
 /// Writes `bytes` to `path` through a temporary file in the same folder, fsynced and renamed,
 /// so a crash never leaves a half-written file under the final name (and a failed write, e.g.
 /// a full disk, leaves no temporary file either).
+/// Its errors name `path`, never the temporary name.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     use std::io::Write;
     let staging = Staging::new(path);
-    let mut f = std::fs::File::create(staging.path()).with_path(staging.path())?;
-    f.write_all(bytes).with_path(staging.path())?;
-    f.sync_all().with_path(staging.path())?;
+    let mut f = std::fs::File::create(staging.path()).map_err(|e| write_error(path, e))?;
+    f.write_all(bytes).map_err(|e| write_error(path, e))?;
+    f.sync_all().map_err(|e| write_error(path, e))?;
     staging.commit()
+}
+
+/// The error of a failed write of `path` (through its temporary sibling): the final path named,
+/// and a missing folder said as such rather than as a missing file.
+pub(crate) fn write_error(path: &Path, e: std::io::Error) -> Error {
+    let folder = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    if e.kind() == std::io::ErrorKind::NotFound && !folder.is_dir() {
+        return Error::invalid(path, format!("cannot be written: its folder {} does not exist", folder.display()));
+    }
+    Error::invalid(path, format!("cannot be written: {e}"))
 }
 
 /// A temporary sibling of `target` (`.<name>.<pid>-<n>-<host>.tmp`, unique to this process and
@@ -95,7 +106,7 @@ impl Staging {
 
     /// Renames the temporary file or folder to the target (a folder target must not exist).
     pub(crate) fn commit(mut self) -> Result<()> {
-        std::fs::rename(&self.tmp, &self.target).with_path(&self.target)?;
+        std::fs::rename(&self.tmp, &self.target).map_err(|e| write_error(&self.target, e))?;
         self.committed = true;
         Ok(())
     }
@@ -348,6 +359,21 @@ mod tests {
         assert!(again.is_ok(), "the lock was not released on drop");
         drop(again);
         std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn a_failed_atomic_write_names_the_final_path_not_the_temporary() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("missing/out.json");
+        let err = write_atomic(&target, b"{}").unwrap_err().to_string();
+        let expected = format!(
+            "{}: cannot be written: its folder {} does not exist",
+            target.display(),
+            target.parent().unwrap().display()
+        );
+        assert_eq!(err, expected);
+        let err = write_atomic(dir.path(), b"{}").unwrap_err().to_string();
+        assert_eq!(err, format!("{}: cannot be written: Is a directory (os error 21)", dir.path().display()));
     }
 
     #[test]

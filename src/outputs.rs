@@ -212,11 +212,41 @@ pub fn write_dir(
     staging.commit()
 }
 
-/// Checks the files a command is asked to write (`--out`, `--json`, `--plot`), given what it reads
-/// (`inputs`: files and folders): an output must not be a folder, one of the inputs, a file of
-/// indolm's own inside an input folder (`reserved`: a report's `--json` onto a checkpoint's
-/// `bias.json`), or the same file as another output.
-pub fn check_file_outputs(outputs: &[&Path], inputs: &[&Path], reserved: Owned) -> Result<()> {
+/// A file or folder a command is asked to write: the flag that named it and the path as given.
+#[derive(Debug, Clone, Copy)]
+pub struct Output<'a> {
+    /// The flag that named it (`--out`, `--json`), named by the errors.
+    pub flag: &'static str,
+    /// The path as the user gave it.
+    pub path: &'a Path,
+    /// A folder the command creates (or writes into), not a file.
+    pub folder: bool,
+}
+
+impl<'a> Output<'a> {
+    /// The file `path`, named by `flag`.
+    pub fn file(flag: &'static str, path: &'a Path) -> Self {
+        Output { flag, path, folder: false }
+    }
+
+    /// The folder `path`, named by `flag`, created when missing.
+    pub fn folder(flag: &'static str, path: &'a Path) -> Self {
+        Output { flag, path, folder: true }
+    }
+}
+
+/// Checks, before any work, what a command is asked to write (`--out`, `--json`, `--plot`),
+/// given what it reads (`inputs`: files and folders). A file must go into a folder that exists and
+/// can be written (or into one of the folder outputs, created first), and must not be a folder, one
+/// of the inputs, a file of indolm's own inside an input folder (`reserved`: a report's `--json`
+/// onto a checkpoint's `bias.json`), or the same file as another output. A folder must be a
+/// folder, or be creatable: its nearest existing ancestor a folder that can be written. Each
+/// error is one line naming the flag and the path as given.
+pub fn check_outputs(outputs: &[Output], inputs: &[&Path], reserved: Owned) -> Result<()> {
+    for output in outputs {
+        check_place(output, outputs)?;
+    }
+    let files: Vec<&Output> = outputs.iter().filter(|o| !o.folder).collect();
     let resolved = |p: &Path| -> Option<PathBuf> {
         p.canonicalize().ok().or_else(|| {
             let parent = p.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
@@ -224,10 +254,8 @@ pub fn check_file_outputs(outputs: &[&Path], inputs: &[&Path], reserved: Owned) 
         })
     };
     let mut seen: Vec<(PathBuf, &Path)> = Vec::new();
-    for &out in outputs {
-        if out.is_dir() {
-            return Err(Error::invalid(out, "is a folder: name a file to write"));
-        }
+    for output in files {
+        let out = output.path;
         let Some(target) = resolved(out) else { continue };
         if let Some((_, other)) = seen.iter().find(|(t, _)| *t == target) {
             return Err(Error::invalid(out, format!("is also the output {}: name two files", other.display())));
@@ -254,6 +282,77 @@ pub fn check_file_outputs(outputs: &[&Path], inputs: &[&Path], reserved: Owned) 
         seen.push((target, out));
     }
     Ok(())
+}
+
+/// Refuses `output` when it cannot be written where it is: a file that is a folder or whose folder
+/// is missing, not a folder or not writable (unless that folder is one of the `all` folder outputs,
+/// checked on its own); a folder that is a file, or whose nearest existing ancestor is not a
+/// writable folder.
+fn check_place(output: &Output, all: &[Output]) -> Result<()> {
+    let Output { flag, path, folder } = *output;
+    let refuse = |message: String| Err(Error::argument(flag, format!("{}: {message}", path.display())));
+    if !folder {
+        if path.is_dir() {
+            return refuse("is a folder: name a file to write".to_string());
+        }
+        let parent = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        if all.iter().any(|o| o.folder && o.path == parent) {
+            return Ok(());
+        }
+        if !parent.exists() {
+            return refuse(format!(
+                "its folder {} does not exist: create it first, or name a file in an existing folder",
+                parent.display()
+            ));
+        }
+        if !parent.is_dir() {
+            return refuse(format!("{} is not a folder, so no file can be written in it", parent.display()));
+        }
+        return match writable(parent) {
+            Ok(()) => Ok(()),
+            Err(e) => refuse(format!("its folder {} cannot be written: {e}", parent.display())),
+        };
+    }
+    if path.exists() {
+        if !path.is_dir() {
+            return refuse("exists and is not a folder: name a folder for the output".to_string());
+        }
+        return match writable(path) {
+            Ok(()) => Ok(()),
+            Err(e) => refuse(format!("cannot be written: {e}")),
+        };
+    }
+    // The nearest ancestor that exists: the folder is created in it.
+    let mut ancestor = path;
+    let existing = loop {
+        match ancestor.parent() {
+            Some(p) if p.as_os_str().is_empty() => break Path::new("."),
+            Some(p) if p.exists() => break p,
+            Some(p) => ancestor = p,
+            None => break Path::new("/"),
+        }
+    };
+    if !existing.is_dir() {
+        return refuse(format!("cannot be created: {} is not a folder", existing.display()));
+    }
+    match writable(existing) {
+        Ok(()) => Ok(()),
+        Err(e) => refuse(format!("cannot be created in {}: {e}", existing.display())),
+    }
+}
+
+/// Whether this process may create files in the folder `dir` (`access(2)` with `W_OK | X_OK`: its
+/// permissions, a read-only mount); else the system's reason.
+fn writable(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let name = std::ffi::CString::new(dir.as_os_str().as_bytes())
+        .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidInput, "the path holds a NUL byte"))?;
+    // SAFETY: `name` is a NUL-terminated string that outlives the call; access(2) only reads it.
+    if unsafe { libc::access(name.as_ptr(), libc::W_OK | libc::X_OK) } == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
 }
 
 #[cfg(test)]
@@ -309,6 +408,43 @@ mod tests {
         remove_owned(&link, &tokenizer_files).unwrap();
         assert!(link.symlink_metadata().unwrap().is_symlink() && target.is_dir());
         assert!(!target.join("vocab.txt").exists());
+    }
+
+    #[test]
+    fn outputs_are_checked_where_they_go_and_named_by_their_flag_and_path() {
+        let root = tempfile::tempdir().unwrap();
+        let file = root.path().join("notes.txt");
+        std::fs::write(&file, "mine").unwrap();
+        let missing = root.path().join("missing/out.json");
+        let check = |outputs: &[Output]| check_outputs(outputs, &[], |_| false).map_err(|e| e.to_string());
+        let err = check(&[Output::file("--json", &missing)]).unwrap_err();
+        let folder = root.path().join("missing");
+        let expected = format!("--json: {}: its folder {} does not exist", missing.display(), folder.display());
+        assert!(err.starts_with(&expected), "{err}");
+        let under_file = file.join("out.json");
+        let err = check(&[Output::file("--out", &under_file)]).unwrap_err();
+        assert!(err.contains(&format!("--out: {}: {} is not a folder", under_file.display(), file.display())), "{err}");
+        let err = check(&[Output::file("--out", root.path())]).unwrap_err();
+        assert!(err.starts_with("--out: ") && err.contains("is a folder: name a file"), "{err}");
+        // A folder: created in its nearest existing ancestor, which must be a folder.
+        check(&[Output::folder("--out", &root.path().join("a/b/c"))]).unwrap();
+        let err = check(&[Output::folder("--out", &file.join("sub"))]).unwrap_err();
+        assert!(err.contains(&format!("cannot be created: {} is not a folder", file.display())), "{err}");
+        let err = check(&[Output::folder("--out", &file)]).unwrap_err();
+        assert!(err.contains("exists and is not a folder"), "{err}");
+        // A file inside a folder output goes where that folder will be; a relative name in `.`.
+        let dir = root.path().join("new");
+        check(&[Output::folder("--out", &dir), Output::file("--out", &dir.join("results.json"))]).unwrap();
+        check(&[Output::file("--out", Path::new("relative-output.json"))]).unwrap();
+        // A folder that cannot be written (root may write anywhere but on a read-only mount).
+        let locked = root.path().join("locked");
+        std::fs::create_dir(&locked).unwrap();
+        std::fs::set_permissions(&locked, std::os::unix::fs::PermissionsExt::from_mode(0o500)).unwrap();
+        let inside = locked.join("out.json");
+        if writable(&locked).is_err() {
+            let err = check(&[Output::file("--json", &inside)]).unwrap_err();
+            assert!(err.contains("cannot be written: Permission denied"), "{err}");
+        }
     }
 
     #[test]

@@ -100,10 +100,16 @@ fn nusax(args: &NusaxArgs) -> Result<()> {
             return Err(Error::invalid(dir, "--out names a folder to write into; this is a file"));
         }
     }
-    let outputs: Vec<PathBuf> =
-        args.out.iter().flat_map(|d| [d.join(JSON), d.join(MARKDOWN)]).chain(args.png.iter().cloned()).collect();
-    let output_refs: Vec<&std::path::Path> = outputs.iter().map(PathBuf::as_path).collect();
-    super::check_file_outputs(&output_refs, &[args.data.as_path()])?;
+    use indolm::outputs::Output;
+    let files: Vec<PathBuf> = args.out.iter().flat_map(|d| [d.join(JSON), d.join(MARKDOWN)]).collect();
+    let outputs: Vec<Output> = args
+        .out
+        .iter()
+        .map(|d| Output::folder("--out", d))
+        .chain(files.iter().map(|f| Output::file("--out", f)))
+        .chain(args.png.iter().map(|p| Output::file("--png", p)))
+        .collect();
+    super::check_outputs(&outputs, &[args.data.as_path()])?;
 
     let settings = Settings::authors(&models, args.select_by, args.feature_by);
     let cross_lingual = args.cross_lingual || args.png.is_some();

@@ -19,6 +19,7 @@ use indolm::eval::bias_qa::{
 use indolm::generate::backend::{ChatBackend, ChatSettings};
 use indolm::generate::chat::TemplateKwargs;
 use indolm::outln;
+use indolm::outputs::Output;
 use std::collections::HashSet;
 use std::path::PathBuf;
 use tch::Device;
@@ -204,6 +205,10 @@ fn generate(
 /// `eval bias-qa`: inputs checked, prompts built, answers generated (or read), scored and reported.
 pub fn run(args: &BiasQaArgs, device: &dyn Fn() -> Result<Device>) -> Result<()> {
     let kwargs = check_flags(args)?;
+    let cache = args.backend.api_cache.as_deref().map(|c| Output::file("--api-cache", c));
+    let outputs: Vec<Output> = std::iter::once(Output::folder("--out", &args.out)).chain(cache).collect();
+    let inputs: Vec<&std::path::Path> = std::iter::once(args.data.as_path()).chain(args.answers.as_deref()).collect();
+    super::check_outputs(&outputs, &inputs)?;
     let data = QaData::load(&args.data)?;
     let built = build(&data, args.language)?;
     for note in &built.notes {

@@ -11,6 +11,7 @@ use indolm::eval::scorer::LoadedLm;
 use indolm::eval::sentences::{score_lines, CausalLines, LineMetric, ScoredLines};
 use indolm::eval::BiasMetric;
 use indolm::files::{read_to_string, write_json};
+use indolm::outputs::Output;
 use indolm::{out, outln};
 use std::path::{Path, PathBuf};
 use tch::Device;
@@ -292,6 +293,16 @@ fn load_pairs(path: &Path) -> Result<(PairSet, BiasMetric)> {
 /// `eval bias`: the win-rate tables of one model (Markdown; `bias.json` and `bias_pairs.csv` on
 /// request), or `bias.json`, `bias_pairs.csv` and TensorBoard curves for every checkpoint of a run.
 fn bias(args: &BiasArgs, device: Device) -> Result<()> {
+    let inputs: Vec<&Path> =
+        [args.model.as_deref(), args.run.as_deref(), Some(args.pairs.as_path())].into_iter().flatten().collect();
+    let outputs: Vec<Output> = [
+        args.json.as_deref().map(|j| Output::file("--json", j)),
+        args.out.as_deref().map(|o| Output::folder("--out", o)),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    super::check_outputs(&outputs, &inputs)?;
     let (pairs, default_metric) = load_pairs(&args.pairs)?;
     let mut metrics: Vec<BiasMetric> = Vec::new();
     for &m in &args.metric {
@@ -313,9 +324,6 @@ fn bias(args: &BiasArgs, device: Device) -> Result<()> {
         allow_random_head: args.allow_random_head,
         device,
     };
-    let inputs: Vec<&Path> =
-        [args.model.as_deref(), args.run.as_deref(), Some(args.pairs.as_path())].into_iter().flatten().collect();
-    super::check_file_outputs(&args.json.as_deref().into_iter().collect::<Vec<_>>(), &inputs)?;
     if let Some(model) = &args.model {
         if let Some(dir) = &args.out {
             indolm::eval::bias::records::refuse_to_replace(dir, args.overwrite)?;
@@ -383,7 +391,11 @@ fn indommlu(args: IndommluArgs, json: Option<&Path>, out_dir: Option<&Path>, dev
             "`all` scores the is_for_fewshot rows too, which few-shot prompts show as demonstrations: only with --shots 0",
         ));
     }
-    super::check_file_outputs(&json.into_iter().collect::<Vec<_>>(), &[args.model, args.data])?;
+    let outputs: Vec<Output> = [json.map(|j| Output::file("--json", j)), out_dir.map(|o| Output::folder("--out", o))]
+        .into_iter()
+        .flatten()
+        .collect();
+    super::check_outputs(&outputs, &[args.model, args.data])?;
     if let Some(dir) = out_dir {
         refuse_to_replace(dir, args.overwrite)?;
     }
@@ -458,7 +470,7 @@ struct RougeArgs<'a> {
 fn rouge(args: RougeArgs) -> Result<()> {
     let RougeArgs { pred, reference, options, json } = args;
     options.check()?;
-    super::check_file_outputs(&json.into_iter().collect::<Vec<_>>(), &[pred, reference])?;
+    super::check_outputs(&json.map(|j| Output::file("--json", j)).into_iter().collect::<Vec<_>>(), &[pred, reference])?;
     let (p, r) = (read_to_string(pred)?, read_to_string(reference)?);
     let (p, r): (Vec<&str>, Vec<&str>) = (p.lines().collect(), r.lines().collect());
     if p.len() != r.len() {
@@ -494,7 +506,10 @@ fn rouge(args: RougeArgs) -> Result<()> {
 fn bertscore(args: &BertscoreArgs, device: Device) -> Result<()> {
     use indolm::eval::bertscore::{mean, Scorer};
     let inputs = [args.model.as_path(), args.pred.as_path(), args.reference.as_path()];
-    super::check_file_outputs(&args.json.as_deref().into_iter().collect::<Vec<_>>(), &inputs)?;
+    super::check_outputs(
+        &args.json.as_deref().map(|j| Output::file("--json", j)).into_iter().collect::<Vec<_>>(),
+        &inputs,
+    )?;
     let (p, r) = (read_to_string(&args.pred)?, read_to_string(&args.reference)?);
     let pairs: Vec<(&str, &str)> = p.lines().zip(r.lines()).collect();
     let (np, nr) = (p.lines().count(), r.lines().count());

@@ -16,6 +16,7 @@ use indolm::generate::prompts::{
 use indolm::generate::{generate, GenerationDefaults, Sampling, Settings, StopReason};
 use indolm::model::decoder::{load_causal_lm, CausalLm};
 use indolm::outln;
+use indolm::outputs::Output;
 use std::path::{Path, PathBuf};
 use tch::Device;
 
@@ -193,7 +194,7 @@ pub fn run(args: &GenerateArgs, device: Device) -> Result<()> {
 fn run_local(args: &GenerateArgs, model: &Path, device: Device) -> Result<()> {
     check_flags(args, false)?;
     let kwargs = template_kwargs(args)?;
-    super::check_file_outputs(&[args.out.as_path()], &[model, args.prompts.as_path()])?;
+    super::check_outputs(&[Output::file("--out", &args.out)], &[model, args.prompts.as_path()])?;
     let prompts = read(args, model, &kwargs)?;
     let lm = load_causal_lm(model, device)?;
     let base = lm.config.path.parent().unwrap_or(Path::new("."));
@@ -296,8 +297,10 @@ fn run_api(args: &GenerateArgs, base: &str) -> Result<()> {
     let kwargs = template_kwargs(args)?;
     let chat_template_kwargs = super::backend_args::api_template_kwargs(&args.template_kwargs)?;
     let cache = args.backend.cache_file(Some(args.out.as_path()));
-    let outputs: Vec<&Path> = std::iter::once(args.out.as_path()).chain(cache.as_deref()).collect();
-    super::check_file_outputs(&outputs, &[args.prompts.as_path()])?;
+    let outputs: Vec<Output> = std::iter::once(Output::file("--out", &args.out))
+        .chain(cache.as_deref().map(|c| Output::file("--api-cache", c)))
+        .collect();
+    super::check_outputs(&outputs, &[args.prompts.as_path()])?;
     let lines = read_chat_prompts(&args.prompts)?;
     let conversations = lines
         .iter()

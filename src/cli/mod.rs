@@ -139,11 +139,13 @@ impl RunArgs {
     }
 }
 
-/// Refuses the files a command is asked to write (`--out`, `--json`, `--plot`) when one is a
+/// Refuses, before any work, what a command is asked to write (`--out`, `--json`, `--plot`) when a
+/// file's folder is missing or cannot be written, a folder cannot be created, or a file is a
 /// folder, one of its `inputs`, a file indolm keeps inside an input folder, or another output
-/// ([`indolm::outputs::check_file_outputs`] with the names runs and evaluations hold).
-pub fn check_file_outputs(outputs: &[&std::path::Path], inputs: &[&std::path::Path]) -> Result<()> {
-    indolm::outputs::check_file_outputs(outputs, inputs, indolm::run::ownership::written_by_indolm)
+/// ([`indolm::outputs::check_outputs`] with the names runs and evaluations hold). Every command
+/// that writes calls it first.
+pub fn check_outputs(outputs: &[indolm::outputs::Output], inputs: &[&std::path::Path]) -> Result<()> {
+    indolm::outputs::check_outputs(outputs, inputs, indolm::run::ownership::written_by_indolm)
 }
 
 /// Joins the data-parallel group when torchrun or srun launched this process (each process then

@@ -4,6 +4,7 @@ use indolm::error::Result;
 use indolm::eval::bias::records::StepChoice;
 use indolm::eval::bias::Bootstrap;
 use indolm::files::{write_atomic, write_json};
+use indolm::outputs::Output;
 use indolm::report::bias_compare::{bias_compare, CompareRequest, PanelBy};
 use indolm::report::bias_diff::bias_diff;
 use indolm::report::bias_groups::{compare_groups, Group, GroupRequest};
@@ -279,10 +280,16 @@ pub enum ReportCommand {
     },
 }
 
-/// The files a report writes and the files and folders it reads, for
-/// [`indolm::outputs::check_file_outputs`].
-fn outputs_and_inputs(command: &ReportCommand) -> (Vec<&Path>, Vec<&Path>) {
-    fn opt(p: &Option<PathBuf>) -> Vec<&Path> {
+/// The files a report writes (each with its flag) and the files and folders it reads, for
+/// [`indolm::outputs::check_outputs`].
+fn outputs_and_inputs(command: &ReportCommand) -> (Vec<Output<'_>>, Vec<&Path>) {
+    fn opt<'a>(flag: &'static str, p: &'a Option<PathBuf>) -> Vec<Output<'a>> {
+        p.as_deref().map(|p| Output::file(flag, p)).into_iter().collect()
+    }
+    fn one<'a>(flag: &'static str, p: &'a Path) -> Vec<Output<'a>> {
+        vec![Output::file(flag, p)]
+    }
+    fn read(p: &Option<PathBuf>) -> Vec<&Path> {
         p.as_deref().into_iter().collect()
     }
     fn models(m: &[indolm::report::bias_table::TableModel]) -> Vec<&Path> {
@@ -290,34 +297,43 @@ fn outputs_and_inputs(command: &ReportCommand) -> (Vec<&Path>, Vec<&Path>) {
     }
     match command {
         ReportCommand::BiasCurve { run, out, reference, .. } => {
-            (vec![out.as_path()], [vec![run.as_path()], models(reference)].concat())
+            (one("--out", out), [vec![run.as_path()], models(reference)].concat())
         }
-        ReportCommand::BiasUtility { run, sweep, out, csv, json, .. } => {
-            ([vec![out.as_path()], opt(csv), opt(json)].concat(), [vec![run.as_path()], opt(sweep)].concat())
+        ReportCommand::BiasUtility { run, sweep, out, csv, json, .. } => (
+            [one("--out", out), opt("--csv", csv), opt("--json", json)].concat(),
+            [vec![run.as_path()], read(sweep)].concat(),
+        ),
+        ReportCommand::BiasDiff { a, b, out, json, .. } => {
+            ([opt("--out", out), opt("--json", json)].concat(), vec![a, b])
         }
-        ReportCommand::BiasDiff { a, b, out, json, .. } => ([opt(out), opt(json)].concat(), vec![a, b]),
         ReportCommand::SentimentHeatmap { results, out } => {
-            (vec![out.as_path()], results.iter().map(PathBuf::as_path).collect())
+            (one("--out", out), results.iter().map(PathBuf::as_path).collect())
         }
         ReportCommand::BiasCompare { runs, group, json, out, plot, .. } => (
-            [opt(json), opt(out), opt(plot)].concat(),
+            [opt("--json", json), opt("--out", out), opt("--plot", plot)].concat(),
             runs.iter()
                 .map(PathBuf::as_path)
                 .chain(group.iter().flat_map(|g| g.runs.iter().map(PathBuf::as_path)))
                 .collect(),
         ),
         ReportCommand::BiasValidity { evaluation, run, tokenizer, out, json, .. } => {
-            ([opt(out), opt(json)].concat(), [opt(evaluation), opt(run), opt(tokenizer)].concat())
+            ([opt("--out", out), opt("--json", json)].concat(), [read(evaluation), read(run), read(tokenizer)].concat())
         }
-        ReportCommand::BiasFlips { run, out, plot, .. } => ([opt(out), opt(plot)].concat(), vec![run.as_path()]),
+        ReportCommand::BiasFlips { run, out, plot, .. } => {
+            ([opt("--out", out), opt("--plot", plot)].concat(), vec![run.as_path()])
+        }
         ReportCommand::BiasTable { models: m, out, json, .. }
-        | ReportCommand::IndommluTable { models: m, out, json } => ([opt(out), opt(json)].concat(), models(m)),
-        ReportCommand::Summarization { results, out } => (opt(out), results.iter().map(PathBuf::as_path).collect()),
+        | ReportCommand::IndommluTable { models: m, out, json } => {
+            ([opt("--out", out), opt("--json", json)].concat(), models(m))
+        }
+        ReportCommand::Summarization { results, out } => {
+            (opt("--out", out), results.iter().map(PathBuf::as_path).collect())
+        }
         ReportCommand::Liputan6Stats { data, out, json, png, .. } => {
-            ([opt(out), opt(json), opt(png)].concat(), vec![data.as_path()])
+            ([opt("--out", out), opt("--json", json), opt("--png", png)].concat(), vec![data.as_path()])
         }
         ReportCommand::ExtractionPositions { picks, data, out, json, png, .. } => (
-            [opt(out), opt(json), opt(png)].concat(),
+            [opt("--out", out), opt("--json", json), opt("--png", png)].concat(),
             std::iter::once(data.as_path()).chain(picks.iter().map(|p| p.path.as_path())).collect(),
         ),
     }
@@ -326,7 +342,7 @@ fn outputs_and_inputs(command: &ReportCommand) -> (Vec<&Path>, Vec<&Path>) {
 /// Runs a `report` subcommand.
 pub fn run(command: ReportCommand) -> Result<()> {
     let (outputs, inputs) = outputs_and_inputs(&command);
-    super::check_file_outputs(&outputs, &inputs)?;
+    super::check_outputs(&outputs, &inputs)?;
     match command {
         ReportCommand::BiasCurve { run, metric, out, reference } => {
             let n = indolm::report::bias_curve::write_bias_curve(&run, &out, metric, &reference)?;

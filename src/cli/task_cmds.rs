@@ -237,7 +237,9 @@ pub fn summarize(args: &SummarizeArgs, device: Device) -> Result<()> {
     use indolm::tasks::summarization::inference::{sentences_of, Summarizer};
     let inputs: Vec<&Path> =
         [Some(args.model.as_path()), args.file.as_deref(), args.liputan6.as_deref()].into_iter().flatten().collect();
-    super::check_file_outputs(&args.out.as_deref().into_iter().collect::<Vec<_>>(), &inputs)?;
+    let outputs: Vec<indolm::outputs::Output> =
+        args.out.as_deref().map(|o| indolm::outputs::Output::file("--out", o)).into_iter().collect();
+    super::check_outputs(&outputs, &inputs)?;
     let mut model = Summarizer::load_trained(&args.model, device)?;
     model.set_precision(indolm::device::default_precision(device));
     let articles: Vec<Vec<Vec<String>>> = match (&args.file, &args.liputan6) {

@@ -189,3 +189,45 @@ fn an_evaluation_is_replaced_only_when_asked_and_then_whole() {
     let err = indolm_fails(&["report", "bias-table", s(&out), "--out", s(&report_file), "--json", s(&report_file)]);
     assert!(err.contains("is also the output"), "{err}");
 }
+
+#[test]
+fn a_missing_output_folder_is_named_with_its_flag_before_any_work() {
+    let work = scratch("output-folders");
+    let notes = work.join("notes.txt");
+    std::fs::write(&notes, "mine").unwrap();
+    let nothing = work.join("no-such-input"); // never read: the output is refused first
+    let n = s(&nothing);
+    let missing = |name: &str| work.join("no-such-folder").join(name);
+    let (json, out) = (missing("r.json"), missing("o.jsonl"));
+    let (j, o) = (s(&json), s(&out));
+    let cases: [(&[&str], &str, &Path); 6] = [
+        (&["generate", "--model", n, "--prompts", n, "--out", o], "--out", &out),
+        (&["eval", "rouge", "--pred", n, "--ref", n, "--json", j], "--json", &json),
+        (&["eval", "bertscore", "--model", n, "--pred", n, "--ref", n, "--json", j], "--json", &json),
+        (&["eval", "bias", "--model", n, "--pairs", n, "--json", j], "--json", &json),
+        (&["eval", "indommlu", "--model", n, "--data", n, "--json", j], "--json", &json),
+        (&["report", "bias-table", n, "--out", o], "--out", &out),
+    ];
+    for (args, flag, path) in cases {
+        let err = indolm_fails(args);
+        let expected = format!(
+            "error: {flag}: {}: its folder {} does not exist: create it first, or name a file in an existing folder\n",
+            path.display(),
+            path.parent().unwrap().display()
+        );
+        assert_eq!(err, expected, "{args:?}");
+    }
+    // The path as given, relative; a folder output under a file.
+    let err = fails_in(&work, &["eval", "rouge", "--pred", n, "--ref", n, "--json", "sub/r.json"]);
+    assert!(err.starts_with("error: --json: sub/r.json: its folder sub does not exist"), "{err}");
+    let under = notes.join("eval");
+    for command in
+        [&["eval", "indommlu", "--model", n, "--data", n][..], &["eval", "bias-qa", "--data", n, "--answers", n]]
+    {
+        let err = indolm_fails(&[command, &["--out", s(&under)]].concat());
+        let expected =
+            format!("error: --out: {}: cannot be created: {} is not a folder\n", under.display(), notes.display());
+        assert_eq!(err, expected, "{command:?}");
+    }
+    assert_eq!(std::fs::read_dir(&work).unwrap().count(), 1, "nothing written");
+}
