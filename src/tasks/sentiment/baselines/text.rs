@@ -317,7 +317,7 @@ mod tests {
         let words = "Makanannya enak sekali. ".repeat(420_000);
         assert_eq!(word_tokens(&words).len(), 3 * 420_000);
         let one = format!("x{}", "a".repeat(1_000_000));
-        assert_eq!(word_tokens(&one), [one.clone()]);
+        assert_eq!(word_tokens(&one), std::slice::from_ref(&one));
         let train = [words.as_str(), one.as_str(), "enak"];
         let tfidf = Vectorizer::fit(&train, FeatureKind::Tfidf).unwrap();
         assert_eq!(tfidf.vocabulary().len(), 4);
