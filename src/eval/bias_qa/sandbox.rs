@@ -984,3 +984,55 @@ impl Sandbox {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fd_paths_are_written_without_allocating() {
+        for (fd, expected) in [(0, "/proc/self/fd/0"), (7, "/proc/self/fd/7"), (1234567, "/proc/self/fd/1234567")] {
+            let mut buffer = [0u8; 32];
+            let path = fd_path(fd, &mut buffer);
+            // SAFETY: fd_path wrote a NUL-terminated string into `buffer`.
+            assert_eq!(unsafe { std::ffi::CStr::from_ptr(path) }.to_str().unwrap(), expected);
+        }
+    }
+
+    #[test]
+    fn limits_are_checked_against_their_ranges() {
+        let ok = CodeLimits::default();
+        assert!(ok.check().is_ok());
+        let refused = [
+            CodeLimits { timeout: Duration::from_secs(0), ..ok },
+            CodeLimits { timeout: Duration::from_secs(3601), ..ok },
+            CodeLimits { timeout: Duration::from_millis(1500), ..ok },
+            CodeLimits { memory_mb: 31, ..ok },
+            CodeLimits { memory_mb: u64::MAX, ..ok },
+            CodeLimits { processes: 0, ..ok },
+            CodeLimits { disk_mb: 4097, ..ok },
+        ];
+        for limits in refused {
+            assert!(limits.check().is_err(), "{limits:?}");
+        }
+        let edges = CodeLimits { timeout: Duration::from_secs(3600), memory_mb: 65536, processes: 4096, disk_mb: 4096 };
+        assert!(edges.check().is_ok());
+    }
+
+    #[test]
+    fn the_layout_shows_the_prefixes_outside_the_system_folders_once() {
+        let prefixes = [PathBuf::from("/opt/py/venv"), PathBuf::from("/opt/py"), PathBuf::from("/usr/local")];
+        let (layout, python) =
+            Layout::new(Path::new("/bin/sh"), &prefixes, &CodeLimits::default(), OsStr::new("/bin")).unwrap();
+        let shown: Vec<&str> = layout.sources.iter().map(|s| s.to_str().unwrap()).collect();
+        // /opt/py holds the venv; /usr/local lies in /usr.
+        assert!(
+            shown.contains(&"/opt/py") && !shown.contains(&"/opt/py/venv") && !shown.contains(&"/usr/local"),
+            "{shown:?}"
+        );
+        assert!(python.starts_with("/bin") || python.starts_with("/usr"), "{python:?}");
+        let replaced =
+            Layout::new(Path::new("/bin/sh"), &[PathBuf::from("/proc/x")], &CodeLimits::default(), OsStr::new(""));
+        assert!(replaced.is_err());
+    }
+}
