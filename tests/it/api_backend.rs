@@ -460,3 +460,137 @@ fn a_busy_or_failing_server_is_retried_rate_limited_and_resumed_and_the_key_is_w
 fn count_in(log: &Path, content: &str) -> usize {
     logged(log).iter().filter(|r| r.content == content).count()
 }
+
+/// The fake server started in `work`: the server, its base URL's `host:port`, and its request log.
+fn fake_server(work: &Path) -> (Server, String, PathBuf) {
+    let log = work.join("requests.jsonl");
+    let mut server = Server::start(&["fake", log.to_str().unwrap()], &work.join("fake.log"), true);
+    let mut first = String::new();
+    std::io::BufReader::new(server.child.stdout.take().unwrap()).read_line(&mut first).unwrap();
+    let port: Value = serde_json::from_str(&first).unwrap_or_else(|_| panic!("{first:?}: {}", server.log()));
+    let host = format!("127.0.0.1:{}", port["port"]);
+    (server, host, log)
+}
+
+#[test]
+fn no_request_starts_after_a_failure_and_bad_replies_swapped_cache_keys_and_missing_folders_are_refused() {
+    let work = scratch("api-refusals");
+    let (server, host, log) = fake_server(&work);
+    let base = format!("http://{host}/v1");
+    let key = [(KEY_ENV, KEY)];
+    let api = ["generate", "--api-base", base.as_str(), "--api-model", "fake-model", "--api-key-env", KEY_ENV];
+    let prompts = work.join("prompts.jsonl");
+    let run = |contents: &[&str], out: &str, extra: &[&str]| -> std::process::Output {
+        prompt_file(&prompts, contents);
+        let out = work.join(out);
+        let mut args = api.to_vec();
+        args.extend(["--prompts", prompts.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+        args.extend(extra);
+        run_indolm(&args, &key)
+    };
+    let failed = |output: std::process::Output| -> String {
+        let stderr = String::from_utf8_lossy(&output.stderr).to_string();
+        assert_eq!(output.status.code(), Some(1), "{stderr}");
+        assert!(!stderr.contains("panicked") && stderr.trim_end().lines().last().unwrap().starts_with("error: "));
+        stderr
+    };
+    // A request that fails for good: no other request starts, one at a time or two.
+    let err = failed(run(&["bad", "uno", "dos"], "one.jsonl", &[]));
+    assert!(err.contains("HTTP 400"), "{err}");
+    assert_eq!((count_in(&log, "bad"), count_in(&log, "uno"), count_in(&log, "dos")), (1, 0, 0));
+    let err = failed(run(&["bad", "slow", "tres", "cuatro", "cinco"], "two.jsonl", &["--api-concurrency", "2"]));
+    let sent: Vec<usize> = ["bad", "slow", "tres", "cuatro", "cinco"].iter().map(|c| count_in(&log, c)).collect();
+    assert_eq!(sent[2..], [0, 0, 0], "none after the failure: {sent:?}");
+    if sent[1] == 1 {
+        assert!(err.contains("the replies received (1) are kept"), "the request in flight finishes: {err}");
+    }
+    // A body that is not UTF-8: a reachable server's bad reply, not retried.
+    let err = failed(run(&["latin1"], "latin1.jsonl", &["--api-retries", "2"]));
+    assert!(err.contains("HTTP 200, but the server's reply is not UTF-8 (byte 41 of 72 is 0xe9)"), "{err}");
+    assert!(!err.contains("cannot reach") && !err.contains("retrying"), "{err}");
+    assert_eq!(count_in(&log, "latin1"), 1);
+    // Content that is neither text nor null is refused, not taken as "".
+    let err = failed(run(&["odd-content"], "odd.jsonl", &[]));
+    assert!(err.contains("HTTP 200, but choices[0].message.content[0] is 42 (a number), not a text part"), "{err}");
+    assert!(!work.join("odd.jsonl").exists());
+    // A cache line whose key is another request's is refused by line, not answered from.
+    assert!(run(&["uno", "dos"], "swap.jsonl", &[]).status.success());
+    let cache = work.join("swap.api-cache.jsonl");
+    let mut entries = jsonl(&cache);
+    let (first, second) = (entries[0]["key"].clone(), entries[1]["key"].clone());
+    entries[0]["key"] = second;
+    entries[1]["key"] = first.clone();
+    std::fs::write(&cache, entries.iter().map(|e| format!("{e}\n")).collect::<String>()).unwrap();
+    let sent = logged(&log).len();
+    let err = failed(run(&["uno", "dos"], "swap.jsonl", &[]));
+    let expected =
+        format!("error: {}: line 2: its key {} is not its request's (", cache.display(), first.as_str().unwrap());
+    assert!(err.contains(&expected), "{err}");
+    assert_eq!(logged(&log).len(), sent, "nothing sent");
+    // A missing output folder is named, with its flag, before anything is sent.
+    let missing = work.join("no-such-folder/out.jsonl");
+    let err = failed(run(&["uno", "tres"], "no-such-folder/out.jsonl", &[]));
+    assert_eq!(
+        err.trim_end(),
+        format!(
+            "error: --out: {}: its folder {} does not exist: create it first, or name a file in an existing folder",
+            missing.display(),
+            missing.parent().unwrap().display()
+        )
+    );
+    assert_eq!(logged(&log).len(), sent, "nothing sent");
+    drop(server);
+}
+
+#[test]
+fn credentials_in_the_base_url_are_sent_but_shown_and_written_nowhere() {
+    let work = scratch("api-credentials");
+    let (server, host, log) = fake_server(&work);
+    let secret = "pw-5ecret-91";
+    let base = format!("http://user:{secret}@{host}/v1");
+    let prompts = work.join("prompts.jsonl");
+    prompt_file(&prompts, &["Dia", "bad"]);
+    let out = work.join("out.jsonl");
+    let args = |base: &str, extra: &[&str]| -> Vec<String> {
+        let mut args = vec!["generate", "--api-base", base, "--api-model", "fake-model"];
+        args.extend(["--prompts", prompts.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+        args.extend(extra);
+        args.into_iter().map(String::from).collect()
+    };
+    let mut shown = Vec::new();
+    let mut call = |args: Vec<String>, env: &[(&str, &str)]| -> Output {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let output = run_indolm(&args, env);
+        shown.push(String::from_utf8_lossy(&output.stdout).to_string());
+        shown.push(String::from_utf8_lossy(&output.stderr).to_string());
+        output
+    };
+    // With an API key: the key is sent; the failure's message shows the URL redacted.
+    let keyed = ["--api-key-env", KEY_ENV];
+    let failed = call(args(&base, &keyed), &[(KEY_ENV, KEY)]);
+    let err = String::from_utf8_lossy(&failed.stderr).to_string();
+    assert!(err.contains(&format!("error: fake-model at http://user:***@{host}/v1: HTTP 400")), "{err}");
+    assert!(err.contains(&format!("requests to fake-model at http://user:***@{host}/v1")), "{err}");
+    let requests = logged(&log);
+    assert!(requests.iter().all(|r| r.authorization == json!(format!("Bearer {KEY}"))), "the key is still sent");
+    // Without one: the URL's credentials are sent as Basic auth (base64 of "user:pw-5ecret-91").
+    prompt_file(&prompts, &["Dia", "dua"]);
+    assert!(call(args(&base, &[]), &[]).status.success());
+    assert_eq!(logged(&log).last().unwrap().authorization, json!("Basic dXNlcjpwdy01ZWNyZXQtOTE="));
+    // A server that cannot be reached, and a URL refused: redacted too.
+    let closed = format!("http://user:{secret}@127.0.0.1:{}/v1", free_port());
+    let unreachable = call(args(&closed, &["--api-retries", "0", "--api-key-env", KEY_ENV]), &[(KEY_ENV, KEY)]);
+    let err = String::from_utf8_lossy(&unreachable.stderr).to_string();
+    assert!(err.contains("cannot reach http://user:***@127.0.0.1:") && !unreachable.status.success(), "{err}");
+    let refused = call(args(&format!("ftp://user:{secret}@{host}/v1"), &keyed), &[(KEY_ENV, KEY)]);
+    let err = String::from_utf8_lossy(&refused.stderr).to_string();
+    assert!(err.contains(&format!("\"ftp://user:***@{host}/v1\" is not an http")), "{err}");
+    // In no output and no file.
+    for file in [&out, &work.join("out.api-cache.jsonl")] {
+        shown.push(std::fs::read_to_string(file).unwrap());
+    }
+    for text in &shown {
+        assert!(!text.contains(secret) && !text.contains(KEY), "a credential was written: {text}");
+    }
+    drop(server);
+}

@@ -2,14 +2,19 @@
 //! `POST {base_url}/chat/completions` (vLLM, llama.cpp's server, `transformers serve`, OpenAI) as
 //! `{model, messages, temperature, max_tokens (or max_completion_tokens), seed, top_p, stop}`, with the API
 //! key from the environment in an `Authorization: Bearer` header (never written to a log, a cache or
-//! an error). A connection error, HTTP 429 or 5xx is retried with exponential backoff (jittered from
-//! the seed) or after the server's `Retry-After` (seconds or an HTTP date); any other status fails at once with the server's
-//! message. Requests may be spaced by a rate limit and run a few at a time, the replies in order.
+//! an error; credentials in the base URL, `http://user:secret@host/v1`, are sent as HTTP Basic auth
+//! when there is no key, and shown as `user:***@`). A connection error, HTTP 429 or 5xx is retried
+//! with exponential backoff (jittered from the seed) or after the server's `Retry-After` (seconds or
+//! an HTTP date); any other status, and a reply that is not UTF-8, not JSON or not a chat completion,
+//! fails at once with the server's message. Requests may be spaced by a rate limit and run a few at a
+//! time, the replies in order; once one has failed for good, no other request (or retry) starts.
 //!
 //! Every answer is appended to a response cache (JSON Lines, one `{"key", "request", "response"}`
-//! a line, flushed as it arrives), keyed by the SHA-256 of the URL and the canonical JSON body (keys
-//! sorted, no spaces; the key is not in it): a rerun sends nothing, an interrupted run sends only
-//! what it had not received, and a cache hit never contacts the server.
+//! a line, flushed as it arrives), keyed by the SHA-256 of the URL (without credentials) and the
+//! canonical JSON body (keys sorted, no spaces; the key is not in it): a rerun sends nothing, an
+//! interrupted run sends only what it had not received, and a cache hit never contacts the server.
+//! A hit's key is computed again from the request stored beside it, and a line whose key is not its
+//! request's is refused, naming the file and the line.
 use super::{ChatBackend, ChatSettings, Reply};
 use crate::error::{Error, IoContext, Result};
 use crate::generate::chat::Messages;
@@ -63,6 +68,38 @@ impl std::fmt::Debug for ApiKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("ApiKey([redacted])")
     }
+}
+
+/// `url` with the credentials of its authority hidden: `http://user:secret@host/v1` →
+/// `http://user:***@host/v1` (a user name alone, which may be a token, → `***@`).
+pub fn redact_url(url: &str) -> String {
+    match split_credentials(url) {
+        Some((before, credentials, after)) => {
+            let shown = match credentials.split_once(':') {
+                Some((user, _)) => format!("{user}:***"),
+                None => "***".to_string(),
+            };
+            format!("{before}{shown}@{after}")
+        }
+        None => url.to_string(),
+    }
+}
+
+/// `url` without the credentials of its authority (what the cache key covers).
+fn url_without_credentials(url: &str) -> String {
+    match split_credentials(url) {
+        Some((before, _, after)) => format!("{before}{after}"),
+        None => url.to_string(),
+    }
+}
+
+/// `url` split around the credentials of its authority: (`scheme://`, `user:secret`, `host/…`)
+/// (the authority starts the text when there is no `scheme://`).
+fn split_credentials(url: &str) -> Option<(&str, &str, &str)> {
+    let start = url.find("://").map_or(0, |i| i + 3);
+    let authority_end = url[start..].find(['/', '?', '#']).map_or(url.len(), |i| start + i);
+    let at = url[start..authority_end].rfind('@')? + start;
+    Some((&url[..start], &url[start..at], &url[at + 1..]))
 }
 
 /// The request field that bounds a reply's tokens.
@@ -173,10 +210,11 @@ impl OpenAiChat {
     /// is not http(s), settings a server cannot be asked for, or a cache file that cannot be read.
     pub fn open(options: OpenAiOptions, settings: &ChatSettings) -> Result<Self> {
         let base = options.base_url.trim().trim_end_matches('/').to_string();
+        let shown = redact_url(&base);
         if !(base.starts_with("http://") || base.starts_with("https://")) || base.contains(char::is_whitespace) {
             return Err(Error::argument(
                 "--api-base",
-                format!("{base:?} is not an http:// or https:// URL (the part before /chat/completions)"),
+                format!("{shown:?} is not an http:// or https:// URL (the part before /chat/completions)"),
             ));
         }
         if options.model.trim().is_empty() {
@@ -210,9 +248,17 @@ impl OpenAiChat {
         let cache = options.cache.as_deref().map(Cache::open).transpose()?;
         Ok(OpenAiChat {
             client: Client {
-                describe: format!("{} at {base}", options.model),
+                describe: format!("{} at {shown}", options.model),
                 model: options.model,
                 url: format!("{base}/chat/completions"),
+                shown_url: format!("{shown}/chat/completions"),
+                key_url: url_without_credentials(&format!("{base}/chat/completions")),
+                credentials: split_credentials(&base)
+                    .map(|(_, credentials, _)| {
+                        let password = credentials.split_once(':').map(|(_, password)| password.to_string());
+                        password.into_iter().chain([credentials.to_string()]).filter(|c| !c.is_empty()).collect()
+                    })
+                    .unwrap_or_default(),
                 agent,
                 key: options.api_key,
                 retries: options.retries,
@@ -279,10 +325,22 @@ impl ChatBackend for OpenAiChat {
         for (i, messages) in conversations.iter().enumerate() {
             let request = self.request_body(messages)?;
             let body = canonical_json(&request);
-            let key = cache_key(&self.client.url, &body);
-            let hit = self.cache.as_ref().and_then(|c| c.get(&key).map(|response| (response, &c.path)));
-            if let Some((response, path)) = hit {
-                let reply = reply_of(response).map_err(|e| Error::invalid(path, format!("the entry {key}: {e}")))?;
+            let key = cache_key(&self.client.key_url, &body);
+            let hit = self.cache.as_ref().and_then(|c| c.get(&key).map(|entry| (entry, &c.path)));
+            if let Some((entry, path)) = hit {
+                let line = entry.line;
+                let stored = cache_key(&self.client.key_url, &canonical_json(&entry.request));
+                if stored != key {
+                    return Err(Error::invalid(
+                        path,
+                        format!(
+                            "line {line}: its key {key} is not its request's ({stored}): the line was edited or its key \
+                             copied from another line, and would give this prompt another's answer; delete the line \
+                             (its request is then sent again)"
+                        ),
+                    ));
+                }
+                let reply = reply_of(&entry.response).map_err(|e| Error::invalid(path, format!("line {line}: {e}")))?;
                 replies[i] = Some(reply);
                 hits += 1;
             } else if let Some(&j) = job_of.get(&key) {
@@ -332,8 +390,9 @@ struct Job {
 
 impl OpenAiChat {
     /// Sends `jobs`, `concurrency` at a time, filling `replies` and the cache as answers arrive;
-    /// after a failure no new request starts, those in flight finish. Returns the requests answered
-    /// and the first failure's message.
+    /// once a request has failed for good no new request (nor retry) starts: the worker that saw
+    /// the failure raises the flag before reporting it, and every worker checks it before each try.
+    /// Those already sent finish. Returns the requests answered and the first failure's message.
     fn run(
         &mut self,
         jobs: &[Job],
@@ -355,10 +414,15 @@ impl OpenAiChat {
                 let tx = tx.clone();
                 let (next, failed) = (&next, &failed);
                 scope.spawn(move || {
-                    while !failed.load(Ordering::Relaxed) {
-                        let j = next.fetch_add(1, Ordering::Relaxed);
+                    while !failed.load(Ordering::SeqCst) {
+                        let j = next.fetch_add(1, Ordering::SeqCst);
                         let Some(job) = jobs.get(j) else { break };
-                        if tx.send((j, client.request(&job.body, j))).is_err() {
+                        // None: not sent (or not retried), another request having failed.
+                        let Some(outcome) = client.request(&job.body, j, failed) else { break };
+                        if outcome.is_err() {
+                            failed.store(true, Ordering::SeqCst);
+                        }
+                        if tx.send((j, outcome)).is_err() {
                             break;
                         }
                     }
@@ -382,7 +446,7 @@ impl OpenAiChat {
                         progress(job.conversations.len());
                     }
                     Err(message) => {
-                        failed.store(true, Ordering::Relaxed);
+                        failed.store(true, Ordering::SeqCst);
                         if failure.is_none() {
                             failure = Some(message);
                         }
@@ -434,8 +498,15 @@ struct Client {
     describe: String,
     /// The served model's name.
     model: String,
-    /// `{base}/chat/completions`.
+    /// `{base}/chat/completions`, credentials included (ureq sends them as Basic auth when no key
+    /// is set): never shown.
     url: String,
+    /// The URL as messages show it: credentials redacted ([`redact_url`]).
+    shown_url: String,
+    /// The URL the cache key covers: without credentials.
+    key_url: String,
+    /// The base URL's password and whole credentials (`user:secret`), hidden in every message.
+    credentials: Vec<String>,
     /// The HTTP agent (timeouts set, HTTP statuses as responses).
     agent: ureq::Agent,
     /// The API key.
@@ -453,30 +524,38 @@ struct Client {
 }
 
 impl Client {
-    /// `text` without the key.
+    /// `text` without the key, the URL's credentials or its password.
     fn redact(&self, text: &str) -> String {
-        self.key.as_ref().map_or_else(|| text.to_string(), |k| k.redact(text))
+        let text = self.key.as_ref().map_or_else(|| text.to_string(), |k| k.redact(text));
+        let text = text.replace(&self.url, &self.shown_url);
+        self.credentials.iter().fold(text, |text, secret| text.replace(secret.as_str(), "***"))
     }
 
     /// Sends `body` (request `index` of the run, for the jitter) until it is answered, fails for
     /// good, or has been tried `retries + 1` times; the answer and its reply, else a message.
-    fn request(&self, body: &str, index: usize) -> Outcome {
+    /// `None` when `stop` was raised (another request failed) before a try.
+    fn request(&self, body: &str, index: usize, stop: &AtomicBool) -> Option<Outcome> {
         let tries = self.retries.saturating_add(1);
         let mut attempt = 1;
         loop {
             if let Some(rate) = &self.rate {
                 rate.wait();
             }
+            if stop.load(Ordering::SeqCst) {
+                return None;
+            }
             let failure = match self.try_once(body) {
-                Ok(done) => return Ok(done),
+                Ok(done) => return Some(Ok(done)),
                 Err(failure) => failure,
             };
             if !failure.transient {
-                return Err(failure.message);
+                return Some(Err(failure.message));
             }
             if attempt >= tries {
                 let s = if tries == 1 { "try" } else { "tries" };
-                return Err(format!("{} (gave up after {tries} {s}: --api-retries {})", failure.message, self.retries));
+                let message =
+                    format!("{} (gave up after {tries} {s}: --api-retries {})", failure.message, self.retries);
+                return Some(Err(message));
             }
             let (pause, why) = match failure.retry_after {
                 Some(after) => (after.min(RETRY_AFTER_CAP), ", as its Retry-After asks"),
@@ -490,7 +569,7 @@ impl Client {
                 pause.as_secs_f64(),
                 attempt + 1
             );
-            std::thread::sleep(pause);
+            pause_unless(pause, stop);
             attempt += 1;
         }
     }
@@ -506,7 +585,7 @@ impl Client {
                 ureq::Error::Timeout(_) => {
                     format!("no answer within {} s (--api-timeout)", self.timeout.as_secs_f64())
                 }
-                _ => format!("cannot reach {}: {}", self.url, self.redact(&e.to_string())),
+                _ => format!("cannot reach {}: {}", self.shown_url, self.redact(&e.to_string())),
             };
             let transient = !matches!(
                 e,
@@ -520,8 +599,22 @@ impl Client {
         let mut response = request.send(body).map_err(transport)?;
         let status = response.status().as_u16();
         let retry_after = retry_after(response.headers());
-        let text = response.body_mut().read_to_string().map_err(transport)?;
-        let text = self.redact(&text);
+        let bytes = response.body_mut().read_to_vec().map_err(transport)?;
+        let permanent = |message: String| Failure { message, transient: false, retry_after: None };
+        let text = match String::from_utf8(bytes) {
+            Ok(text) => self.redact(&text),
+            // An error answer's status decides its retry; its message shown as far as it is text.
+            Err(e) if !(200..300).contains(&status) => self.redact(&String::from_utf8_lossy(e.as_bytes())),
+            // A reachable server's bad reply, as one that is not JSON: not retried.
+            Err(e) => {
+                let at = e.utf8_error().valid_up_to();
+                return Err(permanent(format!(
+                    "HTTP {status}, but the server's reply is not UTF-8 (byte {at} of {} is 0x{:02x})",
+                    e.as_bytes().len(),
+                    e.as_bytes()[at]
+                )));
+            }
+        };
         if !(200..300).contains(&status) {
             return Err(Failure {
                 message: format!("HTTP {status}: {}", server_message(&text)),
@@ -529,7 +622,6 @@ impl Client {
                 retry_after,
             });
         }
-        let permanent = |message: String| Failure { message, transient: false, retry_after: None };
         let response: Value = serde_json::from_str(&text)
             .map_err(|e| permanent(format!("HTTP {status}, but the answer is not JSON ({e}): {}", one_line(&text))))?;
         let reply =
@@ -545,6 +637,18 @@ fn backoff(seed: u64, index: usize, retry: u32) -> Duration {
     let mixed = mix(mix(seed ^ mix(index as u64)) ^ u64::from(retry));
     let unit = (mixed >> 11) as f64 / (1u64 << 53) as f64;
     Duration::from_secs_f64(doubled.min(BACKOFF_CAP.as_secs_f64()) * (0.5 + 0.5 * unit))
+}
+
+/// Sleeps `pause`, or less when `stop` is raised meanwhile (checked every 20 ms).
+fn pause_unless(pause: Duration, stop: &AtomicBool) {
+    let until = Instant::now() + pause;
+    while !stop.load(Ordering::SeqCst) {
+        let now = Instant::now();
+        if now >= until {
+            break;
+        }
+        std::thread::sleep((until - now).min(Duration::from_millis(20)));
+    }
 }
 
 /// SplitMix64's step: a well-mixed 64-bit value of `z`.
@@ -630,10 +734,14 @@ fn server_message(body: &str) -> String {
     }
 }
 
-/// The reply in a chat completion: the first choice's `message.content` (null: empty; a list of
-/// parts: their texts), its `finish_reason` mapped (`stop` → `eos`, or `stop_string` when the
-/// server names the stop string it met, as vLLM's `stop_reason` does; `length` → `length`; any
-/// other word kept), and `usage.completion_tokens`.
+/// The reply in a chat completion: the first choice's `message.content`, its `finish_reason`
+/// mapped (`stop` → `eos`, or `stop_string` when the server names the stop string it met, as vLLM's
+/// `stop_reason` does; `length` → `length`; any other word kept), and `usage.completion_tokens`.
+/// The content is a string; or a list of text parts (`{"type": "text", "text": …}`), their texts
+/// joined; or null, which a server sends when it has no text to give (a reply its filter stopped,
+/// tool calls, which indolm never asks for): an empty completion, its finish reason kept. Anything
+/// else (a number, an object, no `content` at all, a part that is not text) is refused, naming the
+/// field and what it holds, rather than taken as an empty reply.
 fn reply_of(response: &Value) -> std::result::Result<Reply, String> {
     let choice = response
         .get("choices")
@@ -642,10 +750,31 @@ fn reply_of(response: &Value) -> std::result::Result<Reply, String> {
         .ok_or("the answer has no \"choices\"")?;
     let message = choice.get("message").ok_or("its first choice has no \"message\"")?;
     let text = match message.get("content") {
-        None | Some(Value::Null) => String::new(),
+        Some(Value::Null) => String::new(),
         Some(Value::String(s)) => s.clone(),
-        Some(Value::Array(parts)) => parts.iter().filter_map(|p| p.get("text").and_then(Value::as_str)).collect(),
-        Some(other) => return Err(format!("its message's \"content\" is {other}, not text")),
+        Some(Value::Array(parts)) => {
+            let mut text = String::new();
+            for (i, part) in parts.iter().enumerate() {
+                let kind = part.get("type").map_or(Some("text"), Value::as_str);
+                match (kind, part.get("text")) {
+                    (Some("text"), Some(Value::String(t))) => text.push_str(t),
+                    _ => {
+                        return Err(format!(
+                            "choices[0].message.content[{i}] is {}, not a text part ({{\"type\": \"text\", \"text\": \"…\"}})",
+                            found(part)
+                        ))
+                    }
+                }
+            }
+            text
+        }
+        None => return Err("choices[0].message has no \"content\" (a string, or null when there is no text)".into()),
+        Some(other) => {
+            return Err(format!(
+                "choices[0].message.content is {}, not a string, a list of text parts or null",
+                found(other)
+            ))
+        }
     };
     let stop = match choice.get("finish_reason").and_then(Value::as_str) {
         Some("stop") if choice.get("stop_reason").is_some_and(Value::is_string) => "stop_string".to_string(),
@@ -655,6 +784,22 @@ fn reply_of(response: &Value) -> std::result::Result<Reply, String> {
     };
     let tokens = response.pointer("/usage/completion_tokens").and_then(Value::as_u64).map(|t| t as usize);
     Ok(Reply { text, tokens, stop })
+}
+
+/// What a JSON value is, for a message: its kind and its text, shortened (`42 (a number)`).
+fn found(value: &Value) -> String {
+    let kind = match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "a list",
+        Value::Object(_) => "an object",
+    };
+    let text = value.to_string();
+    let shown =
+        if text.chars().count() > 80 { format!("{}…", text.chars().take(80).collect::<String>()) } else { text };
+    format!("{shown} ({kind})")
 }
 
 /// `value` as canonical JSON: object keys sorted, no spaces (what is sent, hashed and cached).
@@ -702,12 +847,24 @@ pub fn cache_key(url: &str, body: &str) -> String {
     format!("{:x}", hasher.finalize())
 }
 
+/// A cache entry: the request its key was computed from, the answer, and its line in the file.
+struct Entry {
+    /// The request as sent (its canonical JSON is what the key hashes).
+    request: Value,
+    /// The server's answer.
+    response: Value,
+    /// Its line in the file (1-based).
+    line: usize,
+}
+
 /// The response cache: the answers of a JSON Lines file by key, and the file to append new ones to.
 struct Cache {
     /// The file.
     path: PathBuf,
-    /// The answers read and written, by key.
-    entries: HashMap<String, Value>,
+    /// The entries read and written, by key.
+    entries: HashMap<String, Entry>,
+    /// The line the next entry is written on.
+    next_line: usize,
     /// The file opened for appending, once something is written.
     file: Option<std::fs::File>,
 }
@@ -717,7 +874,7 @@ impl Cache {
     /// interrupted) is removed from the file with a note; any other line that is not an entry is an
     /// error naming the file and the line.
     fn open(path: &Path) -> Result<Self> {
-        let mut cache = Cache { path: path.to_path_buf(), entries: HashMap::new(), file: None };
+        let mut cache = Cache { path: path.to_path_buf(), entries: HashMap::new(), next_line: 1, file: None };
         if !path.exists() {
             return Ok(cache);
         }
@@ -728,15 +885,19 @@ impl Cache {
             let start = offset;
             offset += line.len();
             if line.trim().is_empty() {
+                cache.next_line = i + 2;
                 continue;
             }
-            let entry = serde_json::from_str::<Value>(line).ok().and_then(|v| {
+            let entry = serde_json::from_str::<Value>(line).ok().and_then(|mut v| {
                 let key = v.get("key")?.as_str()?.to_string();
-                v.get("response").filter(|r| r.is_object()).cloned().map(|r| (key, r))
+                let response = v.get_mut("response").filter(|r| r.is_object())?.take();
+                let request = v.get_mut("request").filter(|r| r.is_object())?.take();
+                Some((key, Entry { request, response, line: i + 1 }))
             });
             match entry {
-                Some((key, response)) => {
-                    cache.entries.insert(key, response);
+                Some((key, entry)) => {
+                    cache.entries.insert(key, entry);
+                    cache.next_line = i + 2;
                 }
                 None if !line.ends_with('\n') => torn = Some(start),
                 None => {
@@ -761,8 +922,8 @@ impl Cache {
         Ok(cache)
     }
 
-    /// The answer cached under `key`.
-    fn get(&self, key: &str) -> Option<&Value> {
+    /// The entry cached under `key`.
+    fn get(&self, key: &str) -> Option<&Entry> {
         self.entries.get(key)
     }
 
@@ -786,7 +947,9 @@ impl Cache {
         let mut line = canonical_json(&Value::Object(entry));
         line.push('\n');
         self.append(line.as_bytes())?;
-        self.entries.insert(key.to_string(), response.clone());
+        let entry = Entry { request: request.clone(), response: response.clone(), line: self.next_line };
+        self.entries.insert(key.to_string(), entry);
+        self.next_line += 1;
         Ok(())
     }
 }
@@ -813,6 +976,55 @@ mod tests {
         let parts = json!({"choices": [{"message": {"content": [{"type": "text", "text": "a"}, {"text": "b"}]}}]});
         assert_eq!(reply_of(&parts).unwrap(), Reply { text: "ab".into(), tokens: None, stop: "unknown".into() });
         assert!(reply_of(&json!({"error": "x"})).unwrap_err().contains("no \"choices\""));
+        // Null content (a tool call, a filtered reply): an empty completion, its finish reason kept.
+        let tools =
+            json!({"choices": [{"message": {"content": null, "tool_calls": []}, "finish_reason": "tool_calls"}]});
+        assert_eq!(reply_of(&tools).unwrap(), Reply { text: "".into(), tokens: None, stop: "tool_calls".into() });
+        // Anything else that is not text is refused, the field and what it holds named.
+        let refused = |message: Value| reply_of(&json!({"choices": [{"message": message}]})).unwrap_err();
+        let cases = [
+            (json!({"content": 42}), "choices[0].message.content is 42 (a number), not a string"),
+            (json!({"content": {"text": "a"}}), "choices[0].message.content is {\"text\":\"a\"} (an object)"),
+            (json!({"content": ["a"]}), "choices[0].message.content[0] is \"a\" (a string), not a text part"),
+            (json!({"content": [{"text": "a"}, {"type": "image_url"}]}), "content[1] is {\"type\":\"image_url\"}"),
+            (json!({"content": [{"type": "text", "text": 5}]}), "content[0] is {\"text\":5,\"type\":\"text\"}"),
+            (json!({"role": "assistant"}), "choices[0].message has no \"content\""),
+        ];
+        for (message, expected) in cases {
+            let err = refused(message.clone());
+            assert!(err.contains(expected), "{message}: {err}");
+        }
+        let long = refused(json!({"content": {"text": "x".repeat(10_000)}}));
+        assert!(long.len() < 300, "the value shown is shortened: {long}");
+    }
+
+    #[test]
+    fn credentials_in_a_url_are_redacted_and_left_out_of_the_cache_key() {
+        for (url, shown, keyed) in [
+            ("http://user:secret@h:8000/v1", "http://user:***@h:8000/v1", "http://h:8000/v1"),
+            ("https://tok3n@h/v1", "https://***@h/v1", "https://h/v1"),
+            ("http://h/v1?next=a@b", "http://h/v1?next=a@b", "http://h/v1?next=a@b"),
+            ("http://u:p@ss@h/v1", "http://u:***@h/v1", "http://h/v1"),
+            ("http://h/v1", "http://h/v1", "http://h/v1"),
+            ("user:secret@h/v1", "user:***@h/v1", "h/v1"),
+        ] {
+            assert_eq!((redact_url(url), url_without_credentials(url)), (shown.to_string(), keyed.to_string()));
+        }
+        let settings = ChatSettings {
+            max_new_tokens: 4,
+            temperature: 0.0,
+            seed: 1,
+            top_p: None,
+            stop_strings: Vec::new(),
+            template_kwargs: Default::default(),
+        };
+        let chat = OpenAiChat::open(OpenAiOptions::new("http://u:pass-w0rd@127.0.0.1:9/v1/", "m"), &settings).unwrap();
+        assert_eq!(chat.describe(), "m at http://u:***@127.0.0.1:9/v1");
+        assert_eq!(chat.client.key_url, "http://127.0.0.1:9/v1/chat/completions");
+        let message = "cannot reach http://u:pass-w0rd@127.0.0.1:9/v1/chat/completions (pass-w0rd)";
+        assert_eq!(chat.client.redact(message), "cannot reach http://u:***@127.0.0.1:9/v1/chat/completions (***)");
+        let err = OpenAiChat::open(OpenAiOptions::new("ftp://u:pass-w0rd@h/v1", "m"), &settings).err().unwrap();
+        assert!(!err.to_string().contains("pass-w0rd"), "{err}");
     }
 
     #[test]
@@ -891,5 +1103,12 @@ mod tests {
         std::fs::write(&path, format!("not json\n{entry}\n")).unwrap();
         let err = Cache::open(&path).err().unwrap().to_string();
         assert!(err.contains("cache.jsonl: line 1: not a cache entry"), "{err}");
+        // Entries keep their line, read or written.
+        std::fs::write(&path, format!("{entry}\n\n{}", entry.replace("k1", "k2"))).unwrap();
+        let mut cache = Cache::open(&path).unwrap();
+        cache.put("k4", &json!({}), &json!({"choices": []})).unwrap();
+        let lines: Vec<usize> = ["k1", "k2", "k4"].iter().map(|k| cache.get(k).unwrap().line).collect();
+        assert_eq!(lines, [1, 3, 4]);
+        assert!(std::fs::read_to_string(&path).unwrap().lines().nth(3).unwrap().contains("\"k4\""));
     }
 }

@@ -18,7 +18,8 @@ hf_reference.py.
                           "busy" answers 429 with Retry-After: 1 on its first request, then 200; "flaky"
                           503 without Retry-After, then 200; "down" 503 with Retry-After: 0 every time;
                           "bad" 400 with an OpenAI error object; "slow" waits 0.4 s; "echo-key" 200 with
-                          the Authorization header in its text; anything else 200 at once. A 200 answers
+                          the Authorization header in its text; "latin1" 200 with a body that is not UTF-8;
+                          "odd-content" 200 whose content is [42]; anything else 200 at once. A 200 answers
                           "echo: CONTENT" with finish_reason "length" when max_tokens is 3, else "stop", and
                           usage.completion_tokens 3. Ends when its stdin closes.
 """
@@ -102,6 +103,17 @@ def fake(log_path):
             if content == "bad":
                 return self.answer(400, {"error": {"message": "Unsupported value: 'temperature' does not support 0",
                                                    "type": "invalid_request_error", "param": "temperature"}})
+            if content == "latin1":
+                data = '{"choices": [{"message": {"content": "caf\xe9"}, "finish_reason": "stop"}]}'.encode("latin-1")
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+                return
+            if content == "odd-content":
+                return self.answer(200, {"choices": [{"index": 0, "message": {"role": "assistant", "content": [42]},
+                                                      "finish_reason": "stop"}]})
             if content == "slow":
                 time.sleep(0.4)
             text = f"echo: {content}" if content != "echo-key" else f"echo: {authorization}"
