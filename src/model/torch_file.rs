@@ -12,13 +12,41 @@
 //! interpreted here. Any other global (`posix.system`, `builtins.eval`, a model class) is refused
 //! with one line naming it, before anything else of the file is read. Tensors are checked against
 //! their storage (dtype, offset, sizes, strides) before a view of it is made.
+//!
+//! Everything in the file is hostile until bounded, and each bound is one line naming what broke
+//! it: a zip entry's declared size is checked against the file's length (all entries together
+//! too: overlapping entries cannot multiply it) and its cap before anything is allocated, and
+//! exactly that many bytes are read; compressed entries are refused (torch stores its entries;
+//! the `zip` crate can inflate only because tch turns its features on); a pickle is read to at
+//! most [`MAX_PICKLE_BYTES`], its containers nest at most [`MAX_NESTING`] deep and are dropped
+//! without recursion (self-references included), and a dict's keys are found through an index
+//! (no quadratic time); every count, size, stride and offset product is computed with checked
+//! arithmetic before libtorch sees it; and the tensors made may hold at most
+//! [`MAX_COPIES_OF_FILE`] times the file's bytes.
 use crate::error::{Error, IoContext, Result};
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, HashMap};
-use std::io::Read;
+use std::fmt;
+use std::io::{Read, Seek};
 use std::path::Path;
 use std::rc::Rc;
 use tch::{Kind, Tensor};
+
+/// The most bytes a pickle may have (the zip layout's `data.pkl`, each pickle of the legacy
+/// stream): a state dict's pickle takes about 200 bytes a tensor, so this is some 300,000
+/// tensors.
+pub const MAX_PICKLE_BYTES: usize = 64 << 20;
+
+/// How deep a pickle's tuples, lists and dicts may nest (a state dict nests 3 or 4 levels: the
+/// dict, a tensor's arguments, their sizes; `_metadata` a dict of dicts).
+pub const MAX_NESTING: usize = 100;
+
+/// The most dimensions a tensor may have.
+pub const MAX_DIMS: usize = 64;
+
+/// The tensors read from a file may hold at most this many times its bytes together (tied
+/// weights are several views of one storage; more is a file made to multiply memory).
+pub const MAX_COPIES_OF_FILE: u64 = 8;
 
 /// The callables a state dict's pickle may name.
 const ALLOWED_CALLABLES: [&str; 6] = [
@@ -51,7 +79,7 @@ fn storage_kind(global: &str) -> Option<Kind> {
 /// dtype and its number of elements.
 #[derive(Debug, Clone, PartialEq)]
 struct StorageRef {
-    key: String,
+    key: Rc<str>,
     kind: Kind,
     numel: i64,
 }
@@ -65,9 +93,44 @@ struct TensorRef {
     stride: Vec<i64>,
 }
 
-/// A value of the pickle machine. Lists and dicts are shared (a memoized container filled later
-/// is the same object wherever it is referred to), as in Python.
-#[derive(Debug, Clone)]
+/// A tuple's or list's items, shared, with how deep they nest (1 for a flat one).
+struct Seq {
+    depth: Cell<usize>,
+    items: RefCell<Vec<Value>>,
+}
+
+/// A dict's items in insertion order, with an index of its string and int keys (the keys a
+/// state dict has; other keys are never equal to one another, as [`DictKey`] says), and how deep
+/// it nests.
+struct Map {
+    depth: Cell<usize>,
+    items: RefCell<Vec<(Value, Value)>>,
+    index: RefCell<HashMap<DictKey, usize>>,
+}
+
+/// A dict key that compares by value (strings and ints, as Python compares them).
+#[derive(PartialEq, Eq, Hash)]
+enum DictKey {
+    Str(Rc<str>),
+    Int(i64),
+}
+
+impl DictKey {
+    fn of(v: &Value) -> Option<DictKey> {
+        match v {
+            Value::Str(s) => Some(DictKey::Str(s.clone())),
+            Value::Int(n) => Some(DictKey::Int(*n)),
+            _ => None,
+        }
+    }
+}
+
+/// A value of the pickle machine. Every clone is shallow (a memo reference repeated a million
+/// times costs a pointer each): containers are shared (a memoized container filled later is the
+/// same object wherever it is referred to, as in Python), and so are strings and bytes.
+/// Containers are owned by the machine's arena ([`Unpickler`]), which takes them apart when it
+/// ends, so dropping a value never recurses.
+#[derive(Clone)]
 enum Value {
     None,
     Bool(bool),
@@ -75,15 +138,15 @@ enum Value {
     /// Read so that a pickle holding one parses; no state dict uses its value.
     #[allow(dead_code)]
     Float(f64),
-    Str(String),
-    Bytes(Vec<u8>),
-    Tuple(Vec<Value>),
-    List(Rc<RefCell<Vec<Value>>>),
-    Dict(Rc<RefCell<Vec<(Value, Value)>>>),
+    Str(Rc<str>),
+    Bytes(Rc<[u8]>),
+    Tuple(Rc<Seq>),
+    List(Rc<Seq>),
+    Dict(Rc<Map>),
     /// An accepted global, by `module.name`.
-    Global(String),
-    Storage(StorageRef),
-    Tensor(TensorRef),
+    Global(Rc<str>),
+    Storage(Rc<StorageRef>),
+    Tensor(Rc<TensorRef>),
     /// The stack's mark (`MARK`).
     Mark,
 }
@@ -106,158 +169,292 @@ impl Value {
             Value::Mark => "a mark",
         }
     }
+
+    /// How deep the value's containers nest, as far as the machine has tracked it (0 for a
+    /// scalar): exact for pickles as Python writes them, which fill a container before putting
+    /// it in another.
+    fn depth(&self) -> usize {
+        match self {
+            Value::Tuple(s) | Value::List(s) => s.depth.get(),
+            Value::Dict(m) => m.depth.get(),
+            _ => 0,
+        }
+    }
+}
+
+/// One level only (a container by its length): a value may contain itself.
+impl fmt::Debug for Value {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Value::Bool(b) => write!(f, "{b}"),
+            Value::Int(n) => write!(f, "{n}"),
+            Value::Float(x) => write!(f, "{x}"),
+            Value::Str(s) if s.len() <= 64 => write!(f, "{s:?}"),
+            Value::Tuple(s) | Value::List(s) => write!(f, "{} of {} items", self.describe(), s.items.borrow().len()),
+            Value::Dict(m) => write!(f, "a dict of {} items", m.items.borrow().len()),
+            Value::Global(g) => write!(f, "`{g}`"),
+            other => write!(f, "{}", other.describe()),
+        }
+    }
 }
 
 /// Reads a `torch.save`d state dict (zip or legacy layout) into named tensors on the CPU, in
 /// their saved dtypes.
 pub fn read_file(path: &Path) -> Result<BTreeMap<String, Tensor>> {
     let mut file = std::fs::File::open(path).with_path(path)?;
+    let len = file.metadata().with_path(path)?.len();
     let mut magic = [0u8; 4];
     let is_zip = file.read(&mut magic).with_path(path)? == 4 && magic == *b"PK\x03\x04";
-    drop(file);
     if is_zip {
-        read_zip(path)
+        file.rewind().with_path(path)?;
+        read_zip(std::io::BufReader::new(file), len, path)
     } else {
-        read_legacy(path)
+        drop(file);
+        read_legacy(&std::fs::read(path).with_path(path)?, path)
+    }
+}
+
+/// [`read_file`] of a file's bytes already in memory; `path` only names it in errors.
+pub fn read_bytes(bytes: &[u8], path: &Path) -> Result<BTreeMap<String, Tensor>> {
+    if bytes.starts_with(b"PK\x03\x04") {
+        read_zip(std::io::Cursor::new(bytes), bytes.len() as u64, path)
+    } else {
+        read_legacy(bytes, path)
     }
 }
 
 /// The zip layout: `<archive>/data.pkl`, and each storage in `<archive>/data/<key>`.
-fn read_zip(path: &Path) -> Result<BTreeMap<String, Tensor>> {
-    let file = std::fs::File::open(path).with_path(path)?;
-    let mut zip = zip::ZipArchive::new(std::io::BufReader::new(file))
-        .map_err(|e| Error::invalid(path, format!("not a readable zip archive ({e})")))?;
+fn read_zip<R: Read + Seek>(reader: R, file_len: u64, path: &Path) -> Result<BTreeMap<String, Tensor>> {
+    let zip =
+        zip::ZipArchive::new(reader).map_err(|e| Error::invalid(path, format!("not a readable zip archive ({e})")))?;
     let pickle_name = zip
         .file_names()
         .find(|n| n.ends_with("/data.pkl") && n.matches('/').count() == 1)
         .map(str::to_string)
         .ok_or_else(|| Error::invalid(path, "a zip archive without <archive>/data.pkl: not a torch.save file"))?;
     let prefix = pickle_name.trim_end_matches("data.pkl").to_string();
-    if let Ok(mut order) = zip.by_name(&format!("{prefix}byteorder")) {
-        let mut text = String::new();
-        let _ = order.read_to_string(&mut text);
+    let mut entries = Entries { zip, path, file_len, left: file_len };
+    let order_name = format!("{prefix}byteorder");
+    if entries.zip.file_names().any(|n| n == order_name) {
+        let order = entries.read(&order_name, 16, false)?;
+        let text = String::from_utf8_lossy(&order);
         if text.trim() != "little" {
             return Err(Error::unsupported("reading pytorch_model.bin", format!("byte order {:?}", text.trim())));
         }
     }
-    let pickle = read_entry(&mut zip, &pickle_name, path)?;
-    let root = Unpickler::new(&pickle, path).load()?;
-    let tensors = state_dict(root, path)?;
-    let mut storages: HashMap<String, Tensor> = HashMap::new();
+    let pickle = entries.read(&pickle_name, MAX_PICKLE_BYTES as u64, false)?;
+    let (tensors, _) = unpickle(&pickle, false, path, "pickle", |v| state_dict(v, path))?;
+    let mut storages: HashMap<Rc<str>, Tensor> = HashMap::new();
     let mut out = BTreeMap::new();
+    let mut out_bytes = 0u64;
     for (name, t) in tensors {
-        if !storages.contains_key(&t.storage.key) {
-            let key = &t.storage.key;
+        let storage = &t.storage;
+        if !storages.contains_key(&storage.key) {
+            let key = &storage.key;
             crate::files::plain_file_name(key)
                 .map_err(|why| Error::invalid(path, format!("tensor `{name}`: storage key {key:?} {why}")))?;
-            let bytes = read_entry(&mut zip, &format!("{prefix}data/{key}"), path)?;
-            storages.insert(key.clone(), storage_tensor(&bytes, &t.storage, path)?);
+            let len = storage_bytes(storage, &name, path)?;
+            let bytes = entries.read(&format!("{prefix}data/{key}"), len, true)?;
+            storages.insert(key.clone(), storage_tensor(&bytes, storage, path)?);
         }
-        out.insert(name.clone(), view(&storages[&t.storage.key], &t, &name, path)?);
+        let tensor = view(&storages[&storage.key], &t, &name, path, (file_len, &mut out_bytes))?;
+        out.insert(name, tensor);
     }
     Ok(out)
 }
 
-/// One stored (uncompressed, as torch writes them) entry of the archive.
-fn read_entry(
-    zip: &mut zip::ZipArchive<std::io::BufReader<std::fs::File>>,
-    name: &str,
-    path: &Path,
-) -> Result<Vec<u8>> {
-    let mut entry =
-        zip.by_name(name).map_err(|e| Error::invalid(path, format!("the archive has no readable `{name}` ({e})")))?;
-    let mut bytes = Vec::with_capacity(entry.size() as usize);
-    entry.read_to_end(&mut bytes).map_err(|e| Error::invalid(path, format!("reading `{name}`: {e}")))?;
-    Ok(bytes)
+/// A zip archive's entries, read within the file's bytes: `left` is what the entries read so far
+/// leave of the file's length (stored entries cannot together hold more than the file).
+struct Entries<'a, R> {
+    zip: zip::ZipArchive<R>,
+    path: &'a Path,
+    file_len: u64,
+    left: u64,
+}
+
+impl<R: Read + Seek> Entries<'_, R> {
+    /// One stored (uncompressed, as torch writes them) entry, of at most `cap` bytes (exactly
+    /// `cap` when `exact`), its declared size checked before anything is allocated and exactly
+    /// that many bytes read.
+    fn read(&mut self, name: &str, cap: u64, exact: bool) -> Result<Vec<u8>> {
+        let path = self.path;
+        let bad = |why: String| Error::invalid(path, format!("zip entry `{name}`: {why}"));
+        let entry = self
+            .zip
+            .by_name(name)
+            .map_err(|e| Error::invalid(path, format!("the archive has no readable `{name}` ({e})")))?;
+        if entry.compression() != zip::CompressionMethod::Stored {
+            return Err(bad(format!(
+                "compressed ({}); torch.save stores its entries uncompressed, and indolm reads only stored ones",
+                entry.compression()
+            )));
+        }
+        let size = entry.size();
+        if entry.compressed_size() != size {
+            return Err(bad(format!(
+                "stored, yet declares {} bytes held for {size} bytes of content",
+                entry.compressed_size()
+            )));
+        }
+        if size > self.left {
+            return Err(bad(format!(
+                "declares {size} bytes, more than the file's {} bytes can hold beside the entries already read",
+                self.file_len
+            )));
+        }
+        if (exact && size != cap) || size > cap {
+            let expected = if exact { "" } else { "at most " };
+            return Err(bad(format!("declares {size} bytes, expected {expected}{cap}")));
+        }
+        self.left -= size;
+        let mut bytes = Vec::with_capacity(size as usize);
+        entry.take(size).read_to_end(&mut bytes).map_err(|e| bad(format!("reading it: {e}")))?;
+        if bytes.len() as u64 != size {
+            return Err(bad(format!("holds {} bytes, though its directory declares {size}", bytes.len())));
+        }
+        Ok(bytes)
+    }
+}
+
+/// The bytes a storage holds (its element count times its dtype's size), checked.
+fn storage_bytes(storage: &StorageRef, tensor: &str, path: &Path) -> Result<u64> {
+    u64::try_from(storage.numel).ok().and_then(|n| n.checked_mul(storage.kind.elt_size_in_bytes() as u64)).ok_or_else(
+        || {
+            Error::invalid(
+                path,
+                format!(
+                    "tensor `{tensor}`: storage `{}` of {} elements of {:?} is more bytes than a file holds",
+                    storage.key, storage.numel, storage.kind
+                ),
+            )
+        },
+    )
 }
 
 /// The legacy layout: pickles of the magic number, the format's version and the system's sizes,
 /// the state dict, the sorted storage keys; then for each key its element count (int64) and
 /// bytes.
-fn read_legacy(path: &Path) -> Result<BTreeMap<String, Tensor>> {
-    let data = std::fs::read(path).with_path(path)?;
+fn read_legacy(data: &[u8], path: &Path) -> Result<BTreeMap<String, Tensor>> {
     let mut at = 0usize;
     let not_torch = || {
         Error::invalid(path, "neither a zip archive nor torch's legacy format (no magic number): not a torch.save file")
     };
-    let mut next = |what: &str| -> Result<Value> {
-        let mut u = Unpickler::new(&data[at..], path);
-        let v = u.load().map_err(|e| Error::invalid(path, format!("{what}: {e}")))?;
-        at += u.pos;
-        Ok(v)
-    };
-    let magic = next("the magic number").map_err(|_| not_torch())?;
-    // torch's MAGIC_NUMBER, 0x1950a86a20f9469cfc6c: an 80-bit long, kept as its bytes.
-    let is_magic = matches!(&magic, Value::Bytes(b) if b[..] == 0x1950a86a20f9469cfc6c_u128.to_le_bytes()[..10]);
+    let is_magic = pickle_at(data, &mut at, path, "the magic number", |v| {
+        // torch's MAGIC_NUMBER, 0x1950a86a20f9469cfc6c: an 80-bit long, kept as its bytes.
+        Ok(matches!(v, Value::Bytes(b) if b[..] == 0x1950a86a20f9469cfc6c_u128.to_le_bytes()[..10]))
+    })
+    .map_err(|_| not_torch())?;
     if !is_magic {
         return Err(not_torch());
     }
-    match next("the format version")? {
-        Value::Int(1001) => {}
-        other => {
-            return Err(Error::unsupported("reading pytorch_model.bin", format!("legacy format version {other:?}")))
-        }
-    }
-    let sys_info = next("the system information")?;
-    if let Value::Dict(items) = &sys_info {
-        for (k, v) in items.borrow().iter() {
-            if matches!(k, Value::Str(s) if s == "little_endian") && matches!(v, Value::Bool(false)) {
-                return Err(Error::unsupported("reading pytorch_model.bin", "a big-endian file"));
+    pickle_at(data, &mut at, path, "the format version", |v| match v {
+        Value::Int(1001) => Ok(()),
+        other => Err(Error::unsupported("reading pytorch_model.bin", format!("legacy format version {other:?}"))),
+    })?;
+    pickle_at(data, &mut at, path, "the system information", |v| {
+        if let Value::Dict(map) = v {
+            for (k, v) in map.items.borrow().iter() {
+                if matches!(k, Value::Str(s) if &**s == "little_endian") && matches!(v, Value::Bool(false)) {
+                    return Err(Error::unsupported("reading pytorch_model.bin", "a big-endian file"));
+                }
             }
         }
-    }
-    let tensors = state_dict(next("the state dict")?, path)?;
-    let keys = match next("the storage keys")? {
+        Ok(())
+    })?;
+    let tensors = pickle_at(data, &mut at, path, "the state dict", |v| state_dict(v, path))?;
+    let keys = pickle_at(data, &mut at, path, "the storage keys", |v| match v {
         Value::List(items) => items
+            .items
             .borrow()
             .iter()
             .map(|k| match k {
-                Value::Str(s) => Ok(s.clone()),
+                Value::Str(s) => Ok(s.to_string()),
                 other => Err(Error::invalid(path, format!("a storage key is {}", other.describe()))),
             })
-            .collect::<Result<Vec<String>>>()?,
-        other => return Err(Error::invalid(path, format!("the storage keys are {}", other.describe()))),
-    };
-    let kinds: HashMap<&str, &StorageRef> = tensors.values().map(|t| (t.storage.key.as_str(), &t.storage)).collect();
-    let mut storages: HashMap<String, Tensor> = HashMap::new();
+            .collect::<Result<Vec<String>>>(),
+        other => Err(Error::invalid(path, format!("the storage keys are {}", other.describe()))),
+    })?;
+    let kinds: HashMap<&str, (&str, &StorageRef)> =
+        tensors.iter().map(|(name, t)| (&*t.storage.key, (name.as_str(), &t.storage))).collect();
+    let mut storages: HashMap<Rc<str>, Tensor> = HashMap::new();
     for key in keys {
-        let header = data.get(at..at + 8).ok_or_else(|| Error::invalid(path, "cut short before a storage"))?;
+        let left = data.len() - at;
+        let header = data
+            .get(at..at + 8)
+            .ok_or_else(|| Error::invalid(path, format!("cut short before storage `{key}` ({left} bytes left)")))?;
         let numel = i64::from_le_bytes(header.try_into().expect("8 bytes"));
         at += 8;
-        let Some(storage) = kinds.get(key.as_str()) else {
+        let Some((tensor, storage)) = kinds.get(key.as_str()) else {
             return Err(Error::invalid(path, format!("storage `{key}` is stored but no tensor uses it")));
         };
-        let len = usize::try_from(numel).ok().and_then(|n| n.checked_mul(storage.kind.elt_size_in_bytes()));
-        let bytes = len
-            .and_then(|len| data.get(at..at.checked_add(len)?))
-            .ok_or_else(|| Error::invalid(path, format!("storage `{key}`: cut short ({numel} elements)")))?;
+        if numel != storage.numel {
+            return Err(Error::invalid(
+                path,
+                format!("storage `{key}` holds {numel} elements, though its tensors' pickle says {}", storage.numel),
+            ));
+        }
+        let len = storage_bytes(storage, tensor, path)?;
+        let bytes = usize::try_from(len).ok().and_then(|len| data.get(at..at.checked_add(len)?)).ok_or_else(|| {
+            Error::invalid(path, format!("storage `{key}`: cut short ({numel} elements, {} bytes left)", left - 8))
+        })?;
         at += bytes.len();
-        let storage = StorageRef { numel, ..(*storage).clone() };
-        storages.insert(key, storage_tensor(bytes, &storage, path)?);
+        storages.insert(storage.key.clone(), storage_tensor(bytes, storage, path)?);
     }
     let mut out = BTreeMap::new();
-    for (name, t) in tensors {
+    let mut out_bytes = 0u64;
+    for (name, t) in &tensors {
         let storage = storages
             .get(&t.storage.key)
             .ok_or_else(|| Error::invalid(path, format!("tensor `{name}`: storage `{}` is missing", t.storage.key)))?;
-        out.insert(name.clone(), view(storage, &t, &name, path)?);
+        out.insert(name.clone(), view(storage, t, name, path, (data.len() as u64, &mut out_bytes))?);
     }
     Ok(out)
 }
 
+/// The pickle at `data[*at..]` (read to at most [`MAX_PICKLE_BYTES`]), taken by `read`; `at`
+/// moves past it.
+fn pickle_at<T>(
+    data: &[u8],
+    at: &mut usize,
+    path: &Path,
+    what: &str,
+    read: impl FnOnce(&Value) -> Result<T>,
+) -> Result<T> {
+    let end = data.len().min(*at + MAX_PICKLE_BYTES);
+    let (out, used) = unpickle(&data[*at..end], end < data.len(), path, what, read)?;
+    *at += used;
+    Ok(out)
+}
+
+/// Runs one pickle and hands its value to `read`, which takes what it needs from it (the
+/// containers are taken apart once the machine ends); also the bytes the pickle took. `capped`:
+/// `data` was cut at [`MAX_PICKLE_BYTES`].
+fn unpickle<T>(
+    data: &[u8],
+    capped: bool,
+    path: &Path,
+    what: &str,
+    read: impl FnOnce(&Value) -> Result<T>,
+) -> Result<(T, usize)> {
+    let mut machine = Unpickler::new(data, capped, path, what);
+    let root = machine.load()?;
+    let out = read(&root)?;
+    Ok((out, machine.pos))
+}
+
 /// The top-level object as a state dict: names to tensors.
-fn state_dict(root: Value, path: &Path) -> Result<BTreeMap<String, TensorRef>> {
-    let Value::Dict(items) = root else {
+fn state_dict(root: &Value, path: &Path) -> Result<BTreeMap<String, TensorRef>> {
+    let Value::Dict(map) = root else {
         return Err(Error::invalid(path, format!("holds {}, not a state dict", root.describe())));
     };
     let mut out = BTreeMap::new();
-    for (k, v) in items.borrow().iter() {
+    for (k, v) in map.items.borrow().iter() {
         let Value::Str(name) = k else {
             return Err(Error::invalid(path, format!("a state dict key is {}", k.describe())));
         };
         match v {
             Value::Tensor(t) => {
-                out.insert(name.clone(), t.clone());
+                out.insert(name.to_string(), (**t).clone());
             }
             other => {
                 return Err(Error::invalid(
@@ -275,8 +472,8 @@ fn state_dict(root: Value, path: &Path) -> Result<BTreeMap<String, TensorRef>> {
 
 /// A storage's bytes as a flat tensor of its dtype.
 fn storage_tensor(bytes: &[u8], storage: &StorageRef, path: &Path) -> Result<Tensor> {
-    let expected = storage.numel as usize * storage.kind.elt_size_in_bytes();
-    if bytes.len() != expected {
+    let expected = storage_bytes(storage, &storage.key, path)?;
+    if bytes.len() as u64 != expected {
         return Err(Error::invalid(
             path,
             format!(
@@ -293,23 +490,55 @@ fn storage_tensor(bytes: &[u8], storage: &StorageRef, path: &Path) -> Result<Ten
 }
 
 /// The tensor `t` describes, as a contiguous copy of its view of `storage`, once its bounds are
-/// checked.
-fn view(storage: &Tensor, t: &TensorRef, name: &str, path: &Path) -> Result<Tensor> {
+/// checked (in checked arithmetic): its storage's dtype, its dimensions, no negative size,
+/// stride or offset, no element past the storage's end, no more elements than the storage holds
+/// (a view that repeats them), and the tensors read so far (`out`: the file's length, and their
+/// bytes) within [`MAX_COPIES_OF_FILE`] times the file.
+fn view(storage: &Tensor, t: &TensorRef, name: &str, path: &Path, out: (u64, &mut u64)) -> Result<Tensor> {
     let bad = |why: String| Error::invalid(path, format!("tensor `{name}`: {why}"));
-    if t.size.len() != t.stride.len() || t.size.iter().any(|&s| s < 0) || t.stride.iter().any(|&s| s < 0) {
-        return Err(bad(format!("sizes {:?} and strides {:?} do not describe a tensor", t.size, t.stride)));
+    let (kind, numel) = (storage.kind(), storage.numel() as i64);
+    if t.storage.kind != kind {
+        return Err(bad(format!(
+            "views storage `{}` as {:?}, which another tensor views as {kind:?}",
+            t.storage.key, t.storage.kind
+        )));
     }
-    if t.offset < 0 {
-        return Err(bad(format!("storage offset {}", t.offset)));
+    let shape = || format!("sizes {:?}, strides {:?} and offset {}", t.size, t.stride, t.offset);
+    if t.size.len() != t.stride.len() || t.size.iter().chain(&t.stride).any(|&s| s < 0) || t.offset < 0 {
+        return Err(bad(format!("{} do not describe a tensor", shape())));
     }
-    if !t.size.contains(&0) {
-        let last = t.size.iter().zip(&t.stride).map(|(s, st)| (s - 1) * st).sum::<i64>() + t.offset;
-        if last >= t.storage.numel {
-            return Err(bad(format!(
-                "sizes {:?}, strides {:?} and offset {} reach element {last} of a storage of {}",
-                t.size, t.stride, t.offset, t.storage.numel
-            )));
+    if t.size.len() > MAX_DIMS {
+        return Err(bad(format!("{} dimensions, more than the {MAX_DIMS} a tensor may have", t.size.len())));
+    }
+    let elements = t
+        .size
+        .iter()
+        .try_fold(1i64, |n, &s| n.checked_mul(s))
+        .ok_or_else(|| bad(format!("sizes {:?} are more elements than a 64-bit count holds", t.size)))?;
+    if elements > 0 {
+        let last = t
+            .size
+            .iter()
+            .zip(&t.stride)
+            .try_fold(t.offset, |at, (&s, &st)| (s - 1).checked_mul(st)?.checked_add(at))
+            .ok_or_else(|| bad(format!("{} reach past any 64-bit element index", shape())))?;
+        if last >= numel {
+            return Err(bad(format!("{} reach element {last} of a storage of {numel}", shape())));
         }
+    }
+    if elements > numel {
+        return Err(bad(format!(
+            "{} make {elements} elements of a storage of {numel} (a view that repeats its storage's elements)",
+            shape()
+        )));
+    }
+    let (file_len, out_bytes) = out;
+    *out_bytes += elements as u64 * kind.elt_size_in_bytes() as u64;
+    if *out_bytes > MAX_COPIES_OF_FILE.saturating_mul(file_len) {
+        return Err(bad(format!(
+            "the tensors up to this one hold {} bytes, more than {MAX_COPIES_OF_FILE} times the file's {file_len}",
+            *out_bytes
+        )));
     }
     storage
         .f_as_strided(&t.size, &t.stride, Some(t.offset))
@@ -317,31 +546,102 @@ fn view(storage: &Tensor, t: &TensorRef, name: &str, path: &Path) -> Result<Tens
         .map_err(|e| Error::torch(format!("tensor `{name}`"), e))
 }
 
-/// The pickle machine over one pickle's bytes.
+/// The pickle machine over one pickle's bytes. Every tuple, list and dict it makes is kept in its
+/// arena (`seqs`, `maps`) until it ends, when their items are taken out of each: a container's
+/// last reference is then always the arena's, so no drop recurses however deep the values nest,
+/// and containers that hold themselves (through the memo) are freed too.
 struct Unpickler<'a> {
     data: &'a [u8],
+    /// `data` was cut at [`MAX_PICKLE_BYTES`].
+    capped: bool,
     pos: usize,
     path: &'a Path,
+    /// What the pickle is, for errors (`pickle`, `the state dict`...).
+    what: &'a str,
     stack: Vec<Value>,
     memo: HashMap<u64, Value>,
+    seqs: Vec<Rc<Seq>>,
+    maps: Vec<Rc<Map>>,
+}
+
+impl Drop for Unpickler<'_> {
+    fn drop(&mut self) {
+        for seq in &self.seqs {
+            drop(std::mem::take(&mut *seq.items.borrow_mut()));
+        }
+        for map in &self.maps {
+            drop(std::mem::take(&mut *map.items.borrow_mut()));
+            map.index.borrow_mut().clear();
+        }
+    }
 }
 
 impl<'a> Unpickler<'a> {
-    fn new(data: &'a [u8], path: &'a Path) -> Self {
-        Unpickler { data, pos: 0, path, stack: Vec::new(), memo: HashMap::new() }
+    fn new(data: &'a [u8], capped: bool, path: &'a Path, what: &'a str) -> Self {
+        Unpickler {
+            data,
+            capped,
+            pos: 0,
+            path,
+            what,
+            stack: Vec::new(),
+            memo: HashMap::new(),
+            seqs: Vec::new(),
+            maps: Vec::new(),
+        }
     }
 
     fn error(&self, why: impl std::fmt::Display) -> Error {
-        Error::invalid(self.path, format!("pickle byte {}: {why}", self.pos))
+        Error::invalid(self.path, format!("{} byte {}: {why}", self.what, self.pos))
     }
 
     fn take(&mut self, n: usize) -> Result<&'a [u8]> {
-        let end = self.pos.checked_add(n).filter(|&e| e <= self.data.len()).ok_or_else(|| self.error("cut short"))?;
+        let end = self.pos.checked_add(n).filter(|&e| e <= self.data.len()).ok_or_else(|| self.cut_short())?;
         let bytes = &self.data[self.pos..end];
         self.pos = end;
         Ok(bytes)
     }
 
+    fn cut_short(&self) -> Error {
+        match self.capped {
+            true => self.error(format!("longer than {MAX_PICKLE_BYTES} bytes, the most a pickle is read to")),
+            false => self.error("cut short"),
+        }
+    }
+
+    /// A new tuple or list of `items`, nesting one deeper than the deepest of them.
+    fn seq(&mut self, items: Vec<Value>) -> Result<Rc<Seq>> {
+        let depth = self.nested(0, items.iter().map(Value::depth).max().unwrap_or(0))?;
+        let seq = Rc::new(Seq { depth: Cell::new(depth), items: RefCell::new(items) });
+        self.seqs.push(seq.clone());
+        Ok(seq)
+    }
+
+    fn list(&mut self, items: Vec<Value>) -> Result<Value> {
+        Ok(Value::List(self.seq(items)?))
+    }
+
+    fn tuple(&mut self, items: Vec<Value>) -> Result<Value> {
+        Ok(Value::Tuple(self.seq(items)?))
+    }
+
+    fn dict(&mut self) -> Value {
+        let map = Rc::new(Map { depth: Cell::new(1), items: RefCell::default(), index: RefCell::default() });
+        self.maps.push(map.clone());
+        Value::Dict(map)
+    }
+
+    /// The depth of a container of depth `depth` once it holds a value of depth `inner`,
+    /// refused past [`MAX_NESTING`].
+    fn nested(&self, depth: usize, inner: usize) -> Result<usize> {
+        let depth = depth.max(inner + 1);
+        if depth > MAX_NESTING {
+            return Err(self.error(format!(
+                "tuples, lists and dicts nested deeper than {MAX_NESTING} levels (a state dict nests 3 or 4)"
+            )));
+        }
+        Ok(depth)
+    }
     fn u8(&mut self) -> Result<u8> {
         Ok(self.take(1)?[0])
     }
@@ -370,7 +670,7 @@ impl<'a> Unpickler<'a> {
     fn string(&mut self, n: usize) -> Result<Value> {
         let bytes = self.take(n)?;
         let text = std::str::from_utf8(bytes).map_err(|_| self.error("a string that is not UTF-8"))?;
-        Ok(Value::Str(text.to_string()))
+        Ok(Value::Str(text.into()))
     }
 
     fn pop(&mut self) -> Result<Value> {
@@ -404,7 +704,7 @@ impl<'a> Unpickler<'a> {
     fn global(&self, module: &str, name: &str) -> Result<Value> {
         let full = format!("{module}.{name}");
         if ALLOWED_CALLABLES.contains(&full.as_str()) || storage_kind(&full).is_some() {
-            Ok(Value::Global(full))
+            Ok(Value::Global(full.into()))
         } else {
             Err(Error::invalid(
                 self.path,
@@ -419,36 +719,44 @@ impl<'a> Unpickler<'a> {
         if !items.len().is_multiple_of(2) {
             return Err(self.error("an odd number of dict items"));
         }
-        match self.top()? {
-            Value::Dict(dict) => {
-                let mut dict = dict.borrow_mut();
-                let mut it = items.into_iter();
-                while let (Some(k), Some(v)) = (it.next(), it.next()) {
-                    match dict.iter_mut().find(|(existing, _)| same_key(existing, &k)) {
-                        Some(slot) => slot.1 = v,
-                        None => dict.push((k, v)),
-                    }
-                }
-                Ok(())
-            }
+        let map = match self.top()? {
+            Value::Dict(map) => map.clone(),
             other => {
                 let what = other.describe();
-                Err(self.error(format!("setting items of {what}")))
+                return Err(self.error(format!("setting items of {what}")));
+            }
+        };
+        let inner = items.iter().map(Value::depth).max().unwrap_or(0);
+        map.depth.set(self.nested(map.depth.get(), inner)?);
+        let (mut dict, mut index) = (map.items.borrow_mut(), map.index.borrow_mut());
+        let mut it = items.into_iter();
+        while let (Some(k), Some(v)) = (it.next(), it.next()) {
+            match DictKey::of(&k) {
+                Some(key) => match index.get(&key) {
+                    Some(&slot) => dict[slot].1 = v,
+                    None => {
+                        index.insert(key, dict.len());
+                        dict.push((k, v));
+                    }
+                },
+                None => dict.push((k, v)),
             }
         }
+        Ok(())
     }
 
     fn append(&mut self, items: Vec<Value>) -> Result<()> {
-        match self.top()? {
-            Value::List(list) => {
-                list.borrow_mut().extend(items);
-                Ok(())
-            }
+        let list = match self.top()? {
+            Value::List(list) => list.clone(),
             other => {
                 let what = other.describe();
-                Err(self.error(format!("appending to {what}")))
+                return Err(self.error(format!("appending to {what}")));
             }
-        }
+        };
+        let inner = items.iter().map(Value::depth).max().unwrap_or(0);
+        list.depth.set(self.nested(list.depth.get(), inner)?);
+        list.items.borrow_mut().extend(items);
+        Ok(())
     }
 
     /// Runs the pickle to its `STOP`; the value it built.
@@ -525,15 +833,15 @@ impl<'a> Unpickler<'a> {
                 }
                 b'V' => {
                     let line = self.line()?;
-                    self.stack.push(Value::Str(line.to_string()));
+                    self.stack.push(Value::Str(line.into()));
                 }
                 // Python 2 strings, in old legacy files: text when they are UTF-8.
                 b'T' | b'U' => {
                     let n = if op == b'T' { self.u32()? as usize } else { self.u8()? as usize };
                     let bytes = self.take(n)?;
                     self.stack.push(match std::str::from_utf8(bytes) {
-                        Ok(s) => Value::Str(s.to_string()),
-                        Err(_) => Value::Bytes(bytes.to_vec()),
+                        Ok(s) => Value::Str(s.into()),
+                        Err(_) => Value::Bytes(bytes.into()),
                     });
                 }
                 b'S' => {
@@ -544,7 +852,7 @@ impl<'a> Unpickler<'a> {
                         .and_then(|s| s.strip_suffix('\''))
                         .or_else(|| quoted.strip_prefix('"').and_then(|s| s.strip_suffix('"')))
                         .ok_or_else(|| self.error(format!("STRING {line:?}")))?;
-                    self.stack.push(Value::Str(inner.to_string()));
+                    self.stack.push(Value::Str(inner.into()));
                 }
                 b'B' | b'C' | b'\x8e' => {
                     let n = match op {
@@ -552,13 +860,17 @@ impl<'a> Unpickler<'a> {
                         b'C' => self.u8()? as usize,
                         _ => self.u64()? as usize,
                     };
-                    let bytes = self.take(n)?.to_vec();
-                    self.stack.push(Value::Bytes(bytes));
+                    let bytes = self.take(n)?;
+                    self.stack.push(Value::Bytes(bytes.into()));
                 }
-                b')' => self.stack.push(Value::Tuple(Vec::new())),
+                b')' => {
+                    let v = self.tuple(Vec::new())?;
+                    self.stack.push(v);
+                }
                 b't' => {
                     let items = self.pop_mark()?;
-                    self.stack.push(Value::Tuple(items));
+                    let v = self.tuple(items)?;
+                    self.stack.push(v);
                 }
                 b'\x85' | b'\x86' | b'\x87' => {
                     let n = (op - b'\x84') as usize;
@@ -566,17 +878,26 @@ impl<'a> Unpickler<'a> {
                         return Err(self.error("a tuple of more items than the stack holds"));
                     }
                     let items = self.stack.split_off(self.stack.len() - n);
-                    self.stack.push(Value::Tuple(items));
+                    let v = self.tuple(items)?;
+                    self.stack.push(v);
                 }
-                b']' => self.stack.push(Value::List(Rc::new(RefCell::new(Vec::new())))),
+                b']' => {
+                    let v = self.list(Vec::new())?;
+                    self.stack.push(v);
+                }
                 b'l' => {
                     let items = self.pop_mark()?;
-                    self.stack.push(Value::List(Rc::new(RefCell::new(items))));
+                    let v = self.list(items)?;
+                    self.stack.push(v);
                 }
-                b'}' => self.stack.push(Value::Dict(Rc::new(RefCell::new(Vec::new())))),
+                b'}' => {
+                    let v = self.dict();
+                    self.stack.push(v);
+                }
                 b'd' => {
                     let items = self.pop_mark()?;
-                    self.stack.push(Value::Dict(Rc::new(RefCell::new(Vec::new()))));
+                    let v = self.dict();
+                    self.stack.push(v);
                     self.set_items(items)?;
                 }
                 b'a' => {
@@ -679,70 +1000,69 @@ impl<'a> Unpickler<'a> {
     /// A persistent id: torch's storages, `('storage', type, key, location, numel[, view])`.
     fn persistent(&self, pid: Value) -> Result<Value> {
         let Value::Tuple(items) = pid else { return Err(self.error("a persistent id that is not a tuple")) };
+        let items = items.items.borrow();
         match items.as_slice() {
-            [Value::Str(tag), Value::Global(kind), key, _location, Value::Int(numel), ..] if tag == "storage" => {
+            [Value::Str(tag), Value::Global(kind), key, _location, Value::Int(numel), ..] if &**tag == "storage" => {
                 let kind = storage_kind(kind).ok_or_else(|| self.error(format!("storage type `{kind}`")))?;
-                let key = match key {
+                let key: Rc<str> = match key {
                     Value::Str(k) => k.clone(),
-                    Value::Int(k) => k.to_string(),
+                    Value::Int(k) => k.to_string().into(),
                     other => return Err(self.error(format!("a storage key that is {}", other.describe()))),
                 };
                 if *numel < 0 {
                     return Err(self.error(format!("storage `{key}` of {numel} elements")));
                 }
-                Ok(Value::Storage(StorageRef { key, kind, numel: *numel }))
+                Ok(Value::Storage(Rc::new(StorageRef { key, kind, numel: *numel })))
             }
             _ => Err(self.error("a persistent id that is not one of torch's storages")),
         }
     }
 
     /// A call of an accepted callable, interpreted here.
-    fn reduce(&self, callable: Value, args: Value) -> Result<Value> {
+    fn reduce(&mut self, callable: Value, args: Value) -> Result<Value> {
         let Value::Global(name) = callable else {
             return Err(self.error(format!("calling {}", callable.describe())));
         };
         let Value::Tuple(args) = args else { return Err(self.error(format!("`{name}` called without a tuple"))) };
+        let args = args.items.borrow();
+        if &*name == "collections.OrderedDict" && args.is_empty() {
+            return Ok(self.dict());
+        }
         let ints = |v: &Value| -> Result<Vec<i64>> {
-            match v {
-                Value::Tuple(items) => items
-                    .iter()
-                    .map(|i| match i {
-                        Value::Int(n) => Ok(*n),
-                        other => Err(self.error(format!("a size or stride that is {}", other.describe()))),
-                    })
-                    .collect(),
-                other => Err(self.error(format!("sizes or strides that are {}", other.describe()))),
+            let Value::Tuple(items) = v else {
+                return Err(self.error(format!("sizes or strides that are {}", v.describe())));
+            };
+            let items = items.items.borrow();
+            if items.len() > MAX_DIMS {
+                return Err(self.error(format!("a tensor of {} dimensions, more than {MAX_DIMS}", items.len())));
             }
+            items
+                .iter()
+                .map(|i| match i {
+                    Value::Int(n) => Ok(*n),
+                    other => Err(self.error(format!("a size or stride that is {}", other.describe()))),
+                })
+                .collect()
         };
-        match (name.as_str(), args.as_slice()) {
-            ("collections.OrderedDict", []) => Ok(Value::Dict(Rc::new(RefCell::new(Vec::new())))),
+        match (&*name, args.as_slice()) {
             (
                 "torch._utils._rebuild_tensor_v2" | "torch._utils._rebuild_tensor",
                 [Value::Storage(storage), Value::Int(offset), size, stride, ..],
-            ) => Ok(Value::Tensor(TensorRef {
-                storage: storage.clone(),
+            ) => Ok(Value::Tensor(Rc::new(TensorRef {
+                storage: (**storage).clone(),
                 offset: *offset,
                 size: ints(size)?,
                 stride: ints(stride)?,
-            })),
+            }))),
             (
                 "torch._utils._rebuild_parameter" | "torch._utils._rebuild_parameter_with_state",
                 [t @ Value::Tensor(_), ..],
             ) => Ok(t.clone()),
-            ("_codecs.encode", [Value::Str(text), Value::Str(encoding)]) if encoding == "latin1" => {
+            ("_codecs.encode", [Value::Str(text), Value::Str(encoding)]) if &**encoding == "latin1" => {
                 Ok(Value::Bytes(text.chars().map(|c| c as u32 as u8).collect()))
             }
             _ => Err(self.error(format!("`{name}` called with arguments a state dict does not use"))),
         }
-    }
-}
-
-/// Whether two dict keys are the same key (strings and ints, as Python compares them).
-fn same_key(a: &Value, b: &Value) -> bool {
-    match (a, b) {
-        (Value::Str(x), Value::Str(y)) => x == y,
-        (Value::Int(x), Value::Int(y)) => x == y,
-        _ => false,
     }
 }
 
@@ -753,7 +1073,7 @@ fn long(bytes: &[u8]) -> Option<Value> {
     }
     if bytes.len() > 8 {
         // Torch's legacy magic number is 80 bits: kept as its bytes.
-        return Some(Value::Bytes(bytes.to_vec()));
+        return Some(Value::Bytes(bytes.into()));
     }
     let negative = bytes[bytes.len() - 1] & 0x80 != 0;
     let mut buf = if negative { [0xffu8; 8] } else { [0u8; 8] };
@@ -765,8 +1085,30 @@ fn long(bytes: &[u8]) -> Option<Value> {
 mod tests {
     use super::*;
 
-    fn run(pickle: &[u8]) -> Result<Value> {
-        Unpickler::new(pickle, Path::new("test.bin")).load()
+    /// Python's `repr` of what the pickle builds (recursive: for the small values of these tests).
+    fn repr(v: &Value) -> String {
+        let join = |items: &[Value]| items.iter().map(repr).collect::<Vec<_>>().join(", ");
+        match v {
+            Value::None => "None".into(),
+            Value::Bool(b) => if *b { "True" } else { "False" }.into(),
+            Value::Int(n) => n.to_string(),
+            Value::Float(x) => format!("{x:?}"),
+            Value::Str(s) => format!("'{s}'"),
+            Value::Bytes(b) => format!("b'{}'", String::from_utf8_lossy(b)),
+            Value::Tuple(s) if s.items.borrow().len() == 1 => format!("({},)", join(&s.items.borrow())),
+            Value::Tuple(s) => format!("({})", join(&s.items.borrow())),
+            Value::List(s) => format!("[{}]", join(&s.items.borrow())),
+            Value::Dict(m) => {
+                let items = m.items.borrow();
+                let items: Vec<String> = items.iter().map(|(k, v)| format!("{}: {}", repr(k), repr(v))).collect();
+                format!("{{{}}}", items.join(", "))
+            }
+            other => format!("{other:?}"),
+        }
+    }
+
+    fn run(pickle: &[u8]) -> Result<String> {
+        unpickle(pickle, false, Path::new("test.bin"), "pickle", |v| Ok(repr(v))).map(|(s, _)| s)
     }
 
     #[test]
@@ -781,29 +1123,108 @@ mod tests {
 
     #[test]
     fn data_opcodes_build_what_python_builds() {
-        // pickle.dumps({"a": [1, -2, 300, 70000, 2**40], "b": (1.5, True, None), "c": b"x"}, 2)
+        // pickle.dumps({"a": [1, -2, 300, 70000, 2**40], "b": (1.5, True, None), "c": b"x"}, 2),
+        // and Python's repr of it.
         let bytes = b"\x80\x02}q\x00(X\x01\x00\x00\x00aq\x01]q\x02(K\x01J\xfe\xff\xff\xffM,\x01Jp\x11\x01\x00\x8a\x06\x00\x00\x00\x00\x00\x01eX\x01\x00\x00\x00bq\x03G?\xf8\x00\x00\x00\x00\x00\x00\x88N\x87q\x04X\x01\x00\x00\x00cq\x05c_codecs\nencode\nq\x06X\x01\x00\x00\x00xq\x07X\x06\x00\x00\x00latin1q\x08\x86q\tRq\nu.";
-        let Value::Dict(d) = run(bytes).unwrap() else { panic!("not a dict") };
-        let d = d.borrow();
-        assert_eq!(d.len(), 3);
-        let Value::List(a) = &d[0].1 else { panic!() };
-        let a: Vec<i64> = a.borrow().iter().map(|v| if let Value::Int(n) = v { *n } else { panic!() }).collect();
-        assert_eq!(a, vec![1, -2, 300, 70000, 1 << 40]);
-        assert!(
-            matches!(&d[1].1, Value::Tuple(t) if matches!(t[..], [Value::Float(f), Value::Bool(true), Value::None] if f == 1.5))
+        assert_eq!(run(bytes).unwrap(), "{'a': [1, -2, 300, 70000, 1099511627776], 'b': (1.5, True, None), 'c': b'x'}");
+        // A key set again keeps its first place and takes the last value, as in Python:
+        // pickle.dumps({"k": 2, "j": 3}) after {"k": 1} via SETITEMS of k, j, k.
+        assert_eq!(
+            run(b"}(X\x01\x00\x00\x00kK\x01X\x01\x00\x00\x00jK\x03X\x01\x00\x00\x00kK\x02u.").unwrap(),
+            "{'k': 2, 'j': 3}"
         );
-        assert!(matches!(&d[2].1, Value::Bytes(b) if b == b"x"));
+    }
+
+    #[test]
+    fn nesting_past_the_limit_is_refused_and_self_references_end() {
+        // [[[...]]] nested a million deep, as pickle.dumps writes it (EMPTY_LIST each, then the
+        // APPENDs): refused at the limit, in one line, before the pickle's end.
+        let deep = [&b"\x80\x02"[..], &[b']'; 1_000_000], &[b'a'; 999_999], b"."].concat();
+        let err = run(&deep).unwrap_err().to_string();
+        assert!(err.contains(&format!("nested deeper than {MAX_NESTING} levels")) && !err.contains('\n'), "{err}");
+        // MAX_NESTING levels are fine.
+        let ok = [&[b']'; MAX_NESTING][..], &vec![b'a'; MAX_NESTING - 1], b"."].concat();
+        assert!(run(&ok).unwrap().starts_with("[[[["));
+        // A tuple nested by TUPLE1 alone (one byte a level, the stack one deep).
+        let tuples = [&b"N"[..], &[b'\x85'; 200_000], b"."].concat();
+        assert!(run(&tuples).unwrap_err().to_string().contains("nested deeper"));
+        // A list appended to itself through the memo (l = []; l.append(l)): the depth it is given
+        // grows by one an append, so appending it to itself forever is refused too.
+        let selfish = [&b"]q\x00"[..], &b"h\x00a".repeat(5), b"."].concat();
+        let holds_itself = |v: &Value| match v {
+            Value::List(l) => Ok(l.items.borrow().iter().all(|i| matches!(i, Value::List(x) if Rc::ptr_eq(x, l)))),
+            _ => Ok(false),
+        };
+        assert!(unpickle(&selfish, false, Path::new("t"), "pickle", holds_itself).unwrap().0);
+        let endless = [&b"]q\x00"[..], &b"h\x00a".repeat(1000), b"."].concat();
+        assert!(run(&endless).unwrap_err().to_string().contains("nested deeper"));
+    }
+
+    #[test]
+    fn values_nested_past_the_limit_by_filling_held_containers_are_dropped_without_recursion() {
+        // The depth tracked is a container's when it is put into another; a dict filled after that
+        // goes deeper unseen: here d0 holds d1, then d1 gets d2, d2 gets d3... each level
+        // `( j<n> X'k' } r<n+1> s t b`: a mark, the memoized dict, a key, a new memoized dict set
+        // into it, the three packed into a tuple that BUILD takes as d0's state. 300,000 levels
+        // would overflow any thread's stack if dropping recursed.
+        let mut p = b"}r\x00\x00\x00\x00".to_vec();
+        let levels = 300_000u32;
+        for n in 0..levels {
+            p.push(b'(');
+            p.push(b'j');
+            p.extend_from_slice(&n.to_le_bytes());
+            p.extend_from_slice(b"X\x01\x00\x00\x00k}r");
+            p.extend_from_slice(&(n + 1).to_le_bytes());
+            p.extend_from_slice(b"stb");
+        }
+        p.push(b'.');
+        let (depth, _) = unpickle(&p, false, Path::new("t"), "pickle", |v| {
+            // The chain is really that deep (walked without recursion).
+            let mut depth = 0;
+            let Value::Dict(mut map) = v.clone() else { panic!("not a dict") };
+            loop {
+                let next = match map.items.borrow().first() {
+                    Some((_, Value::Dict(next))) => next.clone(),
+                    _ => break,
+                };
+                depth += 1;
+                map = next;
+            }
+            Ok(depth)
+        })
+        .unwrap();
+        assert_eq!(depth, levels);
+    }
+
+    fn view_of(t: &TensorRef) -> Result<Tensor> {
+        let flat = Tensor::from_slice(&[0f32, 1., 2., 3., 4., 5.]);
+        view(&flat, t, "w", Path::new("x.bin"), (1000, &mut 0))
     }
 
     #[test]
     fn a_view_past_its_storage_is_refused() {
         let storage = StorageRef { key: "0".into(), kind: Kind::Float, numel: 6 };
-        let flat = Tensor::from_slice(&[0f32, 1., 2., 3., 4., 5.]);
         let ok = TensorRef { storage: storage.clone(), offset: 2, size: vec![2, 2], stride: vec![2, 1] };
-        let t = view(&flat, &ok, "w", Path::new("x.bin")).unwrap();
+        let t = view_of(&ok).unwrap();
         assert_eq!(Vec::<f32>::try_from(t.flatten(0, -1)).unwrap(), vec![2., 3., 4., 5.]);
-        let past = TensorRef { offset: 3, ..ok };
-        let err = view(&flat, &past, "w", Path::new("x.bin")).unwrap_err().to_string();
+        let past = TensorRef { offset: 3, ..ok.clone() };
+        let err = view_of(&past).unwrap_err().to_string();
         assert!(err.contains("reach element 6 of a storage of 6"), "{err}");
+        // Sizes and strides whose products overflow an i64 (2^62 × 4 wrapped to -4): refused in one line
+        // naming the tensor, not wrapped round into a small index for libtorch.
+        for (size, stride, why) in [
+            (vec![1 << 62], vec![4], "reach past any 64-bit element index"),
+            (vec![1 << 62, 4], vec![4, 1], "more elements than a 64-bit count"),
+            (vec![1 << 62, 1 << 62], vec![0, 0], "more elements than a 64-bit count"),
+            (vec![1 << 40], vec![0], "a view that repeats its storage's elements"),
+            (vec![-1], vec![1], "do not describe a tensor"),
+            (vec![2], vec![-1], "do not describe a tensor"),
+        ] {
+            let t = TensorRef { size, stride, ..ok.clone() };
+            let err = view_of(&t).unwrap_err().to_string();
+            assert!(err.contains("tensor `w`") && err.contains(why) && !err.contains('\n'), "{err}");
+        }
+        let err = view_of(&TensorRef { storage: StorageRef { kind: Kind::Half, ..storage }, ..ok }).unwrap_err();
+        assert!(err.to_string().contains("views storage `0` as Half"), "{err}");
     }
 }

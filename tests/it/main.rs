@@ -38,6 +38,7 @@ mod liputan6_stats;
 mod nusax_baselines;
 mod op_counts;
 mod papers;
+mod pickle_fuzz;
 mod pickles;
 mod rouge;
 mod sandbox;

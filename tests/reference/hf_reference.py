@@ -55,6 +55,7 @@ COMMANDS = {
     "tb-bias": tensorboard_logs.tb_bias,
     "save-bin": pickles.save_bin,
     "evil-bin": pickles.evil_bin,
+    "fuzz-seeds": pickles.fuzz_seeds,
     "nusax-features": nusax_baselines.features,
     "nusax-fixed": nusax_baselines.fixed,
     "nusax-grid": nusax_baselines.grid,
