@@ -18,7 +18,7 @@
 //! too: overlapping entries cannot multiply it) and its cap before anything is allocated, and
 //! exactly that many bytes are read; compressed entries are refused (torch stores its entries;
 //! the `zip` crate can inflate only because tch turns its features on); a pickle is read to at
-//! most [`MAX_PICKLE_BYTES`], its containers nest at most [`MAX_NESTING`] deep and are dropped
+//! most [`MAX_PICKLE_BYTES`] and [`MAX_PICKLE_OPS`] opcodes, its containers nest at most [`MAX_NESTING`] deep and are dropped
 //! without recursion (self-references included), and a dict's keys are found through an index
 //! (no quadratic time); every count, size, stride and offset product is computed with checked
 //! arithmetic before libtorch sees it; and the tensors made may hold at most
@@ -36,6 +36,11 @@ use tch::{Kind, Tensor};
 /// stream): a state dict's pickle takes about 200 bytes a tensor, so this is some 300,000
 /// tensors.
 pub const MAX_PICKLE_BYTES: usize = 64 << 20;
+
+/// The most opcodes a pickle may run (a state dict's takes about 33 a tensor). Each makes at
+/// most one value, so this bounds the machine's memory (some 100 bytes a value, beside the
+/// pickle's own strings) and time.
+pub const MAX_PICKLE_OPS: usize = 4_000_000;
 
 /// How deep a pickle's tuples, lists and dicts may nest (a state dict nests 3 or 4 levels: the
 /// dict, a tensor's arguments, their sizes; `_metadata` a dict of dicts).
@@ -555,6 +560,8 @@ struct Unpickler<'a> {
     /// `data` was cut at [`MAX_PICKLE_BYTES`].
     capped: bool,
     pos: usize,
+    /// The opcodes run so far.
+    ops: usize,
     path: &'a Path,
     /// What the pickle is, for errors (`pickle`, `the state dict`...).
     what: &'a str,
@@ -582,6 +589,7 @@ impl<'a> Unpickler<'a> {
             data,
             capped,
             pos: 0,
+            ops: 0,
             path,
             what,
             stack: Vec::new(),
@@ -763,6 +771,10 @@ impl<'a> Unpickler<'a> {
     fn load(&mut self) -> Result<Value> {
         loop {
             let op = self.u8()?;
+            self.ops += 1;
+            if self.ops > MAX_PICKLE_OPS {
+                return Err(self.error(format!("more than {MAX_PICKLE_OPS} opcodes, the most a pickle may run")));
+            }
             match op {
                 b'\x80' => {
                     let protocol = self.u8()?;
@@ -1158,6 +1170,15 @@ mod tests {
         assert!(unpickle(&selfish, false, Path::new("t"), "pickle", holds_itself).unwrap().0);
         let endless = [&b"]q\x00"[..], &b"h\x00a".repeat(1000), b"."].concat();
         assert!(run(&endless).unwrap_err().to_string().contains("nested deeper"));
+    }
+
+    #[test]
+    fn a_pickle_runs_at_most_its_opcodes() {
+        let nones = [&vec![b'N'; MAX_PICKLE_OPS - 1][..], b"."].concat();
+        assert_eq!(run(&nones).unwrap(), "None");
+        let more = [&vec![b'N'; MAX_PICKLE_OPS][..], b"."].concat();
+        let err = run(&more).unwrap_err().to_string();
+        assert!(err.contains(&format!("more than {MAX_PICKLE_OPS} opcodes")), "{err}");
     }
 
     #[test]
