@@ -284,7 +284,7 @@ impl<R: Read + Seek> Entries<'_, R> {
     fn read(&mut self, name: &str, cap: u64, exact: bool) -> Result<Vec<u8>> {
         let path = self.path;
         let bad = |why: String| Error::invalid(path, format!("zip entry `{name}`: {why}"));
-        let entry = self
+        let mut entry = self
             .zip
             .by_name(name)
             .map_err(|e| Error::invalid(path, format!("the archive has no readable `{name}` ({e})")))?;
@@ -313,11 +313,16 @@ impl<R: Read + Seek> Entries<'_, R> {
         }
         self.left -= size;
         let mut bytes = Vec::with_capacity(size as usize);
-        entry.take(size).read_to_end(&mut bytes).map_err(|e| bad(format!("reading it: {e}")))?;
+        (&mut entry).take(size).read_to_end(&mut bytes).map_err(|e| bad(format!("reading it: {e}")))?;
         if bytes.len() as u64 != size {
             return Err(bad(format!("holds {} bytes, though its directory declares {size}", bytes.len())));
         }
-        Ok(bytes)
+        // One read past the end, where the zip reader checks the entry's CRC.
+        match entry.read(&mut [0u8; 1]) {
+            Ok(0) => Ok(bytes),
+            Ok(_) => Err(bad(format!("holds more than the {size} bytes its directory declares"))),
+            Err(e) => Err(bad(format!("reading it: {e}"))),
+        }
     }
 }
 
@@ -1155,7 +1160,7 @@ mod tests {
         let err = run(&deep).unwrap_err().to_string();
         assert!(err.contains(&format!("nested deeper than {MAX_NESTING} levels")) && !err.contains('\n'), "{err}");
         // MAX_NESTING levels are fine.
-        let ok = [&[b']'; MAX_NESTING][..], &vec![b'a'; MAX_NESTING - 1], b"."].concat();
+        let ok = [&[b']'; MAX_NESTING][..], &[b'a'; MAX_NESTING - 1], b"."].concat();
         assert!(run(&ok).unwrap().starts_with("[[[["));
         // A tuple nested by TUPLE1 alone (one byte a level, the stack one deep).
         let tuples = [&b"N"[..], &[b'\x85'; 200_000], b"."].concat();

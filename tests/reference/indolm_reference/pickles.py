@@ -17,9 +17,12 @@
                                       zero stride; _metadata as transformers' state dicts carry
                                       it) in both layouts, and p0.pkl, p2.pkl, p4.pkl: pickles of
                                       plain data (every data opcode) in protocols 0, 2 and 4 (bytes
-                                      and non-ASCII text in 2 and 4 only)
+                                      and non-ASCII text in 2 and 4 only); the same bytes on
+                                      every run (torch's random serialization id and the legacy
+                                      stream's storage addresses replaced)
 """
 import collections
+import io
 import json
 import os
 import pickle
@@ -70,6 +73,75 @@ def evil_bin(model_dir, out_dir, marker):
     torch.save({"bert.embeddings.word_embeddings.weight": _Evil(marker)}, os.path.join(out_dir, "pytorch_model.bin"))
 
 
+def _fixed_zip_id(data):
+    """torch's zip with its random .data/serialization_id set to zeros (and its CRC fixed)."""
+    import struct
+    import zlib
+    import zipfile
+    info = next(i for i in zipfile.ZipFile(io.BytesIO(data)).infolist() if i.filename.endswith("serialization_id"))
+    local = info.header_offset
+    name_len, extra_len = struct.unpack_from("<HH", data, local + 26)
+    start = local + 30 + name_len + extra_len
+    fixed = b"0" * info.file_size
+    crc = struct.pack("<I", zlib.crc32(fixed))
+    old_crc = struct.pack("<I", info.CRC)
+    out = bytearray(data[:start] + fixed + data[start + info.file_size:])
+    out[local + 14:local + 18] = crc
+    at = bytes(out).index(b"PK\x01\x02")
+    while True:
+        name_len, extra_len, comment_len = struct.unpack_from("<HHH", out, at + 28)
+        if bytes(out[at + 46:at + 46 + name_len]).decode() == info.filename:
+            assert bytes(out[at + 16:at + 20]) == old_crc
+            out[at + 16:at + 20] = crc
+            return bytes(out)
+        at += 46 + name_len + extra_len + comment_len
+
+
+def _fixed_legacy_keys(data):
+    """torch's legacy stream with its storage keys (the storages' addresses, in their sorted
+    order) renamed 0, 1, ... in the order the state dict first names them, and the keys' list and
+    the storages after it in that order: the same bytes on every run. The stream is five pickles
+    (the magic number, the version, the system information, the state dict, the keys), then
+    each storage's element count and bytes."""
+    import pickletools
+    import struct
+    ends, at = [], 0
+    for _ in range(5):
+        for op, _arg, pos in pickletools.genops(data[at:]):
+            if op.name == "STOP":
+                break
+        at += pos + 1
+        ends.append(at)
+    state_dict = data[ends[2]:ends[3]]
+    named = {}
+
+    sizes = {"FloatStorage": 4, "HalfStorage": 2, "BFloat16Storage": 2, "LongStorage": 8, "BoolStorage": 1}
+
+    class Names(pickle.Unpickler):
+        def find_class(self, module, name):
+            return collections.OrderedDict if name == "OrderedDict" else name if name in sizes else lambda *a: None
+
+        def persistent_load(self, pid):
+            named.setdefault(pid[2], sizes[pid[1]])
+
+    Names(io.BytesIO(state_dict)).load()
+    storages, at = {}, ends[4]
+    for key in pickle.loads(data[ends[3]:ends[4]]):
+        (numel,) = struct.unpack_from("<q", data, at)
+        storages[key] = data[at:at + 8 + numel * named[key]]
+        at += len(storages[key])
+    assert at == len(data)
+
+    def binunicode(s):
+        return b"X" + struct.pack("<I", len(s)) + s.encode()
+
+    new = {key: str(i) for i, key in enumerate(named)}
+    for key, name in new.items():
+        state_dict = state_dict.replace(binunicode(key), binunicode(name))
+    keys = pickle.dumps(list(new.values()), protocol=2)
+    return data[:ends[2]] + state_dict + keys + b"".join(storages[key] for key in new)
+
+
 def fuzz_seeds(out_dir):
     os.makedirs(out_dir, exist_ok=True)
     g = torch.Generator().manual_seed(0)
@@ -85,7 +157,15 @@ def fuzz_seeds(out_dir):
     sd["flags"] = torch.tensor([True, False, True])
     sd._metadata = collections.OrderedDict([("", {"version": 1}), ("emb", {"version": 1})])
     for layout in ("zip", "legacy"):
-        torch.save(sd, os.path.join(out_dir, f"{layout}.bin"), _use_new_zipfile_serialization=(layout == "zip"))
+        path = os.path.join(out_dir, f"{layout}.bin")
+        torch.save(sd, path, _use_new_zipfile_serialization=(layout == "zip"))
+        with open(path, "rb") as f:
+            data = f.read()
+        fixed = _fixed_zip_id(data) if layout == "zip" else _fixed_legacy_keys(data)
+        again = torch.load(io.BytesIO(fixed))
+        assert list(again) == list(sd) and all(torch.equal(again[k], sd[k]) for k in sd), layout
+        with open(path, "wb") as f:
+            f.write(fixed)
     plain = {"a": [1, -2, 300, 70000, 2**40, -2**63], "b": (1.5, True, False, None),
              "d": {"nested": [(), (1,), (1, 2), (1, 2, 3)]}, 7: [[]] * 3}
     for protocol in (0, 2, 4):
