@@ -31,10 +31,12 @@ thread_local! {
 }
 
 /// Counts `size` more bytes for a bounded thread; past its budget, raises its flag and stops the
-/// thread for good (it never returns). Allocates nothing.
+/// thread for good (it never returns). Allocates nothing. A thread that is panicking is not
+/// stopped: the panic's message and backtrace are written under std's global locks, which a
+/// stopped thread would hold for good.
 fn take(size: usize) {
     let limit = LIMIT.with(Cell::get);
-    if limit == 0 {
+    if limit == 0 || std::thread::panicking() {
         return;
     }
     let held = HELD.with(Cell::get).saturating_add(size);
@@ -131,5 +133,24 @@ where
             Err(mpsc::RecvTimeoutError::Timeout) => {}
             Err(mpsc::RecvTimeoutError::Disconnected) => return Err(Stopped::OverBudget(bytes)),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn work_within_its_budget_returns_and_past_it_is_stopped() {
+        // Memory freed counts no more: 64 MiB allocated and freed 1 MiB at a time fits 8 MiB.
+        let total = run_bounded(8 << 20, || (0..64).map(|i| vec![i as u8; 1 << 20]).map(|v| v.len()).sum::<usize>());
+        assert_eq!(total.unwrap(), 64 << 20);
+        // Holding them is not: stopped at the allocation that would pass 8 MiB, not after.
+        let held = run_bounded(8 << 20, || (0..64).map(|i| vec![i as u8; 1 << 20]).collect::<Vec<_>>().len());
+        assert!(matches!(held, Err(Stopped::OverBudget(bytes)) if bytes == 8 << 20), "{held:?}");
+        // The caller's thread stays unbounded, and a panic comes back as one.
+        assert_eq!(vec![0u8; 64 << 20].len(), 64 << 20);
+        let panicked = std::panic::catch_unwind(|| run_bounded(1 << 20, || panic!("inside")));
+        assert!(panicked.is_err());
     }
 }

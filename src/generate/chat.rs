@@ -97,6 +97,8 @@ pub struct ChatTemplate {
     env: Arc<Environment<'static>>,
     /// The special tokens passed as variables: (name, text).
     special_tokens: Vec<(String, String)>,
+    /// The memory a render may hold ([`RENDER_MEMORY_BYTES`]; less in tests).
+    memory_budget: usize,
 }
 
 impl ChatTemplate {
@@ -132,7 +134,13 @@ impl ChatTemplate {
             })?;
             sources.push(source);
         }
-        Ok(ChatTemplate { dir: dir.to_path_buf(), sources, env: Arc::new(env), special_tokens })
+        Ok(ChatTemplate {
+            dir: dir.to_path_buf(),
+            sources,
+            env: Arc::new(env),
+            special_tokens,
+            memory_budget: RENDER_MEMORY_BYTES,
+        })
     }
 
     /// The chat template of the causal LM in `dir`: its own, or for a LoRA adapter folder that of the
@@ -167,7 +175,7 @@ impl ChatTemplate {
         context.push(("documents".into(), kwargs.get("documents").cloned().unwrap_or_else(|| Value::from(()))));
         context.push(("add_generation_prompt".into(), Value::from(true)));
         let (env, label, context) = (Arc::clone(&self.env), source.label.clone(), Value::from_iter(context));
-        match crate::memory_budget::run_bounded(RENDER_MEMORY_BYTES, move || render_bounded(&env, &label, context)) {
+        match crate::memory_budget::run_bounded(self.memory_budget, move || render_bounded(&env, &label, context)) {
             Ok(Ok(rendered)) => Ok(rendered),
             Ok(Err(RenderFailure::Template(e))) => Err(failed(source, &e)),
             Ok(Err(RenderFailure::TooLong)) => Err(Error::invalid(
@@ -1208,12 +1216,15 @@ mod tests {
         dir
     }
 
-    /// The error of rendering a question with `template`, checked to be one line naming the
-    /// template file and to come within `seconds`.
-    fn refusal(name: &str, template: &str, seconds: u64) -> String {
+    /// The error of rendering a question with `template` (with a memory budget of `memory`
+    /// bytes, else the default), checked to be one line naming the template file and to come
+    /// within `seconds`.
+    fn refusal(name: &str, template: &str, memory: Option<usize>, seconds: u64) -> String {
         let dir = folder(name, template);
         let start = Instant::now();
-        let err = ChatTemplate::from_dir(&dir).unwrap().render(&Messages::user("Halo"), &TemplateKwargs::default());
+        let mut chat = ChatTemplate::from_dir(&dir).unwrap();
+        chat.memory_budget = memory.unwrap_or(chat.memory_budget);
+        let err = chat.render(&Messages::user("Halo"), &TemplateKwargs::default());
         let message = err.unwrap_err().to_string();
         assert!(start.elapsed() < Duration::from_secs(seconds), "{name}: took {:?}", start.elapsed());
         assert!(message.contains(CHAT_TEMPLATE_FILE) && !message.contains('\n'), "{name}: {message}");
@@ -1268,27 +1279,29 @@ mod tests {
     fn an_endless_loop_runs_out_of_fuel_in_one_line() {
         // 10^10 iterations: without fuel, hours.
         let loops = "{% for i in range(100000) %}{% for j in range(100000) %}{{ '' }}{% endfor %}{% endfor %}";
-        let message = refusal("fuel", loops, 5);
+        let message = refusal("fuel", loops, None, 5);
         assert!(message.contains("ran out of its instruction budget (10000000 minijinja instructions"), "{message}");
     }
 
     #[test]
     fn strings_grown_without_bound_are_stopped_at_the_memory_budget() {
         // 2^40 bytes by doubling, in a namespace across a loop's iterations or by one `set` after
-        // another; and a list of 10^8 strings, each 100 MB: gigabytes within seconds unbounded.
+        // another, and a string multiplied by `replace`: gigabytes within seconds unbounded. Here
+        // with a budget of 32 MiB (what a stopped render keeps until the process ends), the
+        // mechanism of the default 256 MiB.
         let namespace =
             "{% set ns = namespace(s='x') %}{% for i in range(40) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}{{ ns.s }}";
         let sets = format!("{{% set s = 'x' %}}{}{{{{ s|length }}}}", "{% set s = s ~ s %}".repeat(40));
-        let repeat = "{{ ('x' * 100000000)|replace('x', 'xyz') }}";
-        for (name, template) in [("namespace", namespace), ("sets", sets.as_str()), ("replace", repeat)] {
-            let message = refusal(name, template, 5);
-            assert!(message.contains("was stopped holding 256 MiB of values, its memory budget"), "{name}: {message}");
+        let replace = "{{ ('x' * 1000000)|replace('x', 'xyz' * 100) }}";
+        for (name, template) in [("namespace", namespace), ("sets", sets.as_str()), ("replace", replace)] {
+            let message = refusal(name, template, Some(32 << 20), 5);
+            assert!(message.contains("was stopped holding 32 MiB of values, its memory budget"), "{name}: {message}");
         }
     }
 
     #[test]
     fn a_rendered_prompt_past_its_cap_is_refused() {
-        let message = refusal("output", "{% for i in range(20) %}{{ 'x' * 1000000 }}{% endfor %}", 5);
+        let message = refusal("output", "{% for i in range(20) %}{{ 'x' * 1000000 }}{% endfor %}", None, 5);
         assert!(message.contains("wrote more than 16 MiB, the cap on a rendered prompt"), "{message}");
         // Just under the cap renders.
         let dir = folder("output-ok", "{% for i in range(16) %}{{ 'x' * 1000000 }}{% endfor %}");
