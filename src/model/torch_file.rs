@@ -520,11 +520,12 @@ fn view(storage: &Tensor, t: &TensorRef, name: &str, path: &Path, out: (u64, &mu
     if t.size.len() > MAX_DIMS {
         return Err(bad(format!("{} dimensions, more than the {MAX_DIMS} a tensor may have", t.size.len())));
     }
-    let elements = t
-        .size
-        .iter()
-        .try_fold(1i64, |n, &s| n.checked_mul(s))
-        .ok_or_else(|| bad(format!("sizes {:?} are more elements than a 64-bit count holds", t.size)))?;
+    let elements = contiguous_extent(&t.size)
+        .map(|_| t.size.iter().product::<i64>())
+        .ok_or_else(|| bad(format!(
+                "sizes {:?} are more elements than a 64-bit count holds (each 0 counted as 1, as libtorch's strides count it)",
+                t.size
+            )))?;
     if elements > 0 {
         let last = t
             .size
@@ -554,6 +555,13 @@ fn view(storage: &Tensor, t: &TensorRef, name: &str, path: &Path, out: (u64, &mu
         .f_as_strided(&t.size, &t.stride, Some(t.offset))
         .and_then(|v| v.f_contiguous())
         .map_err(|e| Error::torch(format!("tensor `{name}`"), e))
+}
+
+/// The product of `sizes` with each 0 taken as 1, if it fits an i64: the elements and every
+/// stride of a contiguous tensor of these sizes then fit too (libtorch computes the strides so,
+/// even for a tensor without elements).
+pub(crate) fn contiguous_extent(sizes: &[i64]) -> Option<i64> {
+    sizes.iter().try_fold(1i64, |n, &s| if s < 0 { None } else { n.checked_mul(s.max(1)) })
 }
 
 /// The pickle machine over one pickle's bytes. Every tuple, list and dict it makes is kept in its
@@ -1242,6 +1250,8 @@ mod tests {
             (vec![1 << 62], vec![4], "reach past any 64-bit element index"),
             (vec![1 << 62, 4], vec![4, 1], "more elements than a 64-bit count"),
             (vec![1 << 62, 1 << 62], vec![0, 0], "more elements than a 64-bit count"),
+            // No element, yet contiguous strides of 2^64 (libtorch: "Stride calculation overflowed").
+            (vec![0, 1 << 62, 4], vec![1, 1, 1], "more elements than a 64-bit count"),
             (vec![1 << 40], vec![0], "a view that repeats its storage's elements"),
             (vec![-1], vec![1], "do not describe a tensor"),
             (vec![2], vec![-1], "do not describe a tensor"),

@@ -54,12 +54,30 @@ pub fn read_file(path: &Path) -> Result<BTreeMap<String, Tensor>> {
     for (name, view) in st.tensors() {
         let kind = kind_of(view.dtype())
             .ok_or_else(|| Error::invalid(path, format!("tensor `{name}` has unsupported dtype {:?}", view.dtype())))?;
-        let shape: Vec<i64> = view.shape().iter().map(|&d| d as i64).collect();
+        let shape = checked_shape(&name, view.shape(), path)?;
         let tensor = Tensor::f_from_data_size(view.data(), &shape, kind)
             .map_err(|e| Error::invalid(path, format!("tensor `{name}`: {e}")))?;
         out.insert(name, tensor);
     }
     Ok(out)
+}
+
+/// A safetensors tensor's shape as libtorch's sizes, checked: safetensors checks the bytes
+/// against the shape, but a shape with a 0 holds no bytes whatever its other sizes, so each must
+/// fit an i64 and their product (each 0 counted as 1: the contiguous strides) too, in at most
+/// [`MAX_DIMS`](crate::model::torch_file::MAX_DIMS) dimensions.
+pub(crate) fn checked_shape(name: &str, shape: &[usize], path: &Path) -> Result<Vec<i64>> {
+    let sizes: Vec<i64> = shape.iter().filter_map(|&d| i64::try_from(d).ok()).collect();
+    if sizes.len() != shape.len()
+        || sizes.len() > crate::model::torch_file::MAX_DIMS
+        || crate::model::torch_file::contiguous_extent(&sizes).is_none()
+    {
+        return Err(Error::invalid(
+            path,
+            format!("tensor `{name}`: shape {shape:?} is beyond a 64-bit element count (or 64 dimensions)"),
+        ));
+    }
+    Ok(sizes)
 }
 
 /// The shard files a `model.safetensors.index.json` names (its `weight_map`'s values), each

@@ -410,3 +410,34 @@ fn a_dict_of_200000_keys_is_read_in_linear_time() {
     refused(&zip_archive(&[stored("archive/data.pkl", &p)]), &["`k0` is an int, not a tensor"]);
     assert!(start.elapsed().as_secs_f64() < 10.0, "{:?}", start.elapsed());
 }
+
+#[test]
+fn safetensors_shapes_past_64_bits_are_refused_in_one_line() {
+    // safetensors checks a tensor's bytes against its shape, but a shape with a 0 holds no bytes
+    // whatever its other sizes: [0, 2^63] reached libtorch as a negative size, [0, 2^62, 4] as
+    // strides past 2^64 (each a 27-line C++ backtrace), through the reader of safetensors files
+    // and through the decoders' mapping loader.
+    let work = scratch("safetensors-shapes");
+    for (name, shape) in [("negative", "[0, 9223372036854775808]"), ("strides", "[0, 4611686018427387904, 4]")] {
+        let mut header = format!(r#"{{"w":{{"dtype":"F32","shape":{shape},"data_offsets":[0,0]}}}}"#).into_bytes();
+        header.resize(header.len().next_multiple_of(8), b' ');
+        let dir = work.join(name);
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("model.safetensors");
+        std::fs::write(&file, [&(header.len() as u64).to_le_bytes()[..], &header].concat()).unwrap();
+        let err = indolm::model::weights::read_file(&file).unwrap_err().to_string();
+        assert!(
+            err.contains("tensor `w`: shape") && err.contains("beyond a 64-bit element count") && !err.contains('\n'),
+            "{err}"
+        );
+        // The decoders' loader, which maps the file and views it.
+        let mapped = indolm::model::decoder::load::Weights::open(&dir, tch::Kind::Float, tch::Device::Cpu);
+        let err = mapped.err().expect("mapped though hostile").to_string();
+        assert!(
+            err.contains("tensor `w`: shape") && err.contains("beyond a 64-bit element count") && !err.contains('\n'),
+            "{err}"
+        );
+        let err = indolm_fails(&["convert", s(&dir), s(&work.join(format!("{name}-out")))]);
+        assert!(err.contains("beyond a 64-bit element count") && err.lines().count() == 1, "{err}");
+    }
+}

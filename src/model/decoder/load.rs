@@ -45,7 +45,7 @@ fn map_file(path: &Path, out: &mut BTreeMap<String, Tensor>) -> Result<Arc<memma
         let kind = crate::model::weights::kind_of(view.dtype()).filter(floating).ok_or_else(|| {
             Error::invalid(path, format!("tensor `{name}` has dtype {:?} (expected F32, F16 or BF16)", view.dtype()))
         })?;
-        let shape: Vec<i64> = view.shape().iter().map(|&d| d as i64).collect();
+        let shape = crate::model::weights::checked_shape(&name, view.shape(), path)?;
         let elt = kind.elt_size_in_bytes();
         let data = view.data();
         if !(data.as_ptr() as usize).is_multiple_of(elt) {
