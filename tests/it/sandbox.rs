@@ -50,13 +50,16 @@ fn process_with(marker: &str) -> bool {
 
 #[test]
 fn namespaces_are_new_and_the_program_has_no_privileges() {
-    let code = "import json, os, sys\n\
+    let code = "import ctypes, errno, json, os, sys\n\
+                libc = ctypes.CDLL(None, use_errno=True)\n\
+                def nested():\n    return 'ok' if libc.unshare(0x10000000) == 0 else errno.errorcode[ctypes.get_errno()]\n\
+                def shm():\n    return 'ok' if libc.shmget(0, 1 << 20, 0o1600) >= 0 else errno.errorcode[ctypes.get_errno()]\n\
                 status = dict(l.split(':', 1) for l in open('/proc/self/status').read().splitlines())\n\
                 ns = {n: os.readlink('/proc/self/ns/' + n) for n in ['user', 'mnt', 'pid', 'net', 'ipc', 'uts']}\n\
                 print(json.dumps({'ns': ns, 'pid': os.getpid(), 'ppid': os.getppid(), 'uid': os.getuid(), \
                 'gid': os.getgid(), 'groups': os.getgroups(), 'env': sorted(v.split('=')[0] for v in open('/proc/self/environ').read().split('\\0') if v), 'stdin': sys.stdin.read(), \
                 'cwd': os.getcwd(), 'nnp': status['NoNewPrivs'].strip(), 'capeff': status['CapEff'].strip(), \
-                'capprm': status['CapPrm'].strip(), 'procs': sorted(int(p) for p in os.listdir('/proc') if p.isdigit())}))";
+                'capprm': status['CapPrm'].strip(), 'nested': nested(), 'shm': shm(), 'procs': sorted(int(p) for p in os.listdir('/proc') if p.isdigit())}))";
     let (seen, _) = run_json(code);
     for name in ["user", "mnt", "pid", "net", "ipc", "uts"] {
         let outside = std::fs::read_link(format!("/proc/self/ns/{name}")).unwrap();
@@ -67,6 +70,8 @@ fn namespaces_are_new_and_the_program_has_no_privileges() {
     assert_eq!((seen["uid"].as_i64(), seen["gid"].as_i64()), (Some(1000), Some(1000)), "{seen}");
     assert_eq!((seen["nnp"].as_str(), seen["capeff"].as_str()), (Some("1"), Some("0000000000000000")), "{seen}");
     assert_eq!(seen["capprm"], "0000000000000000", "{seen}");
+    // No user namespace inside (capabilities again), no System V shared memory (outside RLIMIT_AS).
+    assert_eq!((seen["nested"].as_str(), seen["shm"].as_str()), (Some("ENOSPC"), Some("ENOSPC")), "{seen}");
     assert_eq!(seen["env"], serde_json::json!(["PATH"]), "{seen}");
     assert_eq!((seen["stdin"].as_str(), seen["cwd"].as_str()), (Some(""), Some("/scratch")), "{seen}");
     // SAFETY: geteuid cannot fail.

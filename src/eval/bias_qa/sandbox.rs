@@ -50,6 +50,11 @@ const SYSTEM_FOLDERS: [&str; 8] = ["/usr", "/bin", "/sbin", "/lib", "/lib32", "/
 const DEVICES: [&str; 4] = ["null", "zero", "random", "urandom"];
 /// Folders the sandbox makes itself: an interpreter prefix cannot lie in them.
 const REPLACED: [&str; 3] = ["/proc", "/dev", "/scratch"];
+/// The files a program may hold open at once: with the file-size limit, this bounds what it can
+/// keep in memory outside its address space (`memfd_create` files, pipes).
+const OPEN_FILES: u64 = 256;
+/// The longest the sandbox's setup (from `clone` to `execve`) may take.
+const SETUP_LIMIT: Duration = Duration::from_secs(20);
 /// The most host folders shown (the system's and the interpreter's).
 const MAX_SOURCES: usize = 32;
 
@@ -151,6 +156,8 @@ enum Op {
     Detach(CString),
     /// `rmdir`.
     Rmdir(CString),
+    /// A sysctl of the new namespaces set: `text` written to `path`.
+    Sysctl { path: CString, text: CString },
 }
 
 impl Op {
@@ -176,6 +183,7 @@ impl Op {
             Op::Proc(path) => format!("mount a procfs of the new PID namespace on {}", show(path)),
             Op::Detach(path) => format!("detach {}", show(path)),
             Op::Rmdir(path) => format!("rmdir {}", show(path)),
+            Op::Sysctl { path, text } => format!("write {} to {}", show(text), show(path)),
         }
     }
 }
@@ -222,12 +230,16 @@ const STEP_EXEC: u32 = 16;
 const OP_STEP: u32 = 1000;
 /// Step numbers of opening the host folders start here.
 const SOURCE_STEP: u32 = 2000;
+/// Step numbers of the sysctls start here.
+const SYSCTL_STEP: u32 = 3000;
 
 /// Everything the child needs, prepared once in [`Sandbox::open`].
 #[derive(Debug)]
 struct Layout {
     /// The host folders shown, opened (`O_PATH`) by the child before it changes its uid.
     sources: Vec<CString>,
+    /// The namespaces' sysctls, set before the uid changes ([`Op::Sysctl`] only).
+    sysctls: Vec<Op>,
     /// The steps that assemble the new root under [`STAGING`].
     ops: Vec<Op>,
     /// [`STAGING`].
@@ -371,6 +383,21 @@ impl Layout {
     /// The new root for `python` (with `prefixes`) under `limits`: what is shown, what is writable.
     fn new(python: &Path, prefixes: &[PathBuf], limits: &CodeLimits, path_env: &OsStr) -> Result<(Layout, PathBuf)> {
         let (mut sources, mut ops) = (Vec::new(), Vec::new());
+        // SAFETY: geteuid and getegid cannot fail.
+        let (euid, egid) = unsafe { (libc::geteuid(), libc::getegid()) };
+        let root = euid == 0;
+        // No user namespace inside this one (where the program would have capabilities again:
+        // to mount a tmpfs without a size limit, say); as root, no System V shared memory either,
+        // which outlives a detach and so escapes the address-space limit (the IPC namespace's
+        // sysctls can be written only by its owner's uid 0, which a user's namespace lacks).
+        let mut sysctls = vec![("/proc/sys/user/max_user_namespaces", "0")];
+        if root {
+            sysctls.push(("/proc/sys/kernel/shmall", "0"));
+        }
+        let sysctls = sysctls
+            .into_iter()
+            .map(|(path, text)| Ok(Op::Sysctl { path: c_path(path)?, text: c_path(text)? }))
+            .collect::<Result<Vec<Op>>>()?;
         ops.push(Op::Tmpfs { path: c_path(STAGING)?, options: c_path("mode=0755,size=1m,nr_inodes=4096")? });
         let mut shown: Vec<PathBuf> = Vec::new();
         for folder in SYSTEM_FOLDERS {
@@ -453,14 +480,12 @@ impl Layout {
             }
             real
         };
-        // SAFETY: geteuid and getegid cannot fail.
-        let (euid, egid) = unsafe { (libc::geteuid(), libc::getegid()) };
-        let root = euid == 0;
         let (outer_uid, outer_gid) = if root { (NOBODY, NOBODY) } else { (euid, egid) };
         let mut path_bytes = b"PATH=".to_vec();
         path_bytes.extend_from_slice(path_env.as_bytes());
         let layout = Layout {
             sources,
+            sysctls,
             ops,
             staging: c_path(STAGING)?,
             python: c_path(&python)?,
@@ -476,7 +501,9 @@ impl Layout {
 
     /// What child step `step` did, for an error message.
     fn describe(&self, step: u32) -> String {
-        if step >= SOURCE_STEP {
+        if step >= SYSCTL_STEP {
+            self.sysctls.get((step - SYSCTL_STEP) as usize).map(|op| op.describe(&self.sources)).unwrap_or_default()
+        } else if step >= SOURCE_STEP {
             let source = self.sources.get((step - SOURCE_STEP) as usize);
             format!("open {} (O_PATH)", source.map(|s| s.to_string_lossy().into_owned()).unwrap_or_default())
         } else if step >= OP_STEP {
@@ -598,12 +625,18 @@ fn child_steps(plan: &ChildPlan) -> std::result::Result<(), StepError> {
             step(SOURCE_STEP + i as u32, fd as _)?;
             opened[i] = fd;
         }
+        for (i, op) in layout.sysctls.iter().enumerate() {
+            step(SYSCTL_STEP + i as u32, run_op(op, &opened))?;
+        }
         if layout.root {
-            step(STEP_SETGROUPS, libc::setgroups(0, std::ptr::null()) as _)?;
+            step(STEP_SETGROUPS, libc::syscall(libc::SYS_setgroups, 0usize, std::ptr::null::<libc::gid_t>()))?;
         }
         let id = INNER_ID as libc::uid_t;
-        step(STEP_SETRESGID, libc::setresgid(id, id, id) as _)?;
-        step(STEP_SETRESUID, libc::setresuid(id, id, id) as _)?;
+        // The system calls, not glibc's wrappers: those broadcast the change to every thread of
+        // the parent they still believe in, and wait for them (a fork would have reset that list;
+        // this clone does not), which hangs.
+        step(STEP_SETRESGID, libc::syscall(libc::SYS_setresgid, id, id, id))?;
+        step(STEP_SETRESUID, libc::syscall(libc::SYS_setresuid, id, id, id))?;
         // Changing the uid cleared the parent-death signal: set again, then check the parent is
         // still there (it holds the report pipe's read end until the exec).
         step(STEP_DEATHSIG, deathsig() as _)?;
@@ -617,66 +650,7 @@ fn child_steps(plan: &ChildPlan) -> std::result::Result<(), StepError> {
             libc::mount(none, c"/".as_ptr(), none, libc::MS_REC | libc::MS_PRIVATE, std::ptr::null()) as _,
         )?;
         for (i, op) in layout.ops.iter().enumerate() {
-            let number = OP_STEP + i as u32;
-            let rc: libc::c_long = match op {
-                Op::Mkdir(path, mode) => {
-                    let rc = libc::mkdir(path.as_ptr(), *mode);
-                    if rc != 0 && *libc::__errno_location() == libc::EEXIST {
-                        0
-                    } else {
-                        rc as _
-                    }
-                }
-                Op::Symlink { target, path } => libc::symlink(target.as_ptr(), path.as_ptr()) as _,
-                Op::Touch(path) => {
-                    let fd = libc::open(
-                        path.as_ptr(),
-                        libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_CLOEXEC,
-                        0o644,
-                    );
-                    if fd >= 0 {
-                        libc::close(fd);
-                    }
-                    fd as _
-                }
-                Op::Tmpfs { path, options } => libc::mount(
-                    c"tmpfs".as_ptr(),
-                    path.as_ptr(),
-                    c"tmpfs".as_ptr(),
-                    libc::MS_NOSUID | libc::MS_NODEV,
-                    options.as_ptr().cast(),
-                ) as _,
-                Op::BindOpened { source, target } => {
-                    let mut buffer = [0u8; 32];
-                    let source = fd_path(opened.get(*source).copied().unwrap_or(-1), &mut buffer);
-                    libc::mount(source, target.as_ptr(), none, libc::MS_BIND | libc::MS_REC, std::ptr::null()) as _
-                }
-                Op::BindPath { source, target } => {
-                    libc::mount(source.as_ptr(), target.as_ptr(), none, libc::MS_BIND, std::ptr::null()) as _
-                }
-                Op::ReadOnly { path, recursive, devices } => {
-                    let set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | if *devices { 0 } else { MOUNT_ATTR_NODEV };
-                    let attr = MountAttr { attr_set: set, attr_clr: 0, propagation: 0, userns_fd: 0 };
-                    libc::syscall(
-                        libc::SYS_mount_setattr,
-                        libc::AT_FDCWD,
-                        path.as_ptr(),
-                        if *recursive { AT_RECURSIVE } else { 0 },
-                        &attr as *const MountAttr,
-                        std::mem::size_of::<MountAttr>(),
-                    )
-                }
-                Op::Proc(path) => libc::mount(
-                    c"proc".as_ptr(),
-                    path.as_ptr(),
-                    c"proc".as_ptr(),
-                    libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
-                    std::ptr::null(),
-                ) as _,
-                Op::Detach(path) => libc::umount2(path.as_ptr(), libc::MNT_DETACH) as _,
-                Op::Rmdir(path) => libc::rmdir(path.as_ptr()) as _,
-            };
-            step(number, rc)?;
+            step(OP_STEP + i as u32, run_op(op, &opened))?;
         }
         for fd in opened.iter().filter(|fd| **fd >= 0) {
             libc::close(*fd);
@@ -717,6 +691,7 @@ fn child_steps(plan: &ChildPlan) -> std::result::Result<(), StepError> {
             (libc::RLIMIT_FSIZE, plan.disk, plan.disk),
             (libc::RLIMIT_CORE, 0, 0),
             (libc::RLIMIT_NPROC, plan.processes, plan.processes),
+            (libc::RLIMIT_NOFILE, OPEN_FILES, OPEN_FILES),
         ] {
             step(STEP_RLIMIT, libc::setrlimit(resource, &rlimit(soft, hard)) as _)?;
         }
@@ -733,6 +708,87 @@ fn child_steps(plan: &ChildPlan) -> std::result::Result<(), StepError> {
         let envp: [*const libc::c_char; 2] = [layout.envp[0].as_ptr(), std::ptr::null()];
         libc::execve(layout.python.as_ptr(), argv.as_ptr(), envp.as_ptr());
         step(STEP_EXEC, -1)
+    }
+}
+
+/// Runs one op in the child (see [`child_steps`]): its result as a system call's.
+///
+/// # Safety
+/// Only in the child between `clone` and `execve`; `opened` holds the sources' descriptors.
+unsafe fn run_op(op: &Op, opened: &[RawFd; MAX_SOURCES]) -> libc::c_long {
+    let none: *const libc::c_char = std::ptr::null();
+    // SAFETY: plain system calls on the op's C strings.
+    unsafe {
+        match op {
+            Op::Mkdir(path, mode) => {
+                let rc = libc::mkdir(path.as_ptr(), *mode);
+                if rc != 0 && *libc::__errno_location() == libc::EEXIST {
+                    0
+                } else {
+                    rc as _
+                }
+            }
+            Op::Symlink { target, path } => libc::symlink(target.as_ptr(), path.as_ptr()) as _,
+            Op::Touch(path) => {
+                let fd =
+                    libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_CLOEXEC, 0o644);
+                if fd >= 0 {
+                    libc::close(fd);
+                }
+                fd as _
+            }
+            Op::Tmpfs { path, options } => libc::mount(
+                c"tmpfs".as_ptr(),
+                path.as_ptr(),
+                c"tmpfs".as_ptr(),
+                libc::MS_NOSUID | libc::MS_NODEV,
+                options.as_ptr().cast(),
+            ) as _,
+            Op::BindOpened { source, target } => {
+                let mut buffer = [0u8; 32];
+                let source = fd_path(opened.get(*source).copied().unwrap_or(-1), &mut buffer);
+                libc::mount(source, target.as_ptr(), none, libc::MS_BIND | libc::MS_REC, std::ptr::null()) as _
+            }
+            Op::BindPath { source, target } => {
+                libc::mount(source.as_ptr(), target.as_ptr(), none, libc::MS_BIND, std::ptr::null()) as _
+            }
+            Op::ReadOnly { path, recursive, devices } => {
+                let set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | if *devices { 0 } else { MOUNT_ATTR_NODEV };
+                let attr = MountAttr { attr_set: set, attr_clr: 0, propagation: 0, userns_fd: 0 };
+                libc::syscall(
+                    libc::SYS_mount_setattr,
+                    libc::AT_FDCWD,
+                    path.as_ptr(),
+                    if *recursive { AT_RECURSIVE } else { 0 },
+                    &attr as *const MountAttr,
+                    std::mem::size_of::<MountAttr>(),
+                )
+            }
+            Op::Proc(path) => libc::mount(
+                c"proc".as_ptr(),
+                path.as_ptr(),
+                c"proc".as_ptr(),
+                libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+                std::ptr::null(),
+            ) as _,
+            Op::Detach(path) => libc::umount2(path.as_ptr(), libc::MNT_DETACH) as _,
+            Op::Rmdir(path) => libc::rmdir(path.as_ptr()) as _,
+            Op::Sysctl { path, text } => {
+                let fd = libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+                if fd < 0 {
+                    fd as _
+                } else {
+                    let bytes = text.as_bytes();
+                    let n = libc::write(fd, bytes.as_ptr().cast(), bytes.len());
+                    libc::close(fd);
+                    if n == bytes.len() as isize {
+                        0
+                    } else {
+                        -1
+                    }
+                }
+            }
+        }
     }
 }
 
@@ -917,7 +973,21 @@ impl Sandbox {
             return Err(system("starting the sandbox", e));
         }
         drop(go_write);
-        // Its setup: nothing comes (the pipe closes at exec), or the failed step and errno.
+        // Its setup: nothing comes (the pipe closes at exec), or the failed step and errno; a
+        // setup that hangs is refused too.
+        let setup_deadline = Instant::now() + SETUP_LIMIT;
+        loop {
+            let left = setup_deadline.saturating_duration_since(Instant::now());
+            let mut ready = libc::pollfd { fd: report.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+            // SAFETY: one live pollfd.
+            if unsafe { libc::poll(&mut ready, 1, left.as_millis() as libc::c_int) } > 0 {
+                break;
+            }
+            if left.is_zero() {
+                let _ = kill_and_reap(pid, true);
+                return Err(refused(format!("its setup did not finish within {} s", SETUP_LIMIT.as_secs())));
+            }
+        }
         let mut message = Vec::new();
         let _ = std::fs::File::from(report).read_to_end(&mut message);
         if message.len() >= 8 {
