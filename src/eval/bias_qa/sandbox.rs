@@ -5,10 +5,11 @@
 //! of its PID namespace — and two writable folders: `/scratch` (its working folder, holding
 //! `main.py`) and a private `/tmp`, on one tmpfs of `--code-disk-mb` that ends with the run. It runs
 //! as uid 1000 of its user namespace (outside, `nobody` when indolm runs as root, else the user
-//! running indolm), without capabilities, with `no_new_privs`, and under `setrlimit` limits on its
-//! address space, CPU time, processes and file size; a wall-clock limit kills its pid 1, and the
-//! end of pid 1 ends every process it started, `setsid` or not. No network (not even loopback, nor
-//! abstract Unix sockets), no signal to anything outside, no filesystem socket outside `/scratch`.
+//! running indolm), without capabilities, with `no_new_privs`, no user namespace of its own inside
+//! (`user.max_user_namespaces` 0), and under `setrlimit` limits on its address space, CPU time,
+//! processes, open files and file size; a wall-clock limit kills its pid 1, and the end of pid 1
+//! ends every process it started, `setsid` or not. No network (not even loopback, nor abstract
+//! Unix sockets), no signal to anything outside, no filesystem socket outside `/scratch`.
 //!
 //! Where the kernel refuses a step (no unprivileged user namespaces, a container's seccomp, an old
 //! kernel), [`Sandbox::open`] fails naming the step and the errno: code never runs with less. The
