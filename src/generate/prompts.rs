@@ -69,7 +69,7 @@ impl ChatLine {
 }
 
 /// The type of a JSON value, for messages.
-fn kind_of(v: &Value) -> &'static str {
+pub(crate) fn kind_of(v: &Value) -> &'static str {
     match v {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",

@@ -261,6 +261,14 @@ fn answers_with(name: &str, code: &str) -> (PathBuf, PathBuf) {
     (folder, file)
 }
 
+/// `eval bias-qa --data DATA --answers ANSWERS --out OUT --run-code`, then `extra`.
+fn run_code_args<'a>(data: &'a Path, answers: &'a Path, out: &'a Path, extra: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec!["eval", "bias-qa", "--data", data.to_str().unwrap(), "--answers", answers.to_str().unwrap()];
+    args.extend(["--out", out.to_str().unwrap(), "--run-code"]);
+    args.extend_from_slice(extra);
+    args
+}
+
 #[test]
 fn a_program_killing_its_parent_does_not_end_indolm() {
     let code = "import os\ntry:\n    os.kill(os.getppid(), 9)\nexcept OSError:\n    pass\nprint('bergizi baik')";
@@ -268,22 +276,12 @@ fn a_program_killing_its_parent_does_not_end_indolm() {
     let out = folder.join("out");
     let data = root().join("tests/fixtures/indobias_qa");
     let python = python();
-    let args = [
-        "eval",
-        "bias-qa",
-        "--data",
-        data.to_str().unwrap(),
-        "--answers",
-        answers.to_str().unwrap(),
-        "--out",
-        out.to_str().unwrap(),
-        "--run-code",
-        "--python",
-        python.to_str().unwrap(),
-        "--code-timeout",
-        "1",
-    ];
-    let (stdout, _) = indolm_ok(&args);
+    let (stdout, _) = indolm_ok(&run_code_args(
+        &data,
+        &answers,
+        &out,
+        &["--python", python.to_str().unwrap(), "--code-timeout", "1"],
+    ));
     assert!(stdout.contains("0 not run"), "{stdout}");
     let records = std::fs::read_to_string(out.join("answers_scored.jsonl")).unwrap();
     let record: Value = records
@@ -310,20 +308,7 @@ fn code_limits_out_of_range_are_refused_in_one_line() {
         ("--code-disk-mb", "4097", "must be from 1 to 4096 MiB"),
     ];
     for (flag, value, expected) in cases {
-        let args = [
-            "eval",
-            "bias-qa",
-            "--data",
-            data.to_str().unwrap(),
-            "--answers",
-            answers.to_str().unwrap(),
-            "--out",
-            out.to_str().unwrap(),
-            "--run-code",
-            flag,
-            value,
-        ];
-        let stderr = indolm_fails(&args);
+        let stderr = indolm_fails(&run_code_args(&data, &answers, &out, &[flag, value]));
         assert_eq!(stderr.trim_end().lines().count(), 1, "{flag} {value}: {stderr}");
         assert!(stderr.contains(flag) && stderr.contains(expected), "{flag} {value}: {stderr}");
         assert!(!out.exists(), "{flag} {value}: the output folder was made");

@@ -788,14 +788,7 @@ fn reply_of(response: &Value) -> std::result::Result<Reply, String> {
 
 /// What a JSON value is, for a message: its kind and its text, shortened (`42 (a number)`).
 fn found(value: &Value) -> String {
-    let kind = match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "a list",
-        Value::Object(_) => "an object",
-    };
+    let kind = crate::generate::prompts::kind_of(value);
     let text = value.to_string();
     let shown =
         if text.chars().count() > 80 { format!("{}…", text.chars().take(80).collect::<String>()) } else { text };
