@@ -168,8 +168,9 @@ pub struct BiasArgs {
     /// The IndoBias `pair/` folder (or its parent, or a file), or the CrowS-Pairs CSV.
     #[arg(long)]
     pub pairs: PathBuf,
-    /// Restrict to these languages (codes or names).
-    #[arg(long, num_args = 1..)]
+    /// Restrict to these languages (codes or names; `id jv` or `id,jv`); one the pairs do not
+    /// hold is refused before the model is loaded.
+    #[arg(long, num_args = 1.., value_delimiter = ',')]
     pub languages: Vec<String>,
     /// `pppl` (IndoBias/RuBia), `crows` (CrowS-Pairs metric.py), `aul`, `aula` (Kaneko &
     /// Bollegala) or `pppl-word-l2r` (Kauf & Ivanova); default: pppl, crows for CrowS-Pairs.
@@ -304,6 +305,7 @@ fn bias(args: &BiasArgs, device: Device) -> Result<()> {
     .collect();
     super::check_outputs(&outputs, &inputs)?;
     let (pairs, default_metric) = load_pairs(&args.pairs)?;
+    pairs.check_languages(&args.languages).map_err(|why| Error::argument("--languages", why))?;
     let mut metrics: Vec<BiasMetric> = Vec::new();
     for &m in &args.metric {
         if !metrics.contains(&m) {

@@ -33,6 +33,21 @@ pub struct PairSet {
     pub languages: Vec<(String, Vec<BiasPair>)>,
 }
 
+impl PairSet {
+    /// Refuses a language filter (codes or names, as `--languages` takes them; empty: all) that
+    /// names a language these pairs do not have: the message names it and the languages there are.
+    pub fn check_languages(&self, languages: &[String]) -> std::result::Result<(), String> {
+        let have: Vec<&str> = self.languages.iter().map(|(code, _)| code.as_str()).collect();
+        match languages.iter().find(|l| !have.contains(&language_code(l).unwrap_or(l.as_str()))) {
+            None => Ok(()),
+            Some(missing) => Err(format!(
+                "`{missing}` names no language of the pairs, which hold {}",
+                if have.is_empty() { "none".to_string() } else { have.join(", ") }
+            )),
+        }
+    }
+}
+
 const PRO: &[&str] = &["protrope", "pro", "prototypical", "stereotype"];
 const ANTI: &[&str] = &["antitrope", "anti", "counter", "antistereotype", "anti_stereotype"];
 const DOMAIN: &[&str] = &["domain", "bias_domain", "category"];

@@ -728,3 +728,61 @@ fn paired_diff_compare_flips_and_retro_evaluation() {
     let rescored = indolm::eval::bias::records::read_checked(&step_3).unwrap().0;
     assert_eq!(rescored.metric.to_string(), "aul");
 }
+
+/// `--languages` takes `id jv` or `id,jv` alike, and a language the pairs do not hold is refused
+/// in one line naming what they hold, before the model is read (here, a model that is not there).
+/// Before, each printed empty tables and exited 0.
+#[test]
+fn a_language_filter_that_selects_nothing_is_refused_before_the_work() {
+    let work = scratch("bias-language-filter");
+    let pairs = root().join("tests/fixtures/indobias");
+    let crows = work.join("crows.csv");
+    std::fs::write(&crows, "sent_more,sent_less,stereo_antistereo,bias_type\nA is kind.,B is kind.,stereo,age\n")
+        .unwrap();
+    let missing_model = work.join("no-model");
+    for (pairs, languages, holds) in [
+        (&pairs, "klingon", "which hold id, jv, su, mak"),
+        (&pairs, "id,klingon", "which hold id, jv, su, mak"),
+        (&crows, "id", "which hold en"),
+    ] {
+        let stderr = indolm_fails(&[
+            "eval",
+            "bias",
+            "--model",
+            missing_model.to_str().unwrap(),
+            "--pairs",
+            pairs.to_str().unwrap(),
+            "--languages",
+            languages,
+        ]);
+        assert_eq!(stderr.trim_end().lines().count(), 1, "{languages}: {stderr}");
+        assert!(
+            stderr.contains("--languages") && stderr.contains("names no language") && stderr.contains(holds),
+            "{stderr}"
+        );
+    }
+    // The comma form selects as the spaced form does.
+    let (spaced, _) = indolm_ok(&[
+        "eval",
+        "bias",
+        "--model",
+        reference_model().to_str().unwrap(),
+        "--pairs",
+        pairs.to_str().unwrap(),
+        "--languages",
+        "id",
+        "jv",
+    ]);
+    let (commas, _) = indolm_ok(&[
+        "eval",
+        "bias",
+        "--model",
+        reference_model().to_str().unwrap(),
+        "--pairs",
+        pairs.to_str().unwrap(),
+        "--languages",
+        "id,jv",
+    ]);
+    assert_eq!(spaced, commas);
+    assert!(spaced.contains("jv"), "{spaced}");
+}

@@ -5,7 +5,7 @@
 //! metrics are scored in one call.
 use super::aggregate::aggregate;
 use super::report::{BiasReport, Bootstrap, PairRecord};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::eval::pairs::{BiasPair, PairSet};
 use crate::eval::pll::SentenceScore;
 use crate::eval::scorer::LmScorer;
@@ -32,6 +32,7 @@ pub fn score_pairs_under(
     languages: &[String],
 ) -> Result<Vec<Vec<PairRecord>>> {
     scorer.check_metrics(metrics)?;
+    pairs.check_languages(languages).map_err(|why| Error::data("bias evaluation, its languages", why))?;
     let mut records = vec![Vec::new(); metrics.len()];
     for (lang, lang_pairs) in &pairs.languages {
         if !wanted(languages, lang) {
