@@ -340,25 +340,23 @@ impl Scorer {
         references: &Path,
         pairs: &[(C, R)],
     ) -> Result<Vec<BertScore>> {
-        for (i, (c, r)) in pairs.iter().enumerate() {
-            for (path, text) in [(predictions, c.as_ref()), (references, r.as_ref())] {
-                if text.len() > MAX_TEXT_BYTES {
-                    return Err(Error::invalid(path, too_long(i, text.len())));
-                }
-            }
+        if let Some((i, in_reference, bytes)) = first_too_long(pairs) {
+            return Err(Error::invalid(if in_reference { references } else { predictions }, too_long(i, bytes)));
         }
-        self.score(pairs)
+        self.score_within_bounds(pairs)
     }
 
     /// The BERTScore of each `(candidate, reference)` pair, in order; a text past
     /// [`MAX_TEXT_BYTES`] is an error naming its pair.
     pub fn score<C: AsRef<str>, R: AsRef<str>>(&self, pairs: &[(C, R)]) -> Result<Vec<BertScore>> {
-        for (i, (c, r)) in pairs.iter().enumerate() {
-            let longest = c.as_ref().len().max(r.as_ref().len());
-            if longest > MAX_TEXT_BYTES {
-                return Err(Error::data("BERTScore", too_long(i, longest)));
-            }
+        if let Some((i, _, bytes)) = first_too_long(pairs) {
+            return Err(Error::data("BERTScore", too_long(i, bytes)));
         }
+        self.score_within_bounds(pairs)
+    }
+
+    /// [`Scorer::score`] of pairs already checked against [`MAX_TEXT_BYTES`].
+    fn score_within_bounds<C: AsRef<str>, R: AsRef<str>>(&self, pairs: &[(C, R)]) -> Result<Vec<BertScore>> {
         let cands = pairs.iter().map(|(c, _)| self.token_ids(c.as_ref())).collect::<Result<Vec<_>>>()?;
         let refs = pairs.iter().map(|(_, r)| self.token_ids(r.as_ref())).collect::<Result<Vec<_>>>()?;
         let special = &self.loaded.tokenizer.special;
@@ -418,6 +416,17 @@ impl Scorer {
         let (cand_lengths, ref_lengths) = encoded.lengths.split_at(batch.len());
         Ok((host(&best_p, cand_lengths)?, host(&best_r, ref_lengths)?))
     }
+}
+
+/// The first text past [`MAX_TEXT_BYTES`]: its pair's index, whether it is the reference, and its
+/// size.
+fn first_too_long<C: AsRef<str>, R: AsRef<str>>(pairs: &[(C, R)]) -> Option<(usize, bool, usize)> {
+    pairs.iter().enumerate().find_map(|(i, (c, r))| {
+        [(false, c.as_ref().len()), (true, r.as_ref().len())]
+            .into_iter()
+            .find(|&(_, bytes)| bytes > MAX_TEXT_BYTES)
+            .map(|(in_reference, bytes)| (i, in_reference, bytes))
+    })
 }
 
 /// The refusal of pair `index`'s text of `bytes`, past [`MAX_TEXT_BYTES`].

@@ -762,27 +762,13 @@ fn a_language_filter_that_selects_nothing_is_refused_before_the_work() {
         );
     }
     // The comma form selects as the spaced form does.
-    let (spaced, _) = indolm_ok(&[
-        "eval",
-        "bias",
-        "--model",
-        reference_model().to_str().unwrap(),
-        "--pairs",
-        pairs.to_str().unwrap(),
-        "--languages",
-        "id",
-        "jv",
-    ]);
-    let (commas, _) = indolm_ok(&[
-        "eval",
-        "bias",
-        "--model",
-        reference_model().to_str().unwrap(),
-        "--pairs",
-        pairs.to_str().unwrap(),
-        "--languages",
-        "id,jv",
-    ]);
+    let model = reference_model().to_str().unwrap();
+    let tables = |languages: &[&str]| {
+        let mut args = vec!["eval", "bias", "--model", model, "--pairs", pairs.to_str().unwrap(), "--languages"];
+        args.extend_from_slice(languages);
+        indolm_ok(&args).0
+    };
+    let (spaced, commas) = (tables(&["id", "jv"]), tables(&["id,jv"]));
     assert_eq!(spaced, commas);
     assert!(spaced.contains("jv"), "{spaced}");
 }
