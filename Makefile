@@ -10,11 +10,12 @@ export LIBTORCH_USE_PYTORCH := 1
 export VIRTUAL_ENV := $(VENV)
 export PATH := $(VENV)/bin:$(PATH)
 
-.PHONY: setup build test lint demo demo-bias clean help
+.PHONY: setup build test test-light lint demo demo-bias clean help
 
 help:
 	@echo "make setup   create .venv (torch $(TORCH_VERSION) + test references) and build indolm"
 	@echo "make test    setup, then run the whole test suite"
+	@echo "make test-light  the unit tests of the crates without libtorch (core, metrics), without the venv"
 	@echo "make lint    rustfmt --check and clippy with warnings as errors"
 	@echo "make demo    setup, then pretrain the tiny demo on the Indonesian text in the repository"
 	@echo "make demo-bias  two seeds of the sample recipe with dense bias curves, compared (report bias-*)"
@@ -40,14 +41,19 @@ build: $(VENV)/.installed $(VENV)/.cuda-headers
 
 setup: build
 
+# The crates without libtorch (crates/core, crates/metrics): their unit tests, built and run without
+# the torch wheel (no venv needed), in seconds once their few dependencies are built.
+test-light:
+	cargo test --release -p indolm-core -p indolm-metrics
+
 test: setup
-	cargo test --release -- --test-threads=1
+	cargo test --release --workspace -- --test-threads=1
 
 # The gate every commit passes: formatting (rustfmt.toml) and clippy with warnings as errors,
 # on every target (library, binary, tests). Clippy needs the venv for torch-sys's build script.
 lint: $(VENV)/.installed $(VENV)/.cuda-headers
-	cargo fmt --check
-	cargo clippy --release --all-targets -- -D warnings
+	cargo fmt --all --check
+	cargo clippy --release --workspace --all-targets -- -D warnings
 
 # The main job: train a tokenizer on the Indonesian text in the repository, prepare it, pretrain
 # the tiny demo recipe with checkpoints, held-out losses and bias evaluations, then ask its first

@@ -1,6 +1,6 @@
 //! The `indolm` command line: parses arguments, runs one subcommand, and turns any error
 //! into one clear message on stderr with a non-zero exit; a panic nothing else caught (see
-//! `indolm::device::torch_errors::run_main`) too, in one line, with exit code 101.
+//! `indolm_torch::device::torch_errors::run_main`) too, in one line, with exit code 101.
 mod cli;
 
 use clap::Parser;
@@ -32,7 +32,7 @@ pub fn exit_now(code: i32) -> ! {
 /// Runs the command line `argv` (the program's name first); its exit code. A panic that escapes
 /// the command is reported in one line and ends it with exit code 101.
 fn run(argv: Vec<OsString>) -> i32 {
-    indolm::device::torch_errors::run_main(|| run_command(argv))
+    indolm_torch::device::torch_errors::run_main(|| run_command(argv))
 }
 
 /// [`run`] without the last-resort catch.

@@ -1,12 +1,12 @@
 //! The flags that say what answers conversations (a local causal LM, or a served model), shared by
 //! the commands that generate chat replies, and the [`ChatBackend`] they open.
 use clap::Args;
-use indolm::error::{Error, Result};
-use indolm::generate::backend::local::LocalChat;
-use indolm::generate::backend::openai::{
+use indolm_eval::generate::backend::local::LocalChat;
+use indolm_eval::generate::backend::openai::{
     ApiKey, MaxTokensField, OpenAiChat, OpenAiOptions, BASE_URL_ENV, DEFAULT_KEY_ENV,
 };
-use indolm::generate::backend::{ChatBackend, ChatSettings};
+use indolm_eval::generate::backend::{ChatBackend, ChatSettings};
+use indolm_torch::error::{Error, Result};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use tch::Device;

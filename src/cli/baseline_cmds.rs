@@ -2,11 +2,11 @@
 //! model: NusaX Table 3's naive Bayes, SVM and logistic regression over word features, with the
 //! authors' grids, beside the paper's figures, and their cross-lingual matrix as a heatmap.
 use clap::{Args, Subcommand};
-use indolm::error::{Error, IoContext, Result};
-use indolm::files::{write_atomic, write_json};
-use indolm::outln;
-use indolm::report::heatmap::{write_heatmaps, Heatmap};
-use indolm::tasks::sentiment::baselines::{self, FeatureBy, Model, SelectBy, Settings, PAPER_LANGUAGES};
+use indolm_core::files::{write_atomic, write_json};
+use indolm_core::outln;
+use indolm_tasks::report::heatmap::{write_heatmaps, Heatmap};
+use indolm_tasks::sentiment::baselines::{self, FeatureBy, Model, SelectBy, Settings, PAPER_LANGUAGES};
+use indolm_torch::error::{Error, IoContext, Result};
 use std::path::PathBuf;
 
 /// `indolm baseline`'s subcommands, one per paper.
@@ -100,7 +100,7 @@ fn nusax(args: &NusaxArgs) -> Result<()> {
             return Err(Error::invalid(dir, "--out names a folder to write into; this is a file"));
         }
     }
-    use indolm::outputs::Output;
+    use indolm_core::outputs::Output;
     let files: Vec<PathBuf> = args.out.iter().flat_map(|d| [d.join(JSON), d.join(MARKDOWN)]).collect();
     let outputs: Vec<Output> = args
         .out

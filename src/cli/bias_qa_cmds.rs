@@ -6,20 +6,18 @@
 //! stdout (docs/bias-qa.md).
 use super::backend_args::{BackendArgs, Chosen};
 use clap::Args;
-use indolm::error::{Error, Result};
-use indolm::eval::bias_qa::answers::{generate_missing, read_answer_file, AnswerStore, GenerationSettings};
-use indolm::eval::bias_qa::inputs::{Language, QaData};
-use indolm::eval::bias_qa::prompts::{build, Prompt};
-use indolm::eval::bias_qa::report::{BiasQaReport, CodeSettings, Setting};
-use indolm::eval::bias_qa::sandbox::{CodeLimits, Sandbox};
-use indolm::eval::bias_qa::score::score;
-use indolm::eval::bias_qa::{
-    code_workers, lock_out, prepare_for_answer_file, write_outputs, ANSWERS_FILE, REPORT_FILE,
-};
-use indolm::generate::backend::{ChatBackend, ChatSettings};
-use indolm::generate::chat::TemplateKwargs;
-use indolm::outln;
-use indolm::outputs::Output;
+use indolm_core::outln;
+use indolm_core::outputs::Output;
+use indolm_eval::bias_qa::answers::{generate_missing, read_answer_file, AnswerStore, GenerationSettings};
+use indolm_eval::bias_qa::inputs::{Language, QaData};
+use indolm_eval::bias_qa::prompts::{build, Prompt};
+use indolm_eval::bias_qa::report::{BiasQaReport, CodeSettings, Setting};
+use indolm_eval::bias_qa::sandbox::{CodeLimits, Sandbox};
+use indolm_eval::bias_qa::score::score;
+use indolm_eval::bias_qa::{code_workers, lock_out, prepare_for_answer_file, write_outputs, ANSWERS_FILE, REPORT_FILE};
+use indolm_eval::generate::backend::{ChatBackend, ChatSettings};
+use indolm_eval::generate::chat::TemplateKwargs;
+use indolm_torch::error::{Error, Result};
 use std::collections::HashSet;
 use std::path::PathBuf;
 use tch::Device;
@@ -58,7 +56,7 @@ pub struct BiasQaArgs {
     #[arg(long, default_value_t = 0.0)]
     pub temperature: f64,
     /// Seed of sampling (with --temperature above 0).
-    #[arg(long, default_value_t = indolm::seeds::DEFAULT_SEED)]
+    #[arg(long, default_value_t = indolm_core::seeds::DEFAULT_SEED)]
     pub seed: u64,
     /// A variable for the chat template, VALUE in JSON (enable_thinking=false); repeat for several.
     #[arg(long = "template-kwarg", value_name = "KEY=VALUE")]

@@ -1,13 +1,13 @@
 //! Data subcommands: `tokenizer train`, `corpus prepare|stats` and `download`.
 use clap::Subcommand;
-use indolm::data::sources::SourceSpec;
-use indolm::data::tokenizer::TextTokenizer;
-use indolm::data::tokenizer_train::{train_wordpiece, TrainOptions};
-use indolm::error::{Error, IoContext, Result};
-use indolm::outln;
-use indolm::seeds::{salt, stream_rng};
-use indolm::tasks::pretrain::corpus::{open_mixture, prepare_corpus};
-use indolm::tasks::pretrain::PretrainRecipe;
+use indolm_core::outln;
+use indolm_core::seeds::{salt, stream_rng};
+use indolm_tasks::pretrain::corpus::{open_mixture, prepare_corpus};
+use indolm_tasks::pretrain::PretrainRecipe;
+use indolm_torch::data::sources::SourceSpec;
+use indolm_torch::data::tokenizer::TextTokenizer;
+use indolm_torch::data::tokenizer_train::{train_wordpiece, TrainOptions};
+use indolm_torch::error::{Error, IoContext, Result};
 use rand::Rng;
 use std::path::{Path, PathBuf};
 
@@ -75,7 +75,7 @@ pub enum TokenizerCommand {
         #[arg(long, default_value_t = 1_000_000)]
         sample_paragraphs: usize,
         /// Vocabulary size (IndoBERT: 31,923).
-        #[arg(long, default_value_t = indolm::data::tokenizer_train::DEFAULT_VOCAB_SIZE)]
+        #[arg(long, default_value_t = indolm_torch::data::tokenizer_train::DEFAULT_VOCAB_SIZE)]
         vocab_size: usize,
         /// Minimum frequency of a merged piece.
         #[arg(long, default_value_t = 2)]
@@ -152,12 +152,12 @@ fn train_tokenizer(
     };
     // The files named are read; the folder written must not hold them (checked again on writing).
     let reads: Vec<&Path> = files.iter().map(Path::new).filter(|p| p.exists()).collect();
-    let is_tokenizer_file = indolm::data::tokenizer::is_tokenizer_file;
-    indolm::outputs::check_replaceable(&out, overwrite, &reads, is_tokenizer_file)?;
+    let is_tokenizer_file = indolm_torch::data::tokenizer::is_tokenizer_file;
+    indolm_core::outputs::check_replaceable(&out, overwrite, &reads, is_tokenizer_file)?;
     let paragraphs = training_paragraphs(files, recipe.as_ref(), sample)?;
     let options = TrainOptions { vocab_size, min_frequency, lowercase: true };
     let tokenizer = train_wordpiece(&paragraphs, &options)?;
-    indolm::outputs::write_dir(&out, overwrite, &reads, is_tokenizer_file, |dir| {
+    indolm_core::outputs::write_dir(&out, overwrite, &reads, is_tokenizer_file, |dir| {
         std::fs::create_dir_all(dir).with_path(dir)?;
         tokenizer.save(dir)
     })?;
@@ -175,9 +175,9 @@ pub fn download(
     what: DownloadCommand,
     out: &Path,
     mirror: Option<String>,
-    patience: indolm::data::download::Patience,
+    patience: indolm_torch::data::download::Patience,
 ) -> Result<()> {
-    use indolm::data::download::Downloader;
+    use indolm_torch::data::download::Downloader;
     let dl = Downloader::with_patience(mirror, patience);
     if let DownloadCommand::Cc100 { lang } | DownloadCommand::Wikipedia { lang, .. } = &what {
         // Each code becomes a file or folder name under `out`.
@@ -186,7 +186,7 @@ pub fn download(
         {
             return Err(Error::argument(
                 "--lang",
-                format!("expected a language code such as id, jv or su, found {}", indolm::files::quoted(bad)),
+                format!("expected a language code such as id, jv or su, found {}", indolm_core::files::quoted(bad)),
             ));
         }
     }
@@ -251,7 +251,7 @@ fn stats(recipe_path: &Path, sequences: usize) -> Result<()> {
         outln!("| {name} | {:.3} | {:.3} | {e:.2} |", w, *n as f64 / sequences as f64);
     }
     // The data loader's own speed: batches of the recipe's size, drawn and masked.
-    let masker = indolm::tasks::pretrain::masking::Masker::new(recipe.masking.clone(), &tokenizer, recipe.seed);
+    let masker = indolm_tasks::pretrain::masking::Masker::new(recipe.masking.clone(), &tokenizer, recipe.seed);
     let batch = recipe.optimizer.batch_size;
     let started = std::time::Instant::now();
     let mut batches = 0u64;
@@ -297,12 +297,12 @@ pub fn run_corpus(command: CorpusCommand) -> Result<()> {
 /// `corpus liputan6`: each split read and labelled (or found in its cache), then tokenized for
 /// `model` (or found in its cache), with the rates.
 fn liputan6(data: &Path, splits: &[String], model: Option<&Path>) -> Result<()> {
-    use indolm::tasks::summarization::encoded::encode_split;
-    use indolm::tasks::summarization::prepared::prepare_split;
+    use indolm_tasks::summarization::encoded::encode_split;
+    use indolm_tasks::summarization::prepared::prepare_split;
     let encoder = match model {
         Some(dir) => {
-            let tokenizer = indolm::data::tokenizer::TextTokenizer::from_dir(dir)?;
-            let config = indolm::model::BertConfig::from_file(&dir.join("config.json"))?;
+            let tokenizer = indolm_torch::data::tokenizer::TextTokenizer::from_dir(dir)?;
+            let config = indolm_torch::model::BertConfig::from_file(&dir.join("config.json"))?;
             Some((tokenizer, config.max_position_embeddings as usize))
         }
         None => None,

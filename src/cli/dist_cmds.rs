@@ -5,10 +5,10 @@
 //! bf16) and the all-reduce bandwidth, so a cluster's network is known to work before a
 //! week-long job starts on it.
 use super::DistBackend;
-use indolm::distributed::{Launch, ReduceOp};
-use indolm::error::{Error, Result};
-use indolm::outln;
-use indolm::train::data_parallel::DataParallel;
+use indolm_core::outln;
+use indolm_torch::distributed::{Launch, ReduceOp};
+use indolm_torch::error::{Error, Result};
+use indolm_train::data_parallel::DataParallel;
 use std::time::{Duration, Instant};
 use tch::{Device, Kind, Tensor};
 
@@ -54,10 +54,10 @@ pub fn check(megabytes: usize, timeout: Duration, device: Device, backend: DistB
     let mut seconds = Vec::new();
     for _ in 0..5 {
         let _ = buffer.fill_(1.0);
-        indolm::device::synchronize(device);
+        indolm_torch::device::synchronize(device);
         let t = Instant::now();
         group.all_reduce(&mut buffer, ReduceOp::Sum, "dist-check's timed all-reduce")?;
-        indolm::device::synchronize(device);
+        indolm_torch::device::synchronize(device);
         seconds.push(t.elapsed().as_secs_f64());
     }
     let (low, high) = (buffer.min().double_value(&[]), buffer.max().double_value(&[]));
@@ -74,7 +74,7 @@ pub fn check(megabytes: usize, timeout: Duration, device: Device, backend: DistB
         "rank {rank} of {world} (local rank {}, {}): {backend} on {}, joined in {:.2}s; sum, max, broadcast, barrier and store wait correct",
         launch.local_rank,
         launch.launcher,
-        indolm::device::describe(device),
+        indolm_torch::device::describe(device),
         joined.as_secs_f64()
     );
     outln!(

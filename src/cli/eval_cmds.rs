@@ -2,17 +2,17 @@
 //! model, causal LMs included, or every checkpoint of a run), ROUGE, BERTScore, the Liputan6
 //! extractive baselines and IndoMMLU.
 use clap::{Args, Subcommand};
-use indolm::error::{Error, IoContext, Result};
-use indolm::eval::bias::models::{evaluate_model, evaluate_run, BiasRequest};
-use indolm::eval::bias::records::{metric_dir, RECORDS_FILE, REPORT_FILE};
-use indolm::eval::bias::{Bootstrap, Evaluation};
-use indolm::eval::pairs::{load_crows, load_indobias, PairSet};
-use indolm::eval::scorer::LoadedLm;
-use indolm::eval::sentences::{score_lines, CausalLines, LineMetric, ScoredLines};
-use indolm::eval::BiasMetric;
-use indolm::files::{read_to_string, write_json};
-use indolm::outputs::Output;
-use indolm::{out, outln};
+use indolm_core::files::{read_to_string, write_json};
+use indolm_core::outputs::Output;
+use indolm_core::{out, outln};
+use indolm_eval::bias::models::{evaluate_model, evaluate_run, BiasRequest};
+use indolm_eval::bias::records::{metric_dir, RECORDS_FILE, REPORT_FILE};
+use indolm_eval::bias::{Bootstrap, Evaluation};
+use indolm_eval::pairs::{load_crows, load_indobias, PairSet};
+use indolm_eval::scorer::LoadedLm;
+use indolm_eval::sentences::{score_lines, CausalLines, LineMetric, ScoredLines};
+use indolm_eval::BiasMetric;
+use indolm_torch::error::{Error, IoContext, Result};
 use std::path::{Path, PathBuf};
 use tch::Device;
 
@@ -61,13 +61,13 @@ pub enum EvalCommand {
         /// WordNet exceptions, summary-level ROUGE-L; pairs with an empty reference left out);
         /// `rouge-score`: Google's package without stemming (`<q>` read as a space).
         #[arg(long, value_enum, default_value = "official")]
-        rouge: indolm::eval::rouge::Scorer,
+        rouge: indolm_metrics::rouge::Scorer,
         /// Bootstrap seed: resample i draws with perl's rand after srand(seed × resamples + i);
         /// 0 is the script's own srand(i), with which every official figure is the script's.
         #[arg(long, default_value_t = 0)]
         seed: u64,
         /// Bootstrap resamples (the script's -r).
-        #[arg(long, default_value_t = indolm::eval::rouge::DEFAULT_RESAMPLES)]
+        #[arg(long, default_value_t = indolm_metrics::rouge::DEFAULT_RESAMPLES)]
         resamples: usize,
         /// Also write the figures as JSON (every pair's too) to this file.
         #[arg(long)]
@@ -105,7 +105,7 @@ pub enum EvalCommand {
         /// Masked LMs: `option-pll` (default) or `letter`; causal LMs: `letter` (default, the
         /// paper's reported setting) or `full-answer`.
         #[arg(long, value_enum)]
-        mode: Option<indolm::eval::IndommluMode>,
+        mode: Option<indolm_eval::IndommluMode>,
         /// Causal LMs: solved questions (rows marked is_for_fewshot of the same subject and
         /// level) before each question.
         #[arg(long, default_value_t = 0)]
@@ -114,7 +114,7 @@ pub enum EvalCommand {
         /// demonstrations few-shot prompts show: 14,906 questions); `all` scores every row, as
         /// the paper's zero-shot tables do (14,981; zero-shot only).
         #[arg(long, value_enum, default_value = "held-out")]
-        questions: indolm::eval::indommlu::QuestionSet,
+        questions: indolm_eval::indommlu::QuestionSet,
         /// Write the results as JSON to this file.
         #[arg(long)]
         json: Option<PathBuf>,
@@ -177,7 +177,7 @@ pub struct BiasArgs {
     /// Several: scored in one pass, the first written as the main evaluation, each other under
     /// `bias-<metric>/` beside it.
     #[arg(long, value_enum, num_args = 1..)]
-    pub metric: Vec<indolm::eval::BiasMetric>,
+    pub metric: Vec<indolm_eval::BiasMetric>,
     /// Write the results as JSON to this file.
     #[arg(long)]
     pub json: Option<PathBuf>,
@@ -186,10 +186,10 @@ pub struct BiasArgs {
     #[arg(long)]
     pub out: Option<PathBuf>,
     /// Seed of the bootstrap behind the score-gap intervals.
-    #[arg(long, default_value_t = indolm::seeds::DEFAULT_SEED)]
+    #[arg(long, default_value_t = indolm_core::seeds::DEFAULT_SEED)]
     pub seed: u64,
     /// Bootstrap resamples per interval.
-    #[arg(long, default_value_t = indolm::eval::settings::DEFAULT_BOOTSTRAP_RESAMPLES)]
+    #[arg(long, default_value_t = indolm_eval::settings::DEFAULT_BOOTSTRAP_RESAMPLES)]
     pub resamples: usize,
     /// With --run: TensorBoard folder for the curves, one run per language under it (default
     /// runs/<run>/eval).
@@ -256,7 +256,7 @@ fn print_causal(scored: &CausalLines, json: bool) -> Result<()> {
 /// The scores as a table (after the warning, if any), or as JSON lines (each with it).
 fn print_scores(
     labels: &[(usize, String)],
-    scores: &[indolm::eval::pll::SentenceScore],
+    scores: &[indolm_eval::pll::SentenceScore],
     json: bool,
     warning: Option<&str>,
 ) -> Result<()> {
@@ -328,7 +328,7 @@ fn bias(args: &BiasArgs, device: Device) -> Result<()> {
     };
     if let Some(model) = &args.model {
         if let Some(dir) = &args.out {
-            indolm::eval::bias::records::refuse_to_replace(dir, args.overwrite)?;
+            indolm_eval::bias::records::refuse_to_replace(dir, args.overwrite)?;
         }
         let evaluations = evaluate_model(model, &request, None)?;
         for (i, evaluation) in evaluations.iter().enumerate() {
@@ -374,21 +374,21 @@ fn bias(args: &BiasArgs, device: Device) -> Result<()> {
 struct IndommluArgs<'a> {
     model: &'a Path,
     data: &'a Path,
-    mode: Option<indolm::eval::IndommluMode>,
+    mode: Option<indolm_eval::IndommluMode>,
     shots: usize,
-    questions: indolm::eval::indommlu::QuestionSet,
+    questions: indolm_eval::indommlu::QuestionSet,
     overwrite: bool,
 }
 
 /// `eval indommlu`: a masked LM zero-shot, or a causal LM zero- or few-shot.
 fn indommlu(args: IndommluArgs, json: Option<&Path>, out_dir: Option<&Path>, device: Device) -> Result<()> {
-    use indolm::eval::indommlu::{
+    use indolm_eval::indommlu::{
         evaluate, load_all, refuse_to_replace, write_evaluation, Evaluated, QuestionSet, Setting,
     };
-    use indolm::eval::IndommluMode;
+    use indolm_eval::IndommluMode;
     let all = args.questions == QuestionSet::All;
     if all && args.shots > 0 {
-        return Err(indolm::error::Error::argument(
+        return Err(indolm_torch::error::Error::argument(
             "--questions",
             "`all` scores the is_for_fewshot rows too, which few-shot prompts show as demonstrations: only with --shots 0",
         ));
@@ -417,7 +417,7 @@ fn indommlu(args: IndommluArgs, json: Option<&Path>, out_dir: Option<&Path>, dev
     report.demonstrations_included = all;
     report.encoder_decoder = matches!(lm, LoadedLm::Seq2Seq(_));
     if let LoadedLm::Causal(causal) = &lm {
-        report.template = indolm::eval::indommlu::causal::PromptTemplate::of(causal);
+        report.template = indolm_eval::indommlu::causal::PromptTemplate::of(causal);
     }
     if short > 0 {
         eprintln!(
@@ -448,8 +448,8 @@ fn indommlu(args: IndommluArgs, json: Option<&Path>, out_dir: Option<&Path>, dev
         write_evaluation(dir, &report, &records)?;
         eprintln!(
             "wrote {} and {}",
-            dir.join(indolm::eval::indommlu::REPORT_FILE).display(),
-            dir.join(indolm::eval::indommlu::RECORDS_FILE).display()
+            dir.join(indolm_eval::indommlu::REPORT_FILE).display(),
+            dir.join(indolm_eval::indommlu::RECORDS_FILE).display()
         );
     }
     Ok(())
@@ -462,7 +462,7 @@ struct RougeArgs<'a> {
     /// The references, aligned with them.
     reference: &'a Path,
     /// Which ROUGE, and its resampling.
-    options: indolm::eval::rouge::RougeOptions,
+    options: indolm_metrics::rouge::RougeOptions,
     /// Where to write the report as JSON.
     json: Option<&'a Path>,
 }
@@ -485,7 +485,7 @@ fn rouge(args: RougeArgs) -> Result<()> {
         return Err(Error::invalid(pred, "no summary to score: the file is empty or blank (one summary a line)"));
     }
     let pairs: Vec<(String, String)> = p.iter().zip(&r).map(|(a, b)| (a.to_string(), b.to_string())).collect();
-    let report = indolm::eval::rouge::evaluate_files(pred, reference, &pairs, &options)?;
+    let report = indolm_metrics::rouge::evaluate_files(pred, reference, &pairs, &options)?;
     if report.scored == 0 {
         return Err(Error::invalid(reference, "no pair to score: every reference line is empty"));
     }
@@ -506,7 +506,7 @@ fn rouge(args: RougeArgs) -> Result<()> {
 /// `eval bertscore`: mean BERTScore P, R and F1 (×100) of aligned prediction and reference
 /// lines, with every pair's scores (fractions, as bert-score gives them) in --json.
 fn bertscore(args: &BertscoreArgs, device: Device) -> Result<()> {
-    use indolm::eval::bertscore::{mean, Scorer};
+    use indolm_eval::bertscore::{mean, Scorer};
     let inputs = [args.model.as_path(), args.pred.as_path(), args.reference.as_path()];
     super::check_outputs(
         &args.json.as_deref().map(|j| Output::file("--json", j)).into_iter().collect::<Vec<_>>(),
@@ -568,7 +568,7 @@ pub fn run(command: EvalCommand, device: &dyn Fn() -> Result<Device>) -> Result<
         EvalCommand::Bias(args) => bias(&args, device()?),
         EvalCommand::BiasQa(args) => super::bias_qa_cmds::run(&args, device),
         EvalCommand::Rouge { pred, reference, rouge: scorer, seed, resamples, json } => {
-            let options = indolm::eval::rouge::RougeOptions { scorer, seed, resamples, ..Default::default() };
+            let options = indolm_metrics::rouge::RougeOptions { scorer, seed, resamples, ..Default::default() };
             rouge(RougeArgs { pred: &pred, reference: &reference, options, json: json.as_deref() })
         }
         EvalCommand::Bertscore(args) => bertscore(&args, device()?),
@@ -592,9 +592,9 @@ pub fn run(command: EvalCommand, device: &dyn Fn() -> Result<Device>) -> Result<
 fn summarization_baselines(
     data: &Path,
     splits: &[String],
-    bertscore: Option<&indolm::eval::bertscore::Scorer>,
+    bertscore: Option<&indolm_eval::bertscore::Scorer>,
 ) -> Result<()> {
-    use indolm::tasks::summarization::{baselines_scored, data::load_split, markdown};
+    use indolm_tasks::summarization::{baselines_scored, data::load_split, markdown};
     for split in splits {
         let articles = load_split(data, split)?;
         let rows = baselines_scored(&articles, bertscore)?;
@@ -605,8 +605,8 @@ fn summarization_baselines(
 
 /// `--bertscore-model` loaded for `eval summarization-baselines`, its notes on stderr; a bad
 /// layer is named by this command's flag.
-fn bertscore_scorer(model: &Path, layer: Option<usize>, device: Device) -> Result<indolm::eval::bertscore::Scorer> {
-    let scorer = indolm::eval::bertscore::Scorer::new(model, layer, device).map_err(|e| match e {
+fn bertscore_scorer(model: &Path, layer: Option<usize>, device: Device) -> Result<indolm_eval::bertscore::Scorer> {
+    let scorer = indolm_eval::bertscore::Scorer::new(model, layer, device).map_err(|e| match e {
         Error::Argument { message, .. } => Error::argument("--bertscore-layer", message),
         other => other,
     })?;

@@ -2,21 +2,21 @@
 //! Lines out), greedy or sampled, with the model's generation_config.json for what the flags
 //! leave unset; with `--chat`, each prompt rendered with the model's chat template first. With
 //! `--api-base URL --api-model NAME` instead of `--model`, each prompt is sent as a conversation to
-//! an OpenAI-compatible server ([`indolm::generate::backend::openai`]) and its replies recorded.
+//! an OpenAI-compatible server ([`indolm_eval::generate::backend::openai`]) and its replies recorded.
 use super::backend_args::{BackendArgs, Chosen};
 use clap::Args;
-use indolm::error::{Error, Result};
-use indolm::generate::backend::{ChatBackend, ChatSettings, Reply};
-use indolm::generate::chat::{ChatTemplate, Messages, TemplateKwargs};
-use indolm::generate::config::{DEFAULT_MAX_NEW_TOKENS, DEFAULT_TEMPERATURE, DEFAULT_TOP_K, DEFAULT_TOP_P};
-use indolm::generate::prompts::{
+use indolm_core::outln;
+use indolm_core::outputs::Output;
+use indolm_eval::generate::backend::{ChatBackend, ChatSettings, Reply};
+use indolm_eval::generate::chat::{ChatTemplate, Messages, TemplateKwargs};
+use indolm_eval::generate::config::{DEFAULT_MAX_NEW_TOKENS, DEFAULT_TEMPERATURE, DEFAULT_TOP_K, DEFAULT_TOP_P};
+use indolm_eval::generate::prompts::{
     chat_records, read_chat_prompts, read_prompts, records, render_chat, tokenize, tokenize_chat, ChatInput, ChatLine,
     PromptLine,
 };
-use indolm::generate::{generate, GenerationDefaults, Sampling, Settings, StopReason};
-use indolm::model::decoder::{load_causal_lm, CausalLm};
-use indolm::outln;
-use indolm::outputs::Output;
+use indolm_eval::generate::{generate, GenerationDefaults, Sampling, Settings, StopReason};
+use indolm_torch::error::{Error, Result};
+use indolm_torch::model::decoder::{load_causal_lm, CausalLm};
 use std::path::{Path, PathBuf};
 use tch::Device;
 
@@ -153,7 +153,7 @@ fn settings(args: &GenerateArgs, defaults: &GenerationDefaults, lm: &CausalLm) -
         temperature: args.temperature.or(defaults.temperature).unwrap_or(DEFAULT_TEMPERATURE),
         top_k: args.top_k.or(defaults.top_k).unwrap_or(DEFAULT_TOP_K),
         top_p: args.top_p.or(defaults.top_p).unwrap_or(DEFAULT_TOP_P),
-        seed: args.seed.unwrap_or(indolm::seeds::DEFAULT_SEED),
+        seed: args.seed.unwrap_or(indolm_core::seeds::DEFAULT_SEED),
     });
     let pad = defaults.pad.or(defaults.eos.first().copied()).filter(|p| (0..lm.config.vocab_size).contains(p));
     Settings {
@@ -162,7 +162,7 @@ fn settings(args: &GenerateArgs, defaults: &GenerationDefaults, lm: &CausalLm) -
         eos: defaults.eos.clone(),
         stop_strings: if args.stop.is_empty() { defaults.stop_strings.clone() } else { args.stop.clone() },
         pad: pad.unwrap_or(0),
-        token_budget: indolm::data::batching::token_budget(lm.device),
+        token_budget: indolm_torch::data::batching::token_budget(lm.device),
         batch_size: args.batch_size.unwrap_or(usize::MAX),
     }
 }
@@ -222,7 +222,7 @@ fn run_local(args: &GenerateArgs, model: &Path, device: Device) -> Result<()> {
         Prompts::Plain(lines) => records(lines, &completions)?,
         Prompts::Chat(lines, rendered) => chat_records(lines, rendered, &completions)?,
     };
-    indolm::files::write_atomic(&args.out, written.as_bytes())?;
+    indolm_core::files::write_atomic(&args.out, written.as_bytes())?;
     let count = |reason: StopReason| completions.iter().filter(|c| c.stop == reason).count();
     let tokens: usize = completions.iter().map(|c| c.tokens()).sum();
     let how = match &settings.sampling {
@@ -312,7 +312,7 @@ fn run_api(args: &GenerateArgs, base: &str) -> Result<()> {
     let settings = ChatSettings {
         max_new_tokens: args.max_new_tokens.unwrap_or(DEFAULT_MAX_NEW_TOKENS),
         temperature: args.temperature.unwrap_or(0.0),
-        seed: args.seed.unwrap_or(indolm::seeds::DEFAULT_SEED),
+        seed: args.seed.unwrap_or(indolm_core::seeds::DEFAULT_SEED),
         top_p: args.top_p,
         stop_strings: args.stop.clone(),
         template_kwargs: kwargs,
@@ -327,7 +327,7 @@ fn run_api(args: &GenerateArgs, base: &str) -> Result<()> {
     let replies = backend.chat(&conversations, &mut |n| bar.inc(n as u64))?;
     let seconds = started.elapsed().as_secs_f64();
     bar.finish_and_clear();
-    indolm::files::write_atomic(&args.out, api_records(&lines, &replies)?.as_bytes())?;
+    indolm_core::files::write_atomic(&args.out, api_records(&lines, &replies)?.as_bytes())?;
     let count = |reason: &str| replies.iter().filter(|r| r.stop == reason).count();
     let other = replies.len() - count("eos") - count("length") - count("stop_string");
     let tokens: usize = replies.iter().filter_map(|r| r.tokens).sum();

@@ -17,8 +17,8 @@ mod task_cmds;
 mod train_cmds;
 
 use clap::{Parser, Subcommand};
-use indolm::error::Result;
-use indolm::train::engine::TrainOptions;
+use indolm_torch::error::Result;
+use indolm_train::engine::TrainOptions;
 use std::path::PathBuf;
 
 /// How a training command runs: resume, overwrite, stop, profile, and the data-parallel timeout.
@@ -95,9 +95,9 @@ pub enum GradReduce {
 
 impl DistSettings {
     /// The gradient reduction these flags ask for, or an error for a negative or non-finite size.
-    pub fn reduction(&self) -> Result<indolm::train::data_parallel::Reduction> {
+    pub fn reduction(&self) -> Result<indolm_train::data_parallel::Reduction> {
         if !self.bucket_mb.is_finite() || self.bucket_mb < 0.0 {
-            return Err(indolm::error::Error::argument(
+            return Err(indolm_torch::error::Error::argument(
                 "--bucket-mb",
                 format!(
                     "expected a size in MiB of 0 or more (0: every gradient summed after backward), found {}",
@@ -105,7 +105,7 @@ impl DistSettings {
                 ),
             ));
         }
-        Ok(indolm::train::data_parallel::Reduction {
+        Ok(indolm_train::data_parallel::Reduction {
             bucket_bytes: (self.bucket_mb * (1u64 << 20) as f64) as usize,
             bf16: self.grad_reduce == GradReduce::Bf16,
         })
@@ -142,10 +142,10 @@ impl RunArgs {
 /// Refuses, before any work, what a command is asked to write (`--out`, `--json`, `--plot`) when a
 /// file's folder is missing or cannot be written, a folder cannot be created, or a file is a
 /// folder, one of its `inputs`, a file indolm keeps inside an input folder, or another output
-/// ([`indolm::outputs::check_outputs`] with the names runs and evaluations hold). Every command
+/// ([`indolm_core::outputs::check_outputs`] with the names runs and evaluations hold). Every command
 /// that writes calls it first.
-pub fn check_outputs(outputs: &[indolm::outputs::Output], inputs: &[&std::path::Path]) -> Result<()> {
-    indolm::outputs::check_outputs(outputs, inputs, indolm::run::ownership::written_by_indolm)
+pub fn check_outputs(outputs: &[indolm_core::outputs::Output], inputs: &[&std::path::Path]) -> Result<()> {
+    indolm_core::outputs::check_outputs(outputs, inputs, indolm_core::run::ownership::written_by_indolm)
 }
 
 /// Joins the data-parallel group when torchrun or srun launched this process (each process then
@@ -157,16 +157,16 @@ pub fn launch(
     device: tch::Device,
     dist: DistSettings,
     deterministic: bool,
-) -> Result<(tch::Device, Option<indolm::distributed::ProcessGroup>)> {
+) -> Result<(tch::Device, Option<indolm_torch::distributed::ProcessGroup>)> {
     if deterministic {
         // Read by cuBLAS when its first handle is made: without it, deterministic algorithms
         // refuse cuBLAS's matrix products on CUDA.
         if std::env::var_os("CUBLAS_WORKSPACE_CONFIG").is_none() {
             std::env::set_var("CUBLAS_WORKSPACE_CONFIG", ":4096:8");
         }
-        indolm::device::kernels::set_deterministic(true)?;
+        indolm_torch::device::kernels::set_deterministic(true)?;
     }
-    let Some(launch) = indolm::distributed::Launch::from_env()? else { return Ok((device, None)) };
+    let Some(launch) = indolm_torch::distributed::Launch::from_env()? else { return Ok((device, None)) };
     let timeout = std::time::Duration::from_secs(dist.collective);
     let (device, mut group) = join(&launch, device, dist.dist_backend, timeout)?;
     group.set_rank0_wait_timeout(std::time::Duration::from_secs(dist.rank0_wait_timeout));
@@ -178,13 +178,13 @@ pub fn launch(
 /// the GPUs present (ranks may share one); on the CPU, Gloo. `timeout` bounds the join and each
 /// collective. Returns the rank's device and its group.
 pub fn join(
-    launch: &indolm::distributed::Launch,
+    launch: &indolm_torch::distributed::Launch,
     device: tch::Device,
     backend: DistBackend,
     timeout: std::time::Duration,
-) -> Result<(tch::Device, indolm::distributed::ProcessGroup)> {
-    use indolm::distributed::ProcessGroup;
-    let on_cuda = |index: usize| indolm::device::parse_device(&format!("cuda:{index}"));
+) -> Result<(tch::Device, indolm_torch::distributed::ProcessGroup)> {
+    use indolm_torch::distributed::ProcessGroup;
+    let on_cuda = |index: usize| indolm_torch::device::parse_device(&format!("cuda:{index}"));
     match (device, backend) {
         (tch::Device::Cuda(_), DistBackend::Gloo) => {
             let visible = if tch::Cuda::is_available() { tch::Cuda::device_count().max(1) as usize } else { 1 };
@@ -194,7 +194,7 @@ pub fn join(
         (tch::Device::Cuda(_), _) => {
             let local = launch.local_rank;
             let device = on_cuda(local).map_err(|e| {
-                indolm::error::Error::argument(
+                indolm_torch::error::Error::argument(
                     "backend nccl",
                     format!("{e}; NCCL takes one GPU per rank (local rank {local} here): launch one rank per GPU, or share GPUs with the gloo backend (--dist-backend gloo, dist-check --backend gloo)"),
                 )
@@ -202,7 +202,7 @@ pub fn join(
             let tch::Device::Cuda(index) = device else { unreachable!("parse_device gave CUDA") };
             Ok((device, ProcessGroup::nccl(launch, index, timeout)?))
         }
-        (_, DistBackend::Nccl) => Err(indolm::error::Error::argument(
+        (_, DistBackend::Nccl) => Err(indolm_torch::error::Error::argument(
             "backend nccl",
             "NCCL runs on CUDA devices (--device cuda); on the CPU the backend is gloo",
         )),
@@ -267,7 +267,7 @@ pub enum Command {
         #[arg(long)]
         out: PathBuf,
         /// Seed of the initialisation.
-        #[arg(long, default_value_t = indolm::seeds::DEFAULT_SEED)]
+        #[arg(long, default_value_t = indolm_core::seeds::DEFAULT_SEED)]
         seed: u64,
         #[arg(long)]
         overwrite: bool,
@@ -379,9 +379,9 @@ pub enum Command {
 
 /// Runs the parsed command. `--device` is parsed only by the commands that use a model.
 pub fn run(cli: Cli) -> Result<()> {
-    indolm::device::set_threads(cli.threads)?;
-    indolm::device::warm_up_cpu_math();
-    let device = || indolm::device::parse_device(&cli.device);
+    indolm_torch::device::set_threads(cli.threads)?;
+    indolm_torch::device::warm_up_cpu_math();
+    let device = || indolm_torch::device::parse_device(&cli.device);
     match cli.command {
         Command::Convert { model_dir, out_dir, overwrite } => {
             model_cmds::to_safetensors(&model_dir, &out_dir, overwrite)
@@ -406,7 +406,7 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Corpus(command) => data_cmds::run_corpus(command),
         Command::Download { what, out, mirror, timeout, retries } => {
             let patience =
-                indolm::data::download::Patience { timeout: std::time::Duration::from_secs(timeout), retries };
+                indolm_torch::data::download::Patience { timeout: std::time::Duration::from_secs(timeout), retries };
             data_cmds::download(what, &out, mirror, patience)
         }
         Command::Eval(command) => eval_cmds::run(command, &device),

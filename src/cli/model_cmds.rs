@@ -1,10 +1,10 @@
 //! Model subcommands: import/export between HF and indolm directories, random init, info,
 //! tokenize and fill-mask.
-use indolm::data::tokenizer::TextTokenizer;
-use indolm::error::{Error, Result};
-use indolm::model::model_dir::{check_vocab, load_masked_lm, save_model_dir, save_model_files};
-use indolm::model::{BertConfig, BertForMaskedLM, LoadNote};
-use indolm::outln;
+use indolm_core::outln;
+use indolm_torch::data::tokenizer::TextTokenizer;
+use indolm_torch::error::{Error, Result};
+use indolm_torch::model::model_dir::{check_vocab, load_masked_lm, save_model_dir, save_model_files};
+use indolm_torch::model::{BertConfig, BertForMaskedLM, LoadNote};
 use std::path::Path;
 use tch::{Device, Kind, Tensor};
 
@@ -17,7 +17,7 @@ fn print_notes(notes: &[LoadNote]) {
 
 /// Loads any model directory and writes it with canonical HF names, fp32, full tokenizer files.
 pub fn convert(src: &Path, out: &Path, overwrite: bool, verb: &str) -> Result<()> {
-    indolm::outputs::check_replaceable(out, overwrite, &[src], indolm::model::model_dir::is_model_file)?;
+    indolm_core::outputs::check_replaceable(out, overwrite, &[src], indolm_torch::model::model_dir::is_model_file)?;
     let loaded = load_masked_lm(src, Device::Cpu)?;
     print_notes(&loaded.notes);
     save_model_dir(out, overwrite, &[src], |dir| save_model_files(dir, &loaded.config, &loaded.vs, &loaded.tokenizer))?;
@@ -31,22 +31,22 @@ pub fn convert(src: &Path, out: &Path, overwrite: bool, verb: &str) -> Result<()
 /// `model.safetensors`, the tensors as they are (names and dtypes), with its configuration and
 /// tokenizer files copied beside it.
 pub fn to_safetensors(src: &Path, out: &Path, overwrite: bool) -> Result<()> {
-    use indolm::model::model_dir::{is_converted_file, is_hf_side_file, WEIGHTS_FILE};
-    indolm::outputs::check_replaceable(out, overwrite, &[src], is_converted_file)?;
-    let (from, tensors) = indolm::model::weights::read_model_weights(src)?;
+    use indolm_torch::model::model_dir::{is_converted_file, is_hf_side_file, WEIGHTS_FILE};
+    indolm_core::outputs::check_replaceable(out, overwrite, &[src], is_converted_file)?;
+    let (from, tensors) = indolm_torch::model::weights::read_model_weights(src)?;
     let mut side = Vec::new();
-    for entry in std::fs::read_dir(src).map_err(|e| indolm::error::Error::io(src, e))?.filter_map(|e| e.ok()) {
+    for entry in std::fs::read_dir(src).map_err(|e| indolm_torch::error::Error::io(src, e))?.filter_map(|e| e.ok()) {
         let name = entry.file_name().to_string_lossy().to_string();
         if is_hf_side_file(&name) && entry.path().is_file() {
             side.push((name, entry.path()));
         }
     }
-    indolm::outputs::write_dir(out, overwrite, &[src], is_converted_file, |dir| {
-        std::fs::create_dir_all(dir).map_err(|e| indolm::error::Error::io(dir, e))?;
+    indolm_core::outputs::write_dir(out, overwrite, &[src], is_converted_file, |dir| {
+        std::fs::create_dir_all(dir).map_err(|e| indolm_torch::error::Error::io(dir, e))?;
         let named: Vec<(String, tch::Tensor)> = tensors.iter().map(|(n, t)| (n.clone(), t.shallow_clone())).collect();
-        indolm::model::weights::write_file(&dir.join(WEIGHTS_FILE), &named)?;
+        indolm_torch::model::weights::write_file(&dir.join(WEIGHTS_FILE), &named)?;
         for (name, path) in &side {
-            std::fs::copy(path, dir.join(name)).map_err(|e| indolm::error::Error::io(path, e))?;
+            std::fs::copy(path, dir.join(name)).map_err(|e| indolm_torch::error::Error::io(path, e))?;
         }
         Ok(())
     })?;
@@ -139,7 +139,7 @@ pub fn tokenize(path: &Path, texts: &[String]) -> Result<()> {
 pub fn fill_mask(model: &Path, text: &str, top_k: i64, device: Device) -> Result<()> {
     let mut loaded = load_masked_lm(model, device)?;
     print_notes(&loaded.notes);
-    loaded.model.set_precision(indolm::device::default_precision(device));
+    loaded.model.set_precision(indolm_torch::device::default_precision(device));
     let ids: Vec<i64> =
         loaded.tokenizer.encode(&loaded.tokenizer.with_model_mask(text))?.into_iter().map(i64::from).collect();
     let mask_id = loaded.tokenizer.special.mask;

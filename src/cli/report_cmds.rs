@@ -1,15 +1,15 @@
 //! `indolm report …`: pictures and tables made from results already on disk.
 use clap::Subcommand;
-use indolm::error::Result;
-use indolm::eval::bias::records::StepChoice;
-use indolm::eval::bias::Bootstrap;
-use indolm::files::{write_atomic, write_json};
-use indolm::outputs::Output;
-use indolm::report::bias_compare::{bias_compare, CompareRequest, PanelBy};
-use indolm::report::bias_diff::bias_diff;
-use indolm::report::bias_groups::{compare_groups, Group, GroupRequest};
-use indolm::report::chart::write_figure;
-use indolm::{out, outln};
+use indolm_core::files::{write_atomic, write_json};
+use indolm_core::outputs::Output;
+use indolm_core::{out, outln};
+use indolm_eval::bias::records::StepChoice;
+use indolm_eval::bias::Bootstrap;
+use indolm_tasks::report::bias_compare::{bias_compare, CompareRequest, PanelBy};
+use indolm_tasks::report::bias_diff::bias_diff;
+use indolm_tasks::report::bias_groups::{compare_groups, Group, GroupRequest};
+use indolm_tasks::report::chart::write_figure;
+use indolm_torch::error::Result;
 use std::path::{Path, PathBuf};
 
 #[derive(Subcommand, Debug)]
@@ -23,7 +23,7 @@ pub enum ReportCommand {
         /// The evaluations under this metric (when the run scored several; default: each
         /// checkpoint's main evaluation).
         #[arg(long, value_enum)]
-        metric: Option<indolm::eval::BiasMetric>,
+        metric: Option<indolm_eval::BiasMetric>,
         /// Output file: .svg or .png (text needs a TrueType font such as DejaVu Sans).
         #[arg(long)]
         out: PathBuf,
@@ -31,7 +31,7 @@ pub enum ReportCommand {
         /// runs' last evaluations): `eval bias --out`, checkpoint or run folders, as PATH or
         /// NAME=PATH.
         #[arg(long, num_args = 1..)]
-        reference: Vec<indolm::report::bias_table::TableModel>,
+        reference: Vec<indolm_tasks::report::bias_table::TableModel>,
     },
     /// Stereotype win rate and NusaX sentiment macro-F1 over a pretraining run's steps, side by
     /// side: from the run's bias evaluations and a `finetune sentiment --from-run` sweep of it, a
@@ -47,7 +47,7 @@ pub enum ReportCommand {
         /// The evaluations under this metric (when the run scored several; default: each
         /// checkpoint's main evaluation).
         #[arg(long, value_enum)]
-        metric: Option<indolm::eval::BiasMetric>,
+        metric: Option<indolm_eval::BiasMetric>,
         /// Output file: .svg or .png.
         #[arg(long)]
         out: PathBuf,
@@ -79,10 +79,10 @@ pub enum ReportCommand {
         /// The second evaluation, on the same pairs.
         b: PathBuf,
         /// Seed of the paired bootstrap.
-        #[arg(long, default_value_t = indolm::seeds::DEFAULT_SEED)]
+        #[arg(long, default_value_t = indolm_core::seeds::DEFAULT_SEED)]
         seed: u64,
         /// Bootstrap resamples.
-        #[arg(long, default_value_t = indolm::eval::settings::DEFAULT_BOOTSTRAP_RESAMPLES)]
+        #[arg(long, default_value_t = indolm_eval::settings::DEFAULT_BOOTSTRAP_RESAMPLES)]
         resamples: usize,
         /// Also write the table (Markdown) here.
         #[arg(long)]
@@ -111,7 +111,7 @@ pub enum ReportCommand {
         #[arg(long, default_value_t = 2000)]
         replicates: usize,
         /// With --group: seed of the replicates.
-        #[arg(long, default_value_t = indolm::seeds::DEFAULT_SEED)]
+        #[arg(long, default_value_t = indolm_core::seeds::DEFAULT_SEED)]
         seed: u64,
         /// Also write the numbers as JSON here.
         #[arg(long)]
@@ -119,7 +119,7 @@ pub enum ReportCommand {
         /// The evaluations under this metric (when a run scored several; default: each
         /// checkpoint's main evaluation).
         #[arg(long, value_enum)]
-        metric: Option<indolm::eval::BiasMetric>,
+        metric: Option<indolm_eval::BiasMetric>,
         /// The step compared: a number, or `final` for each run's last evaluation.
         #[arg(long, default_value = "final")]
         step: StepChoice,
@@ -148,7 +148,7 @@ pub enum ReportCommand {
         run: Option<PathBuf>,
         /// With --run: the evaluations under this metric (default: each checkpoint's main one).
         #[arg(long, value_enum, requires = "run")]
-        metric: Option<indolm::eval::BiasMetric>,
+        metric: Option<indolm_eval::BiasMetric>,
         /// A valid pair changes at most this many words.
         #[arg(long, default_value_t = 3)]
         max_words_changed: usize,
@@ -178,7 +178,7 @@ pub enum ReportCommand {
         /// The evaluations under this metric (when the run scored several; default: each
         /// checkpoint's main evaluation).
         #[arg(long, value_enum)]
-        metric: Option<indolm::eval::BiasMetric>,
+        metric: Option<indolm_eval::BiasMetric>,
         /// Also write the tables (Markdown) here.
         #[arg(long)]
         out: Option<PathBuf>,
@@ -192,10 +192,10 @@ pub enum ReportCommand {
         /// Evaluations: `eval bias --out` folders, checkpoint folders or run folders (their last
         /// evaluation), each as PATH or NAME=PATH.
         #[arg(required = true)]
-        models: Vec<indolm::report::bias_table::TableModel>,
+        models: Vec<indolm_tasks::report::bias_table::TableModel>,
         /// The evaluations under this metric (when one scored several; default: the main one).
         #[arg(long, value_enum)]
-        metric: Option<indolm::eval::BiasMetric>,
+        metric: Option<indolm_eval::BiasMetric>,
         /// Only these languages (codes as in bias.json).
         #[arg(long, num_args = 1..)]
         language: Vec<String>,
@@ -212,7 +212,7 @@ pub enum ReportCommand {
         /// Evaluations: `eval indommlu --out` folders, checkpoint folders or indommlu.json files,
         /// each as PATH or NAME=PATH.
         #[arg(required = true)]
-        models: Vec<indolm::report::bias_table::TableModel>,
+        models: Vec<indolm_tasks::report::bias_table::TableModel>,
         /// Also write the table (Markdown) here.
         #[arg(long)]
         out: Option<PathBuf>,
@@ -258,7 +258,7 @@ pub enum ReportCommand {
         /// Extractive runs: `finetune summarize` folders (their `<split>.candidate`) or .candidate
         /// files, as PATH or NAME=PATH (none: the Oracle alone).
         #[arg(value_name = "RUN_OR_FILE")]
-        picks: Vec<indolm::report::liputan6_stats::PicksSource>,
+        picks: Vec<indolm_tasks::report::liputan6_stats::PicksSource>,
         /// The data folder (the recipe's `[data] root`).
         #[arg(long)]
         data: PathBuf,
@@ -281,7 +281,7 @@ pub enum ReportCommand {
 }
 
 /// The files a report writes (each with its flag) and the files and folders it reads, for
-/// [`indolm::outputs::check_outputs`].
+/// [`indolm_core::outputs::check_outputs`].
 fn outputs_and_inputs(command: &ReportCommand) -> (Vec<Output<'_>>, Vec<&Path>) {
     fn opt<'a>(flag: &'static str, p: &'a Option<PathBuf>) -> Vec<Output<'a>> {
         p.as_deref().map(|p| Output::file(flag, p)).into_iter().collect()
@@ -292,7 +292,7 @@ fn outputs_and_inputs(command: &ReportCommand) -> (Vec<Output<'_>>, Vec<&Path>) 
     fn read(p: &Option<PathBuf>) -> Vec<&Path> {
         p.as_deref().into_iter().collect()
     }
-    fn models(m: &[indolm::report::bias_table::TableModel]) -> Vec<&Path> {
+    fn models(m: &[indolm_tasks::report::bias_table::TableModel]) -> Vec<&Path> {
         m.iter().map(|m| m.path.as_path()).collect()
     }
     match command {
@@ -345,23 +345,23 @@ pub fn run(command: ReportCommand) -> Result<()> {
     super::check_outputs(&outputs, &inputs)?;
     match command {
         ReportCommand::BiasCurve { run, metric, out, reference } => {
-            let n = indolm::report::bias_curve::write_bias_curve(&run, &out, metric, &reference)?;
+            let n = indolm_tasks::report::bias_curve::write_bias_curve(&run, &out, metric, &reference)?;
             outln!("plotted {n} evaluation(s) -> {}", out.display());
         }
         ReportCommand::SentimentHeatmap { results, out } => {
-            use indolm::report::heatmap::{write_heatmaps, Heatmap};
-            use indolm::tasks::sentiment::SentimentResults;
+            use indolm_tasks::report::heatmap::{write_heatmaps, Heatmap};
+            use indolm_tasks::sentiment::SentimentResults;
             let mut panels = Vec::with_capacity(results.len());
             for given in &results {
                 let path = if given.is_dir() { given.join("results.json") } else { given.clone() };
-                let text = indolm::files::read_to_string(&path)?;
+                let text = indolm_core::files::read_to_string(&path)?;
                 let read: SentimentResults =
-                    serde_json::from_str(&text).map_err(|e| indolm::error::Error::json(&path, &e))?;
+                    serde_json::from_str(&text).map_err(|e| indolm_torch::error::Error::json(&path, &e))?;
                 let folder = path.parent().and_then(|d| d.file_name()).map(|n| n.to_string_lossy().to_string());
                 let title = folder.unwrap_or_else(|| path.display().to_string());
                 panels.push(
                     Heatmap::from_sentiment_results(&read, &title)
-                        .map_err(|e| indolm::error::Error::invalid(&path, e.to_string()))?,
+                        .map_err(|e| indolm_torch::error::Error::invalid(&path, e.to_string()))?,
                 );
             }
             write_heatmaps(
@@ -378,7 +378,7 @@ pub fn run(command: ReportCommand) -> Result<()> {
             );
         }
         ReportCommand::BiasUtility { run, sweep, metric, out, csv, json } => {
-            let report = indolm::report::bias_utility::bias_utility(&run, sweep.as_deref(), metric)?;
+            let report = indolm_tasks::report::bias_utility::bias_utility(&run, sweep.as_deref(), metric)?;
             out!("{}", report.markdown());
             write_figure(&report.figure(), &out, "--out")?;
             if let Some(csv) = csv {
@@ -397,7 +397,7 @@ pub fn run(command: ReportCommand) -> Result<()> {
         }
         ReportCommand::BiasDiff { a, b, seed, resamples, out, json } => {
             if resamples == 0 {
-                return Err(indolm::error::Error::argument("--resamples", "must be > 0"));
+                return Err(indolm_torch::error::Error::argument("--resamples", "must be > 0"));
             }
             let (diff, table) = bias_diff(&a, &b, Bootstrap { seed, resamples })?;
             out!("{table}");
@@ -424,7 +424,7 @@ pub fn run(command: ReportCommand) -> Result<()> {
         } => {
             let report = if group.is_empty() {
                 if json.is_some() {
-                    return Err(indolm::error::Error::argument("--json", "is written for --group comparisons"));
+                    return Err(indolm_torch::error::Error::argument("--json", "is written for --group comparisons"));
                 }
                 let request = CompareRequest {
                     runs: &runs,
@@ -462,7 +462,7 @@ pub fn run(command: ReportCommand) -> Result<()> {
             }
         }
         ReportCommand::BiasFlips { run, metric, out, plot } => {
-            let flips = indolm::report::bias_flips::load(&run, metric)?;
+            let flips = indolm_tasks::report::bias_flips::load(&run, metric)?;
             let name = run.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
             let table = flips.markdown(&name);
             out!("{table}");
@@ -485,7 +485,7 @@ pub fn run(command: ReportCommand) -> Result<()> {
             out,
             json,
         } => {
-            use indolm::report::bias_validity::{bias_validity, Rules, Source};
+            use indolm_tasks::report::bias_validity::{bias_validity, Rules, Source};
             let source = match (&evaluation, &run) {
                 (Some(e), _) => Source::Evaluation(e),
                 (None, Some(r)) => Source::Run(r, metric),
@@ -502,7 +502,7 @@ pub fn run(command: ReportCommand) -> Result<()> {
             }
         }
         ReportCommand::BiasTable { models, metric, language, out, json } => {
-            let table = indolm::report::bias_table::bias_table(&models, metric, &language)?;
+            let table = indolm_tasks::report::bias_table::bias_table(&models, metric, &language)?;
             out!("{}", table.markdown);
             if let Some(out) = out {
                 write_atomic(&out, table.markdown.as_bytes())?;
@@ -512,7 +512,7 @@ pub fn run(command: ReportCommand) -> Result<()> {
             }
         }
         ReportCommand::IndommluTable { models, out, json } => {
-            let table = indolm::report::indommlu_table::indommlu_table(&models)?;
+            let table = indolm_tasks::report::indommlu_table::indommlu_table(&models)?;
             out!("{}", table.markdown);
             if let Some(out) = out {
                 write_atomic(&out, table.markdown.as_bytes())?;
@@ -522,14 +522,14 @@ pub fn run(command: ReportCommand) -> Result<()> {
             }
         }
         ReportCommand::Summarization { results, out } => {
-            let table = indolm::tasks::summarization::table_from_results(&results)?;
+            let table = indolm_tasks::summarization::table_from_results(&results)?;
             out!("{table}");
             if let Some(out) = out {
                 write_atomic(&out, table.as_bytes())?;
             }
         }
         ReportCommand::Liputan6Stats { data, split, out, json, png } => {
-            use indolm::report::liputan6_stats::{chart_format, liputan6_stats, write_bar_chart};
+            use indolm_tasks::report::liputan6_stats::{chart_format, liputan6_stats, write_bar_chart};
             if let Some(png) = &png {
                 chart_format(png, "--png")?;
             }
@@ -549,7 +549,7 @@ pub fn run(command: ReportCommand) -> Result<()> {
             }
         }
         ReportCommand::ExtractionPositions { picks, data, split, positions, out, json, png } => {
-            use indolm::report::liputan6_stats::{chart_format, extraction_positions, write_bar_chart};
+            use indolm_tasks::report::liputan6_stats::{chart_format, extraction_positions, write_bar_chart};
             if let Some(png) = &png {
                 chart_format(png, "--png")?;
             }

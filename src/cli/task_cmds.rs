@@ -1,14 +1,14 @@
 //! Fine-tuning and using the task heads: `finetune sentiment|summarize` (sentiment also from every
 //! kept checkpoint of a pretraining run, `--from-run`), `predict sentiment` and `summarize`.
 use clap::Subcommand;
-use indolm::error::{Error, Result};
-use indolm::eval::metrics::argmax;
-use indolm::files::read_to_string;
-use indolm::model::Component;
-use indolm::outln;
-use indolm::tasks::classifier::SequenceClassifier;
-use indolm::tasks::sentiment::sweep::{sweep, SweepRequest, MACRO_F1_TAG};
-use indolm::tasks::sentiment::{run, SentimentRecipe};
+use indolm_core::files::read_to_string;
+use indolm_core::outln;
+use indolm_metrics::metrics::argmax;
+use indolm_tasks::classifier::SequenceClassifier;
+use indolm_tasks::sentiment::sweep::{sweep, SweepRequest, MACRO_F1_TAG};
+use indolm_tasks::sentiment::{run, SentimentRecipe};
+use indolm_torch::error::{Error, Result};
+use indolm_torch::model::Component;
 use std::path::{Path, PathBuf};
 use tch::Device;
 
@@ -95,7 +95,7 @@ fn finetune_sentiment(recipe_path: &Path, init: Option<&Path>, args: &super::Run
 /// a pretraining run, then each step's test macro-F1.
 fn sweep_sentiment(recipe_path: &Path, request: &SweepRequest, args: &super::RunArgs, device: Device) -> Result<()> {
     let recipe = SentimentRecipe::load(recipe_path)?;
-    if indolm::distributed::Launch::from_env()?.is_some() {
+    if indolm_torch::distributed::Launch::from_env()?.is_some() {
         return Err(Error::argument(
             "--from-run",
             "a sweep runs in one process: start it without torchrun or srun (each checkpoint's fine-tuning is small)",
@@ -151,7 +151,7 @@ fn predict_sentiment(model_dir: &Path, texts: &[String], file: Option<&Path>, de
     {
         return Err(Error::invalid(model_dir, format!("not a fine-tuned classifier: {note}")));
     }
-    model.set_precision(indolm::device::default_precision(device));
+    model.set_precision(indolm_torch::device::default_precision(device));
     let lines: Vec<String> = match file {
         Some(f) => {
             let lines: Vec<String> =
@@ -180,7 +180,7 @@ fn predict_sentiment(model_dir: &Path, texts: &[String], file: Option<&Path>, de
 
 /// `finetune summarize`: a BertExt, BertAbs or BertExtAbs, then its Table 4 rows.
 fn finetune_summarize(recipe_path: &Path, init: Option<&Path>, args: &super::RunArgs, device: Device) -> Result<()> {
-    use indolm::tasks::summarization::train::{run, SummarizeRecipe};
+    use indolm_tasks::summarization::train::{run, SummarizeRecipe};
     let recipe = SummarizeRecipe::load(recipe_path)?;
     let init = resolve_init(recipe_path, init, recipe.init.as_deref())?;
     let (device, group) = super::launch(device, args.dist_timeout, recipe.deterministic)?;
@@ -202,7 +202,7 @@ fn finetune_summarize(recipe_path: &Path, init: Option<&Path>, args: &super::Run
         results.dev_best.rouge2,
         results.dev_best.rouge_l
     );
-    outln!("{}", read_to_string(&dir.join(indolm::tasks::RESULTS_MD))?);
+    outln!("{}", read_to_string(&dir.join(indolm_tasks::RESULTS_MD))?);
     outln!("model in {}", dir.join("best").display());
     Ok(())
 }
@@ -233,15 +233,15 @@ pub struct SummarizeArgs {
 /// `indolm summarize`: one article's summary one sentence a line; several articles' summaries
 /// one a line (sentences joined), in input order.
 pub fn summarize(args: &SummarizeArgs, device: Device) -> Result<()> {
-    use indolm::tasks::summarization::data::{join, load_split};
-    use indolm::tasks::summarization::inference::{sentences_of, Summarizer};
+    use indolm_tasks::summarization::data::{join, load_split};
+    use indolm_tasks::summarization::inference::{sentences_of, Summarizer};
     let inputs: Vec<&Path> =
         [Some(args.model.as_path()), args.file.as_deref(), args.liputan6.as_deref()].into_iter().flatten().collect();
-    let outputs: Vec<indolm::outputs::Output> =
-        args.out.as_deref().map(|o| indolm::outputs::Output::file("--out", o)).into_iter().collect();
+    let outputs: Vec<indolm_core::outputs::Output> =
+        args.out.as_deref().map(|o| indolm_core::outputs::Output::file("--out", o)).into_iter().collect();
     super::check_outputs(&outputs, &inputs)?;
     let mut model = Summarizer::load_trained(&args.model, device)?;
-    model.set_precision(indolm::device::default_precision(device));
+    model.set_precision(indolm_torch::device::default_precision(device));
     let articles: Vec<Vec<Vec<String>>> = match (&args.file, &args.liputan6) {
         (Some(file), _) if args.per_line => {
             read_to_string(file)?.lines().filter(|l| !l.trim().is_empty()).map(sentences_of).collect()
@@ -303,7 +303,7 @@ pub fn summarize(args: &SummarizeArgs, device: Device) -> Result<()> {
         );
     }
     if let Some(out) = &args.out {
-        indolm::files::write_atomic(out, (lines.join("\n") + "\n").as_bytes())?;
+        indolm_core::files::write_atomic(out, (lines.join("\n") + "\n").as_bytes())?;
     }
     Ok(())
 }

@@ -1,15 +1,15 @@
 //! Pretraining subcommands: `train` (which assembles the recipe's checkpoint hooks from `eval`
 //! and hands them to the trainer) and `recipe check`.
 use clap::Subcommand;
-use indolm::data::tokenizer::TextTokenizer;
-use indolm::error::{Error, Result};
-use indolm::eval::bias::BiasHook;
-use indolm::eval::indommlu::IndommluHook;
-use indolm::eval::pairs::load_indobias;
-use indolm::hooks::CheckpointHook;
-use indolm::tasks::pretrain::train::pretrain;
-use indolm::tasks::pretrain::PretrainRecipe;
-use indolm::{out, outln};
+use indolm_core::{out, outln};
+use indolm_eval::bias::BiasHook;
+use indolm_eval::indommlu::IndommluHook;
+use indolm_eval::pairs::load_indobias;
+use indolm_tasks::pretrain::train::pretrain;
+use indolm_tasks::pretrain::PretrainRecipe;
+use indolm_torch::data::tokenizer::TextTokenizer;
+use indolm_torch::error::{Error, Result};
+use indolm_torch::hooks::CheckpointHook;
 use std::path::{Path, PathBuf};
 use tch::Device;
 
@@ -42,7 +42,7 @@ pub fn train(recipe_path: &Path, choice: SeedChoice, args: &super::RunArgs, devi
     if recipe.seeds.is_empty() {
         return train_one(recipe_path, recipe, args, device);
     }
-    if indolm::distributed::Launch::from_env()?.is_some() {
+    if indolm_torch::distributed::Launch::from_env()?.is_some() {
         return Err(Error::field(
             recipe_path,
             "seeds",
@@ -93,11 +93,11 @@ fn checkpoint_hooks(recipe: &PretrainRecipe, device: Device) -> Result<Vec<Box<d
 /// `indolm recipe check`: the resolved recipe (defaults filled in) of any kind; for pretraining
 /// also its model configuration, sources and outputs.
 fn check_recipe(path: &Path) -> Result<()> {
-    use indolm::recipe::RecipeKind;
-    let kind = indolm::recipe::kind_of(path)?.map_or(RecipeKind::Pretrain, |(kind, _)| kind);
+    use indolm_core::recipe::RecipeKind;
+    let kind = indolm_core::recipe::kind_of(path)?.map_or(RecipeKind::Pretrain, |(kind, _)| kind);
     match kind {
         RecipeKind::Summarize => {
-            let recipe = indolm::tasks::summarization::train::SummarizeRecipe::load(path)?;
+            let recipe = indolm_tasks::summarization::train::SummarizeRecipe::load(path)?;
             out!("{}", toml::to_string_pretty(&recipe).expect("recipes serialize"));
             // The split folders `finetune summarize` reads (their articles are checked as it
             // loads them).
@@ -117,11 +117,11 @@ fn check_recipe(path: &Path) -> Result<()> {
             return Ok(());
         }
         RecipeKind::Sentiment => {
-            let recipe = indolm::tasks::sentiment::SentimentRecipe::load(path)?;
+            let recipe = indolm_tasks::sentiment::SentimentRecipe::load(path)?;
             // Every language's three files, as `finetune sentiment` reads them before training.
             for language in recipe.languages() {
                 for split in ["train", "valid", "test"] {
-                    indolm::tasks::sentiment::data::load_split(&recipe.data.root, &language, split)?;
+                    indolm_tasks::sentiment::data::load_split(&recipe.data.root, &language, split)?;
                 }
             }
             out!("{}", toml::to_string_pretty(&recipe).expect("recipes serialize"));

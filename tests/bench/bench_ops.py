@@ -24,7 +24,7 @@ THREADS = os.environ.get("BENCH_THREADS", "2")
 SEQ = int(os.environ.get("BENCH_SEQ", "64"))
 BATCH = int(os.environ.get("BENCH_BATCH", "16"))
 L, H, A, FF = 2, 128, 2, 512
-# The operations indolm's counter calls host waits (src/device/torch_shim.cpp), by name.
+# The operations indolm's counter calls host waits (crates/torch/src/device/torch_shim.cpp), by name.
 WAITS = {"aten::_local_scalar_dense", "aten::item", "aten::nonzero", "aten::is_nonzero", "aten::equal",
          "aten::masked_select", "aten::unique", "aten::_unique2", "aten::allclose"}
 

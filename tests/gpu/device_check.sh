@@ -301,7 +301,7 @@ if [ "$DEVICE" != cpu ]; then
   [ "$TORCH_CUDA" = 1 ] || preflight_fails "torch $TORCH_VERSION at $TORCH_LIB sees no CUDA device (driver? CUDA_VISIBLE_DEVICES?)"
   if command -v ldd > /dev/null; then
     ldd "$BIN" | grep -q "libtorch_cuda.so" \
-      || preflight_fails "$BIN does not load libtorch_cuda.so: CUDA would be silently off (rebuild: build.rs forces it in when torch has it)"
+      || preflight_fails "$BIN does not load libtorch_cuda.so: CUDA would be silently off (rebuild: crates/torch/build.rs forces it in when torch has it)"
   fi
 fi
 # The driver's scratch folder and torch's library folder, handed to every step it runs

@@ -8,8 +8,8 @@
 //! the base model's own. Adapters it cannot merge exactly are refused with one line.
 use crate::common::*;
 use crate::decoders::{check, llama};
-use indolm::eval::causal::CausalScorer;
-use indolm::model::decoder::load_causal_lm;
+use indolm_eval::causal::CausalScorer;
+use indolm_torch::model::decoder::load_causal_lm;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -55,9 +55,9 @@ fn set_config(dir: &Path, key: &str, value: Value) {
 /// Rewrites `dir/adapter_model.safetensors` with every tensor name passed through `rename`.
 fn rename_tensors(dir: &Path, rename: impl Fn(&str) -> String) {
     let path = dir.join("adapter_model.safetensors");
-    let tensors = indolm::model::weights::read_file(&path).unwrap();
+    let tensors = indolm_torch::model::weights::read_file(&path).unwrap();
     let renamed: Vec<(String, Tensor)> = tensors.into_iter().map(|(n, t)| (rename(&n), t)).collect();
-    indolm::model::weights::write_file(&path, &renamed).unwrap();
+    indolm_torch::model::weights::write_file(&path, &renamed).unwrap();
 }
 
 /// The plain adapter: PeftModel's scores, the merge recorded, the base's config and tokenizer,
@@ -108,7 +108,7 @@ fn adapter_model_bin_and_names_with_the_adapter_name_merge_alike() {
     check(&bin, "llama + LoRA from adapter_model.bin");
     let named = copy_dir(plain(), "lora-named");
     rename_tensors(&named, |n| n.replace(".lora_A.", ".lora_A.default.").replace(".lora_B.", ".lora_B.default."));
-    let names = indolm::model::weights::read_file(&named.join("adapter_model.safetensors")).unwrap();
+    let names = indolm_torch::model::weights::read_file(&named.join("adapter_model.safetensors")).unwrap();
     assert!(names.keys().all(|n| n.contains(".default.weight")), "{:?}", names.keys().next());
     check(&named, "llama + LoRA with .default in its tensor names");
 }

@@ -1,4 +1,4 @@
-//! The OpenAI-compatible backend (`indolm generate --api-base`, src/generate/backend/openai.rs)
+//! The OpenAI-compatible backend (`indolm generate --api-base`, crates/eval/src/generate/backend/openai.rs)
 //! against two servers.
 //!
 //! A real one: `transformers serve` (transformers 5.24 with fastapi, uvicorn and openai, pinned in

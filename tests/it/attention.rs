@@ -12,11 +12,11 @@
 //! refused in one line. The transformers parity tests (`decoders`, `generation`) run the default,
 //! fused, at their own tolerances.
 use crate::common::*;
-use indolm::device::op_counts::OpCounter;
-use indolm::eval::causal::CausalScorer;
-use indolm::generate::prompts::{read_prompts, tokenize};
-use indolm::generate::{generate, GenerationDefaults, Settings};
-use indolm::model::decoder::{load_causal_lm, Attention, CausalLm};
+use indolm_eval::causal::CausalScorer;
+use indolm_eval::generate::prompts::{read_prompts, tokenize};
+use indolm_eval::generate::{generate, GenerationDefaults, Settings};
+use indolm_torch::device::op_counts::OpCounter;
+use indolm_torch::model::decoder::{load_causal_lm, Attention, CausalLm};
 use serde_json::Value;
 use std::path::Path;
 use std::process::Command;
@@ -41,7 +41,7 @@ fn sentences(dir: &Path) -> Vec<String> {
 }
 
 /// Scores `texts` with `lm` as it is set; with the number of fused attention calls made.
-fn score(lm: &CausalLm, texts: &[&str]) -> (Vec<indolm::eval::causal::CausalScore>, u64) {
+fn score(lm: &CausalLm, texts: &[&str]) -> (Vec<indolm_eval::causal::CausalScore>, u64) {
     let counter = OpCounter::start().unwrap();
     let scores = CausalScorer::new(lm).unwrap().score_texts(texts).unwrap();
     let counts = counter.stop().unwrap();
@@ -88,7 +88,7 @@ fn fused_attention_scores_every_family_as_eager_attention() {
     // dtype (libtorch refuses another), the sums as eager's to bf16's precision.
     for family in ["bloom", "falconalibi"] {
         let dir = &crate::generation::fixtures()[family];
-        let mut lm = indolm::model::decoder::load_causal_lm_as(dir, Device::Cpu, tch::Kind::BFloat16).unwrap();
+        let mut lm = indolm_torch::model::decoder::load_causal_lm_as(dir, Device::Cpu, tch::Kind::BFloat16).unwrap();
         let texts = sentences(dir);
         let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
         let (fused, calls) = score(&lm, &refs);

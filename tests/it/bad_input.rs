@@ -1,7 +1,7 @@
 //! Bad input gives one clear error message (naming the file, field or tensor, expected vs
 //! found) and exit code 1 — never a panic.
 use crate::common::*;
-use indolm::model::weights;
+use indolm_torch::model::weights;
 use tch::Tensor;
 
 fn s(p: &std::path::Path) -> &str {

@@ -1,6 +1,6 @@
 //! Beam search (for BertAbs): trigram blocking, the minimum length, and the length penalty's
 //! effect on which hypothesis wins.
-use indolm::tasks::summarization::beam::{beam_search, length_penalty, repeats_trigram, words, BeamConfig};
+use indolm_tasks::summarization::beam::{beam_search, length_penalty, repeats_trigram, words, BeamConfig};
 
 const EOS: i64 = 2;
 const BOS: i64 = 1;

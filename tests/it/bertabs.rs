@@ -4,9 +4,9 @@
 //! `F.kl_div`); save/load; real learning on a fixture whose summary is recoverable from the
 //! article (ROUGE before and after); BertExtAbs starting from a trained BertExt; bad recipes.
 use crate::common::*;
-use indolm::model::weights::write_file;
-use indolm::model::Precision;
-use indolm::tasks::summarization::abs::{label_smoothed_loss, AbsConfig, BertAbs, DecodeState};
+use indolm_tasks::summarization::abs::{label_smoothed_loss, AbsConfig, BertAbs, DecodeState};
+use indolm_torch::model::weights::write_file;
+use indolm_torch::model::Precision;
 use std::path::Path;
 use tch::{Device, Kind, Tensor};
 
@@ -172,9 +172,9 @@ pub(crate) fn write_split(root: &Path, split: &str, pool: &[String], count: usiz
 
 /// A random-init tiny BERT with a WordPiece vocabulary trained on the sentences.
 pub(crate) fn tiny_bert(dir: &Path, sentences: &[String]) {
-    use indolm::data::tokenizer_train::{train_wordpiece, TrainOptions};
-    use indolm::model::model_dir::{save_model_dir, save_model_files};
-    use indolm::model::{BertConfig, BertForMaskedLM};
+    use indolm_torch::data::tokenizer_train::{train_wordpiece, TrainOptions};
+    use indolm_torch::model::model_dir::{save_model_dir, save_model_files};
+    use indolm_torch::model::{BertConfig, BertForMaskedLM};
     let tok =
         train_wordpiece(sentences, &TrainOptions { vocab_size: 2000, min_frequency: 2, lowercase: true }).unwrap();
     let config = BertConfig::new(tok.vocab_size() as i64, 64, 2, 2, 256);
@@ -319,8 +319,8 @@ fn bertabs_learns_to_write_the_lead_and_bertextabs_starts_from_bertext() {
         notes.iter().any(|n| n.to_string().contains("its encoder is used")),
         "the BertExt layers are left out: {notes:?}"
     );
-    let ext_weights = indolm::model::model_dir::read_model_files(&ext_best).unwrap().tensors;
-    let init_weights = indolm::model::model_dir::read_model_files(&init).unwrap().tensors;
+    let ext_weights = indolm_torch::model::model_dir::read_model_files(&ext_best).unwrap().tensors;
+    let init_weights = indolm_torch::model::model_dir::read_model_files(&init).unwrap().tensors;
     let mut fine_tuned = 0;
     for (name, var) in from_ext.vs.variables().into_iter().filter(|(n, _)| n.starts_with("bert.")) {
         assert!(var.equal(&ext_weights[&name]), "{name} is not BertExt's");
@@ -370,8 +370,8 @@ fn bertabs_learns_to_write_the_lead_and_bertextabs_starts_from_bertext() {
 /// very different lengths and finishing at different steps, in one batch, in batches of 3, and
 /// through `summarize`.
 fn batched_decoding_equals_one_article_at_a_time(model_dir: &Path, data: &Path) {
-    use indolm::tasks::summarization::data::load_split;
-    use indolm::tasks::summarization::inference::Summarizer;
+    use indolm_tasks::summarization::data::load_split;
+    use indolm_tasks::summarization::inference::Summarizer;
     let Summarizer::Abs(model) = Summarizer::load_trained(model_dir, Device::Cpu).unwrap() else { panic!("a BertAbs") };
     let sample = load_split(&root().join("corpora/liputan6-sample"), "test").unwrap();
     let train = load_split(data, "train").unwrap();
@@ -406,6 +406,6 @@ fn batched_decoding_equals_one_article_at_a_time(model_dir: &Path, data: &Path) 
     let (one, four) = (by("1"), by("4"));
     assert_eq!(one, four);
     let expected: Vec<String> =
-        alone[..sample.len()].iter().map(|s| indolm::tasks::summarization::data::join(s)).collect();
+        alone[..sample.len()].iter().map(|s| indolm_tasks::summarization::data::join(s)).collect();
     assert_eq!(one.lines().collect::<Vec<_>>(), expected.iter().map(String::as_str).collect::<Vec<_>>());
 }

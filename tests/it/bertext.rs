@@ -4,11 +4,11 @@
 //! dev split, across a stop and a resume, with BERTScore in the results; the saved model is used
 //! by `indolm summarize`; and the selection rule (trigram blocking, minimum sentences and words).
 use crate::common::*;
-use indolm::data::tokenizer_train::{train_wordpiece, TrainOptions};
-use indolm::model::model_dir::{save_model_dir, save_model_files};
-use indolm::model::{BertConfig, BertForMaskedLM};
-use indolm::optim::noam;
-use indolm::tasks::summarization::ext::select;
+use indolm_core::schedule::noam;
+use indolm_tasks::summarization::ext::select;
+use indolm_torch::data::tokenizer_train::{train_wordpiece, TrainOptions};
+use indolm_torch::model::model_dir::{save_model_dir, save_model_files};
+use indolm_torch::model::{BertConfig, BertForMaskedLM};
 use std::path::Path;
 use tch::Device;
 
@@ -250,9 +250,9 @@ fn bertscore_equals_eval_bertscore(run: &Path, results: &serde_json::Value) {
 /// scores and selection are what it gets alone.
 #[test]
 fn batched_extractive_scoring_equals_one_article_at_a_time() {
-    use indolm::tasks::summarization::data::load_split;
-    use indolm::tasks::summarization::ext::{BertExt, ExtConfig};
-    use indolm::tasks::summarization::inference::Summarizer;
+    use indolm_tasks::summarization::data::load_split;
+    use indolm_tasks::summarization::ext::{BertExt, ExtConfig};
+    use indolm_tasks::summarization::inference::Summarizer;
     let (model, _) = BertExt::load(
         reference_model(),
         ExtConfig { layers: 1, heads: 2, ff: 64, ..ExtConfig::default() },

@@ -7,8 +7,8 @@
 //! for) in one line; a long text is tokenized by prefixes into the tokens of the whole text, and
 //! one past the cap refused by line.
 use crate::common::*;
-use indolm::data::tokenizer::TextTokenizer;
-use indolm::eval::bertscore::{mean, BertScore, Scorer, MAX_TEXT_BYTES};
+use indolm_eval::bertscore::{mean, BertScore, Scorer, MAX_TEXT_BYTES};
+use indolm_torch::data::tokenizer::TextTokenizer;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use tch::Device;

@@ -4,12 +4,12 @@
 //! pretraining run (through the test-only `INDOLM_TEST_BF16_ON_CPU`), pseudo-log-likelihoods,
 //! a BertExt and a BertAbs training step, and batched beam decoding.
 use crate::common::*;
-use indolm::data::tokenizer::TextTokenizer;
-use indolm::eval::pll::PllScorer;
-use indolm::model::model_dir::load_masked_lm;
-use indolm::model::Precision;
-use indolm::tasks::summarization::abs::{AbsConfig, BertAbs};
-use indolm::tasks::summarization::ext::{label_tensor, BertExt, ExtConfig};
+use indolm_eval::pll::PllScorer;
+use indolm_tasks::summarization::abs::{AbsConfig, BertAbs};
+use indolm_tasks::summarization::ext::{label_tensor, BertExt, ExtConfig};
+use indolm_torch::data::tokenizer::TextTokenizer;
+use indolm_torch::model::model_dir::load_masked_lm;
+use indolm_torch::model::Precision;
 use tch::{Device, Kind, Tensor};
 
 /// Relative difference of two tensors: mean |a − b| over mean |b|.
@@ -20,7 +20,7 @@ fn relative(a: &Tensor, b: &Tensor) -> f64 {
 /// The first sentences of the Liputan6 sample's articles, as words.
 fn articles(n: usize) -> Vec<Vec<Vec<String>>> {
     let split =
-        indolm::tasks::summarization::data::load_split(&root().join("corpora/liputan6-sample"), "train").unwrap();
+        indolm_tasks::summarization::data::load_split(&root().join("corpora/liputan6-sample"), "train").unwrap();
     split.into_iter().take(n).map(|a| a.article.into_iter().take(4).collect()).collect()
 }
 

@@ -2,17 +2,17 @@
 //! sentences and for the CrowS-Pairs variant, win-rate arithmetic, pair loaders and their
 //! errors, and the checkpoint hook's TensorBoard curves and bias.json.
 use crate::common::*;
-use indolm::eval::bias::{aggregate, outcome, Bootstrap, PairRecord, Preference::*};
-use indolm::eval::pairs::{load_crows, load_indobias, BiasPair};
-use indolm::eval::pll::{crows_inputs, shared_positions, PllScorer, SentenceScore};
-use indolm::eval::BiasMetric;
-use indolm::model::model_dir::load_masked_lm;
+use indolm_eval::bias::{aggregate, outcome, Bootstrap, PairRecord, Preference::*};
+use indolm_eval::pairs::{load_crows, load_indobias, BiasPair};
+use indolm_eval::pll::{crows_inputs, shared_positions, PllScorer, SentenceScore};
+use indolm_eval::BiasMetric;
+use indolm_torch::model::model_dir::load_masked_lm;
 use std::path::Path;
 use tch::Device;
 
 /// Real sentences that fit the reference model's 64 positions.
 fn shared_sentences(n_ud: usize, n_nusax: usize) -> Vec<String> {
-    let tok = indolm::data::tokenizer::TextTokenizer::from_dir(reference_model()).unwrap();
+    let tok = indolm_torch::data::tokenizer::TextTokenizer::from_dir(reference_model()).unwrap();
     let fits = |s: &String| tok.encode(s).unwrap().len() <= 60;
     let ud = std::fs::read_to_string(test_data().join("ud-indonesian/id_gsd-ud-test.conllu")).unwrap();
     let mut out: Vec<String> =
@@ -63,7 +63,7 @@ fn pll_matches_transformers_per_token_loop() {
 
 #[test]
 fn aul_and_aula_match_kaneko_and_bollegala_on_transformers() {
-    use indolm::eval::aul::UnmaskedScorer;
+    use indolm_eval::aul::UnmaskedScorer;
     let model_dir = reference_model();
     let work = scratch("aul-parity");
     let sentences = shared_sentences(12, 8);
@@ -124,7 +124,7 @@ fn crows_variant_matches_metric_py_on_crows_pairs() {
     let model_dir = reference_model();
     let work = scratch("crows-parity");
     let crows = load_crows(&test_data().join("crows-pairs/crows_pairs_anonymized.csv")).unwrap();
-    let tok = indolm::data::tokenizer::TextTokenizer::from_dir(model_dir).unwrap();
+    let tok = indolm_torch::data::tokenizer::TextTokenizer::from_dir(model_dir).unwrap();
     let fits = |s: &str| tok.encode(s).unwrap().len() <= 60;
     let pairs: Vec<&BiasPair> =
         crows.languages[0].1.iter().filter(|p| fits(&p.pro) && fits(&p.anti)).take(15).collect();
@@ -200,7 +200,7 @@ fn win_rates_ties_and_rounding() {
 /// within 1e-9 on generated tables, small and IndoBias-sized.
 #[test]
 fn interval_and_test_statistics_match_statsmodels() {
-    use indolm::eval::stats::{holm, mcnemar_exact, wilson};
+    use indolm_metrics::stats::{holm, mcnemar_exact, wilson};
     use rand::{Rng, SeedableRng};
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(15);
     let mut proportions: Vec<(usize, usize)> = vec![(0, 1), (1, 1), (0, 40), (40, 40), (299, 544), (272, 544), (3, 7)];
@@ -376,7 +376,7 @@ fn steps_of(points: &serde_json::Value) -> Vec<u64> {
 
 #[test]
 fn hook_writes_records_curves_and_dense_evaluations() {
-    use indolm::eval::bias::records::run_evaluations;
+    use indolm_eval::bias::records::run_evaluations;
     let work = scratch("bias-hook");
     let recipe = hook_recipe(&work, "hook", 3407, "every = 2");
     let (stdout, _) = indolm_ok(&["train", recipe.to_str().unwrap()]);
@@ -406,10 +406,10 @@ fn hook_writes_records_curves_and_dense_evaluations() {
         assert_eq!(read_report, report);
         assert_eq!(records.len(), 80);
         let sha = report.records_sha256.clone().expect("the report binds its records");
-        assert_eq!(indolm::files::sha256_file(&e.dir.join("bias_pairs.csv")).unwrap(), sha);
+        assert_eq!(indolm_core::files::sha256_file(&e.dir.join("bias_pairs.csv")).unwrap(), sha);
         let reaggregated = aggregate(report.metric, report.step, &records, report.bootstrap);
         assert_eq!(
-            indolm::eval::bias::BiasReport { records_sha256: Some(sha), ..reaggregated },
+            indolm_eval::bias::BiasReport { records_sha256: Some(sha), ..reaggregated },
             report,
             "step {}",
             e.step
@@ -470,13 +470,13 @@ fn hook_writes_records_curves_and_dense_evaluations() {
         serde_json::from_str(&std::fs::read_to_string(run.join("step-6/indommlu.json")).unwrap()).unwrap();
     assert_eq!(mmlu["questions"], 12);
     // The hook keeps the per-question records beside it, and they aggregate to it.
-    let records = indolm::eval::indommlu::read_question_records(&run.join("step-6/indommlu_questions.csv")).unwrap();
-    let written: indolm::eval::indommlu::IndommluReport = serde_json::from_value(mmlu.clone()).unwrap();
+    let records = indolm_eval::indommlu::read_question_records(&run.join("step-6/indommlu_questions.csv")).unwrap();
+    let written: indolm_eval::indommlu::IndommluReport = serde_json::from_value(mmlu.clone()).unwrap();
     assert_eq!(records.len(), 12);
     assert_eq!(
-        indolm::eval::indommlu::aggregate_records(
+        indolm_eval::indommlu::aggregate_records(
             &records,
-            indolm::eval::indommlu::Setting::masked(written.mode),
+            indolm_eval::indommlu::Setting::masked(written.mode),
             Some(6)
         ),
         written
@@ -515,7 +515,7 @@ fn hook_writes_records_curves_and_dense_evaluations() {
 /// and `eval bias --run` writing the same TensorBoard layout.
 #[test]
 fn paired_diff_compare_flips_and_retro_evaluation() {
-    use indolm::eval::bias::records::read_records;
+    use indolm_eval::bias::records::read_records;
     let work = scratch("bias-reports");
     let (a, b) = (hook_recipe(&work, "seed-a", 3407, "every = 2"), hook_recipe(&work, "seed-b", 11, ""));
     // seed-a keeps every checkpoint's weights (not its optimizer state) for good.
@@ -540,8 +540,8 @@ fn paired_diff_compare_flips_and_retro_evaluation() {
     assert!(stdout.contains("metric pppl: each sentence's pseudo-perplexity"), "{stdout}");
     let rows = diff["rows"].as_array().unwrap();
     assert_eq!(rows.len(), 12, "2 languages × (overall + 5 domains)");
-    let report_2 = indolm::eval::bias::records::read_checked(&run_a.join("evals/step-2")).unwrap().0;
-    let report_6 = indolm::eval::bias::records::read_checked(&run_a.join("step-6")).unwrap().0;
+    let report_2 = indolm_eval::bias::records::read_checked(&run_a.join("evals/step-2")).unwrap().0;
+    let report_6 = indolm_eval::bias::records::read_checked(&run_a.join("step-6")).unwrap().0;
     assert_eq!(rows[0]["rate_a"].as_f64().unwrap(), report_2.languages[0].overall.win_rate);
     assert_eq!(rows[0]["rate_b"].as_f64().unwrap(), report_6.languages[0].overall.win_rate);
     for r in rows {
@@ -624,7 +624,7 @@ fn paired_diff_compare_flips_and_retro_evaluation() {
     ]);
     assert!(stdout.contains("| model | overall | "), "{stdout}");
     assert!(stdout.contains("| retro scored | pppl |") && stdout.contains("| seed-b | pppl | 6 |"), "{stdout}");
-    let report_b = indolm::eval::bias::records::read_checked(&run_b.join("step-6")).unwrap().0;
+    let report_b = indolm_eval::bias::records::read_checked(&run_b.join("step-6")).unwrap().0;
     let cells: Vec<serde_json::Value> = serde_json::from_str(&std::fs::read_to_string(&cells_json).unwrap()).unwrap();
     let mut checked = 0;
     for (model, report) in [("retro scored", &report_6), ("step-6", &report_6), ("seed-b", &report_b)] {
@@ -647,7 +647,7 @@ fn paired_diff_compare_flips_and_retro_evaluation() {
     }
     assert_eq!(checked, 3 * 2 * 6, "3 models x 2 languages x (overall + 5 domains)");
     let row =
-        format!("| seed-b | {} ({}) |", indolm::eval::bias::rate_with_interval(&report_b.languages[0].overall), 40);
+        format!("| seed-b | {} ({}) |", indolm_eval::bias::rate_with_interval(&report_b.languages[0].overall), 40);
     assert!(stdout.contains(&row), "{row} in {stdout}");
     let err = indolm_fails(&["report", "bias-table", run_b.to_str().unwrap(), run_b.to_str().unwrap()]);
     assert!(err.contains("two models are named \"seed-b\""), "{err}");
@@ -725,7 +725,7 @@ fn paired_diff_compare_flips_and_retro_evaluation() {
         "--overwrite",
     ]);
     assert!(stdout.contains("step 3 (aul): id ") && stdout.contains("step 6 (aul): id "), "{stdout}");
-    let rescored = indolm::eval::bias::records::read_checked(&step_3).unwrap().0;
+    let rescored = indolm_eval::bias::records::read_checked(&step_3).unwrap().0;
     assert_eq!(rescored.metric.to_string(), "aul");
 }
 

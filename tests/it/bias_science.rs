@@ -81,8 +81,8 @@ fn seeds_train_as_runs_and_the_multibootstrap_matches_numpy() {
     assert_ne!(w1, w4, "two seeds train two different models");
     // The hook scored both metrics in one pass: aul as the main evaluation, aula beside it.
     for n in 1..=6 {
-        let main = indolm::eval::bias::records::read_evaluation(&run(n).join("step-6")).unwrap().0;
-        let aula = indolm::eval::bias::records::read_evaluation(&run(n).join("step-6/bias-aula")).unwrap().0;
+        let main = indolm_eval::bias::records::read_evaluation(&run(n).join("step-6")).unwrap().0;
+        let aula = indolm_eval::bias::records::read_evaluation(&run(n).join("step-6/bias-aula")).unwrap().0;
         assert_eq!((main.metric.to_string(), aula.metric.to_string()), ("aul".into(), "aula".into()));
         assert!(main.languages.iter().all(|l| l.token_accuracy.is_some() && l.overall.tally.pairs == 320));
     }
@@ -244,13 +244,13 @@ fn token_accuracy_is_the_share_of_scored_tokens_ranked_first() {
     let out = work.join("eval");
     evaluate_fixture(&out, &["id"], &["aula", "pppl-word-l2r"]);
     for dir in [out.clone(), out.join("bias-pppl-word-l2r")] {
-        let (report, records) = indolm::eval::bias::records::read_evaluation(&dir).unwrap();
+        let (report, records) = indolm_eval::bias::records::read_evaluation(&dir).unwrap();
         let correct: usize = records.iter().map(|r| r.pro_correct.unwrap() + r.anti_correct.unwrap()).sum();
         let tokens: usize = records.iter().map(|r| r.pro_tokens + r.anti_tokens).sum();
         assert_eq!(report.languages[0].token_accuracy, Some(100.0 * correct as f64 / tokens as f64));
     }
     // `eval pll` scores single sentences under the same metrics.
-    let records = indolm::eval::bias::records::read_records(&out.join("bias_pairs.csv")).unwrap();
+    let records = indolm_eval::bias::records::read_records(&out.join("bias_pairs.csv")).unwrap();
     std::fs::write(work.join("s.txt"), format!("{}\n{}\n", records[0].protrope, records[0].antitrope)).unwrap();
     let (stdout, _) = indolm_ok(&[
         "eval",
@@ -278,7 +278,7 @@ fn token_accuracy_is_the_share_of_scored_tokens_ranked_first() {
     let bad = work.join("bad");
     std::fs::create_dir_all(&bad).unwrap();
     std::fs::write(bad.join("bias_pairs.csv"), lines.join("\n") + "\n").unwrap();
-    let err = indolm::eval::bias::records::read_records(&bad.join("bias_pairs.csv")).unwrap_err().to_string();
+    let err = indolm_eval::bias::records::read_records(&bad.join("bias_pairs.csv")).unwrap_err().to_string();
     assert!(err.contains("pro_correct is 999, more than the"), "{err}");
 }
 
@@ -304,7 +304,7 @@ fn bias_validity_lists_failing_pairs_and_recomputes_win_rates() {
         "{stdout}"
     );
     let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
-    let records = indolm::eval::bias::records::read_records(&out.join("bias_pairs.csv")).unwrap();
+    let records = indolm_eval::bias::records::read_records(&out.join("bias_pairs.csv")).unwrap();
     let pairs = v["pairs"].as_array().unwrap();
     assert_eq!(pairs.len(), records.len());
     // Hand-checked: "Ibu memasak di dapur setiap pagi." / "Ayah …": one word.

@@ -2,11 +2,11 @@
 //! trainer, loadable by transformers), every source format, prepared shards that decode back
 //! to the source tokens, mixture proportions, the resumable cursor, and bad input.
 use crate::common::*;
-use indolm::data::mixture::Mixture;
-use indolm::data::shards::{open_shard, prepare_source, Prepared};
-use indolm::data::sources::{Format, SourceSpec};
-use indolm::data::tokenizer::TextTokenizer;
-use indolm::data::tokenizer_train::{train_vocab, train_wordpiece, TrainOptions};
+use indolm_torch::data::mixture::Mixture;
+use indolm_torch::data::shards::{open_shard, prepare_source, Prepared};
+use indolm_torch::data::sources::{Format, SourceSpec};
+use indolm_torch::data::tokenizer::TextTokenizer;
+use indolm_torch::data::tokenizer_train::{train_vocab, train_wordpiece, TrainOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -21,7 +21,7 @@ fn source(name: &str, paths: &[&Path], format: Option<Format>, field: &str) -> S
     }
 }
 
-fn documents(spec: &SourceSpec) -> (Vec<Vec<String>>, indolm::data::sources::ReadStats) {
+fn documents(spec: &SourceSpec) -> (Vec<Vec<String>>, indolm_torch::data::sources::ReadStats) {
     let mut docs = Vec::new();
     let stats = spec.read_documents(Path::new("."), |d| docs.push(d)).unwrap();
     (docs, stats)
@@ -241,7 +241,7 @@ fn shards_decode_back_to_the_source_tokens_and_skip_when_up_to_date() {
     assert!(matches!(prepare_source(&spec, Path::new("."), &dir, &tok, None, |_| {}).unwrap(), Prepared::UpToDate(_)));
     let shard = open_shard(&dir, "ud", &tok).unwrap();
     assert_eq!(shard.meta, meta);
-    assert_eq!(meta.width, indolm::data::shards::IdWidth::U16);
+    assert_eq!(meta.width, indolm_torch::data::shards::IdWidth::U16);
     let offsets = shard.document_offsets().unwrap();
     let (docs, _) = documents(&spec);
     assert_eq!(offsets.len(), docs.len() + 1);
@@ -302,7 +302,7 @@ fn mixture_realises_its_weights_and_the_cursor_resumes_the_stream() {
     let json = serde_json::to_string(&cursor).unwrap();
     let next = mixture.next_sequences(&mut cursor, 300);
     let mut resumed = mixture_of(&dir, [0.8, 0.1, 0.1], 3407);
-    let mut restored: indolm::data::mixture::Cursor = serde_json::from_str(&json).unwrap();
+    let mut restored: indolm_torch::data::mixture::Cursor = serde_json::from_str(&json).unwrap();
     assert_eq!(resumed.next_sequences(&mut restored, 300), next);
     // Another seed gives another stream.
     let mut other = mixture_of(&dir, [0.8, 0.1, 0.1], 1);

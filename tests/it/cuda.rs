@@ -2,9 +2,9 @@
 //! skipped): the masked LM in bf16 on CUDA against fp32 on CPU, a training step on CUDA, and
 //! BertAbs's log-probabilities on CUDA (fp32 and bf16) against CPU, then decoding on CUDA.
 use crate::common::*;
-use indolm::model::model_dir::load_masked_lm;
-use indolm::model::Precision;
-use indolm::tasks::summarization::abs::{AbsConfig, BertAbs};
+use indolm_tasks::summarization::abs::{AbsConfig, BertAbs};
+use indolm_torch::model::model_dir::load_masked_lm;
+use indolm_torch::model::Precision;
 use tch::{Device, Kind, Tensor};
 
 fn cuda() -> Option<Device> {

@@ -9,9 +9,9 @@
 //! of one, no padding) within 1e-4 relative while indolm scores all sentences in one right-padded
 //! batch, and its sentence sums lm-evaluation-harness's rule computed in Python.
 use crate::common::*;
-use indolm::eval::causal::CausalScorer;
-use indolm::model::decoder::config::{FalconNorms, FalconOptions, FalconQkv, FamilyOptions, XglmOptions};
-use indolm::model::decoder::load_causal_lm;
+use indolm_eval::causal::CausalScorer;
+use indolm_torch::model::decoder::config::{FalconNorms, FalconOptions, FalconQkv, FamilyOptions, XglmOptions};
+use indolm_torch::model::decoder::load_causal_lm;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -94,7 +94,7 @@ fn llama_matches_transformers() {
         assert!((a.perplexity() - (-a.sum / a.tokens() as f64).exp()).abs() < 1e-9);
     }
     // The bf16 path (what CUDA runs), here on the CPU: the same sums to bf16's precision.
-    let bf16 = indolm::model::decoder::load_causal_lm_as(dir, Device::Cpu, tch::Kind::BFloat16).unwrap();
+    let bf16 = indolm_torch::model::decoder::load_causal_lm_as(dir, Device::Cpu, tch::Kind::BFloat16).unwrap();
     let low = CausalScorer::new(&bf16).unwrap().score_texts(&refs).unwrap();
     let worst = low.iter().zip(&batched).map(|(l, f)| relative(l.mean(), f.mean())).fold(0f64, f64::max);
     println!("llama in bf16: max relative difference of the per-token mean from fp32 {worst:.2e}");
@@ -187,7 +187,7 @@ fn tokenizers_equal_autotokenizer_on_every_test_sentence() {
         let out = dir.join("auto-ids.json");
         reference(&["tokenize-auto", dir.to_str().unwrap(), out.to_str().unwrap()]);
         let expected: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
-        let tok = indolm::model::decoder::CausalTokenizer::from_dir(&dir, None, None).unwrap();
+        let tok = indolm_torch::model::decoder::CausalTokenizer::from_dir(&dir, None, None).unwrap();
         let texts = expected["texts"].as_array().unwrap();
         let (mut differ, mut with_specials) = (0, 0);
         for (text, want) in texts.iter().zip(expected["ids"].as_array().unwrap()) {
@@ -376,9 +376,9 @@ fn eval_bias_on_gemma2_matches_transformers_and_the_bias_table_renders_it() {
     assert!(stdout.contains("| Gemma 2 (tiny) | perplexity (causal LM) | – |"), "{stdout}");
     let cells: Vec<Value> = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     for (name, out) in [("Gemma 2 (tiny)", &gemma_out), ("Llama (tiny)", &llama_out)] {
-        let report = indolm::eval::bias::records::read_checked(out).unwrap().0;
+        let report = indolm_eval::bias::records::read_checked(out).unwrap().0;
         let overall = &report.languages[0].overall;
-        let row = format!("| {name} | {} ({}) |", indolm::eval::bias::rate_with_interval(overall), overall.tally.pairs);
+        let row = format!("| {name} | {} ({}) |", indolm_eval::bias::rate_with_interval(overall), overall.tally.pairs);
         assert!(stdout.contains(&row), "{row} in {stdout}");
         let cell = cells.iter().find(|c| c["model"] == name && c["category"] == "overall").unwrap();
         assert_eq!(cell["win_rate"].as_f64().unwrap(), overall.win_rate);
@@ -390,7 +390,7 @@ fn eval_bias_on_gemma2_matches_transformers_and_the_bias_table_renders_it() {
 /// log-likelihoods equal transformers' (the lm-eval rule) and every decision follows them;
 /// returns the evaluation folder.
 fn bias_parity(dir: &Path, name: &str) -> PathBuf {
-    use indolm::eval::bias::records::read_records;
+    use indolm_eval::bias::records::read_records;
     let work = scratch(&format!("decoder-bias-{name}"));
     let pairs_csv = test_data().join("crows-pairs/crows_pairs_anonymized.csv");
     let out = work.join("eval");
@@ -411,7 +411,7 @@ fn bias_parity(dir: &Path, name: &str) -> PathBuf {
         out.to_str().unwrap(),
     ]);
     // transformers' log-likelihoods of every pair's two sentences, the lm-eval rule.
-    let pairs = indolm::eval::pairs::load_crows(&pairs_csv).unwrap();
+    let pairs = indolm_eval::pairs::load_crows(&pairs_csv).unwrap();
     let pairs = &pairs.languages[0].1;
     let sentences = work.join("sentences.txt");
     let text: Vec<String> = pairs.iter().flat_map(|p| [p.pro.clone(), p.anti.clone()]).collect();

@@ -405,8 +405,9 @@ fn two_ranks_train_like_one_process() {
     for (x, y) in a.iter().zip(&b) {
         assert_eq!(format!("{x:.4e}"), format!("{y:.4e}"), "losses {a:?} vs {b:?}");
     }
-    let weights =
-        |run: &std::path::Path| indolm::model::weights::read_file(&run.join("step-20/model.safetensors")).unwrap();
+    let weights = |run: &std::path::Path| {
+        indolm_torch::model::weights::read_file(&run.join("step-20/model.safetensors")).unwrap()
+    };
     let (wa, wb) = (weights(&run_one), weights(&run_two));
     let mut max_diff = 0.0f64;
     for (name, t) in &wa {
@@ -477,7 +478,7 @@ fn a_killed_rank_stops_the_other_and_an_indivisible_batch_is_refused() {
     assert!(waited < Duration::from_secs(60), "rank 0 took {waited:?} to notice");
     println!("rank 1 killed: rank 0 stopped after {:.1}s with: {}", waited.as_secs_f64(), stderr.trim());
     let last = crate::train::latest(&run).unwrap();
-    indolm::run::checkpoints::load_state(&run.join(&last)).unwrap();
+    indolm_core::run::checkpoints::load_state(&run.join(&last)).unwrap();
 
     let recipe = no_dropout_recipe(&dir, "k", 30);
     let outputs = train_two_ranks(&recipe, &["--resume", "latest", "--force"]);
@@ -523,7 +524,7 @@ fn a_signal_to_one_rank_stops_both_at_one_checkpoint_and_one_process_resumes_it(
     let last = crate::train::latest(&run).unwrap();
     let step: u64 = last.trim_start_matches("step-").parse().unwrap();
     assert!(step > 10, "no checkpoint at the stop step: latest is {last}");
-    indolm::run::checkpoints::load_state(&run.join(&last)).unwrap();
+    indolm_core::run::checkpoints::load_state(&run.join(&last)).unwrap();
     println!("SIGTERM to rank 1: both ranks stopped at step {step}, one checkpoint, exit 0");
 
     // One process, the same global batch, continues the two-rank run.
@@ -615,7 +616,7 @@ fn a_killed_job_resumes_bit_identically_and_one_process_with_accumulation_contin
     let (stdout, _) = crate::common::indolm_ok(&args);
     assert!(stdout.contains(&format!("finished at step {STEPS}")), "{stdout}");
     let weights = |run: &str| {
-        indolm::model::weights::read_file(&dir.join(format!("checkpoints/{run}/step-{STEPS}/model.safetensors")))
+        indolm_torch::model::weights::read_file(&dir.join(format!("checkpoints/{run}/step-{STEPS}/model.safetensors")))
             .unwrap()
     };
     let (wa, wb) = (weights("full"), weights("accumulated"));

@@ -459,7 +459,7 @@ fn undocumented_commands_and_flags_are_found() {
 /// The recipe kinds, as the key tables of docs/recipes.md name them, with their commands: the
 /// library's own list.
 fn recipe_kinds() -> Vec<(&'static str, &'static str)> {
-    indolm::recipe::RecipeKind::ALL.iter().map(|k| (k.name(), k.command())).collect()
+    indolm_core::recipe::RecipeKind::ALL.iter().map(|k| (k.name(), k.command())).collect()
 }
 
 /// The name of a key no reader accepts, used to make each reader list the keys it accepts.
@@ -472,7 +472,7 @@ type Reader<'a> = &'a dyn Fn(&str) -> Result<(), String>;
 fn read_as<T: serde::de::DeserializeOwned>(dir: &Path, text: &str) -> Result<(), String> {
     let path = dir.join("probe.toml");
     std::fs::write(&path, text).unwrap();
-    indolm::recipe::parse_toml::<T>(&path).map(|_| ()).map_err(|e| e.to_string())
+    indolm_core::recipe::parse_toml::<T>(&path).map(|_| ()).map_err(|e| e.to_string())
 }
 
 /// A key path: each key and whether it is an array of tables (`[[data.sources]]`).
@@ -610,9 +610,9 @@ fn recipe_key_problems(accepted: &BTreeMap<&str, BTreeSet<String>>, page: &Page)
 fn accepted_by_readers() -> BTreeMap<&'static str, BTreeSet<String>> {
     let dir = scratch("recipe-keys");
     let readers: [(&str, Reader); 3] = [
-        ("pretrain", &|t| read_as::<indolm::tasks::pretrain::PretrainRecipe>(&dir, t)),
-        ("sentiment", &|t| read_as::<indolm::tasks::sentiment::SentimentRecipe>(&dir, t)),
-        ("summarize", &|t| read_as::<indolm::tasks::summarization::train::SummarizeRecipe>(&dir, t)),
+        ("pretrain", &|t| read_as::<indolm_tasks::pretrain::PretrainRecipe>(&dir, t)),
+        ("sentiment", &|t| read_as::<indolm_tasks::sentiment::SentimentRecipe>(&dir, t)),
+        ("summarize", &|t| read_as::<indolm_tasks::summarization::train::SummarizeRecipe>(&dir, t)),
     ];
     readers
         .into_iter()

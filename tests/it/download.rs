@@ -190,7 +190,7 @@ fn nusax_lands_in_the_test_data_layout() {
     let work = scratch("dl-nusax");
     let root = work.join("mirror");
     let shared = test_data().join("nusax/sentiment");
-    for lang in indolm::data::download::NUSAX_LANGUAGES {
+    for lang in indolm_torch::data::download::NUSAX_LANGUAGES {
         for split in ["train", "valid", "test"] {
             let bytes = std::fs::read(shared.join(lang).join(format!("{split}.csv"))).unwrap();
             put(
@@ -203,7 +203,7 @@ fn nusax_lands_in_the_test_data_layout() {
     let server = serve(root, vec![]);
     let out = work.join("out");
     indolm_ok(&["download", "nusax", "--out", out.to_str().unwrap(), "--mirror", &server.base]);
-    for lang in indolm::data::download::NUSAX_LANGUAGES {
+    for lang in indolm_torch::data::download::NUSAX_LANGUAGES {
         assert_eq!(
             std::fs::read(out.join("nusax/sentiment").join(lang).join("test.csv")).unwrap(),
             std::fs::read(shared.join(lang).join("test.csv")).unwrap()
@@ -222,7 +222,7 @@ fn indommlu_csv_is_fetched() {
     indolm_ok(&["download", "indommlu", "--out", out.to_str().unwrap(), "--mirror", &server.base]);
     let path = out.join("indommlu/indoMMLU.csv");
     assert_eq!(std::fs::read(&path).unwrap(), csv);
-    assert_eq!(indolm::eval::indommlu::load(&path).unwrap().len(), 30);
+    assert_eq!(indolm_eval::indommlu::load(&path).unwrap().len(), 30);
 }
 
 /// A transfer that is cut, or that stalls mid-body, is resumed by the same command (a Range

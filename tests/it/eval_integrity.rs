@@ -135,7 +135,7 @@ fn corrupt_records_are_refused_by_row_and_field() {
         edit_csv(&dir, edit);
         diff_fails(&dir, &other)
     };
-    let col = |name: &str| indolm::eval::bias::records::RECORD_COLUMNS.iter().position(|c| *c == name).unwrap();
+    let col = |name: &str| indolm_eval::bias::records::RECORD_COLUMNS.iter().position(|c| *c == name).unwrap();
 
     // Any edit of a checksummed file: refused before its rows are read.
     let err = case("edited", false, &|rows| rows[3][col("gap")] = "0.5".into());
@@ -246,7 +246,7 @@ fn failed_evaluations_stay_pending_and_are_redone() {
     assert!(stdout.contains("step 3: the evaluations of this checkpoint did not complete; redoing them"), "{stdout}");
     assert_eq!(records("again", "step-3"), records("clean", "step-3"));
     assert!(!run.join("step-3/evaluation.pending").exists() && !run.join("step-3/model.safetensors").exists());
-    let (report, _) = indolm::eval::bias::records::read_evaluation(&run.join("step-3")).unwrap();
+    let (report, _) = indolm_eval::bias::records::read_evaluation(&run.join("step-3")).unwrap();
     assert_eq!(report.step, Some(3));
 
     // An evaluation between checkpoints fails: a checkpoint at that step, evaluated, and the
@@ -265,7 +265,7 @@ fn failed_evaluations_stay_pending_and_are_redone() {
 #[test]
 fn readers_keep_their_checkpoints_and_the_hooks_results() {
     use crate::bias_eval::hook_recipe;
-    use indolm::run::{readers::ReadHold, RunLayout};
+    use indolm_core::run::{readers::ReadHold, RunLayout};
     let work = scratch("eval-readers");
     let recipe = hook_recipe(&work, "r", 3407, "");
     indolm_ok(&["train", s(&recipe), "--stop-after", "3"]);
@@ -285,7 +285,7 @@ fn readers_keep_their_checkpoints_and_the_hooks_results() {
     assert_eq!(std::fs::read(run.join("step-6/bias.json")).unwrap(), hook_report);
     args.extend(["--overwrite", "--logdir", s(&tb)]);
     indolm_ok(&args);
-    let (report, _) = indolm::eval::bias::records::read_evaluation(&run.join("step-6")).unwrap();
+    let (report, _) = indolm_eval::bias::records::read_evaluation(&run.join("step-6")).unwrap();
     assert_eq!(report.languages.len(), 1, "replaced by the one-language evaluation asked for");
 }
 
@@ -296,7 +296,7 @@ fn temporaries_of_killed_writers_are_swept() {
     use crate::bias_eval::hook_recipe;
     let work = scratch("eval-temps");
     let dead = (4_000_000u32..).find(|p| !Path::new(&format!("/proc/{p}")).exists()).unwrap();
-    let (host, live) = (indolm::files::host_tag(), std::process::id());
+    let (host, live) = (indolm_core::files::host_tag(), std::process::id());
     let plant = |dir: &Path, names: &[String]| {
         for n in names {
             std::fs::write(dir.join(n), b"half").unwrap();

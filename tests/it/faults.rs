@@ -13,7 +13,7 @@ mod runs;
 
 use crate::common::*;
 use crate::train::{latest, spawn_train, write_recipe, KillOnDrop, SHORT_RUN, SMALL_MODEL};
-use indolm::run::checkpoints::load_state;
+use indolm_core::run::checkpoints::load_state;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;

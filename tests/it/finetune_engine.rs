@@ -110,7 +110,7 @@ fn sigusr1_during_finetune_summarize_checkpoints_and_resume_auto_finishes() {
     let status = child.0.wait().unwrap();
     assert!(status.success(), "SIGUSR1 ended the run with {status}");
     let stopped: u64 = latest(&run).unwrap().trim_start_matches("step-").parse().unwrap();
-    indolm::run::checkpoints::load_state(&run.join(format!("step-{stopped}"))).unwrap();
+    indolm_core::run::checkpoints::load_state(&run.join(format!("step-{stopped}"))).unwrap();
     assert!(!run.join("results.json").exists(), "a stopped run has no results yet");
     // The same recipe, shortened to end soon after the stop, continues and finishes.
     let end = stopped + 10;
@@ -194,7 +194,7 @@ fn sentiment_on_two_gloo_ranks_trains_as_one_process() {
         assert_eq!(format!("{x:.3e}"), format!("{y:.3e}"), "losses {a:?} vs {b:?}");
     }
     let weights = |run: &str| {
-        indolm::model::weights::read_file(&dir.join("ck").join(run).join("indonesian/model.safetensors")).unwrap()
+        indolm_torch::model::weights::read_file(&dir.join("ck").join(run).join("indonesian/model.safetensors")).unwrap()
     };
     let (wa, wb) = (weights("one"), weights("two"));
     let mut worst = 0.0f64;

@@ -16,11 +16,11 @@
 //! templates use; where the template is found; `indolm generate --chat` end to end; and chat
 //! input refused in one line.
 use crate::common::*;
-use indolm::generate::chat::{self, ChatTemplate, Messages, TemplateKwargs};
-use indolm::generate::prompts::{read_prompts, tokenize};
-use indolm::generate::text::CompletionText;
-use indolm::generate::{generate, Completion, GenerationDefaults, Sampling, Settings, StopReason};
-use indolm::model::decoder::{load_causal_lm, CausalLm, CausalTokenizer};
+use indolm_eval::generate::chat::{self, ChatTemplate, Messages, TemplateKwargs};
+use indolm_eval::generate::prompts::{read_prompts, tokenize};
+use indolm_eval::generate::text::CompletionText;
+use indolm_eval::generate::{generate, Completion, GenerationDefaults, Sampling, Settings, StopReason};
+use indolm_torch::model::decoder::{load_causal_lm, CausalLm, CausalTokenizer};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -152,7 +152,7 @@ fn greedy_equals_transformers(name: &str, dir: &Path, prompts: &Path, max_new_to
     batched
 }
 
-/// The logits of `prompt` and `new` run through a [`indolm::model::decoder::KvCache`] (the prompt
+/// The logits of `prompt` and `new` run through a [`indolm_torch::model::decoder::KvCache`] (the prompt
 /// at once, then a token a step) equal those of one forward pass over the whole; a token more
 /// than the cache holds is refused.
 fn cached_equals_full(name: &str, lm: &CausalLm, prompt: &[i64], new: &[i64]) {

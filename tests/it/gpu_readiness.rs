@@ -10,7 +10,7 @@
 use crate::common::*;
 use crate::dist::{free_port, train_two_ranks};
 use crate::train::{latest, write_recipe, SMALL_MODEL};
-use indolm::distributed::{Launch, ProcessGroup, ReduceOp};
+use indolm_torch::distributed::{Launch, ProcessGroup, ReduceOp};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
@@ -77,7 +77,7 @@ fn an_update_never_makes_the_host_wait_one_process_and_two_ranks() {
 fn collectives_refuse_a_tensor_off_their_device_with_indolm_s_message() {
     // The check itself, as an NCCL group on cuda:0 applies it to a CPU tensor.
     let cpu = Tensor::ones([4], (Kind::Float, Device::Cpu));
-    let err = indolm::distributed::process_group::check_collective_tensor(
+    let err = indolm_torch::distributed::process_group::check_collective_tensor(
         &cpu,
         Device::Cuda(0),
         "the gradient all-reduce",
@@ -296,7 +296,7 @@ fn alone(test: &str, body: impl FnOnce()) {
 
 /// The host syncs of `work` and its operation table.
 fn syncs_of(work: impl FnOnce()) -> (u64, String) {
-    let counter = indolm::device::op_counts::OpCounter::start().unwrap();
+    let counter = indolm_torch::device::op_counts::OpCounter::start().unwrap();
     work();
     let counts = counter.stop().unwrap();
     (counts.host_syncs(), counts.table("operations"))
@@ -304,7 +304,7 @@ fn syncs_of(work: impl FnOnce()) -> (u64, String) {
 
 #[test]
 fn evaluation_batches_make_the_host_wait_once_for_their_read() {
-    use indolm::eval::causal::CausalScorer;
+    use indolm_eval::causal::CausalScorer;
     alone("gpu_readiness::evaluation_batches_make_the_host_wait_once_for_their_read", || {
         let texts = ["Ibu kota Indonesia adalah Jakarta.", "Dia membeli buah di pasar.", "Anak-anak bermain bola."];
         // Gemma 2 (RoPE, the scaled embeddings) and BLOOM (ALiBi): what a forward pass once
@@ -312,7 +312,7 @@ fn evaluation_batches_make_the_host_wait_once_for_their_read() {
         for family in ["gemma2", "bloom"] {
             let dir = scratch(&format!("syncs-{family}"));
             reference(&["make-decoder", family, dir.to_str().unwrap()]);
-            let lm = indolm::model::decoder::load_causal_lm(&dir, Device::Cpu).unwrap();
+            let lm = indolm_torch::model::decoder::load_causal_lm(&dir, Device::Cpu).unwrap();
             let mut scorer = CausalScorer::new(&lm).unwrap();
             let ids: Vec<Vec<i64>> = texts.iter().map(|t| scorer.encode(t).unwrap()).collect();
             for (budget, batches) in [(4096, 1), (1, texts.len() as u64)] {
@@ -330,14 +330,14 @@ fn evaluation_batches_make_the_host_wait_once_for_their_read() {
             }
         }
         // Masked-LM PLL, the bias evaluation's scorer.
-        let loaded = indolm::model::model_dir::load_masked_lm(reference_model(), Device::Cpu).unwrap();
-        let scorer = indolm::eval::pll::PllScorer::new(&loaded.model, &loaded.tokenizer, Device::Cpu);
-        let inputs: Vec<indolm::eval::pll::ScoringInput> = texts
+        let loaded = indolm_torch::model::model_dir::load_masked_lm(reference_model(), Device::Cpu).unwrap();
+        let scorer = indolm_eval::pll::PllScorer::new(&loaded.model, &loaded.tokenizer, Device::Cpu);
+        let inputs: Vec<indolm_eval::pll::ScoringInput> = texts
             .iter()
             .map(|t| {
                 let ids: Vec<i64> = loaded.tokenizer.encode(t).unwrap().into_iter().map(i64::from).collect();
                 let positions = (1..ids.len() - 1).collect();
-                indolm::eval::pll::ScoringInput::one_at_a_time(ids, positions)
+                indolm_eval::pll::ScoringInput::one_at_a_time(ids, positions)
             })
             .collect();
         let (syncs, table) = syncs_of(|| {
@@ -346,7 +346,7 @@ fn evaluation_batches_make_the_host_wait_once_for_their_read() {
         println!("masked-LM PLL of {} sentences: {syncs} host syncs", texts.len());
         assert_eq!(syncs, 1, "PLL:\n{table}");
         // AUL/AULA: one pass with nothing masked, the attention maps too.
-        let unmasked = indolm::eval::aul::UnmaskedScorer::new(&loaded.model, &loaded.tokenizer, Device::Cpu);
+        let unmasked = indolm_eval::aul::UnmaskedScorer::new(&loaded.model, &loaded.tokenizer, Device::Cpu);
         let sentences: Vec<Vec<i64>> = texts.iter().map(|t| unmasked.input(t).unwrap()).collect();
         let (syncs, table) = syncs_of(|| {
             unmasked.score(&sentences);

@@ -1,8 +1,8 @@
 //! Parity of indolm's BERT with HF transformers (the independent reference), both ways:
 //! HF checkpoint -> indolm forward, and indolm export -> transformers forward.
 use crate::common::{self, *};
-use indolm::model::model_dir::load_masked_lm;
-use indolm::model::{weights, IGNORE_INDEX};
+use indolm_torch::model::model_dir::load_masked_lm;
+use indolm_torch::model::{weights, IGNORE_INDEX};
 use tch::{Device, Kind, Tensor};
 
 const TOLERANCE: f64 = 1e-4;
@@ -74,7 +74,7 @@ fn export_loads_in_transformers_with_the_same_logits() {
     println!("transformers on the export: {report}");
     assert!(report.contains("\"max_abs_diff\""));
     // The exported tokenizer, loaded by AutoTokenizer, gives the ids indolm gives.
-    let tok = indolm::data::tokenizer::TextTokenizer::from_dir(&hf).unwrap();
+    let tok = indolm_torch::data::tokenizer::TextTokenizer::from_dir(&hf).unwrap();
     let ids = tok.encode("Ibu kota Indonesia adalah Jakarta.").unwrap();
     let ids_json = ids.iter().map(u32::to_string).collect::<Vec<_>>().join(", ");
     assert!(report.contains(&format!("\"ids\": [{ids_json}]")), "{report} vs {ids:?}");
@@ -134,8 +134,8 @@ fn import_export_round_trip_is_exact() {
         std::fs::read_to_string(dir.join("vocab.txt")).unwrap(),
         std::fs::read_to_string(back.join("vocab.txt")).unwrap()
     );
-    let c0 = indolm::model::BertConfig::from_file(&dir.join("config.json")).unwrap();
-    let c1 = indolm::model::BertConfig::from_file(&back.join("config.json")).unwrap();
+    let c0 = indolm_torch::model::BertConfig::from_file(&dir.join("config.json")).unwrap();
+    let c1 = indolm_torch::model::BertConfig::from_file(&back.join("config.json")).unwrap();
     assert_eq!(c0, c1);
     println!("{} tensors identical after import -> export", original.len());
 }

@@ -3,13 +3,13 @@
 //! evaluate.py run in Python, zero- and few-shot, both strategies, with the confidence and its
 //! calibration error; the aggregation arithmetic on the fixture (hand-computed); bad input.
 use crate::common::*;
-use indolm::eval::indommlu::causal::PromptTemplate;
-use indolm::eval::indommlu::{aggregate_records, load, load_all, IndommluReport, Setting};
-use indolm::eval::indommlu::{read_question_records, Question, QuestionRecord};
-use indolm::eval::pll::PllScorer;
-use indolm::eval::scorer::LmScorer;
-use indolm::eval::IndommluMode;
-use indolm::model::model_dir::load_masked_lm;
+use indolm_eval::indommlu::causal::PromptTemplate;
+use indolm_eval::indommlu::{aggregate_records, load, load_all, IndommluReport, Setting};
+use indolm_eval::indommlu::{read_question_records, Question, QuestionRecord};
+use indolm_eval::pll::PllScorer;
+use indolm_eval::scorer::LmScorer;
+use indolm_eval::IndommluMode;
+use indolm_torch::model::model_dir::load_masked_lm;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use tch::Device;
@@ -154,7 +154,7 @@ fn aggregation_on_the_fixture_with_hand_computed_values() {
     let records: Vec<QuestionRecord> = questions
         .iter()
         .map(|q| QuestionRecord::new(q, (0..q.options.len()).map(|i| if i == 0 { 0.0 } else { -1.0 }).collect()))
-        .collect::<indolm::error::Result<_>>()
+        .collect::<indolm_torch::error::Result<_>>()
         .unwrap();
     let report = aggregate_records(&records, Setting::masked(IndommluMode::Letter), None);
     let got: Vec<(&str, f64, f64, usize)> =
@@ -307,7 +307,7 @@ fn causal_parity_of(model: &Path, family: &str, mode: &str, shots: usize, questi
     let report: IndommluReport =
         serde_json::from_str(&std::fs::read_to_string(out.join("indommlu.json")).unwrap()).unwrap();
     let setting = Setting { mode: report.mode, causal: true, shots };
-    let lm = indolm::model::decoder::load_causal_lm(model, Device::Cpu).unwrap();
+    let lm = indolm_torch::model::decoder::load_causal_lm(model, Device::Cpu).unwrap();
     let template = PromptTemplate::of(&lm);
     let mut aggregate = aggregate_records(&records, setting, None);
     aggregate.demonstrations_included = questions == "all";
@@ -330,10 +330,10 @@ fn causal_parity_of(model: &Path, family: &str, mode: &str, shots: usize, questi
     assert_eq!(scored.len(), records.len());
     for ((e, r), q) in questions.iter().zip(&records).zip(scored) {
         assert_eq!(e["row"].as_u64().unwrap() as usize, r.row);
-        let shown = indolm::eval::indommlu::causal::fewshot_examples(q, &data.examples, shots);
+        let shown = indolm_eval::indommlu::causal::fewshot_examples(q, &data.examples, shots);
         shots_seen.push(shown.len());
         assert_eq!(e["shots"].as_u64().unwrap() as usize, shown.len(), "row {}", r.row);
-        let mut text = indolm::eval::indommlu::causal::prompt_in(q, &shown, template);
+        let mut text = indolm_eval::indommlu::causal::prompt_in(q, &shown, template);
         if mode == "full-answer" {
             text.push_str(q.jawaban.lines().next().unwrap());
         }
@@ -411,8 +411,8 @@ fn causal_letter_zero_and_two_shot_match_indommlu_evaluate_py() {
     // The bf16 path CUDA runs, here on the CPU: the same letter scores to bf16's precision.
     let (model, data) = (causal_model("llama"), load_all(&fixture()).unwrap());
     let score = |kind| {
-        let lm = indolm::model::decoder::load_causal_lm_as(&model, Device::Cpu, kind).unwrap();
-        let scorer = indolm::eval::causal::CausalScorer::new(&lm).unwrap();
+        let lm = indolm_torch::model::decoder::load_causal_lm_as(&model, Device::Cpu, kind).unwrap();
+        let scorer = indolm_eval::causal::CausalScorer::new(&lm).unwrap();
         let setting = Setting { mode: IndommluMode::Letter, causal: true, shots: 2 };
         scorer.option_scores(&data.questions, &data.examples, setting).unwrap()
     };
@@ -488,19 +488,19 @@ fn mode_and_shots_that_do_not_fit_the_model_are_refused() {
 /// the random row is the first's, and a model that scored other questions is pointed out.
 #[test]
 fn the_table_puts_models_side_by_side_and_flags_other_questions() {
-    use indolm::eval::indommlu::write_evaluation;
+    use indolm_eval::indommlu::write_evaluation;
     let questions = load(&fixture()).unwrap();
     let work = scratch("indommlu-table");
     // Model A answers A everywhere, B the key except in Bahasa subjects (Budaya Alam Minangkabau,
     // the one local subject that is not, is right: 20%); C saw 20 questions.
-    let evaluate = |name: &str, pick: &dyn Fn(&indolm::eval::indommlu::Question) -> usize, n: usize, causal: bool| {
+    let evaluate = |name: &str, pick: &dyn Fn(&indolm_eval::indommlu::Question) -> usize, n: usize, causal: bool| {
         let records: Vec<QuestionRecord> = questions[..n]
             .iter()
             .map(|q| {
                 let chosen = pick(q);
                 QuestionRecord::new(q, (0..q.options.len()).map(|i| if i == chosen { 0.5 } else { -0.5 }).collect())
             })
-            .collect::<indolm::error::Result<_>>()
+            .collect::<indolm_torch::error::Result<_>>()
             .unwrap();
         let setting = Setting { mode: IndommluMode::Letter, causal, shots: if causal { 2 } else { 0 } };
         let report = aggregate_records(&records, setting, None);

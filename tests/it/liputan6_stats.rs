@@ -1,5 +1,5 @@
 //! The Liputan6 paper's statistics as reports (`indolm report liputan6-stats` and `indolm report
-//! extraction-positions`, `src/report/liputan6_stats.rs`) against an independent Python
+//! extraction-positions`, `crates/tasks/src/report/liputan6_stats.rs`) against an independent Python
 //! reference (`tests/reference/indolm_reference/liputan6_stats.py`) on the same files: the
 //! repository's sample in the Liputan6 layout (corpora/liputan6-sample) and a generated release
 //! layout with both variants (canonical/{train,dev,test}, xtreme/{dev,test}), abstractive and
@@ -9,7 +9,7 @@
 //! the reference's and the picks the files were written from; the charts are PNGs of the stated
 //! size; bad input is refused in one line.
 use crate::common::{indolm_fails, indolm_ok, reference, root, scratch};
-use indolm::report::liputan6_stats::CHART_SIZE;
+use indolm_tasks::report::liputan6_stats::CHART_SIZE;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use serde_json::{json, Value};

@@ -8,6 +8,7 @@
 //! with its path, e.g. `cargo test --release --test it -- --test-threads=1 beam::`.
 mod adapters;
 mod api_backend;
+mod architecture;
 mod attention;
 mod bad_input;
 mod beam;

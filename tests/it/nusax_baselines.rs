@@ -1,4 +1,4 @@
-//! NusaX Table 3's classical baselines (`indolm::tasks::sentiment::baselines`) against
+//! NusaX Table 3's classical baselines (`indolm_tasks::sentiment::baselines`) against
 //! scikit-learn run as the authors ran it (`tests/reference/indolm_reference/nusax_baselines.py`),
 //! on the real NusaX sentiment data of tests/data: the word features equal scikit-learn's
 //! vectorizers on NLTK's tokens; naive Bayes, SVC (libsvm ported) and logistic regression
@@ -8,13 +8,13 @@
 //! on English); and `indolm baseline nusax` prints Table 3's rows, writes the selections and
 //! draws the cross-lingual heatmap, as does the heatmap of a `finetune sentiment` run.
 use crate::common::{indolm_ok, reference, scratch, test_data};
-use indolm::report::heatmap::{figure_size, write_heatmaps, Heatmap};
-use indolm::tasks::sentiment::baselines::grid::{fit, Fitted};
-use indolm::tasks::sentiment::baselines::svm::Kernel;
-use indolm::tasks::sentiment::baselines::{
+use indolm_tasks::report::heatmap::{figure_size, write_heatmaps, Heatmap};
+use indolm_tasks::sentiment::baselines::grid::{fit, Fitted};
+use indolm_tasks::sentiment::baselines::svm::Kernel;
+use indolm_tasks::sentiment::baselines::{
     authors_grid, search_feature, FeatureKind, Features, LanguageData, Model, Params, SelectBy,
 };
-use indolm::tasks::sentiment::{RunResult, Scores, SentimentResults, Setting, LABELS};
+use indolm_tasks::sentiment::{RunResult, Scores, SentimentResults, Setting, LABELS};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -259,7 +259,7 @@ fn the_command_prints_table_3_writes_the_selections_and_draws_the_heatmap() {
 #[test]
 fn a_cross_lingual_finetune_run_draws_as_a_heatmap() {
     let languages: Vec<String> =
-        indolm::tasks::sentiment::baselines::PAPER_LANGUAGES.iter().map(|(l, _)| l.to_string()).collect();
+        indolm_tasks::sentiment::baselines::PAPER_LANGUAGES.iter().map(|(l, _)| l.to_string()).collect();
     let runs = languages
         .iter()
         .enumerate()

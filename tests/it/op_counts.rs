@@ -1,15 +1,15 @@
 //! Host waits outside pretraining, counted with libtorch's own operator hook (`--op-counts`,
-//! `indolm::device::op_counts`): the update of every fine-tuning task — sentiment, BertExt and
+//! `indolm_torch::device::op_counts`): the update of every fine-tuning task — sentiment, BertExt and
 //! BertAbs (its label-smoothed loss masked, no `nonzero`) — makes the host wait 0 times, and
 //! BertAbs's beam search waits once a decoding step (one read of every row's best candidates),
 //! by its own tally and by the operator hook's, the encoding of the articles counted apart.
 use crate::bertabs::{copy_split, recipe, tiny_bert, ud_sentences, write_split};
 use crate::common::*;
-use indolm::device::op_counts::OpCounter;
-use indolm::tasks::summarization::abs::DecodeState;
-use indolm::tasks::summarization::beam::{decoding_reads, BeamConfig};
-use indolm::tasks::summarization::data::load_split;
-use indolm::tasks::summarization::inference::Summarizer;
+use indolm_tasks::summarization::abs::DecodeState;
+use indolm_tasks::summarization::beam::{decoding_reads, BeamConfig};
+use indolm_tasks::summarization::data::load_split;
+use indolm_tasks::summarization::inference::Summarizer;
+use indolm_torch::device::op_counts::OpCounter;
 use std::path::Path;
 use tch::Device;
 

@@ -1,4 +1,4 @@
-//! A seeded fuzz test of the `pytorch_model.bin` reader (`src/model/torch_file.rs`, issue #50):
+//! A seeded fuzz test of the `pytorch_model.bin` reader (`crates/torch/src/model/torch_file.rs`, issue #50):
 //! 28,000 mutations (in about a quarter of a second) of real `torch.save` files (zip and legacy
 //! layouts, made by torch) and of pickles (each put back into an archive with a correct CRC, so
 //! that the mutation reaches the pickle machine), each of which must load or fail with a
@@ -118,7 +118,7 @@ fn mutated_torch_files_and_pickles_load_or_fail_without_a_crash() {
     let seed_file = |name: &str| std::fs::read(dir.join(name)).unwrap();
     let (zip_bin, legacy_bin) = (seed_file("zip.bin"), seed_file("legacy.bin"));
     let origin = Path::new("pytorch_model.bin");
-    let read = |bytes: &[u8]| indolm::model::torch_file::read_bytes(bytes, origin);
+    let read = |bytes: &[u8]| indolm_torch::model::torch_file::read_bytes(bytes, origin);
 
     // The seeds themselves: both layouts read, to the same tensors.
     let (from_zip, from_legacy) = (read(&zip_bin).unwrap(), read(&legacy_bin).unwrap());

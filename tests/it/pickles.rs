@@ -1,5 +1,5 @@
 //! PyTorch's pickled weight files (`pytorch_model.bin`) as published checkpoints ship them, read
-//! without executing anything (`src/model/torch_file.rs`): a tiny BERT and a tiny Llama saved by
+//! without executing anything (`crates/torch/src/model/torch_file.rs`): a tiny BERT and a tiny Llama saved by
 //! torch in its zip layout (what transformers 4's `save_pretrained(safe_serialization=False)`
 //! wrote) and in its legacy layout score exactly as their safetensors twins; `indolm convert`
 //! writes the same tensors as safetensors; a pickle that would run a shell command is refused by
@@ -42,9 +42,9 @@ fn pytorch_bins_score_as_their_safetensors_twins_and_a_pickled_command_is_refuse
         assert_eq!(pll(&converted, &text), expected, "{name} converted scores otherwise");
         // The pickled file's tensors are the safetensors twin's, bit for bit (plus the tied copies
         // a state dict holds), and the converted file's are the pickled file's.
-        let read = |dir: &Path| indolm::model::weights::read_model_weights(dir).unwrap().1;
+        let read = |dir: &Path| indolm_torch::model::weights::read_model_weights(dir).unwrap().1;
         let (original, pickled) = (read(model), read(&work.join(format!("{name}-legacy"))));
-        let written = indolm::model::weights::read_file(&converted.join("model.safetensors")).unwrap();
+        let written = indolm_torch::model::weights::read_file(&converted.join("model.safetensors")).unwrap();
         for (tensor, t) in &original {
             assert!(t.equal(&pickled[tensor]) && t.kind() == pickled[tensor].kind(), "{name} {tensor}");
         }
@@ -232,7 +232,7 @@ fn zip_of(tensors: &[Described], storages: Vec<Entry>, pickle: impl FnOnce(Vec<u
 const W: Described = Described("w", "0", 4, 0, &[2, 2], &[2, 1]);
 
 fn read(bytes: &[u8]) -> Result<Vec<(String, Vec<f32>)>, String> {
-    let tensors = indolm::model::torch_file::read_bytes(bytes, Path::new("pytorch_model.bin"));
+    let tensors = indolm_torch::model::torch_file::read_bytes(bytes, Path::new("pytorch_model.bin"));
     let tensors = tensors.map_err(|e| e.to_string())?;
     Ok(tensors.into_iter().map(|(n, t)| (n, Vec::<f32>::try_from(t.flatten(0, -1)).unwrap())).collect())
 }
@@ -425,13 +425,13 @@ fn safetensors_shapes_past_64_bits_are_refused_in_one_line() {
         std::fs::create_dir_all(&dir).unwrap();
         let file = dir.join("model.safetensors");
         std::fs::write(&file, [&(header.len() as u64).to_le_bytes()[..], &header].concat()).unwrap();
-        let err = indolm::model::weights::read_file(&file).unwrap_err().to_string();
+        let err = indolm_torch::model::weights::read_file(&file).unwrap_err().to_string();
         assert!(
             err.contains("tensor `w`: shape") && err.contains("beyond a 64-bit element count") && !err.contains('\n'),
             "{err}"
         );
         // The decoders' loader, which maps the file and views it.
-        let mapped = indolm::model::decoder::load::Weights::open(&dir, tch::Kind::Float, tch::Device::Cpu);
+        let mapped = indolm_torch::model::decoder::load::Weights::open(&dir, tch::Kind::Float, tch::Device::Cpu);
         let err = mapped.err().expect("mapped though hostile").to_string();
         assert!(
             err.contains("tensor `w`: shape") && err.contains("beyond a 64-bit element count") && !err.contains('\n'),

@@ -3,9 +3,9 @@
 //! itself (`tests/reference/indolm_reference/rouge155.py`, run as PreSumm's pyrouge runs it):
 //! every per-pair figure, every average and interval, and the script's stems of a word list.
 use crate::common::*;
-use indolm::eval::rouge::official::format5;
-use indolm::eval::rouge::porter::script_stem;
-use indolm::eval::rouge::{evaluate, score, Figure, RougeOptions, RougeScores, Scorer};
+use indolm_metrics::rouge::official::format5;
+use indolm_metrics::rouge::porter::script_stem;
+use indolm_metrics::rouge::{evaluate, score, Figure, RougeOptions, RougeScores, Scorer};
 
 /// The first `n` sentences (`# text = ` lines) of the UD Indonesian-CSUI training file.
 fn ud_sentences(n: usize) -> Vec<String> {
@@ -116,7 +116,7 @@ fn script_average(out: &serde_json::Value, variant: &str, measure: &str) -> [f64
 }
 
 /// Each variant's recall, precision and F1 figures with the script's names for them.
-fn figures(report: &indolm::eval::rouge::Report) -> Vec<(&'static str, &'static str, Figure)> {
+fn figures(report: &indolm_metrics::rouge::Report) -> Vec<(&'static str, &'static str, Figure)> {
     let mut out = Vec::new();
     for (variant, m) in [("rouge1", report.rouge1), ("rouge2", report.rouge2), ("rougeL", report.rouge_l)] {
         out.extend([(variant, "recall", m.recall), (variant, "precision", m.precision), (variant, "f1", m.f1)]);

@@ -1,4 +1,4 @@
-//! The task-7 sandbox (`eval bias-qa --run-code`, src/eval/bias_qa/sandbox.rs) against programs
+//! The task-7 sandbox (`eval bias-qa --run-code`, crates/eval/src/bias_qa/sandbox.rs) against programs
 //! that try to get out: the namespaces new and the program without privileges; a `setsid` child
 //! ended with the run (and not holding it until the time limit); only `/scratch` and a private
 //! `/tmp` writable, nothing of the test's visible; no Unix socket (a path in a folder of the test,
@@ -7,7 +7,7 @@
 //! not end indolm, flags out of range are refused in one line, and a kernel refusing the user
 //! namespace stops `--run-code` naming the step. The library tests share one sandbox.
 use crate::common::*;
-use indolm::eval::bias_qa::sandbox::{CodeEnd, CodeLimits, CodeRun, Sandbox};
+use indolm_eval::bias_qa::sandbox::{CodeEnd, CodeLimits, CodeRun, Sandbox};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;

@@ -1,11 +1,11 @@
 //! NusaX sentiment fine-tuning: macro-F1 against scikit-learn, real learning from a random
 //! init on Indonesian NusaX, determinism, the saved model in transformers, predict, bad input.
 use crate::common::*;
-use indolm::data::tokenizer_train::{train_wordpiece, TrainOptions};
-use indolm::eval::metrics::macro_f1;
-use indolm::model::model_dir::{save_model_dir, save_model_files};
-use indolm::model::{BertConfig, BertForMaskedLM, Precision};
-use indolm::tasks::sentiment::load_split;
+use indolm_metrics::metrics::macro_f1;
+use indolm_tasks::sentiment::load_split;
+use indolm_torch::data::tokenizer_train::{train_wordpiece, TrainOptions};
+use indolm_torch::model::model_dir::{save_model_dir, save_model_files};
+use indolm_torch::model::{BertConfig, BertForMaskedLM, Precision};
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use tch::Device;
@@ -250,7 +250,7 @@ fn cross_lingual_leave_one_out_and_grid_settings() {
 #[test]
 fn shipped_finetune_recipes_parse() {
     let paper =
-        indolm::tasks::sentiment::SentimentRecipe::load(&root().join("recipes/finetune/nusax-sentiment.toml")).unwrap();
+        indolm_tasks::sentiment::SentimentRecipe::load(&root().join("recipes/finetune/nusax-sentiment.toml")).unwrap();
     assert_eq!(paper.languages().len(), 12);
     let grid = paper.grid.unwrap();
     assert_eq!((grid.lr.len(), grid.batch_size.len()), (5, 4));
@@ -258,15 +258,14 @@ fn shipped_finetune_recipes_parse() {
         (paper.optimizer.max_epochs, paper.eval.patience, paper.optimizer.grad_clip, paper.optimizer.eps),
         (Some(100), 3, 10.0, 1e-8)
     );
-    indolm::tasks::sentiment::SentimentRecipe::load(&root().join("recipes/finetune/nusax-sentiment-tiny.toml"))
-        .unwrap();
+    indolm_tasks::sentiment::SentimentRecipe::load(&root().join("recipes/finetune/nusax-sentiment-tiny.toml")).unwrap();
 }
 
 /// Predictions are batched by length under a token budget; each text's probabilities are what
 /// it gets alone (padding masked), in the input's order.
 #[test]
 fn batched_predictions_equal_one_text_at_a_time() {
-    use indolm::tasks::classifier::SequenceClassifier;
+    use indolm_tasks::classifier::SequenceClassifier;
     let labels: Vec<String> = ["negative", "neutral", "positive"].iter().map(|s| s.to_string()).collect();
     let (model, _) = SequenceClassifier::load(random_init(), &labels, Device::Cpu).unwrap();
     let texts: Vec<String> =

@@ -6,7 +6,7 @@
 //! 1e-4 relative and every prediction, by letter and by full answer; bias and sentence scores
 //! are refused in one line.
 use crate::common::*;
-use indolm::eval::indommlu::{load_all, read_question_records, IndommluReport, QuestionSet};
+use indolm_eval::indommlu::{load_all, read_question_records, IndommluReport, QuestionSet};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -79,7 +79,7 @@ fn parity(mode: &str, all: bool) -> Vec<Value> {
 #[test]
 fn letter_scores_match_indommlu_utils_py_for_mt0() {
     let expected = parity("letter", false);
-    let lm = indolm::model::seq2seq::load_seq2seq_lm(mt5(), Device::Cpu).unwrap();
+    let lm = indolm_torch::model::seq2seq::load_seq2seq_lm(mt5(), Device::Cpu).unwrap();
     assert!(lm.unused.is_empty(), "{:?}", lm.unused);
     let tok = &lm.tokenizer;
     let first = &expected[0];
@@ -91,7 +91,7 @@ fn letter_scores_match_indommlu_utils_py_for_mt0() {
     // Every prompt's ids as transformers' tokenizer(prompt) gives them.
     let data = load_all(&fixture()).unwrap();
     for (q, e) in data.scored(QuestionSet::All).iter().zip(&expected) {
-        let prompt = indolm::eval::indommlu::causal::prompt(q, &[]);
+        let prompt = indolm_eval::indommlu::causal::prompt(q, &[]);
         assert_eq!(tok.encode_with_special_tokens(&prompt).unwrap(), ids(&e["ids"]), "row {}", q.row);
     }
 }
@@ -103,10 +103,10 @@ fn letter_scores_match_indommlu_utils_py_for_mt0() {
 #[test]
 fn full_answer_on_every_row_matches_indommlu_utils_py_for_mt0() {
     let expected = parity("full-answer", true);
-    let lm = indolm::model::seq2seq::load_seq2seq_lm(mt5(), Device::Cpu).unwrap();
+    let lm = indolm_torch::model::seq2seq::load_seq2seq_lm(mt5(), Device::Cpu).unwrap();
     let data = load_all(&fixture()).unwrap();
     let q = &data.scored(QuestionSet::All)[0];
-    let prompt = indolm::eval::indommlu::causal::prompt(q, &[]);
+    let prompt = indolm_eval::indommlu::causal::prompt(q, &[]);
     let whole: Vec<i64> = expected[0]["ids"].as_array().unwrap().iter().map(|x| x.as_i64().unwrap()).collect();
     assert!(whole.len() > 16 && whole.last() == Some(&1), "{whole:?}");
     let cut = lm.tokenizer.truncating(16).unwrap().encode_with_special_tokens(&prompt).unwrap();

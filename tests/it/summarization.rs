@@ -1,9 +1,9 @@
 //! Liputan6 extractive baselines: the layout, Oracle labels and Lead-N with hand-checked
 //! values, articles built from UD Indonesian sentences, and bad input.
 use crate::common::*;
-use indolm::tasks::summarization::data::{load_article, load_split};
-use indolm::tasks::summarization::oracle::{lead, oracle_liputan6, oracle_presumm};
-use indolm::tasks::summarization::{baselines, Row};
+use indolm_tasks::summarization::data::{load_article, load_split};
+use indolm_tasks::summarization::oracle::{lead, oracle_liputan6, oracle_presumm};
+use indolm_tasks::summarization::{baselines, Row};
 use std::path::Path;
 
 fn toks(sentences: &[&str]) -> Vec<Vec<String>> {
@@ -125,11 +125,11 @@ fn bad_liputan6_files_are_named() {
 
 #[test]
 fn shipped_summarization_recipes_parse_with_the_papers_settings() {
-    use indolm::tasks::summarization::train::{SummarizeRecipe, Task};
+    use indolm_tasks::summarization::train::{SummarizeRecipe, Task};
     let load = |name: &str| SummarizeRecipe::load(&root().join("recipes/finetune").join(name)).unwrap();
     let ext = load("liputan6-bertext.toml");
     assert_eq!((ext.optimizer.lr, ext.optimizer.warmup_steps, ext.optimizer.max_steps), (2e-3, 10_000, Some(50_000)));
-    assert_eq!((ext.optimizer.schedule, ext.optimizer.eps), (indolm::recipe::ScheduleKind::Noam, 1e-9));
+    assert_eq!((ext.optimizer.schedule, ext.optimizer.eps), (indolm_core::recipe::ScheduleKind::Noam, 1e-9));
     assert_eq!(
         (ext.ext.layers, ext.ext.heads, ext.ext.ff, ext.ext.min_sentences, ext.ext.min_words),
         (2, 8, 2048, 2, 15)
@@ -340,7 +340,7 @@ fn liputan6_oracle_labels_match_the_release_script_article_by_article() {
         serde_json::from_value(release_oracle_reference(&["--set-orders", path.to_str().unwrap()])).unwrap();
     let mut unsorted = 0;
     for ((n, ids), want) in cases.iter().zip(&orders) {
-        assert_eq!(&indolm::tasks::summarization::oracle::python_set_difference(*n, ids), want, "n {n}, ids {ids:?}");
+        assert_eq!(&indolm_tasks::summarization::oracle::python_set_difference(*n, ids), want, "n {n}, ids {ids:?}");
         unsorted += want.windows(2).any(|w| w[0] > w[1]) as usize;
     }
     println!("candidate order equals CPython's in 3000 cases, {unsorted} of them not ascending");

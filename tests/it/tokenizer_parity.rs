@@ -2,7 +2,7 @@
 //! gives the ids of transformers' tokenizers (including the pure-Python BertTokenizerLegacy)
 //! on every NusaX sentiment test sentence (12 languages) and every UD Indonesian sentence.
 use crate::common::*;
-use indolm::data::tokenizer::TextTokenizer;
+use indolm_torch::data::tokenizer::TextTokenizer;
 
 #[test]
 fn ids_match_transformers_on_test_data() {

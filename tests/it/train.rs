@@ -2,9 +2,10 @@
 //! TensorBoard's own reader, AdamW + schedule against torch, real learning on shared text,
 //! and recipe errors.
 use crate::common::{self, *};
-use indolm::model::model_dir::load_masked_lm;
-use indolm::model::weights;
-use indolm::optim::{linear_schedule, AdamW};
+use indolm_core::schedule::linear_schedule;
+use indolm_torch::model::model_dir::load_masked_lm;
+use indolm_torch::model::weights;
+use indolm_torch::optim::AdamW;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
@@ -194,7 +195,7 @@ fn stop_signals_checkpoint_and_exit_zero() {
         let last = latest(&run).unwrap();
         let step: u64 = last.trim_start_matches("step-").parse().unwrap();
         assert!(step > 20, "SIG{signal}: a checkpoint at the stop step was expected, latest is {last}");
-        let state = indolm::run::checkpoints::load_state(&run.join(&last)).unwrap();
+        let state = indolm_core::run::checkpoints::load_state(&run.join(&last)).unwrap();
         assert_eq!(state.step, step);
         println!("SIG{signal} at step {step}: checkpoint written, exit 0");
     }
@@ -386,7 +387,7 @@ fn shipped_recipes_parse() {
         for entry in std::fs::read_dir(root().join(dir)).unwrap() {
             let path = entry.unwrap().path();
             if path.extension().is_some_and(|e| e == "toml") {
-                let recipe = indolm::tasks::pretrain::PretrainRecipe::load(&path).unwrap_or_else(|e| panic!("{e}"));
+                let recipe = indolm_tasks::pretrain::PretrainRecipe::load(&path).unwrap_or_else(|e| panic!("{e}"));
                 if dir == "recipes/indobias" {
                     let o = &recipe.optimizer;
                     assert_eq!(
@@ -435,7 +436,7 @@ fn nonfinite_losses_stop_the_run_cleanly() {
     );
     let run = dir.join("checkpoints/nan");
     let last = latest(&run).unwrap();
-    indolm::run::checkpoints::load_state(&run.join(&last)).unwrap();
+    indolm_core::run::checkpoints::load_state(&run.join(&last)).unwrap();
     load_masked_lm(&run.join(&last), Device::Cpu).unwrap();
 
     // Stopped before the first checkpoint: the message must not promise one.
@@ -512,7 +513,7 @@ fn a_corpus_being_prepared_refuses_a_second_preparer() {
     let dir = scratch("corpus-lock");
     let recipe = write_recipe(&dir, "prep", SMALL_MODEL, SHORT_RUN, 20, "");
     let corpus = dir.join("corpora/shared-id");
-    let held = indolm::files::DirLock::acquire(&corpus).unwrap();
+    let held = indolm_core::files::DirLock::acquire(&corpus).unwrap();
     let err = indolm_fails(&["corpus", "prepare", recipe.to_str().unwrap()]);
     assert!(
         err.contains(&format!("shared-id: in use by another indolm process (PID {},", std::process::id())),

@@ -3,9 +3,9 @@
 //! attention used for training on CPU equals libtorch's `scaled_dot_product_attention`; and the
 //! cross-entropy that carries its own gradient equals libtorch's log-softmax + NLL in value
 //! and gradient.
-use indolm::model::bert::cross_entropy_for_backward;
-use indolm::model::layers::dropout;
-use indolm::model::{BertConfig, BertModel};
+use indolm_torch::model::bert::cross_entropy_for_backward;
+use indolm_torch::model::layers::dropout;
+use indolm_torch::model::{BertConfig, BertModel};
 use tch::{Device, Kind, Tensor};
 
 #[test]

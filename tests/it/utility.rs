@@ -300,7 +300,7 @@ fn a_sweep_puts_macro_f1_beside_the_bias_curves_resumes_and_overwrites_only_its_
 #[test]
 fn the_demo_utility_recipe_parses() {
     let path = root().join("recipes/finetune/nusax-utility-tiny.toml");
-    let recipe = indolm::tasks::sentiment::SentimentRecipe::load(&path).unwrap();
+    let recipe = indolm_tasks::sentiment::SentimentRecipe::load(&path).unwrap();
     assert_eq!(recipe.languages(), vec!["indonesian"]);
     assert!(recipe.init.is_none(), "its models start from the pretraining run's checkpoints (--from-run)");
     assert!(root().join(&recipe.data.root).join("indonesian/test.csv").is_file());

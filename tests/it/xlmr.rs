@@ -6,10 +6,10 @@
 //! `--allow-random-head`, and a sentiment fine-tune saves what
 //! `AutoModelForSequenceClassification` loads with the same logits.
 use crate::common::*;
-use indolm::data::tokenizer::TextTokenizer;
-use indolm::eval::pll::PllScorer;
-use indolm::model::model_dir::load_masked_lm;
-use indolm::model::weights;
+use indolm_eval::pll::PllScorer;
+use indolm_torch::data::tokenizer::TextTokenizer;
+use indolm_torch::model::model_dir::load_masked_lm;
+use indolm_torch::model::weights;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use tch::{Device, Kind};
@@ -106,7 +106,7 @@ fn xlmr_logits_match_transformers_on_a_padded_batch() {
         .into_iter()
         .map(|l| l as usize)
         .collect();
-    let packing = indolm::model::bert::Packing::of_lengths(&lengths, ids.size()[1] as usize, Device::Cpu);
+    let packing = indolm_torch::model::bert::Packing::of_lengths(&lengths, ids.size()[1] as usize, Device::Cpu);
     let packed = tch::no_grad(|| {
         let hidden = loaded.model.bert.forward_packed(ids, None, mask, &packing, false);
         let padded = loaded.model.bert.forward(ids, None, Some(mask), false);
@@ -171,7 +171,7 @@ fn eval_bias(model: &Path, out: &Path, extra: &[&str]) -> (String, String) {
 
 #[test]
 fn xlmr_eval_bias_decides_pairs_as_transformers_scores_do() {
-    use indolm::eval::bias::records::read_evaluation;
+    use indolm_eval::bias::records::read_evaluation;
     let dir = xlmr_model();
     let work = scratch("xlmr-bias");
     let out = work.join("out");
@@ -219,7 +219,7 @@ fn xlmr_eval_bias_decides_pairs_as_transformers_scores_do() {
 fn xlmr_without_mlm_head_is_refused_for_scoring_unless_allowed() {
     let dir = headless_model();
     let loaded = load_masked_lm(dir, Device::Cpu).unwrap();
-    assert!(loaded.notes.iter().any(|n| n.initialises(indolm::model::Component::MlmHead)));
+    assert!(loaded.notes.iter().any(|n| n.initialises(indolm_torch::model::Component::MlmHead)));
     let text = scratch("xlmr-headless-text").join("s.txt");
     std::fs::write(&text, "Ibu kota Indonesia adalah Jakarta.\n").unwrap();
     let pll = ["--threads", "1", "eval", "pll", "--model", dir.to_str().unwrap(), "--text", text.to_str().unwrap()];
@@ -238,7 +238,7 @@ fn xlmr_without_mlm_head_is_refused_for_scoring_unless_allowed() {
     let (stdout, _) = eval_bias(dir, &out, &["--allow-random-head"]);
     assert!(stdout.starts_with("**Warning:**"), "{stdout}");
     for at in [out.clone(), out.join("bias-aul")] {
-        let (report, _) = indolm::eval::bias::records::read_evaluation(&at).unwrap();
+        let (report, _) = indolm_eval::bias::records::read_evaluation(&at).unwrap();
         assert!(report.warning.as_deref().unwrap().contains("initialised randomly"));
         assert!(report.summary_line().contains("warning: the MLM head was initialised randomly"));
         let csv = std::fs::read_to_string(at.join("bias_pairs.csv")).unwrap();
@@ -248,7 +248,7 @@ fn xlmr_without_mlm_head_is_refused_for_scoring_unless_allowed() {
 
 #[test]
 fn xlmr_sentiment_finetune_saves_what_transformers_loads_with_the_same_outputs() {
-    use indolm::tasks::classifier::SequenceClassifier;
+    use indolm_tasks::classifier::SequenceClassifier;
     let dir = scratch("xlmr-sentiment");
     let recipe = dir.join("xlmr.toml");
     let text = format!(
@@ -307,7 +307,7 @@ fn xlmr_fill_mask_takes_bert_mask_notation_and_summarizers_are_refused() {
     assert!(stdout.starts_with(&format!("[MASK] at position {at}:")), "{stdout}");
     assert_eq!(stdout.lines().count(), 4, "{stdout}");
     // PreSumm's alternating segment ids need two token types; XLM-R has one.
-    use indolm::tasks::summarization::{abs::BertAbs, ext::BertExt};
+    use indolm_tasks::summarization::{abs::BertAbs, ext::BertExt};
     let err = BertExt::load(dir, Default::default(), Device::Cpu).err().unwrap().to_string();
     assert!(err.contains("type_vocab_size") && err.contains("BertExt"), "{err}");
     let err = BertAbs::load(dir, Default::default(), Device::Cpu).err().unwrap().to_string();

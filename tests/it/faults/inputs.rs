@@ -5,7 +5,7 @@
 //! command that needs a masked LM says so of a causal one.
 use super::s;
 use crate::common::*;
-use indolm::model::weights;
+use indolm_torch::model::weights;
 use std::path::Path;
 use tch::Tensor;
 
@@ -56,7 +56,7 @@ fn a_shard_index_names_only_files_beside_it() {
 fn latest_and_a_checksum_list_name_only_the_runs_own_folders() {
     let work = scratch("pointer-escape");
     let (run, checkpoint) = super::outputs::fake_run(&work);
-    let layout = indolm::run::RunLayout::new(&run);
+    let layout = indolm_core::run::RunLayout::new(&run);
     assert_eq!(layout.latest_dir(), Some(checkpoint.clone()));
     for pointer in ["../../elsewhere", "/etc", "step-60/../../x", "step-060"] {
         std::fs::write(run.join("latest"), pointer).unwrap();
@@ -67,7 +67,7 @@ fn latest_and_a_checksum_list_name_only_the_runs_own_folders() {
         r#"{"step": 60, "seed": 1, "nonfinite_skipped": 0, "rng": "", "recipe_fingerprint": {}, "checksums": {"../../../../../etc/passwd": "0"}, "last_loss": null}"#,
     )
     .unwrap();
-    let err = indolm::run::checkpoints::load_state(&checkpoint).unwrap_err().to_string();
+    let err = indolm_core::run::checkpoints::load_state(&checkpoint).unwrap_err().to_string();
     assert!(err.contains("field `checksums`") && err.contains("not a plain file name"), "{err}");
 }
 

@@ -5,6 +5,8 @@
 //! indolm keeps inside what it reads.
 use super::s;
 use crate::common::*;
+use indolm_core::outputs::RUN_FILES;
+use indolm_core::run::ownership;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -230,4 +232,66 @@ fn a_missing_output_folder_is_named_with_its_flag_before_any_work() {
         assert_eq!(err, expected, "{command:?}");
     }
     assert_eq!(std::fs::read_dir(&work).unwrap().count(), 1, "nothing written");
+}
+
+/// Every name a writer puts in a run folder is declared by exactly one writer, over the whole
+/// workspace (the declarations are gathered at link time, so this runs where every crate is linked).
+#[test]
+fn every_file_indolm_writes_into_runs_is_declared_once() {
+    let names = [
+        "latest",
+        "evaluation.pending",
+        "train_log.jsonl",
+        ".readers.lock",
+        "run.json",
+        "unit.json",
+        "result.json",
+        "results.json",
+        "results.md",
+        "sweep.json",
+        "trainer_state.json",
+        "best.json",
+        "config.json",
+        "model.safetensors",
+        "tokenizer.json",
+        "tokenizer_config.json",
+        "special_tokens_map.json",
+        "vocab.txt",
+        "bias.json",
+        "bias_pairs.csv",
+        "indommlu.json",
+        "indommlu_questions.csv",
+        "optimizer.safetensors",
+        "optimizer-dec.safetensors",
+        "events.out.tfevents.1.host.1.0",
+        "test.candidate",
+        "test.gold",
+    ];
+    for name in names {
+        let writers: Vec<&str> =
+            RUN_FILES.iter().filter(|d| d.files.iter().any(|f| f.matches(name))).map(|d| d.writer).collect();
+        assert_eq!(writers.len(), 1, "{name}: declared by {writers:?}");
+    }
+    for name in ["notes.txt", "optimizer.txt", "plot.png", "model.bin", "tokenizer.json.bak"] {
+        assert!(!ownership::written_by_indolm(name), "{name}");
+    }
+}
+
+#[test]
+fn only_a_run_of_indolm_files_is_removed() {
+    let root = tempfile::tempdir().unwrap();
+    let (run, tb) = (root.path().join("ck/r"), root.path().join("runs/r"));
+    for f in ["step-5/model.safetensors", "step-5/optimizer-dec.safetensors", "evals/step-2/bias.json", "latest"] {
+        std::fs::create_dir_all(run.join(f).parent().unwrap()).unwrap();
+        std::fs::write(run.join(f), "x").unwrap();
+    }
+    std::fs::create_dir_all(tb.join("bias-id")).unwrap();
+    std::fs::write(tb.join("bias-id/events.out.tfevents.1.host.1.0"), "x").unwrap();
+    std::fs::write(tb.join("notes.txt"), "mine").unwrap();
+    let err = ownership::remove_run(&run, &tb, &[]).unwrap_err().to_string();
+    assert!(err.contains("runs/r/notes.txt") && err.contains("removes only what indolm wrote"), "{err}");
+    assert!(run.join("latest").exists() && tb.join("notes.txt").exists(), "nothing removed");
+    std::fs::remove_file(tb.join("notes.txt")).unwrap();
+    ownership::remove_run(&run, &tb, &[]).unwrap();
+    assert!(!run.exists() && !tb.exists());
 }

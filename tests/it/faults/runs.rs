@@ -6,7 +6,7 @@
 use super::s;
 use crate::common::*;
 use crate::sentiment::{random_init, write_recipe};
-use indolm::model::weights;
+use indolm_torch::model::weights;
 use tch::Tensor;
 
 fn strs(args: &[String]) -> Vec<&str> {

@@ -1,4 +1,4 @@
-"""OpenAI-compatible servers for indolm's API backend (src/generate/backend/openai.rs): a real one,
+"""OpenAI-compatible servers for indolm's API backend (crates/eval/src/generate/backend/openai.rs): a real one,
 `transformers serve` on a tiny local model on the CPU, the server's own answers fetched with the
 `openai` client, and a fake one (the standard library's http.server) that answers as a busy or
 broken server does. The servers run as scripts (`python openai_server.py serve|fake ...`, standard

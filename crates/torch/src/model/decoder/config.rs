@@ -1,0 +1,1040 @@
+//! A causal LM's `config.json`, read into one [`DecoderConfig`] whatever the family: the family
+//! chosen by `model_type` (or `architectures`), then each layer's attention kind (sliding window
+//! or full) and rotary frequencies, in both of transformers' layouts (`rope_theta` +
+//! `rope_scaling` of older configs, `rope_parameters` of transformers 5, per layer type for
+//! Gemma 3 and OLMo 3). XGLM and Falcon, whose configs name things their own way, are read by
+//! their own functions into the same shape, with what only they have in [`FamilyOptions`].
+use crate::error::{Error, Result};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+
+/// The causal LM families indolm loads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Family {
+    /// Llama 1-3.x (`rope_scaling` "llama3" included).
+    Llama,
+    /// Mistral: Llama with a sliding window on every layer.
+    Mistral,
+    /// Qwen2: Llama with biases on the query, key and value projections.
+    Qwen2,
+    /// Qwen3: Llama with an RMSNorm over each head's queries and keys.
+    Qwen3,
+    /// Gemma 2: (1 + w) RMSNorms around attention and MLP, scaled embeddings, soft-capping.
+    Gemma2,
+    /// Gemma 3 text: Gemma 2 with per-head q/k norms and a local RoPE base on sliding layers.
+    Gemma3,
+    /// OLMo 2: norms after attention and MLP, q/k norms over the whole projection.
+    Olmo2,
+    /// OLMo 3: OLMo 2 with sliding-window layers.
+    Olmo3,
+    /// BLOOM: ALiBi, LayerNorms, a fused query/key/value projection.
+    Bloom,
+    /// XGLM: fairseq's pre-LayerNorm decoder with scaled embeddings and sinusoidal positions.
+    Xglm,
+    /// Falcon: rotary or ALiBi, a fused query/key/value projection of multi-query, grouped or
+    /// per-head layout, attention and MLP in parallel or in sequence.
+    Falcon,
+}
+
+/// `model_type` values and the family each names (the first per family is its canonical name).
+const MODEL_TYPES: &[(&str, Family)] = &[
+    ("llama", Family::Llama),
+    ("mistral", Family::Mistral),
+    ("qwen2", Family::Qwen2),
+    ("qwen3", Family::Qwen3),
+    ("gemma2", Family::Gemma2),
+    ("gemma3_text", Family::Gemma3),
+    ("gemma3", Family::Gemma3),
+    ("olmo2", Family::Olmo2),
+    ("olmo3", Family::Olmo3),
+    ("bloom", Family::Bloom),
+    ("xglm", Family::Xglm),
+    ("falcon", Family::Falcon),
+];
+
+/// `architectures` entries and their family (for a config without `model_type`).
+const ARCHITECTURES: &[(&str, Family)] = &[
+    ("LlamaForCausalLM", Family::Llama),
+    ("MistralForCausalLM", Family::Mistral),
+    ("Qwen2ForCausalLM", Family::Qwen2),
+    ("Qwen3ForCausalLM", Family::Qwen3),
+    ("Gemma2ForCausalLM", Family::Gemma2),
+    ("Gemma3ForCausalLM", Family::Gemma3),
+    ("Gemma3ForConditionalGeneration", Family::Gemma3),
+    ("Olmo2ForCausalLM", Family::Olmo2),
+    ("Olmo3ForCausalLM", Family::Olmo3),
+    ("BloomForCausalLM", Family::Bloom),
+    ("XGLMForCausalLM", Family::Xglm),
+    ("FalconForCausalLM", Family::Falcon),
+];
+
+impl Family {
+    /// Its `model_type`.
+    pub fn name(self) -> &'static str {
+        MODEL_TYPES.iter().find(|(_, f)| *f == self).map(|(n, _)| *n).unwrap_or("?")
+    }
+
+    /// The supported `model_type` values, comma-separated (for messages).
+    pub fn supported() -> String {
+        MODEL_TYPES.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", ")
+    }
+}
+
+/// Rotary position embedding of one layer type: inverse frequencies from a base and a scaling.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rope {
+    /// Base wavelength θ.
+    pub theta: f64,
+    /// The scaling applied to the inverse frequencies.
+    pub scaling: RopeScaling,
+}
+
+/// RoPE scalings indolm computes (others are refused when the config is read).
+#[derive(Debug, Clone, PartialEq)]
+pub enum RopeScaling {
+    /// None.
+    Default,
+    /// Every inverse frequency divided by `factor`.
+    Linear {
+        /// The divisor.
+        factor: f64,
+    },
+    /// Llama 3.1's: low frequencies divided by `factor`, high ones kept, smoothed between.
+    Llama3 {
+        /// The divisor of low frequencies.
+        factor: f64,
+        /// Wavelengths above original / low_freq_factor are low frequencies.
+        low_freq_factor: f64,
+        /// Wavelengths below original / high_freq_factor are high frequencies.
+        high_freq_factor: f64,
+        /// `original_max_position_embeddings`.
+        original: f64,
+    },
+    /// YaRN (OLMo 3's long-context checkpoints, Qwen's): each frequency between its
+    /// interpolated (divided by `factor`) and original value by a ramp over the dimensions whose
+    /// rotations in `original` positions lie between `beta_slow` and `beta_fast`, and cos/sin
+    /// multiplied by `attention_factor`, as transformers' `_compute_yarn_parameters`.
+    Yarn {
+        /// The divisor of interpolated frequencies.
+        factor: f64,
+        /// `original_max_position_embeddings`.
+        original: f64,
+        /// Rotations bounding the ramp (defaults 32 and 1).
+        beta_fast: f64,
+        /// See `beta_fast`.
+        beta_slow: f64,
+        /// The multiplier of cos and sin (0.1·ln(factor) + 1 unless given, or from `mscale`).
+        attention_factor: f64,
+        /// Whether the ramp's bounds are rounded outwards to whole dimensions (default true).
+        truncate: bool,
+    },
+}
+
+impl Rope {
+    /// The multiplier of cos and sin (YaRN's attention factor; 1 otherwise).
+    pub fn attention_scaling(&self) -> f64 {
+        match self.scaling {
+            RopeScaling::Yarn { attention_factor, .. } => attention_factor,
+            _ => 1.0,
+        }
+    }
+}
+
+/// What one decoder layer does differently from the others.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LayerKind {
+    /// Keys a query sees: those less than this many positions back (`None`: all earlier ones).
+    pub window: Option<i64>,
+    /// Its rotary embedding (`None` for ALiBi, BLOOM's and Falcon's, and XGLM's sinusoidal positions).
+    pub rope: Option<Rope>,
+}
+
+/// The MLP activation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Activation {
+    /// SiLU (Llama, Mistral, Qwen, OLMo).
+    Silu,
+    /// GELU with the tanh approximation (Gemma, BLOOM).
+    GeluTanh,
+    /// Exact GELU.
+    Gelu,
+}
+
+/// What only some families have, beside [`DecoderConfig`]'s shared fields.
+#[derive(Debug, Clone, PartialEq)]
+pub enum FamilyOptions {
+    /// Nothing more (the RoPE families, BLOOM).
+    Common,
+    /// XGLM's.
+    Xglm(XglmOptions),
+    /// Falcon's.
+    Falcon(FalconOptions),
+}
+
+/// XGLM's embeddings, as transformers' `XGLMModel` makes them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct XglmOptions {
+    /// Token embeddings are multiplied by this: √d_model with `scale_embedding` (default), else 1.
+    pub embed_scale: f64,
+    /// `pad_token_id` (default 1; `None` when null): its row of the sinusoidal table is zeros, so
+    /// position `pad_token_id - 2` has no position embedding (an unused row for the usual 1).
+    pub padding_idx: Option<i64>,
+}
+
+/// How a Falcon's fused `query_key_value` output lays out queries, keys and values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FalconQkv {
+    /// [heads, 3, head_dim]: a query, key and value per head (neither `multi_query` nor
+    /// `new_decoder_architecture`: falcon-rw).
+    PerHead,
+    /// [heads + 2, head_dim]: the queries, then one key and one value for all heads
+    /// (`multi_query`: falcon-7b).
+    MultiQuery,
+    /// [kv_heads, heads / kv_heads + 2, head_dim]: each group's queries, then its key and value
+    /// (`new_decoder_architecture`: falcon-40b).
+    Grouped,
+}
+
+/// Where a Falcon block's layer norms sit and how attention and MLP combine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FalconNorms {
+    /// `input_layernorm` before attention, whose output joins the residual before
+    /// `post_attention_layernorm` and the MLP (`parallel_attn` false).
+    Sequential,
+    /// One `input_layernorm` feeding attention and the MLP, their outputs added together
+    /// (`parallel_attn`; `num_ln_in_parallel_attn` 1 in the new architecture).
+    Shared,
+    /// `ln_attn` before attention and `ln_mlp` before the MLP, in parallel (the new
+    /// architecture's default, `num_ln_in_parallel_attn` 2).
+    Two,
+}
+
+/// Falcon's layout, from transformers' `FalconConfig` flags.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FalconOptions {
+    /// ALiBi (`alibi`) instead of rotary embeddings.
+    pub alibi: bool,
+    /// The fused projection's layout.
+    pub qkv: FalconQkv,
+    /// The block's norms.
+    pub norms: FalconNorms,
+}
+
+/// A causal LM's configuration, every family in one shape.
+#[derive(Debug, Clone)]
+pub struct DecoderConfig {
+    /// `config.json`, for messages.
+    pub path: PathBuf,
+    /// The family.
+    pub family: Family,
+    /// Rows of the embedding table.
+    pub vocab_size: i64,
+    /// Width of the residual stream.
+    pub hidden_size: i64,
+    /// Width of the MLP.
+    pub intermediate_size: i64,
+    /// Query heads.
+    pub num_heads: i64,
+    /// Key/value heads (grouped-query attention when fewer than `num_heads`).
+    pub num_kv_heads: i64,
+    /// Width of one head.
+    pub head_dim: i64,
+    /// Each layer's attention window and rotary embedding.
+    pub layers: Vec<LayerKind>,
+    /// Norm epsilon.
+    pub norm_eps: f64,
+    /// Longest input the model was trained for (`None`: not recorded).
+    pub max_positions: Option<i64>,
+    /// Whether the output projection is the embedding table.
+    pub tie_word_embeddings: bool,
+    /// Biases on the query/key/value projections.
+    pub qkv_bias: bool,
+    /// A bias on the output projection of attention.
+    pub o_bias: bool,
+    /// Biases on the MLP's projections.
+    pub mlp_bias: bool,
+    /// The MLP activation.
+    pub activation: Activation,
+    /// Attention scores are multiplied by this (1/√head_dim unless `query_pre_attn_scalar`).
+    pub attn_scale: f64,
+    /// Gemma 2's cap on attention scores: cap · tanh(score / cap).
+    pub attn_softcap: Option<f64>,
+    /// Gemma 2's cap on the output logits.
+    pub final_softcap: Option<f64>,
+    /// `bos_token_id` of config.json (the tokenizer's files take precedence).
+    pub bos_token_id: Option<i64>,
+    /// `eos_token_id` (the first, when a list).
+    pub eos_token_id: Option<i64>,
+    /// The text model of a multimodal checkpoint (Gemma 3's `gemma3`): its tensors are named
+    /// under `language_model.` and the vision tower's are not read.
+    pub multimodal: bool,
+    /// What only XGLM or Falcon has.
+    pub options: FamilyOptions,
+}
+
+/// Gemma3TextConfig's defaults (transformers): a multimodal Gemma 3 config.json (as the hub's
+/// gemma-3-4b files are) writes in `text_config` only what differs from them.
+fn gemma3_text_defaults() -> Value {
+    serde_json::json!({
+        "model_type": "gemma3_text", "vocab_size": 262_208, "hidden_size": 2304,
+        "intermediate_size": 9216, "num_hidden_layers": 26, "num_attention_heads": 8,
+        "num_key_value_heads": 4, "head_dim": 256, "hidden_activation": "gelu_pytorch_tanh",
+        "max_position_embeddings": 131_072, "rms_norm_eps": 1e-6, "pad_token_id": 0,
+        "eos_token_id": 1, "bos_token_id": 2, "tie_word_embeddings": true, "rope_theta": 1_000_000.0,
+        "rope_local_base_freq": 10_000.0, "attention_bias": false, "query_pre_attn_scalar": 256,
+        "sliding_window": 4096, "sliding_window_pattern": 6
+    })
+}
+
+/// The text model's config of a multimodal Gemma 3 config (`model_type` `gemma3` or
+/// `Gemma3ForConditionalGeneration`): `text_config` over [`gemma3_text_defaults`]; `None` for any
+/// other config, an error for a `gemma3` config without `text_config`.
+fn gemma3_text_config(path: &Path, v: &Value) -> Result<Option<Value>> {
+    let named = v.get("model_type").and_then(Value::as_str) == Some("gemma3")
+        || (v.get("model_type").is_none()
+            && v["architectures"]
+                .as_array()
+                .is_some_and(|a| a.iter().any(|x| x.as_str() == Some("Gemma3ForConditionalGeneration"))));
+    if !named {
+        return Ok(None);
+    }
+    let text = v.get("text_config").and_then(Value::as_object).ok_or_else(|| {
+        Error::field(path, "text_config", "missing: a multimodal Gemma 3 config describes its text model there")
+    })?;
+    let mut merged = gemma3_text_defaults();
+    let out = merged.as_object_mut().expect("an object");
+    for (k, x) in text {
+        out.insert(k.clone(), x.clone());
+    }
+    out.insert("model_type".into(), "gemma3_text".into());
+    Ok(Some(merged))
+}
+
+/// config.json with typed getters whose errors name the file and the field.
+struct Json<'a> {
+    path: &'a Path,
+    v: &'a Value,
+}
+
+impl Json<'_> {
+    fn get(&self, key: &str) -> Option<&Value> {
+        self.v.get(key).filter(|v| !v.is_null())
+    }
+
+    fn int(&self, keys: &[&str]) -> Result<Option<i64>> {
+        for key in keys {
+            if let Some(v) = self.get(key) {
+                return v
+                    .as_i64()
+                    .filter(|&n| n > 0)
+                    .map(Some)
+                    .ok_or_else(|| Error::field(self.path, *key, format!("expected a positive integer, found {v}")));
+            }
+        }
+        Ok(None)
+    }
+
+    fn req_int(&self, keys: &[&str]) -> Result<i64> {
+        self.int(keys)?.ok_or_else(|| Error::field(self.path, keys[0], "missing (expected a positive integer)"))
+    }
+
+    fn float(&self, key: &str) -> Result<Option<f64>> {
+        match self.get(key) {
+            None => Ok(None),
+            Some(v) => v
+                .as_f64()
+                .map(Some)
+                .ok_or_else(|| Error::field(self.path, key, format!("expected a number, found {v}"))),
+        }
+    }
+
+    fn bool(&self, key: &str, default: bool) -> Result<bool> {
+        match self.get(key) {
+            None => Ok(default),
+            Some(v) => {
+                v.as_bool().ok_or_else(|| Error::field(self.path, key, format!("expected true or false, found {v}")))
+            }
+        }
+    }
+
+    fn str(&self, key: &str) -> Option<&str> {
+        self.get(key).and_then(Value::as_str)
+    }
+
+    /// A token id, or the first of a list of them.
+    fn token_id(&self, key: &str) -> Option<i64> {
+        match self.get(key)? {
+            Value::Array(a) => a.first().and_then(Value::as_i64),
+            v => v.as_i64(),
+        }
+    }
+}
+
+/// The family a config names, by `model_type`, else by `architectures`.
+pub(crate) fn family_of(path: &Path, v: &Value) -> Result<Family> {
+    let j = Json { path, v };
+    if let Some(t) = j.str("model_type") {
+        if let Some((_, f)) = MODEL_TYPES.iter().find(|(n, _)| *n == t) {
+            return Ok(*f);
+        }
+        return Err(Error::field(
+            path,
+            "model_type",
+            format!("`{t}` is not a supported causal LM (supported: {})", Family::supported()),
+        ));
+    }
+    let archs: Vec<&str> =
+        j.get("architectures").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str).collect();
+    for a in &archs {
+        if let Some((_, f)) = ARCHITECTURES.iter().find(|(n, _)| n == a) {
+            return Ok(*f);
+        }
+    }
+    Err(Error::field(
+        path,
+        "model_type",
+        format!(
+            "missing, and architectures {archs:?} names no supported causal LM (supported model types: {})",
+            Family::supported()
+        ),
+    ))
+}
+
+impl DecoderConfig {
+    /// Reads and validates `path` (a `config.json`).
+    pub fn from_file(path: &Path) -> Result<Self> {
+        let text = indolm_core::files::read_to_string(path)?;
+        let v: Value = serde_json::from_str(&text).map_err(|e| Error::json(path, &e))?;
+        Self::from_json(path, &v)
+    }
+
+    /// Validates a parsed `config.json` (of a multimodal Gemma 3: its text model's).
+    pub(crate) fn from_json(path: &Path, v: &Value) -> Result<Self> {
+        if let Some(text) = gemma3_text_config(path, v)? {
+            return Ok(DecoderConfig { multimodal: true, ..Self::from_json(path, &text)? });
+        }
+        let family = family_of(path, v)?;
+        let j = Json { path, v };
+        match family {
+            Family::Xglm => return xglm_config(&j),
+            Family::Falcon => return falcon_config(&j),
+            _ => {}
+        }
+        if j.bool("use_bidirectional_attention", false)? {
+            return Err(Error::field(
+                path,
+                "use_bidirectional_attention",
+                "true: an embedding model's bidirectional attention, not a causal LM",
+            ));
+        }
+        let gemma = matches!(family, Family::Gemma2 | Family::Gemma3);
+        let bloom = family == Family::Bloom;
+        let hidden_size = j.req_int(&["hidden_size", "n_embed"])?;
+        let num_heads = j.req_int(&["num_attention_heads", "n_head"])?;
+        let num_layers = j.req_int(&["num_hidden_layers", "n_layer"])?;
+        let num_kv_heads = if bloom { num_heads } else { j.int(&["num_key_value_heads"])?.unwrap_or(num_heads) };
+        if num_heads % num_kv_heads != 0 {
+            return Err(Error::field(
+                path,
+                "num_key_value_heads",
+                format!("{num_kv_heads} does not divide num_attention_heads {num_heads}"),
+            ));
+        }
+        let head_dim = match j.int(&["head_dim"])? {
+            Some(d) if !bloom => d,
+            _ => {
+                if hidden_size % num_heads != 0 {
+                    return Err(Error::field(
+                        path,
+                        "hidden_size",
+                        format!("{hidden_size} is not a multiple of num_attention_heads {num_heads} (and no head_dim)"),
+                    ));
+                }
+                hidden_size / num_heads
+            }
+        };
+        let intermediate_size = if bloom { 4 * hidden_size } else { j.req_int(&["intermediate_size"])? };
+        let act_name = j.str("hidden_activation").or_else(|| j.str("hidden_act"));
+        let activation = match (bloom, act_name) {
+            (true, _) => Activation::GeluTanh,
+            (false, None) if gemma => Activation::GeluTanh,
+            (false, None) => Activation::Silu,
+            (false, Some(name)) => activation_named(&j, "hidden_act", name)?,
+        };
+        let attn_scale = match j.float("query_pre_attn_scalar")? {
+            Some(s) if gemma => positive(&j, "query_pre_attn_scalar", s)?.powf(-0.5),
+            _ => (head_dim as f64).powf(-0.5),
+        };
+        let layer_types = layer_types(&j, family, num_layers)?;
+        let sliding_window = j.int(&["sliding_window"])?;
+        let mut layers = Vec::with_capacity(num_layers as usize);
+        for kind in &layer_types {
+            let sliding = kind == "sliding_attention";
+            if sliding && sliding_window.is_none() {
+                return Err(Error::field(
+                    path,
+                    "sliding_window",
+                    "missing, but layer_types has sliding_attention layers",
+                ));
+            }
+            let rope = if bloom { None } else { Some(rope_of(&j, family, kind)?) };
+            layers.push(LayerKind { window: if sliding { sliding_window } else { None }, rope });
+        }
+        let default_bias = family == Family::Qwen2;
+        let attention_bias = j.bool("attention_bias", false)?;
+        let tie_default = gemma || bloom;
+        let softcap = |key: &str| -> Result<Option<f64>> {
+            Ok(if family == Family::Gemma2 || family == Family::Gemma3 {
+                j.float(key)?.filter(|c| *c > 0.0)
+            } else {
+                None
+            })
+        };
+        Ok(DecoderConfig {
+            path: path.to_path_buf(),
+            family,
+            vocab_size: j.req_int(&["vocab_size"])?,
+            hidden_size,
+            intermediate_size,
+            num_heads,
+            num_kv_heads,
+            head_dim,
+            layers,
+            norm_eps: {
+                let key = if bloom { "layer_norm_epsilon" } else { "rms_norm_eps" };
+                positive(&j, key, j.float(key)?.unwrap_or(1e-6))?
+            },
+            max_positions: if bloom { None } else { j.int(&["max_position_embeddings"])? },
+            tie_word_embeddings: j.bool("tie_word_embeddings", tie_default)?,
+            qkv_bias: bloom || default_bias || attention_bias,
+            o_bias: bloom || (!default_bias && attention_bias),
+            mlp_bias: bloom || j.bool("mlp_bias", false)?,
+            activation,
+            attn_scale,
+            attn_softcap: softcap("attn_logit_softcapping")?,
+            final_softcap: softcap("final_logit_softcapping")?,
+            bos_token_id: j.token_id("bos_token_id"),
+            eos_token_id: j.token_id("eos_token_id"),
+            multimodal: false,
+            options: FamilyOptions::Common,
+        })
+    }
+}
+
+/// The activation transformers' `ACT2FN[name]` computes; an error naming `field` for others.
+fn activation_named(j: &Json, field: &str, name: &str) -> Result<Activation> {
+    match name {
+        "silu" | "swish" => Ok(Activation::Silu),
+        "gelu_pytorch_tanh" | "gelu_new" | "gelu_fast" => Ok(Activation::GeluTanh),
+        "gelu" => Ok(Activation::Gelu),
+        other => {
+            Err(Error::field(j.path, field, format!("`{other}` is not supported (silu, gelu, gelu_pytorch_tanh)")))
+        }
+    }
+}
+
+/// XGLM's config.json, with `XGLMConfig`'s names (`d_model`, `attention_heads`, `num_layers`,
+/// `ffn_dim`, `activation_function`) and defaults: LayerNorms of epsilon 1e-5 (`nn.LayerNorm`'s
+/// default: config.json has none), biases on every projection, tied embeddings unless
+/// `tie_word_embeddings` is false, no RoPE (sinusoidal positions, [`XglmOptions`]).
+fn xglm_config(j: &Json) -> Result<DecoderConfig> {
+    let path = j.path;
+    let hidden_size = j.req_int(&["d_model", "hidden_size"])?;
+    let num_heads = j.req_int(&["attention_heads", "num_attention_heads"])?;
+    let num_layers = j.req_int(&["num_layers", "num_hidden_layers"])?;
+    if hidden_size % num_heads != 0 {
+        return Err(Error::field(
+            path,
+            "d_model",
+            format!("{hidden_size} is not a multiple of attention_heads {num_heads}"),
+        ));
+    }
+    if hidden_size < 4 {
+        let why = format!("{hidden_size} is too small for XGLM's sinusoidal positions (at least 4)");
+        return Err(Error::field(path, "d_model", why));
+    }
+    let padding_idx = match j.v.get("pad_token_id") {
+        None => Some(1),
+        Some(Value::Null) => None,
+        Some(v) => Some(v.as_i64().filter(|&n| n >= 0).ok_or_else(|| {
+            Error::field(path, "pad_token_id", format!("expected a non-negative token id or null, found {v}"))
+        })?),
+    };
+    let head_dim = hidden_size / num_heads;
+    Ok(DecoderConfig {
+        path: path.to_path_buf(),
+        family: Family::Xglm,
+        vocab_size: j.req_int(&["vocab_size"])?,
+        hidden_size,
+        intermediate_size: j.req_int(&["ffn_dim"])?,
+        num_heads,
+        num_kv_heads: num_heads,
+        head_dim,
+        layers: vec![LayerKind { window: None, rope: None }; num_layers as usize],
+        norm_eps: 1e-5,
+        max_positions: Some(j.int(&["max_position_embeddings"])?.unwrap_or(2048)),
+        tie_word_embeddings: j.bool("tie_word_embeddings", true)?,
+        qkv_bias: true,
+        o_bias: true,
+        mlp_bias: true,
+        activation: activation_named(j, "activation_function", j.str("activation_function").unwrap_or("gelu"))?,
+        attn_scale: (head_dim as f64).powf(-0.5),
+        attn_softcap: None,
+        final_softcap: None,
+        bos_token_id: j.token_id("bos_token_id"),
+        eos_token_id: j.token_id("eos_token_id"),
+        multimodal: false,
+        options: FamilyOptions::Xglm(XglmOptions {
+            embed_scale: if j.bool("scale_embedding", true)? { (hidden_size as f64).sqrt() } else { 1.0 },
+            padding_idx,
+        }),
+    })
+}
+
+/// Falcon's config.json, with `FalconConfig`'s names (`n_embed`, `n_head`, `n_layer` of older
+/// files too) and defaults (`multi_query` and `parallel_attn` true; `alibi`, `bias` and
+/// `new_decoder_architecture` false; `ffn_hidden_size` 4 × hidden; epsilon 1e-5; exact GELU),
+/// refusing the combinations transformers' `FalconDecoderLayer` cannot run.
+fn falcon_config(j: &Json) -> Result<DecoderConfig> {
+    let path = j.path;
+    let hidden_size = j.req_int(&["hidden_size", "n_embed"])?;
+    let num_heads = j.req_int(&["num_attention_heads", "n_head"])?;
+    let num_layers = j.req_int(&["num_hidden_layers", "n_layer"])?;
+    if hidden_size % num_heads != 0 {
+        return Err(Error::field(
+            path,
+            "hidden_size",
+            format!("{hidden_size} is not a multiple of num_attention_heads {num_heads}"),
+        ));
+    }
+    let new_architecture = j.bool("new_decoder_architecture", false)?;
+    let parallel = j.bool("parallel_attn", true)?;
+    let alibi = j.bool("alibi", false)?;
+    let bias = j.bool("bias", false)?;
+    let kv_given = j.int(&["num_kv_heads"])?;
+    let (qkv, num_kv_heads) = if new_architecture {
+        let kv = kv_given.unwrap_or(num_heads);
+        if num_heads % kv != 0 {
+            let why = format!("{kv} does not divide num_attention_heads {num_heads}");
+            return Err(Error::field(path, "num_kv_heads", why));
+        }
+        (FalconQkv::Grouped, kv)
+    } else if j.bool("multi_query", true)? {
+        (FalconQkv::MultiQuery, 1)
+    } else {
+        if let Some(kv) = kv_given.filter(|&kv| kv != num_heads) {
+            let why = format!(
+                "{kv} differs from num_attention_heads {num_heads}: without multi_query or new_decoder_architecture each head has its own key and value"
+            );
+            return Err(Error::field(path, "num_kv_heads", why));
+        }
+        (FalconQkv::PerHead, num_heads)
+    };
+    let norms = match (new_architecture, parallel, j.int(&["num_ln_in_parallel_attn"])?) {
+        (true, false, _) => {
+            let why = "false with new_decoder_architecture, a layout transformers' Falcon cannot run";
+            return Err(Error::field(path, "parallel_attn", why));
+        }
+        (true, true, None | Some(2)) => FalconNorms::Two,
+        (true, true, Some(1)) => FalconNorms::Shared,
+        (true, true, Some(n)) => {
+            return Err(Error::field(path, "num_ln_in_parallel_attn", format!("{n}: expected 1 or 2")));
+        }
+        (false, true, Some(2)) => {
+            let why = "2 without new_decoder_architecture, a layout transformers' Falcon cannot run";
+            return Err(Error::field(path, "num_ln_in_parallel_attn", why));
+        }
+        (false, true, _) => FalconNorms::Shared,
+        (false, false, _) => FalconNorms::Sequential,
+    };
+    let rope = if alibi { None } else { Some(rope_of(j, Family::Falcon, "full_attention")?) };
+    let head_dim = hidden_size / num_heads;
+    Ok(DecoderConfig {
+        path: path.to_path_buf(),
+        family: Family::Falcon,
+        vocab_size: j.req_int(&["vocab_size"])?,
+        hidden_size,
+        intermediate_size: j.int(&["ffn_hidden_size"])?.unwrap_or(4 * hidden_size),
+        num_heads,
+        num_kv_heads,
+        head_dim,
+        layers: vec![LayerKind { window: None, rope }; num_layers as usize],
+        norm_eps: positive(j, "layer_norm_epsilon", j.float("layer_norm_epsilon")?.unwrap_or(1e-5))?,
+        max_positions: Some(j.int(&["max_position_embeddings"])?.unwrap_or(2048)),
+        tie_word_embeddings: j.bool("tie_word_embeddings", true)?,
+        qkv_bias: bias,
+        o_bias: bias,
+        mlp_bias: bias,
+        activation: activation_named(j, "activation", j.str("activation").unwrap_or("gelu"))?,
+        attn_scale: (head_dim as f64).powf(-0.5),
+        attn_softcap: None,
+        final_softcap: None,
+        bos_token_id: j.token_id("bos_token_id"),
+        eos_token_id: j.token_id("eos_token_id"),
+        multimodal: false,
+        options: FamilyOptions::Falcon(FalconOptions { alibi, qkv, norms }),
+    })
+}
+
+/// Each layer's type (`full_attention` or `sliding_attention`): `layer_types` when given, else
+/// transformers' default for the family.
+fn layer_types(j: &Json, family: Family, n: i64) -> Result<Vec<String>> {
+    if let Some(v) = j.get("layer_types") {
+        let types: Vec<String> =
+            v.as_array().map(|a| a.iter().filter_map(|t| t.as_str().map(str::to_string)).collect()).unwrap_or_default();
+        if types.len() as i64 != n || types.iter().any(|t| t != "full_attention" && t != "sliding_attention") {
+            return Err(Error::field(
+                j.path,
+                "layer_types",
+                format!("expected {n} entries, each \"full_attention\" or \"sliding_attention\", found {v}"),
+            ));
+        }
+        return Ok(types);
+    }
+    let has_window = j.get("sliding_window").is_some();
+    let sliding = |i: i64| -> bool {
+        match family {
+            Family::Mistral => has_window,
+            Family::Qwen2 | Family::Qwen3 => {
+                let max_window_layers = j.get("max_window_layers").and_then(Value::as_i64).unwrap_or(n);
+                has_window
+                    && j.get("use_sliding_window").and_then(Value::as_bool).unwrap_or(false)
+                    && i >= max_window_layers
+            }
+            Family::Gemma2 => (i + 1) % 2 != 0,
+            Family::Gemma3 => {
+                let pattern = ["sliding_window_pattern", "_sliding_window_pattern"]
+                    .iter()
+                    .find_map(|k| j.get(k).and_then(Value::as_i64))
+                    .unwrap_or(6)
+                    .max(1);
+                (i + 1) % pattern != 0
+            }
+            Family::Olmo3 => (i + 1) % 4 != 0,
+            Family::Llama | Family::Olmo2 | Family::Bloom | Family::Xglm | Family::Falcon => false,
+        }
+    };
+    Ok((0..n).map(|i| if sliding(i) { "sliding_attention" } else { "full_attention" }.to_string()).collect())
+}
+
+/// The rotary embedding of layers of type `kind`.
+/// `value` of `field` when it is a positive number (a RoPE base, a scaling factor, an epsilon):
+/// zero or a negative value would give NaN or infinite scores rather than an error.
+fn positive(j: &Json, field: &str, value: f64) -> Result<f64> {
+    if value.is_finite() && value > 0.0 {
+        return Ok(value);
+    }
+    Err(Error::field(j.path, field, format!("expected a positive number, found {value}")))
+}
+
+fn rope_of(j: &Json, family: Family, kind: &str) -> Result<Rope> {
+    // transformers 5: `rope_parameters`, per layer type for some families.
+    if let Some(params) = j.get("rope_parameters") {
+        let per_type = params.get(kind).filter(|p| p.is_object());
+        let p = per_type.unwrap_or(params);
+        let field = if per_type.is_some() { format!("rope_parameters.{kind}") } else { "rope_parameters".into() };
+        let theta = p
+            .get("rope_theta")
+            .and_then(Value::as_f64)
+            .ok_or_else(|| Error::field(j.path, format!("{field}.rope_theta"), "missing or not a number"))?;
+        let theta = positive(j, &format!("{field}.rope_theta"), theta)?;
+        return Ok(Rope { theta, scaling: scaling_of(j, &field, p)? });
+    }
+    // Older configs: `rope_theta`, `rope_scaling`; Gemma 3's sliding layers use `rope_local_base_freq`
+    // and no scaling.
+    let default_theta = match family {
+        Family::Gemma3 => 1_000_000.0,
+        Family::Olmo3 => 500_000.0,
+        _ => 10_000.0,
+    };
+    if family == Family::Gemma3 && kind == "sliding_attention" {
+        let theta = positive(j, "rope_local_base_freq", j.float("rope_local_base_freq")?.unwrap_or(10_000.0))?;
+        return Ok(Rope { theta, scaling: RopeScaling::Default });
+    }
+    let theta = positive(j, "rope_theta", j.float("rope_theta")?.unwrap_or(default_theta))?;
+    let scaling = match j.get("rope_scaling") {
+        None => RopeScaling::Default,
+        Some(s) => scaling_of(j, "rope_scaling", s)?,
+    };
+    Ok(Rope { theta, scaling })
+}
+
+fn scaling_of(j: &Json, field: &str, p: &Value) -> Result<RopeScaling> {
+    let kind = p.get("rope_type").or_else(|| p.get("type")).and_then(Value::as_str).unwrap_or("default");
+    let num = |key: &str| -> Result<f64> {
+        let value = p
+            .get(key)
+            .and_then(Value::as_f64)
+            .ok_or_else(|| Error::field(j.path, format!("{field}.{key}"), "missing or not a number"))?;
+        positive(j, &format!("{field}.{key}"), value)
+    };
+    Ok(match kind {
+        "default" => RopeScaling::Default,
+        "linear" => RopeScaling::Linear { factor: num("factor")? },
+        "llama3" => RopeScaling::Llama3 {
+            factor: num("factor")?,
+            low_freq_factor: num("low_freq_factor")?,
+            high_freq_factor: num("high_freq_factor")?,
+            original: num("original_max_position_embeddings")?,
+        },
+        // Dynamic NTK changes the frequencies only for sequences longer than the model's
+        // positions, which indolm refuses before scoring: within them it is the default.
+        "dynamic" => {
+            num("factor")?;
+            RopeScaling::Default
+        }
+        "yarn" => {
+            let factor = num("factor")?;
+            let optional = |key: &str| -> Result<Option<f64>> {
+                match p.get(key) {
+                    None | Some(Value::Null) => Ok(None),
+                    Some(_) => num(key).map(Some),
+                }
+            };
+            let mscale = |scale: f64, m: f64| if scale <= 1.0 { 1.0 } else { 0.1 * m * scale.ln() + 1.0 };
+            let attention_factor =
+                match (optional("attention_factor")?, optional("mscale")?, optional("mscale_all_dim")?) {
+                    (Some(a), _, _) => a,
+                    (None, Some(m), Some(all)) => mscale(factor, m) / mscale(factor, all),
+                    _ => mscale(factor, 1.0),
+                };
+            RopeScaling::Yarn {
+                factor,
+                original: num("original_max_position_embeddings")?,
+                beta_fast: optional("beta_fast")?.unwrap_or(32.0),
+                beta_slow: optional("beta_slow")?.unwrap_or(1.0),
+                attention_factor,
+                truncate: p.get("truncate").and_then(Value::as_bool).unwrap_or(true),
+            }
+        }
+        other => {
+            return Err(Error::field(
+                j.path,
+                format!("{field}.rope_type"),
+                format!("`{other}` is not supported (default, linear, llama3, dynamic, yarn)"),
+            ))
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn parse(v: Value) -> Result<DecoderConfig> {
+        DecoderConfig::from_json(Path::new("config.json"), &v)
+    }
+
+    #[test]
+    fn unknown_model_types_are_refused_naming_the_supported_ones() {
+        let err = parse(json!({"model_type": "gpt2"})).unwrap_err().to_string();
+        assert!(
+            err.starts_with(
+                "config.json: field `model_type`: `gpt2` is not a supported causal LM (supported: llama, mistral"
+            ),
+            "{err}"
+        );
+        let err = parse(json!({"architectures": ["GPT2LMHeadModel"]})).unwrap_err().to_string();
+        assert!(err.contains("names no supported causal LM"), "{err}");
+    }
+
+    #[test]
+    fn older_configs_give_layer_kinds_and_rope_by_family_defaults() {
+        let c = parse(json!({"architectures": ["Gemma3ForCausalLM"], "vocab_size": 10, "hidden_size": 8,
+            "intermediate_size": 16, "num_hidden_layers": 7, "num_attention_heads": 2, "num_key_value_heads": 1,
+            "head_dim": 4, "sliding_window": 3, "rope_local_base_freq": 10.0, "rope_theta": 100.0,
+            "rope_scaling": {"rope_type": "linear", "factor": 8.0}, "query_pre_attn_scalar": 16}))
+        .unwrap();
+        assert_eq!(c.family, Family::Gemma3);
+        let windows: Vec<Option<i64>> = c.layers.iter().map(|l| l.window).collect();
+        assert_eq!(windows, vec![Some(3), Some(3), Some(3), Some(3), Some(3), None, Some(3)]);
+        assert_eq!(c.layers[0].rope, Some(Rope { theta: 10.0, scaling: RopeScaling::Default }));
+        assert_eq!(c.layers[5].rope, Some(Rope { theta: 100.0, scaling: RopeScaling::Linear { factor: 8.0 } }));
+        assert_eq!(c.attn_scale, 0.25);
+        assert!(c.tie_word_embeddings);
+        let err = parse(json!({"model_type": "llama", "vocab_size": 10, "hidden_size": 8, "intermediate_size": 16,
+            "num_hidden_layers": 1, "num_attention_heads": 2, "rope_scaling": {"type": "longrope", "factor": 2.0}}))
+        .unwrap_err()
+        .to_string();
+        assert_eq!(
+            err,
+            "config.json: field `rope_scaling.rope_type`: `longrope` is not supported (default, linear, llama3, dynamic, yarn)"
+        );
+    }
+
+    /// gemma-3-4b-pt's config.json: a multimodal config whose `text_config` lists only what
+    /// differs from Gemma3TextConfig's defaults.
+    #[test]
+    fn a_multimodal_gemma3_config_gives_its_text_model_over_the_defaults() {
+        let c = parse(json!({
+            "architectures": ["Gemma3ForConditionalGeneration"], "model_type": "gemma3",
+            "boi_token_index": 255_999, "eoi_token_index": 256_000, "eos_token_id": [1, 106],
+            "image_token_index": 262_144, "mm_tokens_per_image": 256,
+            "text_config": {"hidden_size": 2560, "intermediate_size": 10_240, "model_type": "gemma3_text",
+                "num_hidden_layers": 34, "rope_scaling": {"factor": 8.0, "rope_type": "linear"},
+                "sliding_window": 1024},
+            "vision_config": {"hidden_size": 1152, "model_type": "siglip_vision_model"}
+        }))
+        .unwrap();
+        assert!(c.multimodal);
+        assert_eq!(
+            (c.family, c.vocab_size, c.hidden_size, c.intermediate_size),
+            (Family::Gemma3, 262_208, 2560, 10_240)
+        );
+        assert_eq!((c.num_heads, c.num_kv_heads, c.head_dim, c.layers.len()), (8, 4, 256, 34));
+        assert_eq!((c.bos_token_id, c.eos_token_id, c.max_positions), (Some(2), Some(1), Some(131_072)));
+        assert!(c.tie_word_embeddings && c.attn_softcap.is_none() && c.final_softcap.is_none());
+        assert_eq!(c.attn_scale, 256f64.powf(-0.5));
+        let full: Vec<usize> =
+            c.layers.iter().enumerate().filter(|(_, l)| l.window.is_none()).map(|(i, _)| i).collect();
+        assert_eq!(full, [5, 11, 17, 23, 29]);
+        assert_eq!(c.layers[0].window, Some(1024));
+        assert_eq!(c.layers[0].rope, Some(Rope { theta: 10_000.0, scaling: RopeScaling::Default }));
+        assert_eq!(c.layers[5].rope, Some(Rope { theta: 1_000_000.0, scaling: RopeScaling::Linear { factor: 8.0 } }));
+        let err = parse(json!({"model_type": "gemma3"})).unwrap_err().to_string();
+        assert!(err.contains("`text_config`") && err.contains("missing"), "{err}");
+        let err = parse(json!({"model_type": "gemma3_text", "use_bidirectional_attention": true})).unwrap_err();
+        assert!(err.to_string().contains("not a causal LM"), "{err}");
+    }
+
+    /// The `falcon` config.json files of falcon-7b, falcon-40b and falcon-rw-1b (the hub's, as
+    /// transformers reads them): each fused projection's layout, key/value heads and norms.
+    #[test]
+    fn falcon_7b_40b_and_rw_configs_give_their_attention_layouts() {
+        let shared = json!({"apply_residual_connection_post_layernorm": false, "architectures": ["FalconForCausalLM"],
+            "attention_dropout": 0.0, "hidden_dropout": 0.0, "initializer_range": 0.02, "layer_norm_epsilon": 1e-5,
+            "model_type": "falcon", "torch_dtype": "bfloat16", "transformers_version": "4.27.4", "use_cache": true});
+        let with = |extra: Value| {
+            let mut v = shared.clone();
+            v.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+            parse(v)
+        };
+        let falcon = |alibi, qkv, norms| FamilyOptions::Falcon(FalconOptions { alibi, qkv, norms });
+        let c = with(json!({"alibi": false, "bias": false, "bos_token_id": 11, "eos_token_id": 11,
+            "hidden_size": 4544, "multi_query": true, "new_decoder_architecture": false, "num_attention_heads": 71,
+            "num_hidden_layers": 32, "parallel_attn": true, "vocab_size": 65_024}))
+        .unwrap();
+        assert_eq!(c.family, Family::Falcon);
+        assert_eq!(
+            (c.num_heads, c.num_kv_heads, c.head_dim, c.intermediate_size, c.layers.len()),
+            (71, 1, 64, 18_176, 32),
+            "falcon-7b: multi-query, one key/value head"
+        );
+        assert_eq!(c.options, falcon(false, FalconQkv::MultiQuery, FalconNorms::Shared));
+        assert_eq!(c.layers[31].rope, Some(Rope { theta: 10_000.0, scaling: RopeScaling::Default }));
+        assert!(!c.qkv_bias && !c.o_bias && !c.mlp_bias && c.tie_word_embeddings);
+        assert_eq!((c.norm_eps, c.max_positions, c.activation), (1e-5, Some(2048), Activation::Gelu));
+        assert_eq!((c.bos_token_id, c.eos_token_id, c.attn_scale), (Some(11), Some(11), 0.125));
+        let c = with(json!({"alibi": false, "bias": false, "bos_token_id": 11, "eos_token_id": 11,
+            "hidden_size": 8192, "new_decoder_architecture": true, "num_attention_heads": 128, "num_hidden_layers": 60,
+            "num_kv_heads": 8, "parallel_attn": true, "vocab_size": 65_024}))
+        .unwrap();
+        assert_eq!(
+            (c.num_heads, c.num_kv_heads, c.head_dim, c.intermediate_size, c.layers.len()),
+            (128, 8, 64, 32_768, 60),
+            "falcon-40b: 8 key/value groups of 16 heads"
+        );
+        assert_eq!(c.options, falcon(false, FalconQkv::Grouped, FalconNorms::Two), "ln_attn and ln_mlp");
+        // falcon-11B's layout: the new architecture with one norm, its own RoPE base and MLP width.
+        let c = with(json!({"hidden_size": 4096, "new_decoder_architecture": true, "num_attention_heads": 32,
+            "num_hidden_layers": 60, "num_kv_heads": 8, "num_ln_in_parallel_attn": 1, "rope_theta": 500_042.0,
+            "ffn_hidden_size": 16_384, "max_position_embeddings": 8192, "vocab_size": 65_024}))
+        .unwrap();
+        assert_eq!((c.num_kv_heads, c.intermediate_size, c.max_positions), (8, 16_384, Some(8192)));
+        assert_eq!(c.options, falcon(false, FalconQkv::Grouped, FalconNorms::Shared));
+        assert_eq!(c.layers[0].rope.as_ref().map(|r| r.theta), Some(500_042.0));
+        let c = with(json!({"alibi": true, "bias": true, "bos_token_id": 1, "eos_token_id": 2, "hidden_size": 2048,
+            "multi_query": false, "new_decoder_architecture": false, "num_attention_heads": 32,
+            "num_hidden_layers": 24, "parallel_attn": false, "vocab_size": 50_304}))
+        .unwrap();
+        assert_eq!((c.num_heads, c.num_kv_heads, c.head_dim, c.intermediate_size), (32, 32, 64, 8192), "falcon-rw-1b");
+        assert_eq!(c.options, falcon(true, FalconQkv::PerHead, FalconNorms::Sequential));
+        assert!(c.layers.iter().all(|l| l.rope.is_none() && l.window.is_none()));
+        assert!(c.qkv_bias && c.o_bias && c.mlp_bias);
+    }
+
+    /// Falcon layouts transformers' FalconDecoderLayer cannot run, and the older `RefinedWeb`
+    /// configs (remote code, which transformers does not map to Falcon), are refused by name.
+    #[test]
+    fn impossible_falcon_layouts_and_refinedweb_configs_are_refused() {
+        let base = json!({"model_type": "falcon", "vocab_size": 10, "hidden_size": 8, "num_attention_heads": 4,
+            "num_hidden_layers": 1});
+        let refused = |extra: Value| {
+            let mut v = base.clone();
+            v.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+            parse(v).unwrap_err().to_string()
+        };
+        let err = refused(json!({"new_decoder_architecture": true, "parallel_attn": false}));
+        assert!(err.starts_with("config.json: field `parallel_attn`: false with new_decoder_architecture"), "{err}");
+        let err = refused(json!({"num_ln_in_parallel_attn": 2}));
+        assert!(err.starts_with("config.json: field `num_ln_in_parallel_attn`: 2 without"), "{err}");
+        let err = refused(json!({"new_decoder_architecture": true, "num_ln_in_parallel_attn": 3}));
+        assert!(err.ends_with("field `num_ln_in_parallel_attn`: 3: expected 1 or 2"), "{err}");
+        let err = refused(json!({"new_decoder_architecture": true, "num_kv_heads": 3}));
+        assert!(err.ends_with("field `num_kv_heads`: 3 does not divide num_attention_heads 4"), "{err}");
+        let err = refused(json!({"multi_query": false, "num_kv_heads": 2}));
+        assert!(err.contains("field `num_kv_heads`: 2 differs from num_attention_heads 4"), "{err}");
+        let err = refused(json!({"activation": "relu"}));
+        assert!(err.ends_with("field `activation`: `relu` is not supported (silu, gelu, gelu_pytorch_tanh)"), "{err}");
+        // The parallel layout with one norm is transformers' default for the old architecture.
+        let mut ok = base;
+        ok["num_ln_in_parallel_attn"] = json!(1);
+        assert_eq!(
+            parse(ok).unwrap().options,
+            FamilyOptions::Falcon(FalconOptions {
+                alibi: false,
+                qkv: FalconQkv::MultiQuery,
+                norms: FalconNorms::Shared
+            })
+        );
+        let err = parse(json!({"model_type": "RefinedWeb", "architectures": ["RWForCausalLM"], "n_head": 128}))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("`RefinedWeb` is not a supported causal LM"), "{err}");
+    }
+
+    /// xglm-564M's config.json: XGLM's own names, the LayerNorm epsilon config.json lacks,
+    /// √d_model embeddings and the sinusoidal table's zero row at `pad_token_id`.
+    #[test]
+    fn the_xglm_564m_config_gives_xglm_names_and_defaults() {
+        let hub = json!({"activation_dropout": 0.0, "activation_function": "gelu", "architectures": ["XGLMForCausalLM"],
+            "attention_dropout": 0.1, "attention_heads": 16, "bos_token_id": 0, "d_model": 1024,
+            "decoder_start_token_id": 2, "dropout": 0.1, "eos_token_id": 2, "ffn_dim": 4096, "init_std": 0.02,
+            "layerdrop": 0.0, "max_position_embeddings": 2048, "model_type": "xglm", "num_layers": 24,
+            "pad_token_id": 1, "scale_embedding": true, "transformers_version": "4.16.0.dev0", "use_cache": true,
+            "vocab_size": 256_008});
+        let c = parse(hub.clone()).unwrap();
+        assert_eq!(c.family, Family::Xglm);
+        assert_eq!(
+            (c.vocab_size, c.hidden_size, c.intermediate_size, c.num_heads, c.num_kv_heads, c.head_dim),
+            (256_008, 1024, 4096, 16, 16, 64)
+        );
+        assert_eq!(
+            (c.layers.len(), c.norm_eps, c.max_positions, c.activation),
+            (24, 1e-5, Some(2048), Activation::Gelu)
+        );
+        assert!(c.layers.iter().all(|l| l.rope.is_none() && l.window.is_none()));
+        assert!(c.tie_word_embeddings && c.qkv_bias && c.o_bias && c.mlp_bias);
+        assert_eq!((c.bos_token_id, c.eos_token_id, c.attn_scale), (Some(0), Some(2), 0.125));
+        assert_eq!(c.options, FamilyOptions::Xglm(XglmOptions { embed_scale: 32.0, padding_idx: Some(1) }));
+        let mut v = hub.clone();
+        v["scale_embedding"] = json!(false);
+        v["pad_token_id"] = Value::Null;
+        assert_eq!(parse(v).unwrap().options, FamilyOptions::Xglm(XglmOptions { embed_scale: 1.0, padding_idx: None }));
+        let mut v = hub.clone();
+        v.as_object_mut().unwrap().remove("pad_token_id");
+        let FamilyOptions::Xglm(o) = parse(v).unwrap().options else { panic!("XGLM options") };
+        assert_eq!(o.padding_idx, Some(1), "XGLMConfig's default pad_token_id");
+        let mut v = hub.clone();
+        v["activation_function"] = json!("relu");
+        let err = parse(v).unwrap_err().to_string();
+        assert!(err.ends_with("field `activation_function`: `relu` is not supported (silu, gelu, gelu_pytorch_tanh)"));
+        let mut v = hub;
+        v["attention_heads"] = json!(15);
+        let err = parse(v).unwrap_err().to_string();
+        assert!(err.ends_with("field `d_model`: 1024 is not a multiple of attention_heads 15"), "{err}");
+        assert_eq!((Family::Xglm.name(), Family::Falcon.name()), ("xglm", "falcon"));
+        assert!(Family::supported().ends_with("bloom, xglm, falcon"), "{}", Family::supported());
+    }
+}

@@ -1,0 +1,82 @@
+//! An encoder-decoder's tokenizer: the directory's `tokenizer.json` as it is (mT5's Unigram with
+//! its post-processor appending `</s>`), its own truncation and padding settings cleared as
+//! transformers clears them for a call that asks for neither; a truncating copy gives what
+//! `tokenizer(text, truncation=True, max_length=N)` gives.
+use crate::error::{Error, Result};
+use std::path::{Path, PathBuf};
+use tokenizers::{Tokenizer, TruncationDirection, TruncationParams, TruncationStrategy};
+
+/// A `tokenizer.json`, encoding as transformers' fast tokenizer does.
+#[derive(Debug, Clone)]
+pub struct Seq2SeqTokenizer {
+    inner: Tokenizer,
+    /// The file it was loaded from.
+    pub source: PathBuf,
+}
+
+impl Seq2SeqTokenizer {
+    /// Loads `dir/tokenizer.json`.
+    pub fn from_dir(dir: &Path) -> Result<Self> {
+        let source = dir.join("tokenizer.json");
+        if !source.exists() {
+            return Err(Error::MissingFile {
+                path: source,
+                hint: "an encoder-decoder directory needs the fast tokenizer's tokenizer.json (spiece.model alone is not read)".into(),
+            });
+        }
+        let mut inner = Tokenizer::from_file(&source)
+            .map_err(|e| Error::Tokenizer { path: source.clone(), message: e.to_string() })?;
+        inner.with_padding(None);
+        inner.with_truncation(None).map_err(|e| Error::Tokenizer { path: source.clone(), message: e.to_string() })?;
+        Ok(Seq2SeqTokenizer { inner, source })
+    }
+
+    /// A copy that truncates every text, special tokens included, to `max_length` tokens, cutting
+    /// on the right: transformers' `tokenizer(text, truncation=True, max_length=max_length)`.
+    pub fn truncating(&self, max_length: usize) -> Result<Self> {
+        // Room for the special tokens a post-processor adds, which the limit counts.
+        if max_length < 8 {
+            return Err(Error::Tokenizer {
+                path: self.source.clone(),
+                message: format!("cannot truncate to {max_length} tokens (at least 8)"),
+            });
+        }
+        let mut inner = self.inner.clone();
+        let params = TruncationParams {
+            direction: TruncationDirection::Right,
+            max_length,
+            strategy: TruncationStrategy::LongestFirst,
+            stride: 0,
+        };
+        inner.with_truncation(Some(params)).map_err(|e| Error::Tokenizer {
+            path: self.source.clone(),
+            message: format!("truncating to {max_length} tokens: {e}"),
+        })?;
+        Ok(Seq2SeqTokenizer { inner, source: self.source.clone() })
+    }
+
+    /// Tokens in the vocabulary, added tokens included.
+    pub fn vocab_size(&self) -> usize {
+        self.inner.get_vocab_size(true)
+    }
+
+    /// The ids of `text`, no special tokens added (`tokenizer(text, add_special_tokens=False)`).
+    pub fn encode(&self, text: &str) -> Result<Vec<i64>> {
+        self.ids(text, false)
+    }
+
+    /// The ids of `text` with the special tokens the post-processor adds (mT5's `</s>` at the
+    /// end): transformers' `tokenizer(text)` and `tokenizer.encode(text)`.
+    pub fn encode_with_special_tokens(&self, text: &str) -> Result<Vec<i64>> {
+        self.ids(text, true)
+    }
+
+    /// The ids of `text`, with the post-processor's special tokens when `special`.
+    fn ids(&self, text: &str, special: bool) -> Result<Vec<i64>> {
+        let enc = self.inner.encode(text, special).map_err(|e| Error::Tokenizer {
+            path: self.source.clone(),
+            message: format!("encoding {}: {e}", indolm_core::files::quoted(text)),
+        })?;
+        Ok(enc.get_ids().iter().map(|&i| i as i64).collect())
+    }
+}
