@@ -47,13 +47,14 @@ test-light:
 	cargo test --release -p indolm-core -p indolm-metrics
 
 test: setup
-	cargo test --release --workspace -- --test-threads=1
+	cargo test --release --workspace --features indolm/test-hooks -- --test-threads=1
 
 # The gate every commit passes: formatting (rustfmt.toml) and clippy with warnings as errors,
 # on every target (library, binary, tests). Clippy needs the venv for torch-sys's build script.
 lint: $(VENV)/.installed $(VENV)/.cuda-headers
 	cargo fmt --all --check
 	cargo clippy --release --workspace --all-targets -- -D warnings
+	cargo clippy --release --workspace --all-targets --all-features -- -D warnings
 
 # The main job: train a tokenizer on the Indonesian text in the repository, prepare it, pretrain
 # the tiny demo recipe with checkpoints, held-out losses and bias evaluations, then ask its first

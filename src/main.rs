@@ -8,6 +8,7 @@ use std::ffi::OsString;
 use std::io::Write;
 
 fn main() {
+    #[cfg(feature = "test-hooks")]
     if cli::fork_server::asked() {
         cli::fork_server::serve(|argv| run(argv.into_iter().map(OsString::from).collect()), exit_now);
     }
@@ -42,6 +43,7 @@ fn run_command(argv: Vec<OsString>) -> i32 {
     if std::env::var_os("INDOLM_TEST_UNGUARDED_FAILURE").is_some() {
         let _ = tch::Tensor::empty([1i64 << 50], (tch::Kind::Float, tch::Device::Cpu));
     }
+    #[cfg(feature = "test-hooks")]
     if cli::help_tree::asked() {
         println!("{}", cli::help_tree::json());
         return 0;

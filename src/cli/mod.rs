@@ -8,8 +8,10 @@ mod bias_qa_cmds;
 mod data_cmds;
 mod dist_cmds;
 mod eval_cmds;
+#[cfg(feature = "test-hooks")]
 pub mod fork_server;
 mod generate_cmds;
+#[cfg(feature = "test-hooks")]
 pub mod help_tree;
 mod model_cmds;
 mod report_cmds;

@@ -16,7 +16,7 @@ const CRATES: [(&str, &[&str]); 7] = [
     ("core", &[]),
     ("metrics", &["core"]),
     ("torch", &["core", "build"]),
-    ("train", &["core", "torch", "build"]),
+    ("train", &["core", "metrics", "torch", "build"]),
     ("eval", &["core", "metrics", "torch", "build"]),
     ("tasks", &["core", "metrics", "torch", "train", "eval", "build"]),
 ];

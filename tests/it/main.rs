@@ -1,11 +1,11 @@
-//! indolm's integration tests, as one test crate (`cargo test --test it`) with a module per
+//! indolm's integration tests, as one test crate (`cargo test --features test-hooks --test it`) with a module per
 //! area and `common` for the shared helpers. One binary instead of one per file: libtorch and
 //! the library are linked into one executable, and the shared fixtures — the reference HF
 //! model built by `common::reference_model()` — are built once per run, not once per file.
 //!
 //! Everything runs in one process, so the tests are run one at a time (`make test` passes
 //! `--test-threads=1`): several seed torch's process-global random generator. Filter to a module
-//! with its path, e.g. `cargo test --release --test it -- --test-threads=1 beam::`.
+//! with its path, e.g. `cargo test --release --features test-hooks --test it -- --test-threads=1 beam::`.
 mod adapters;
 mod api_backend;
 mod architecture;

@@ -28,8 +28,8 @@ pub use report::{
 pub use rules::{metric_caption, outcome, score_gap, Preference};
 pub use scoring::{evaluate, evaluate_under, score_pairs, score_pairs_under, Evaluation};
 
-/// Records for the tests of this crate and of the crates above (the `test-support` feature).
-#[cfg(any(test, feature = "test-support"))]
+/// Records for the unit tests of this crate and of the crates above (not an API).
+#[doc(hidden)]
 pub mod test_support {
     use super::*;
 

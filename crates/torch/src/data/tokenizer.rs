@@ -537,10 +537,10 @@ fn read_do_lower_case(dir: &Path) -> Result<bool> {
     }
 }
 
-/// An uncased tokenizer for unit tests, built in memory: the special tokens take ids 0–4 in
+/// An uncased tokenizer for unit tests (this crate's and the crates' above; not an API), built in memory: the special tokens take ids 0–4 in
 /// `SPECIAL_TOKENS` order (`[PAD]` 0, `[UNK]` 1, `[CLS]` 2, `[SEP]` 3, `[MASK]` 4), then `words`
 /// from 5 (word pieces as `##piece`).
-#[cfg(any(test, feature = "test-support"))]
+#[doc(hidden)]
 pub fn test_tokenizer(words: &[&str]) -> TextTokenizer {
     let vocab: ahash::AHashMap<String, u32> =
         SPECIAL_TOKENS.iter().chain(words).enumerate().map(|(i, t)| (t.to_string(), i as u32)).collect();
