@@ -1237,7 +1237,7 @@ mod tests {
         // The nine templates of tests/it/generation.rs (which checks their text against
         // transformers), on conversations of every shape and with tools: the fuel each render
         // takes stays under a thousandth of the budget.
-        let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/chat_templates");
+        let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/chat_templates");
         let conversations = [
             r#"[{"role": "system", "content": "Jawab singkat."}, {"role": "user", "content": "Apa ibu kota Indonesia?"}, {"role": "assistant", "content": "Jakarta."}, {"role": "user", "content": "Dan Jawa Barat?"}]"#,
             r#"[{"role": "user", "content": "Berapa 2 + 2?"}, {"role": "assistant", "content": "<think>\n2 + 2 = 4\n</think>\n\nEmpat.", "reasoning_content": "2 + 2 = 4"}, {"role": "user", "content": "Kalau 3 + 3?"}]"#,
