@@ -30,6 +30,7 @@ pub use linkme as __linkme;
 
 pub mod error;
 pub mod files;
+pub mod json_fields;
 pub mod logger;
 pub mod memory_budget;
 pub mod outputs;

@@ -8,23 +8,7 @@ use tch::{Device, Tensor};
 /// keep `rows × (longest + max_new_tokens) ≤ token_budget` and `rows ≤ max_rows` (at least one
 /// prompt, however long).
 pub fn plan(lengths: &[usize], max_new_tokens: usize, token_budget: usize, max_rows: usize) -> Vec<Vec<usize>> {
-    let mut order: Vec<usize> = (0..lengths.len()).collect();
-    order.sort_by_key(|&i| (lengths[i], i));
-    let mut batches = Vec::new();
-    let mut start = 0;
-    while start < order.len() {
-        // Sorted by length: the last prompt of a batch is its longest.
-        let mut end = start + 1;
-        while end < order.len()
-            && end - start < max_rows
-            && (end + 1 - start).saturating_mul(lengths[order[end]].saturating_add(max_new_tokens)) <= token_budget
-        {
-            end += 1;
-        }
-        batches.push(order[start..end].to_vec());
-        start = end;
-    }
-    batches
+    indolm_torch::data::batching::bucket_by_length(lengths, max_new_tokens, token_budget, max_rows)
 }
 
 /// A left-padded batch on a device: ids and mask [rows, width] and the width.

@@ -3,7 +3,9 @@
 //! allowed in both), and transformers' own defaults for what neither sets (greedy; when sampling,
 //! temperature 1, top_k 50, top_p 1). What generation_config.json sets that indolm does not apply
 //! (a repetition penalty, beams, a length counting the prompt) is listed, to be shown as notes.
-use indolm_torch::error::{Error, IoContext, Result};
+use indolm_core::json_fields::{self, Count, Flag, Number, Strings, TokenIds};
+use indolm_torch::error::Result;
+use serde::Deserialize;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
@@ -70,67 +72,24 @@ pub struct GenerationDefaults {
     pub not_applied: Vec<String>,
 }
 
-/// A JSON file's fields with getters whose errors name the file and the field.
-struct Fields<'a> {
-    path: &'a Path,
-    v: &'a Value,
+/// The fields of `generation_config.json` indolm applies (`None` when absent or `null`).
+#[derive(Debug, Deserialize)]
+struct GenerationFields {
+    eos_token_id: Option<TokenIds>,
+    pad_token_id: Option<TokenIds>,
+    do_sample: Option<Flag>,
+    temperature: Option<Number>,
+    top_k: Option<Count>,
+    top_p: Option<Number>,
+    max_new_tokens: Option<Count>,
+    stop_strings: Option<Strings>,
 }
 
-impl Fields<'_> {
-    /// The field, `None` when absent or null.
-    fn get(&self, key: &str) -> Option<&Value> {
-        self.v.get(key).filter(|v| !v.is_null())
-    }
-
-    /// Token ids: one, or a list of them.
-    fn ids(&self, key: &str) -> Result<Option<Vec<i64>>> {
-        let Some(v) = self.get(key) else { return Ok(None) };
-        let wrong = || Error::field(self.path, key, format!("expected a token id or a list of them, found {v}"));
-        match v {
-            Value::Array(items) => items.iter().map(|x| x.as_i64().ok_or_else(wrong)).collect::<Result<_>>().map(Some),
-            _ => v.as_i64().map(|id| Some(vec![id])).ok_or_else(wrong),
-        }
-    }
-
-    fn float(&self, key: &str) -> Result<Option<f64>> {
-        match self.get(key) {
-            None => Ok(None),
-            Some(v) => v
-                .as_f64()
-                .map(Some)
-                .ok_or_else(|| Error::field(self.path, key, format!("expected a number, found {v}"))),
-        }
-    }
-
-    fn count(&self, key: &str) -> Result<Option<usize>> {
-        match self.get(key) {
-            None => Ok(None),
-            Some(v) => v
-                .as_u64()
-                .map(|n| Some(n as usize))
-                .ok_or_else(|| Error::field(self.path, key, format!("expected a non-negative integer, found {v}"))),
-        }
-    }
-
-    fn bool(&self, key: &str) -> Result<Option<bool>> {
-        match self.get(key) {
-            None => Ok(None),
-            Some(v) => v
-                .as_bool()
-                .map(Some)
-                .ok_or_else(|| Error::field(self.path, key, format!("expected true or false, found {v}"))),
-        }
-    }
-
-    fn strings(&self, key: &str) -> Result<Vec<String>> {
-        let Some(v) = self.get(key) else { return Ok(Vec::new()) };
-        let wrong = || Error::field(self.path, key, format!("expected a string or a list of strings, found {v}"));
-        match v {
-            Value::String(s) => Ok(vec![s.clone()]),
-            Value::Array(items) => items.iter().map(|x| x.as_str().map(String::from).ok_or_else(wrong)).collect(),
-            _ => Err(wrong()),
-        }
-    }
+/// The ids generation falls back to in `config.json` (or in its `text_config`).
+#[derive(Debug, Deserialize)]
+struct ModelIds {
+    eos_token_id: Option<TokenIds>,
+    pad_token_id: Option<TokenIds>,
 }
 
 /// The JSON object in `path`, `None` when the file does not exist.
@@ -138,12 +97,12 @@ fn read_object(path: &Path) -> Result<Option<Value>> {
     if !path.exists() {
         return Ok(None);
     }
-    let text = std::fs::read_to_string(path).with_path(path)?;
-    let v: Value = serde_json::from_str(&text).map_err(|e| Error::json(path, &e))?;
-    if !v.is_object() {
-        return Err(Error::invalid(path, "expected a JSON object"));
-    }
-    Ok(Some(v))
+    json_fields::read_object(path).map(Some)
+}
+
+/// The first of token ids.
+fn first(ids: Option<TokenIds>) -> Option<i64> {
+    ids.and_then(|ids| ids.0.first().copied())
 }
 
 impl GenerationDefaults {
@@ -158,29 +117,29 @@ impl GenerationDefaults {
             None => None,
         };
         if let (Some(path), Some(v)) = (&found, &generation) {
-            let g = Fields { path, v };
-            out.eos = g.ids("eos_token_id")?.unwrap_or_default();
-            out.pad = g.ids("pad_token_id")?.and_then(|ids| ids.first().copied());
-            out.do_sample = g.bool("do_sample")?.unwrap_or(false);
-            out.temperature = g.float("temperature")?;
-            out.top_k = g.count("top_k")?;
-            out.top_p = g.float("top_p")?;
-            out.max_new_tokens = g.count("max_new_tokens")?;
-            out.stop_strings = g.strings("stop_strings")?;
-            out.not_applied = not_applied(&g);
+            let g: GenerationFields = json_fields::from_value(path, v)?;
+            out.eos = g.eos_token_id.map(|ids| ids.0).unwrap_or_default();
+            out.pad = first(g.pad_token_id);
+            out.do_sample = g.do_sample.is_some_and(|b| b.0);
+            out.temperature = g.temperature.map(|t| t.0);
+            out.top_k = g.top_k.map(|k| k.0);
+            out.top_p = g.top_p.map(|p| p.0);
+            out.max_new_tokens = g.max_new_tokens.map(|n| n.0);
+            out.stop_strings = g.stop_strings.map(|s| s.0).unwrap_or_default();
+            out.not_applied = not_applied(path, v);
             out.source = Some(path.clone());
         }
         if out.eos.is_empty() || out.pad.is_none() {
             if let Some(v) = read_object(config_json)? {
                 // A multimodal config (Gemma 3's) may keep its ids in text_config.
-                let text = v.get("text_config").filter(|t| t.is_object());
-                for v in std::iter::once(&v).chain(text) {
-                    let c = Fields { path: config_json, v };
+                let text = v.get("text_config").filter(|t| t.is_object()).map(|t| ("text_config", t));
+                for (at, v) in std::iter::once(("", &v)).chain(text) {
+                    let c: ModelIds = json_fields::from_value_at(config_json, at, v)?;
                     if out.eos.is_empty() {
-                        out.eos = c.ids("eos_token_id")?.unwrap_or_default();
+                        out.eos = c.eos_token_id.map(|ids| ids.0).unwrap_or_default();
                     }
                     if out.pad.is_none() {
-                        out.pad = c.ids("pad_token_id")?.and_then(|ids| ids.first().copied());
+                        out.pad = first(c.pad_token_id);
                     }
                 }
             }
@@ -189,25 +148,31 @@ impl GenerationDefaults {
     }
 }
 
-/// What `g` sets that indolm does not apply, a sentence each.
-fn not_applied(g: &Fields) -> Vec<String> {
-    let file = g.path.display();
+/// What `g` (the object of generation_config.json at `path`) sets that indolm does not apply, a
+/// sentence each.
+fn not_applied(path: &Path, g: &Value) -> Vec<String> {
+    let file = path.display();
     let mut out = Vec::new();
     for &(key, neutral) in NOT_APPLIED {
-        if let Some(v) = g.get(key).filter(|v| v.as_f64() != Some(neutral)) {
+        if let Some(v) = set(g, key).filter(|v| v.as_f64() != Some(neutral)) {
             out.push(format!("{file}: `{key}` {v} is not applied by indolm's generation"));
         }
     }
     for &key in NOT_APPLIED_WHEN_SET {
-        if let Some(v) = g.get(key) {
+        if let Some(v) = set(g, key) {
             out.push(format!("{file}: `{key}` {v} is not applied by indolm's generation"));
         }
     }
-    if let (Some(v), None) = (g.get("max_length"), g.get("max_new_tokens")) {
+    if let (Some(v), None) = (set(g, "max_length"), set(g, "max_new_tokens")) {
         out.push(format!(
             "{file}: `max_length` {v} (prompt and new tokens together) is not applied: \
              max_new_tokens bounds the new tokens"
         ));
     }
     out
+}
+
+/// The field `key` of `g`, `None` when absent or null.
+fn set<'a>(g: &'a Value, key: &str) -> Option<&'a Value> {
+    g.get(key).filter(|v| !v.is_null())
 }

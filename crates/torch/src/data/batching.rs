@@ -14,6 +14,19 @@ pub fn token_budget(device: tch::Device) -> usize {
 /// Item indices in batches: shortest first (ties in input order), each batch as many items as
 /// keep `items × longest ≤ token_budget` (at least one item, however long).
 pub fn by_length(lengths: &[usize], token_budget: usize) -> Vec<Vec<usize>> {
+    bucket_by_length(lengths, 0, token_budget, usize::MAX)
+}
+
+/// Item indices in batches, shortest first (ties in input order), each batch as many items as
+/// keep `rows × (longest + per_row_extra) ≤ token_budget` and `rows ≤ max_rows` (at least one
+/// item, however long). `per_row_extra` is what each row grows by beyond its item (generation's
+/// new tokens); the one length bucketing of the scorers ([`by_length`]) and of generation.
+pub fn bucket_by_length(
+    lengths: &[usize],
+    per_row_extra: usize,
+    token_budget: usize,
+    max_rows: usize,
+) -> Vec<Vec<usize>> {
     let mut order: Vec<usize> = (0..lengths.len()).collect();
     order.sort_by_key(|&i| (lengths[i], i));
     let mut batches = Vec::new();
@@ -21,7 +34,10 @@ pub fn by_length(lengths: &[usize], token_budget: usize) -> Vec<Vec<usize>> {
     while start < order.len() {
         // Sorted by length: the last item of a batch is its longest.
         let mut end = start + 1;
-        while end < order.len() && (end + 1 - start) * lengths[order[end]] <= token_budget {
+        while end < order.len()
+            && end - start < max_rows
+            && (end + 1 - start).saturating_mul(lengths[order[end]].saturating_add(per_row_extra)) <= token_budget
+        {
             end += 1;
         }
         batches.push(order[start..end].to_vec());

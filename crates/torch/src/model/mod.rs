@@ -1,9 +1,12 @@
 //! The BERT model: configuration, layers, the masked-LM network, weight files and model
 //! directories (indolm checkpoints and HF BERT directories alike); and causal LMs from HF
-//! directories (`decoder`: Llama, Mistral, Qwen2/3, Gemma 2/3, OLMo 2/3, BLOOM).
+//! directories (`decoder`: Llama, Mistral, Qwen2/3, Gemma 2/3, OLMo 2/3, BLOOM) and
+//! encoder-decoders (`seq2seq`: T5, mT5), whose folders' config.json and tokenizer.json are opened
+//! the same way (`hf_folder`).
 pub mod bert;
 pub mod config;
 pub mod decoder;
+pub mod hf_folder;
 pub mod layers;
 pub mod model_dir;
 pub mod notes;

@@ -5,6 +5,8 @@
 //! Gemma 3 and OLMo 3). XGLM and Falcon, whose configs name things their own way, are read by
 //! their own functions into the same shape, with what only they have in [`FamilyOptions`].
 use crate::error::{Error, Result};
+use indolm_core::json_fields::{self, FirstTokenId, Flag, Lenient, Number, PositiveInt, TokenId};
+use serde::Deserialize;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
@@ -310,70 +312,157 @@ fn gemma3_text_config(path: &Path, v: &Value) -> Result<Option<Value>> {
     Ok(Some(merged))
 }
 
-/// config.json with typed getters whose errors name the file and the field.
-struct Json<'a> {
-    path: &'a Path,
-    v: &'a Value,
+/// The fields of a RoPE family's or BLOOM's `config.json` (`None` when absent or `null`), with the
+/// older names (`n_embed`, `n_head`, `n_layer`) beside the newer.
+#[derive(Debug, Deserialize)]
+struct CommonFields {
+    use_bidirectional_attention: Option<Flag>,
+    vocab_size: Option<PositiveInt>,
+    hidden_size: Option<PositiveInt>,
+    n_embed: Option<PositiveInt>,
+    num_attention_heads: Option<PositiveInt>,
+    n_head: Option<PositiveInt>,
+    num_hidden_layers: Option<PositiveInt>,
+    n_layer: Option<PositiveInt>,
+    num_key_value_heads: Option<PositiveInt>,
+    head_dim: Option<PositiveInt>,
+    intermediate_size: Option<PositiveInt>,
+    #[serde(default)]
+    hidden_activation: Lenient<String>,
+    #[serde(default)]
+    hidden_act: Lenient<String>,
+    query_pre_attn_scalar: Option<Number>,
+    /// Checked against the number of layers after deserialising.
+    layer_types: Option<Value>,
+    sliding_window: Option<PositiveInt>,
+    #[serde(default)]
+    max_window_layers: Lenient<i64>,
+    #[serde(default)]
+    use_sliding_window: Lenient<bool>,
+    #[serde(default)]
+    sliding_window_pattern: Lenient<i64>,
+    #[serde(default, rename = "_sliding_window_pattern")]
+    hidden_sliding_window_pattern: Lenient<i64>,
+    attention_bias: Option<Flag>,
+    tie_word_embeddings: Option<Flag>,
+    mlp_bias: Option<Flag>,
+    rms_norm_eps: Option<Number>,
+    layer_norm_epsilon: Option<Number>,
+    max_position_embeddings: Option<PositiveInt>,
+    attn_logit_softcapping: Option<Number>,
+    final_logit_softcapping: Option<Number>,
+    #[serde(default)]
+    bos_token_id: FirstTokenId,
+    #[serde(default)]
+    eos_token_id: FirstTokenId,
 }
 
-impl Json<'_> {
-    fn get(&self, key: &str) -> Option<&Value> {
-        self.v.get(key).filter(|v| !v.is_null())
-    }
+/// XGLM's `config.json` fields (`XGLMConfig`'s names first, the usual ones beside them).
+#[derive(Debug, Deserialize)]
+struct XglmFields {
+    vocab_size: Option<PositiveInt>,
+    d_model: Option<PositiveInt>,
+    hidden_size: Option<PositiveInt>,
+    attention_heads: Option<PositiveInt>,
+    num_attention_heads: Option<PositiveInt>,
+    num_layers: Option<PositiveInt>,
+    num_hidden_layers: Option<PositiveInt>,
+    ffn_dim: Option<PositiveInt>,
+    max_position_embeddings: Option<PositiveInt>,
+    /// `None` when absent (XGLMConfig's default 1), `Some(None)` when `null` (no padding row).
+    #[serde(default, deserialize_with = "json_fields::present")]
+    pad_token_id: Option<Option<TokenId>>,
+    tie_word_embeddings: Option<Flag>,
+    scale_embedding: Option<Flag>,
+    #[serde(default)]
+    activation_function: Lenient<String>,
+    #[serde(default)]
+    bos_token_id: FirstTokenId,
+    #[serde(default)]
+    eos_token_id: FirstTokenId,
+}
 
-    fn int(&self, keys: &[&str]) -> Result<Option<i64>> {
-        for key in keys {
-            if let Some(v) = self.get(key) {
-                return v
-                    .as_i64()
-                    .filter(|&n| n > 0)
-                    .map(Some)
-                    .ok_or_else(|| Error::field(self.path, *key, format!("expected a positive integer, found {v}")));
-            }
-        }
-        Ok(None)
-    }
+/// Falcon's `config.json` fields (`FalconConfig`'s names, and the older `n_embed`, `n_head`,
+/// `n_layer`).
+#[derive(Debug, Deserialize)]
+struct FalconFields {
+    vocab_size: Option<PositiveInt>,
+    hidden_size: Option<PositiveInt>,
+    n_embed: Option<PositiveInt>,
+    num_attention_heads: Option<PositiveInt>,
+    n_head: Option<PositiveInt>,
+    num_hidden_layers: Option<PositiveInt>,
+    n_layer: Option<PositiveInt>,
+    num_kv_heads: Option<PositiveInt>,
+    num_ln_in_parallel_attn: Option<PositiveInt>,
+    ffn_hidden_size: Option<PositiveInt>,
+    max_position_embeddings: Option<PositiveInt>,
+    new_decoder_architecture: Option<Flag>,
+    parallel_attn: Option<Flag>,
+    multi_query: Option<Flag>,
+    alibi: Option<Flag>,
+    bias: Option<Flag>,
+    tie_word_embeddings: Option<Flag>,
+    layer_norm_epsilon: Option<Number>,
+    #[serde(default)]
+    activation: Lenient<String>,
+    #[serde(default)]
+    bos_token_id: FirstTokenId,
+    #[serde(default)]
+    eos_token_id: FirstTokenId,
+}
 
-    fn req_int(&self, keys: &[&str]) -> Result<i64> {
-        self.int(keys)?.ok_or_else(|| Error::field(self.path, keys[0], "missing (expected a positive integer)"))
-    }
+/// The rotary fields of `config.json`: transformers 5's `rope_parameters` (one set, or one per
+/// layer type: a choice of layouts, so read as it is and deserialised once chosen), or the older
+/// `rope_theta`, `rope_scaling` and Gemma 3's `rope_local_base_freq`.
+#[derive(Debug, Deserialize)]
+struct RopeFields {
+    rope_parameters: Option<Value>,
+    rope_theta: Option<Number>,
+    rope_local_base_freq: Option<Number>,
+    rope_scaling: Option<Value>,
+}
 
-    fn float(&self, key: &str) -> Result<Option<f64>> {
-        match self.get(key) {
-            None => Ok(None),
-            Some(v) => v
-                .as_f64()
-                .map(Some)
-                .ok_or_else(|| Error::field(self.path, key, format!("expected a number, found {v}"))),
-        }
-    }
+/// One set of rotary parameters (`rope_scaling`, or `rope_parameters` or one of its layer types).
+#[derive(Debug, Deserialize)]
+struct RopeParams {
+    #[serde(default)]
+    rope_type: Lenient<String>,
+    /// The older name of `rope_type`.
+    #[serde(default, rename = "type")]
+    old_rope_type: Lenient<String>,
+    rope_theta: Option<Number>,
+    factor: Option<Number>,
+    low_freq_factor: Option<Number>,
+    high_freq_factor: Option<Number>,
+    original_max_position_embeddings: Option<Number>,
+    attention_factor: Option<Number>,
+    mscale: Option<Number>,
+    mscale_all_dim: Option<Number>,
+    beta_fast: Option<Number>,
+    beta_slow: Option<Number>,
+    #[serde(default)]
+    truncate: Lenient<bool>,
+}
 
-    fn bool(&self, key: &str, default: bool) -> Result<bool> {
-        match self.get(key) {
-            None => Ok(default),
-            Some(v) => {
-                v.as_bool().ok_or_else(|| Error::field(self.path, key, format!("expected true or false, found {v}")))
-            }
-        }
-    }
+/// The first of `names` the config sets (older names after newer), or an error naming the first.
+fn required(path: &Path, names: &[(&str, Option<PositiveInt>)]) -> Result<i64> {
+    optional(names).ok_or_else(|| Error::field(path, names[0].0, "missing (expected a positive integer)"))
+}
 
-    fn str(&self, key: &str) -> Option<&str> {
-        self.get(key).and_then(Value::as_str)
-    }
+/// The first of `names` the config sets, if any.
+fn optional(names: &[(&str, Option<PositiveInt>)]) -> Option<i64> {
+    names.iter().find_map(|(_, n)| n.as_ref().map(|n| n.0))
+}
 
-    /// A token id, or the first of a list of them.
-    fn token_id(&self, key: &str) -> Option<i64> {
-        match self.get(key)? {
-            Value::Array(a) => a.first().and_then(Value::as_i64),
-            v => v.as_i64(),
-        }
-    }
+/// A flag's value, `default` when absent.
+fn flag(field: Option<Flag>, default: bool) -> bool {
+    field.map_or(default, |f| f.0)
 }
 
 /// The family a config names, by `model_type`, else by `architectures`.
 pub(crate) fn family_of(path: &Path, v: &Value) -> Result<Family> {
-    let j = Json { path, v };
-    if let Some(t) = j.str("model_type") {
+    if let Some(t) = v.get("model_type").and_then(Value::as_str) {
         if let Some((_, f)) = MODEL_TYPES.iter().find(|(n, _)| *n == t) {
             return Ok(*f);
         }
@@ -384,7 +473,7 @@ pub(crate) fn family_of(path: &Path, v: &Value) -> Result<Family> {
         ));
     }
     let archs: Vec<&str> =
-        j.get("architectures").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str).collect();
+        v.get("architectures").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str).collect();
     for a in &archs {
         if let Some((_, f)) = ARCHITECTURES.iter().find(|(n, _)| n == a) {
             return Ok(*f);
@@ -403,9 +492,7 @@ pub(crate) fn family_of(path: &Path, v: &Value) -> Result<Family> {
 impl DecoderConfig {
     /// Reads and validates `path` (a `config.json`).
     pub fn from_file(path: &Path) -> Result<Self> {
-        let text = indolm_core::files::read_to_string(path)?;
-        let v: Value = serde_json::from_str(&text).map_err(|e| Error::json(path, &e))?;
-        Self::from_json(path, &v)
+        Self::from_json(path, &json_fields::read_object(path)?)
     }
 
     /// Validates a parsed `config.json` (of a multimodal Gemma 3: its text model's).
@@ -414,13 +501,17 @@ impl DecoderConfig {
             return Ok(DecoderConfig { multimodal: true, ..Self::from_json(path, &text)? });
         }
         let family = family_of(path, v)?;
-        let j = Json { path, v };
         match family {
-            Family::Xglm => return xglm_config(&j),
-            Family::Falcon => return falcon_config(&j),
+            Family::Xglm => return xglm_config(path, json_fields::from_value(path, v)?),
+            Family::Falcon => {
+                let rope_fields = json_fields::from_value(path, v)?;
+                return falcon_config(path, json_fields::from_value(path, v)?, &rope_fields);
+            }
             _ => {}
         }
-        if j.bool("use_bidirectional_attention", false)? {
+        let f: CommonFields = json_fields::from_value(path, v)?;
+        let rope_fields: RopeFields = json_fields::from_value(path, v)?;
+        if flag(f.use_bidirectional_attention, false) {
             return Err(Error::field(
                 path,
                 "use_bidirectional_attention",
@@ -429,10 +520,10 @@ impl DecoderConfig {
         }
         let gemma = matches!(family, Family::Gemma2 | Family::Gemma3);
         let bloom = family == Family::Bloom;
-        let hidden_size = j.req_int(&["hidden_size", "n_embed"])?;
-        let num_heads = j.req_int(&["num_attention_heads", "n_head"])?;
-        let num_layers = j.req_int(&["num_hidden_layers", "n_layer"])?;
-        let num_kv_heads = if bloom { num_heads } else { j.int(&["num_key_value_heads"])?.unwrap_or(num_heads) };
+        let hidden_size = required(path, &[("hidden_size", f.hidden_size), ("n_embed", f.n_embed)])?;
+        let num_heads = required(path, &[("num_attention_heads", f.num_attention_heads), ("n_head", f.n_head)])?;
+        let num_layers = required(path, &[("num_hidden_layers", f.num_hidden_layers), ("n_layer", f.n_layer)])?;
+        let num_kv_heads = if bloom { num_heads } else { f.num_key_value_heads.map_or(num_heads, |n| n.0) };
         if num_heads % num_kv_heads != 0 {
             return Err(Error::field(
                 path,
@@ -440,8 +531,8 @@ impl DecoderConfig {
                 format!("{num_kv_heads} does not divide num_attention_heads {num_heads}"),
             ));
         }
-        let head_dim = match j.int(&["head_dim"])? {
-            Some(d) if !bloom => d,
+        let head_dim = match f.head_dim {
+            Some(d) if !bloom => d.0,
             _ => {
                 if hidden_size % num_heads != 0 {
                     return Err(Error::field(
@@ -453,20 +544,21 @@ impl DecoderConfig {
                 hidden_size / num_heads
             }
         };
-        let intermediate_size = if bloom { 4 * hidden_size } else { j.req_int(&["intermediate_size"])? };
-        let act_name = j.str("hidden_activation").or_else(|| j.str("hidden_act"));
+        let intermediate_size =
+            if bloom { 4 * hidden_size } else { required(path, &[("intermediate_size", f.intermediate_size)])? };
+        let act_name = f.hidden_activation.0.as_deref().or(f.hidden_act.0.as_deref());
         let activation = match (bloom, act_name) {
             (true, _) => Activation::GeluTanh,
             (false, None) if gemma => Activation::GeluTanh,
             (false, None) => Activation::Silu,
-            (false, Some(name)) => activation_named(&j, "hidden_act", name)?,
+            (false, Some(name)) => activation_named(path, "hidden_act", name)?,
         };
-        let attn_scale = match j.float("query_pre_attn_scalar")? {
-            Some(s) if gemma => positive(&j, "query_pre_attn_scalar", s)?.powf(-0.5),
+        let attn_scale = match &f.query_pre_attn_scalar {
+            Some(s) if gemma => positive(path, "query_pre_attn_scalar", s.0)?.powf(-0.5),
             _ => (head_dim as f64).powf(-0.5),
         };
-        let layer_types = layer_types(&j, family, num_layers)?;
-        let sliding_window = j.int(&["sliding_window"])?;
+        let layer_types = layer_types(path, &f, family, num_layers)?;
+        let sliding_window = f.sliding_window.as_ref().map(|w| w.0);
         let mut layers = Vec::with_capacity(num_layers as usize);
         for kind in &layer_types {
             let sliding = kind == "sliding_attention";
@@ -477,44 +569,37 @@ impl DecoderConfig {
                     "missing, but layer_types has sliding_attention layers",
                 ));
             }
-            let rope = if bloom { None } else { Some(rope_of(&j, family, kind)?) };
+            let rope = if bloom { None } else { Some(rope_of(path, &rope_fields, family, kind)?) };
             layers.push(LayerKind { window: if sliding { sliding_window } else { None }, rope });
         }
         let default_bias = family == Family::Qwen2;
-        let attention_bias = j.bool("attention_bias", false)?;
+        let attention_bias = flag(f.attention_bias, false);
         let tie_default = gemma || bloom;
-        let softcap = |key: &str| -> Result<Option<f64>> {
-            Ok(if family == Family::Gemma2 || family == Family::Gemma3 {
-                j.float(key)?.filter(|c| *c > 0.0)
-            } else {
-                None
-            })
-        };
+        let softcap = |cap: Option<Number>| if gemma { cap.map(|c| c.0).filter(|c| *c > 0.0) } else { None };
+        let (eps_field, eps) =
+            if bloom { ("layer_norm_epsilon", f.layer_norm_epsilon) } else { ("rms_norm_eps", f.rms_norm_eps) };
         Ok(DecoderConfig {
             path: path.to_path_buf(),
             family,
-            vocab_size: j.req_int(&["vocab_size"])?,
+            vocab_size: required(path, &[("vocab_size", f.vocab_size)])?,
             hidden_size,
             intermediate_size,
             num_heads,
             num_kv_heads,
             head_dim,
             layers,
-            norm_eps: {
-                let key = if bloom { "layer_norm_epsilon" } else { "rms_norm_eps" };
-                positive(&j, key, j.float(key)?.unwrap_or(1e-6))?
-            },
-            max_positions: if bloom { None } else { j.int(&["max_position_embeddings"])? },
-            tie_word_embeddings: j.bool("tie_word_embeddings", tie_default)?,
+            norm_eps: positive(path, eps_field, eps.map_or(1e-6, |e| e.0))?,
+            max_positions: if bloom { None } else { f.max_position_embeddings.map(|n| n.0) },
+            tie_word_embeddings: flag(f.tie_word_embeddings, tie_default),
             qkv_bias: bloom || default_bias || attention_bias,
             o_bias: bloom || (!default_bias && attention_bias),
-            mlp_bias: bloom || j.bool("mlp_bias", false)?,
+            mlp_bias: bloom || flag(f.mlp_bias, false),
             activation,
             attn_scale,
-            attn_softcap: softcap("attn_logit_softcapping")?,
-            final_softcap: softcap("final_logit_softcapping")?,
-            bos_token_id: j.token_id("bos_token_id"),
-            eos_token_id: j.token_id("eos_token_id"),
+            attn_softcap: softcap(f.attn_logit_softcapping),
+            final_softcap: softcap(f.final_logit_softcapping),
+            bos_token_id: f.bos_token_id.0,
+            eos_token_id: f.eos_token_id.0,
             multimodal: false,
             options: FamilyOptions::Common,
         })
@@ -522,14 +607,12 @@ impl DecoderConfig {
 }
 
 /// The activation transformers' `ACT2FN[name]` computes; an error naming `field` for others.
-fn activation_named(j: &Json, field: &str, name: &str) -> Result<Activation> {
+fn activation_named(path: &Path, field: &str, name: &str) -> Result<Activation> {
     match name {
         "silu" | "swish" => Ok(Activation::Silu),
         "gelu_pytorch_tanh" | "gelu_new" | "gelu_fast" => Ok(Activation::GeluTanh),
         "gelu" => Ok(Activation::Gelu),
-        other => {
-            Err(Error::field(j.path, field, format!("`{other}` is not supported (silu, gelu, gelu_pytorch_tanh)")))
-        }
+        other => Err(Error::field(path, field, format!("`{other}` is not supported (silu, gelu, gelu_pytorch_tanh)"))),
     }
 }
 
@@ -537,11 +620,11 @@ fn activation_named(j: &Json, field: &str, name: &str) -> Result<Activation> {
 /// `ffn_dim`, `activation_function`) and defaults: LayerNorms of epsilon 1e-5 (`nn.LayerNorm`'s
 /// default: config.json has none), biases on every projection, tied embeddings unless
 /// `tie_word_embeddings` is false, no RoPE (sinusoidal positions, [`XglmOptions`]).
-fn xglm_config(j: &Json) -> Result<DecoderConfig> {
-    let path = j.path;
-    let hidden_size = j.req_int(&["d_model", "hidden_size"])?;
-    let num_heads = j.req_int(&["attention_heads", "num_attention_heads"])?;
-    let num_layers = j.req_int(&["num_layers", "num_hidden_layers"])?;
+fn xglm_config(path: &Path, f: XglmFields) -> Result<DecoderConfig> {
+    let hidden_size = required(path, &[("d_model", f.d_model), ("hidden_size", f.hidden_size)])?;
+    let num_heads =
+        required(path, &[("attention_heads", f.attention_heads), ("num_attention_heads", f.num_attention_heads)])?;
+    let num_layers = required(path, &[("num_layers", f.num_layers), ("num_hidden_layers", f.num_hidden_layers)])?;
     if hidden_size % num_heads != 0 {
         return Err(Error::field(
             path,
@@ -553,39 +636,37 @@ fn xglm_config(j: &Json) -> Result<DecoderConfig> {
         let why = format!("{hidden_size} is too small for XGLM's sinusoidal positions (at least 4)");
         return Err(Error::field(path, "d_model", why));
     }
-    let padding_idx = match j.v.get("pad_token_id") {
+    let padding_idx = match f.pad_token_id {
         None => Some(1),
-        Some(Value::Null) => None,
-        Some(v) => Some(v.as_i64().filter(|&n| n >= 0).ok_or_else(|| {
-            Error::field(path, "pad_token_id", format!("expected a non-negative token id or null, found {v}"))
-        })?),
+        Some(given) => given.map(|t| t.0),
     };
     let head_dim = hidden_size / num_heads;
+    let activation = f.activation_function.0.as_deref().unwrap_or("gelu");
     Ok(DecoderConfig {
         path: path.to_path_buf(),
         family: Family::Xglm,
-        vocab_size: j.req_int(&["vocab_size"])?,
+        vocab_size: required(path, &[("vocab_size", f.vocab_size)])?,
         hidden_size,
-        intermediate_size: j.req_int(&["ffn_dim"])?,
+        intermediate_size: required(path, &[("ffn_dim", f.ffn_dim)])?,
         num_heads,
         num_kv_heads: num_heads,
         head_dim,
         layers: vec![LayerKind { window: None, rope: None }; num_layers as usize],
         norm_eps: 1e-5,
-        max_positions: Some(j.int(&["max_position_embeddings"])?.unwrap_or(2048)),
-        tie_word_embeddings: j.bool("tie_word_embeddings", true)?,
+        max_positions: Some(f.max_position_embeddings.map_or(2048, |n| n.0)),
+        tie_word_embeddings: flag(f.tie_word_embeddings, true),
         qkv_bias: true,
         o_bias: true,
         mlp_bias: true,
-        activation: activation_named(j, "activation_function", j.str("activation_function").unwrap_or("gelu"))?,
+        activation: activation_named(path, "activation_function", activation)?,
         attn_scale: (head_dim as f64).powf(-0.5),
         attn_softcap: None,
         final_softcap: None,
-        bos_token_id: j.token_id("bos_token_id"),
-        eos_token_id: j.token_id("eos_token_id"),
+        bos_token_id: f.bos_token_id.0,
+        eos_token_id: f.eos_token_id.0,
         multimodal: false,
         options: FamilyOptions::Xglm(XglmOptions {
-            embed_scale: if j.bool("scale_embedding", true)? { (hidden_size as f64).sqrt() } else { 1.0 },
+            embed_scale: if flag(f.scale_embedding, true) { (hidden_size as f64).sqrt() } else { 1.0 },
             padding_idx,
         }),
     })
@@ -595,11 +676,10 @@ fn xglm_config(j: &Json) -> Result<DecoderConfig> {
 /// files too) and defaults (`multi_query` and `parallel_attn` true; `alibi`, `bias` and
 /// `new_decoder_architecture` false; `ffn_hidden_size` 4 × hidden; epsilon 1e-5; exact GELU),
 /// refusing the combinations transformers' `FalconDecoderLayer` cannot run.
-fn falcon_config(j: &Json) -> Result<DecoderConfig> {
-    let path = j.path;
-    let hidden_size = j.req_int(&["hidden_size", "n_embed"])?;
-    let num_heads = j.req_int(&["num_attention_heads", "n_head"])?;
-    let num_layers = j.req_int(&["num_hidden_layers", "n_layer"])?;
+fn falcon_config(path: &Path, f: FalconFields, rope_fields: &RopeFields) -> Result<DecoderConfig> {
+    let hidden_size = required(path, &[("hidden_size", f.hidden_size), ("n_embed", f.n_embed)])?;
+    let num_heads = required(path, &[("num_attention_heads", f.num_attention_heads), ("n_head", f.n_head)])?;
+    let num_layers = required(path, &[("num_hidden_layers", f.num_hidden_layers), ("n_layer", f.n_layer)])?;
     if hidden_size % num_heads != 0 {
         return Err(Error::field(
             path,
@@ -607,11 +687,11 @@ fn falcon_config(j: &Json) -> Result<DecoderConfig> {
             format!("{hidden_size} is not a multiple of num_attention_heads {num_heads}"),
         ));
     }
-    let new_architecture = j.bool("new_decoder_architecture", false)?;
-    let parallel = j.bool("parallel_attn", true)?;
-    let alibi = j.bool("alibi", false)?;
-    let bias = j.bool("bias", false)?;
-    let kv_given = j.int(&["num_kv_heads"])?;
+    let new_architecture = flag(f.new_decoder_architecture, false);
+    let parallel = flag(f.parallel_attn, true);
+    let alibi = flag(f.alibi, false);
+    let bias = flag(f.bias, false);
+    let kv_given = f.num_kv_heads.map(|n| n.0);
     let (qkv, num_kv_heads) = if new_architecture {
         let kv = kv_given.unwrap_or(num_heads);
         if num_heads % kv != 0 {
@@ -619,7 +699,7 @@ fn falcon_config(j: &Json) -> Result<DecoderConfig> {
             return Err(Error::field(path, "num_kv_heads", why));
         }
         (FalconQkv::Grouped, kv)
-    } else if j.bool("multi_query", true)? {
+    } else if flag(f.multi_query, true) {
         (FalconQkv::MultiQuery, 1)
     } else {
         if let Some(kv) = kv_given.filter(|&kv| kv != num_heads) {
@@ -630,7 +710,7 @@ fn falcon_config(j: &Json) -> Result<DecoderConfig> {
         }
         (FalconQkv::PerHead, num_heads)
     };
-    let norms = match (new_architecture, parallel, j.int(&["num_ln_in_parallel_attn"])?) {
+    let norms = match (new_architecture, parallel, f.num_ln_in_parallel_attn.map(|n| n.0)) {
         (true, false, _) => {
             let why = "false with new_decoder_architecture, a layout transformers' Falcon cannot run";
             return Err(Error::field(path, "parallel_attn", why));
@@ -647,30 +727,31 @@ fn falcon_config(j: &Json) -> Result<DecoderConfig> {
         (false, true, _) => FalconNorms::Shared,
         (false, false, _) => FalconNorms::Sequential,
     };
-    let rope = if alibi { None } else { Some(rope_of(j, Family::Falcon, "full_attention")?) };
+    let rope = if alibi { None } else { Some(rope_of(path, rope_fields, Family::Falcon, "full_attention")?) };
     let head_dim = hidden_size / num_heads;
+    let activation = f.activation.0.as_deref().unwrap_or("gelu");
     Ok(DecoderConfig {
         path: path.to_path_buf(),
         family: Family::Falcon,
-        vocab_size: j.req_int(&["vocab_size"])?,
+        vocab_size: required(path, &[("vocab_size", f.vocab_size)])?,
         hidden_size,
-        intermediate_size: j.int(&["ffn_hidden_size"])?.unwrap_or(4 * hidden_size),
+        intermediate_size: f.ffn_hidden_size.map_or(4 * hidden_size, |n| n.0),
         num_heads,
         num_kv_heads,
         head_dim,
         layers: vec![LayerKind { window: None, rope }; num_layers as usize],
-        norm_eps: positive(j, "layer_norm_epsilon", j.float("layer_norm_epsilon")?.unwrap_or(1e-5))?,
-        max_positions: Some(j.int(&["max_position_embeddings"])?.unwrap_or(2048)),
-        tie_word_embeddings: j.bool("tie_word_embeddings", true)?,
+        norm_eps: positive(path, "layer_norm_epsilon", f.layer_norm_epsilon.map_or(1e-5, |e| e.0))?,
+        max_positions: Some(f.max_position_embeddings.map_or(2048, |n| n.0)),
+        tie_word_embeddings: flag(f.tie_word_embeddings, true),
         qkv_bias: bias,
         o_bias: bias,
         mlp_bias: bias,
-        activation: activation_named(j, "activation", j.str("activation").unwrap_or("gelu"))?,
+        activation: activation_named(path, "activation", activation)?,
         attn_scale: (head_dim as f64).powf(-0.5),
         attn_softcap: None,
         final_softcap: None,
-        bos_token_id: j.token_id("bos_token_id"),
-        eos_token_id: j.token_id("eos_token_id"),
+        bos_token_id: f.bos_token_id.0,
+        eos_token_id: f.eos_token_id.0,
         multimodal: false,
         options: FamilyOptions::Falcon(FalconOptions { alibi, qkv, norms }),
     })
@@ -678,36 +759,30 @@ fn falcon_config(j: &Json) -> Result<DecoderConfig> {
 
 /// Each layer's type (`full_attention` or `sliding_attention`): `layer_types` when given, else
 /// transformers' default for the family.
-fn layer_types(j: &Json, family: Family, n: i64) -> Result<Vec<String>> {
-    if let Some(v) = j.get("layer_types") {
+fn layer_types(path: &Path, f: &CommonFields, family: Family, n: i64) -> Result<Vec<String>> {
+    if let Some(v) = &f.layer_types {
         let types: Vec<String> =
             v.as_array().map(|a| a.iter().filter_map(|t| t.as_str().map(str::to_string)).collect()).unwrap_or_default();
         if types.len() as i64 != n || types.iter().any(|t| t != "full_attention" && t != "sliding_attention") {
             return Err(Error::field(
-                j.path,
+                path,
                 "layer_types",
                 format!("expected {n} entries, each \"full_attention\" or \"sliding_attention\", found {v}"),
             ));
         }
         return Ok(types);
     }
-    let has_window = j.get("sliding_window").is_some();
+    let has_window = f.sliding_window.is_some();
     let sliding = |i: i64| -> bool {
         match family {
             Family::Mistral => has_window,
             Family::Qwen2 | Family::Qwen3 => {
-                let max_window_layers = j.get("max_window_layers").and_then(Value::as_i64).unwrap_or(n);
-                has_window
-                    && j.get("use_sliding_window").and_then(Value::as_bool).unwrap_or(false)
-                    && i >= max_window_layers
+                let max_window_layers = f.max_window_layers.0.unwrap_or(n);
+                has_window && f.use_sliding_window.0.unwrap_or(false) && i >= max_window_layers
             }
             Family::Gemma2 => (i + 1) % 2 != 0,
             Family::Gemma3 => {
-                let pattern = ["sliding_window_pattern", "_sliding_window_pattern"]
-                    .iter()
-                    .find_map(|k| j.get(k).and_then(Value::as_i64))
-                    .unwrap_or(6)
-                    .max(1);
+                let pattern = f.sliding_window_pattern.0.or(f.hidden_sliding_window_pattern.0).unwrap_or(6).max(1);
                 (i + 1) % pattern != 0
             }
             Family::Olmo3 => (i + 1) % 4 != 0,
@@ -717,28 +792,24 @@ fn layer_types(j: &Json, family: Family, n: i64) -> Result<Vec<String>> {
     Ok((0..n).map(|i| if sliding(i) { "sliding_attention" } else { "full_attention" }.to_string()).collect())
 }
 
-/// The rotary embedding of layers of type `kind`.
 /// `value` of `field` when it is a positive number (a RoPE base, a scaling factor, an epsilon):
 /// zero or a negative value would give NaN or infinite scores rather than an error.
-fn positive(j: &Json, field: &str, value: f64) -> Result<f64> {
+fn positive(path: &Path, field: &str, value: f64) -> Result<f64> {
     if value.is_finite() && value > 0.0 {
         return Ok(value);
     }
-    Err(Error::field(j.path, field, format!("expected a positive number, found {value}")))
+    Err(Error::field(path, field, format!("expected a positive number, found {value}")))
 }
 
-fn rope_of(j: &Json, family: Family, kind: &str) -> Result<Rope> {
+/// The rotary embedding of layers of type `kind`.
+fn rope_of(path: &Path, r: &RopeFields, family: Family, kind: &str) -> Result<Rope> {
     // transformers 5: `rope_parameters`, per layer type for some families.
-    if let Some(params) = j.get("rope_parameters") {
+    if let Some(params) = &r.rope_parameters {
         let per_type = params.get(kind).filter(|p| p.is_object());
-        let p = per_type.unwrap_or(params);
         let field = if per_type.is_some() { format!("rope_parameters.{kind}") } else { "rope_parameters".into() };
-        let theta = p
-            .get("rope_theta")
-            .and_then(Value::as_f64)
-            .ok_or_else(|| Error::field(j.path, format!("{field}.rope_theta"), "missing or not a number"))?;
-        let theta = positive(j, &format!("{field}.rope_theta"), theta)?;
-        return Ok(Rope { theta, scaling: scaling_of(j, &field, p)? });
+        let p: RopeParams = json_fields::from_value_at(path, &field, per_type.unwrap_or(params))?;
+        let theta = required_number(path, &field, "rope_theta", &p.rope_theta)?;
+        return Ok(Rope { theta, scaling: scaling_of(path, &field, &p)? });
     }
     // Older configs: `rope_theta`, `rope_scaling`; Gemma 3's sliding layers use `rope_local_base_freq`
     // and no scaling.
@@ -748,68 +819,68 @@ fn rope_of(j: &Json, family: Family, kind: &str) -> Result<Rope> {
         _ => 10_000.0,
     };
     if family == Family::Gemma3 && kind == "sliding_attention" {
-        let theta = positive(j, "rope_local_base_freq", j.float("rope_local_base_freq")?.unwrap_or(10_000.0))?;
+        let theta = positive(path, "rope_local_base_freq", r.rope_local_base_freq.as_ref().map_or(10_000.0, |t| t.0))?;
         return Ok(Rope { theta, scaling: RopeScaling::Default });
     }
-    let theta = positive(j, "rope_theta", j.float("rope_theta")?.unwrap_or(default_theta))?;
-    let scaling = match j.get("rope_scaling") {
+    let theta = positive(path, "rope_theta", r.rope_theta.as_ref().map_or(default_theta, |t| t.0))?;
+    let scaling = match &r.rope_scaling {
         None => RopeScaling::Default,
-        Some(s) => scaling_of(j, "rope_scaling", s)?,
+        Some(s) => scaling_of(path, "rope_scaling", &json_fields::from_value_at(path, "rope_scaling", s)?)?,
     };
     Ok(Rope { theta, scaling })
 }
 
-fn scaling_of(j: &Json, field: &str, p: &Value) -> Result<RopeScaling> {
-    let kind = p.get("rope_type").or_else(|| p.get("type")).and_then(Value::as_str).unwrap_or("default");
-    let num = |key: &str| -> Result<f64> {
-        let value = p
-            .get(key)
-            .and_then(Value::as_f64)
-            .ok_or_else(|| Error::field(j.path, format!("{field}.{key}"), "missing or not a number"))?;
-        positive(j, &format!("{field}.{key}"), value)
-    };
+/// `key` of the rotary parameters at `field`, which must be set and positive.
+fn required_number(path: &Path, field: &str, key: &str, value: &Option<Number>) -> Result<f64> {
+    let value =
+        value.as_ref().ok_or_else(|| Error::field(path, format!("{field}.{key}"), "missing or not a number"))?;
+    positive(path, &format!("{field}.{key}"), value.0)
+}
+
+/// The scaling the rotary parameters `p` (at `field`) describe.
+fn scaling_of(path: &Path, field: &str, p: &RopeParams) -> Result<RopeScaling> {
+    let kind = p.rope_type.0.as_deref().or(p.old_rope_type.0.as_deref()).unwrap_or("default");
+    let num = |key: &str, value: &Option<Number>| required_number(path, field, key, value);
+    let optional = |key: &str, value: &Option<Number>| value.as_ref().map(|_| num(key, value)).transpose();
     Ok(match kind {
         "default" => RopeScaling::Default,
-        "linear" => RopeScaling::Linear { factor: num("factor")? },
+        "linear" => RopeScaling::Linear { factor: num("factor", &p.factor)? },
         "llama3" => RopeScaling::Llama3 {
-            factor: num("factor")?,
-            low_freq_factor: num("low_freq_factor")?,
-            high_freq_factor: num("high_freq_factor")?,
-            original: num("original_max_position_embeddings")?,
+            factor: num("factor", &p.factor)?,
+            low_freq_factor: num("low_freq_factor", &p.low_freq_factor)?,
+            high_freq_factor: num("high_freq_factor", &p.high_freq_factor)?,
+            original: num("original_max_position_embeddings", &p.original_max_position_embeddings)?,
         },
         // Dynamic NTK changes the frequencies only for sequences longer than the model's
         // positions, which indolm refuses before scoring: within them it is the default.
         "dynamic" => {
-            num("factor")?;
+            num("factor", &p.factor)?;
             RopeScaling::Default
         }
         "yarn" => {
-            let factor = num("factor")?;
-            let optional = |key: &str| -> Result<Option<f64>> {
-                match p.get(key) {
-                    None | Some(Value::Null) => Ok(None),
-                    Some(_) => num(key).map(Some),
-                }
-            };
+            let factor = num("factor", &p.factor)?;
             let mscale = |scale: f64, m: f64| if scale <= 1.0 { 1.0 } else { 0.1 * m * scale.ln() + 1.0 };
-            let attention_factor =
-                match (optional("attention_factor")?, optional("mscale")?, optional("mscale_all_dim")?) {
-                    (Some(a), _, _) => a,
-                    (None, Some(m), Some(all)) => mscale(factor, m) / mscale(factor, all),
-                    _ => mscale(factor, 1.0),
-                };
+            let attention_factor = match (
+                optional("attention_factor", &p.attention_factor)?,
+                optional("mscale", &p.mscale)?,
+                optional("mscale_all_dim", &p.mscale_all_dim)?,
+            ) {
+                (Some(a), _, _) => a,
+                (None, Some(m), Some(all)) => mscale(factor, m) / mscale(factor, all),
+                _ => mscale(factor, 1.0),
+            };
             RopeScaling::Yarn {
                 factor,
-                original: num("original_max_position_embeddings")?,
-                beta_fast: optional("beta_fast")?.unwrap_or(32.0),
-                beta_slow: optional("beta_slow")?.unwrap_or(1.0),
+                original: num("original_max_position_embeddings", &p.original_max_position_embeddings)?,
+                beta_fast: optional("beta_fast", &p.beta_fast)?.unwrap_or(32.0),
+                beta_slow: optional("beta_slow", &p.beta_slow)?.unwrap_or(1.0),
                 attention_factor,
-                truncate: p.get("truncate").and_then(Value::as_bool).unwrap_or(true),
+                truncate: p.truncate.0.unwrap_or(true),
             }
         }
         other => {
             return Err(Error::field(
-                j.path,
+                path,
                 format!("{field}.rope_type"),
                 format!("`{other}` is not supported (default, linear, llama3, dynamic, yarn)"),
             ))

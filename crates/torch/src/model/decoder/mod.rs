@@ -75,8 +75,7 @@ pub fn is_causal_dir(dir: &Path) -> bool {
     if adapter::is_adapter_dir(dir) {
         return true;
     }
-    let Ok(text) = std::fs::read_to_string(dir.join("config.json")) else { return false };
-    let Ok(v) = serde_json::from_str::<serde_json::Value>(&text) else { return false };
+    let Some(v) = crate::model::hf_folder::peek_config(dir) else { return false };
     let causal_arch = v["architectures"].as_array().is_some_and(|a| {
         a.iter().filter_map(|x| x.as_str()).any(|x| x.ends_with("ForCausalLM") || x.ends_with("LMHeadModel"))
     });
@@ -106,27 +105,18 @@ pub fn load_causal_lm_as(dir: &Path, device: Device, kind: Kind) -> Result<Causa
     let lora = adapter::Adapter::open(dir)?;
     let tokenizer_dir = lora.as_ref().map_or(dir, |a| a.tokenizer_dir());
     let dir = lora.as_ref().map_or(dir, |a| a.base.as_path());
-    let config_path = dir.join("config.json");
-    if !config_path.exists() {
-        return Err(Error::MissingFile {
-            path: config_path,
-            hint: "a causal LM directory holds config.json, model.safetensors (or shards) and tokenizer.json".into(),
-        });
-    }
+    let config_path = crate::model::hf_folder::config_path(
+        dir,
+        "a causal LM directory holds config.json, model.safetensors (or shards) and tokenizer.json",
+    )?;
     let config = DecoderConfig::from_file(&config_path)?;
     let tokenizer = CausalTokenizer::from_dir(tokenizer_dir, config.bos_token_id, config.eos_token_id)?;
-    let tokens = tokenizer.vocab_size() as i64;
-    if tokens > config.vocab_size {
-        return Err(Error::field(
-            &config_path,
-            "vocab_size",
-            format!(
-                "the tokenizer ({}) has {tokens} tokens but the model's vocab_size is {}",
-                tokenizer.source.display(),
-                config.vocab_size
-            ),
-        ));
-    }
+    crate::model::hf_folder::check_tokenizer_fits(
+        &config_path,
+        &tokenizer.source,
+        tokenizer.vocab_size(),
+        config.vocab_size,
+    )?;
     let mut weights = load::Weights::open(dir, kind, device)?;
     let dropped = if config.multimodal { weights.keep_text_model() } else { 0 };
     let adapter = lora.as_ref().map(|a| a.merge_into(&mut weights, config.multimodal)).transpose()?.map(Box::new);

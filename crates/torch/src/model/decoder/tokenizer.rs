@@ -4,6 +4,7 @@
 //! transformers' tokenizer sees them: `tokenizer_config.json`, else `special_tokens_map.json` (a
 //! `null` there means "none"), else `config.json`'s ids.
 use crate::error::{Error, Result};
+use crate::model::hf_folder;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use tokenizers::Tokenizer;
@@ -59,15 +60,10 @@ fn said(path: &Path, key: &str) -> Result<Said> {
 impl CausalTokenizer {
     /// Loads `dir/tokenizer.json`; the BOS/EOS fallbacks are `config.json`'s ids.
     pub fn from_dir(dir: &Path, bos_id: Option<i64>, eos_id: Option<i64>) -> Result<Self> {
-        let source = dir.join("tokenizer.json");
-        if !source.exists() {
-            return Err(Error::MissingFile {
-                path: source,
-                hint: "a causal LM directory needs the fast tokenizer's tokenizer.json (tokenizer.model alone is not read)".into(),
-            });
-        }
-        let inner = Tokenizer::from_file(&source)
-            .map_err(|e| Error::Tokenizer { path: source.clone(), message: e.to_string() })?;
+        let (inner, source) = hf_folder::open_tokenizer(
+            dir,
+            "a causal LM directory needs the fast tokenizer's tokenizer.json (tokenizer.model alone is not read)",
+        )?;
         let mut tok = CausalTokenizer { inner, source, bos: None, eos: None };
         tok.bos = tok.special(dir, "bos_token", bos_id)?;
         tok.eos = tok.special(dir, "eos_token", eos_id)?;
@@ -101,11 +97,7 @@ impl CausalTokenizer {
 
     /// The ids of `text`, no special tokens added.
     pub fn encode(&self, text: &str) -> Result<Vec<i64>> {
-        let enc = self.inner.encode(text, false).map_err(|e| Error::Tokenizer {
-            path: self.source.clone(),
-            message: format!("encoding {}: {e}", indolm_core::files::quoted(text)),
-        })?;
-        Ok(enc.get_ids().iter().map(|&i| i as i64).collect())
+        Ok(hf_folder::ids(&hf_folder::encode(&self.inner, &self.source, text, false)?))
     }
 
     /// The text of `ids`, special tokens skipped: transformers' `tokenizer.decode(ids,
@@ -139,10 +131,7 @@ impl CausalTokenizer {
 
     /// Ids with special tokens added, each marked whether the post-processor added it.
     fn encode_marked(&self, text: &str) -> Result<Vec<(i64, bool)>> {
-        let enc = self.inner.encode(text, true).map_err(|e| Error::Tokenizer {
-            path: self.source.clone(),
-            message: format!("encoding {}: {e}", indolm_core::files::quoted(text)),
-        })?;
+        let enc = hf_folder::encode(&self.inner, &self.source, text, true)?;
         Ok(enc.get_ids().iter().zip(enc.get_special_tokens_mask()).map(|(&i, &m)| (i as i64, m == 1)).collect())
     }
 

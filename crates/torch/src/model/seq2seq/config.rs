@@ -3,6 +3,8 @@
 //! gating from `feed_forward_proj` (`gated-gelu` is `gelu_new`) unless `dense_act_fn` and
 //! `is_gated_act` say otherwise, and T5's scaling of the decoder output before a tied head.
 use crate::error::{Error, Result};
+use indolm_core::json_fields::{self, AtLeastInt, Flag, NonNegativeNumber, Text, TokenId};
+use serde::Deserialize;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
@@ -114,69 +116,36 @@ pub struct Seq2SeqConfig {
     pub decoder_start_token_id: Option<i64>,
 }
 
-/// `config.json`'s values, each with the field's name in errors.
-struct Json<'a> {
-    path: &'a Path,
-    v: &'a Value,
-}
-
-impl Json<'_> {
-    /// The field, `None` when absent or `null` (transformers' default then).
-    fn get(&self, key: &str) -> Option<&Value> {
-        self.v.get(key).filter(|v| !v.is_null())
-    }
-
-    /// An integer of at least `min`, `default` when absent.
-    fn int(&self, key: &str, default: i64, min: i64) -> Result<i64> {
-        match self.get(key) {
-            None => Ok(default),
-            Some(v) => v.as_i64().filter(|&n| n >= min).ok_or_else(|| {
-                Error::field(self.path, key, format!("expected an integer of at least {min}, found {v}"))
-            }),
-        }
-    }
-
-    /// A token id, if given.
-    fn opt_int(&self, key: &str) -> Result<Option<i64>> {
-        match self.get(key) {
-            None => Ok(None),
-            Some(v) => v
-                .as_i64()
-                .filter(|&n| n >= 0)
-                .map(Some)
-                .ok_or_else(|| Error::field(self.path, key, format!("expected a token id, found {v}"))),
-        }
-    }
-
-    /// A boolean, if given.
-    fn bool(&self, key: &str) -> Result<Option<bool>> {
-        match self.get(key) {
-            None => Ok(None),
-            Some(v) => v
-                .as_bool()
-                .map(Some)
-                .ok_or_else(|| Error::field(self.path, key, format!("expected true or false, found {v}"))),
-        }
-    }
-
-    /// A string, if given.
-    fn str(&self, key: &str) -> Result<Option<&str>> {
-        match self.get(key) {
-            None => Ok(None),
-            Some(v) => v
-                .as_str()
-                .map(Some)
-                .ok_or_else(|| Error::field(self.path, key, format!("expected a string, found {v}"))),
-        }
-    }
+/// The fields of `config.json` the network reads, each `None` when absent or `null` (the class's
+/// default then).
+#[derive(Debug, Deserialize)]
+struct Fields {
+    vocab_size: Option<AtLeastInt<1>>,
+    d_model: Option<AtLeastInt<1>>,
+    d_kv: Option<AtLeastInt<1>>,
+    d_ff: Option<AtLeastInt<1>>,
+    num_layers: Option<AtLeastInt<1>>,
+    num_decoder_layers: Option<AtLeastInt<1>>,
+    num_heads: Option<AtLeastInt<1>>,
+    // Halved each way in the encoder: at least 4 keep exact buckets in both halves.
+    relative_attention_num_buckets: Option<AtLeastInt<4>>,
+    relative_attention_max_distance: Option<AtLeastInt<1>>,
+    layer_norm_epsilon: Option<NonNegativeNumber>,
+    feed_forward_proj: Option<Text>,
+    dense_act_fn: Option<Text>,
+    is_gated_act: Option<Flag>,
+    scale_decoder_outputs: Option<Flag>,
+    tie_word_embeddings: Option<Flag>,
+    pad_token_id: Option<TokenId>,
+    /// `None` when absent, `Some(None)` when `null` (MT5Config's default differs between them).
+    #[serde(default, deserialize_with = "json_fields::present")]
+    decoder_start_token_id: Option<Option<TokenId>>,
 }
 
 impl Seq2SeqConfig {
     /// Reads and checks `path`.
     pub fn from_file(path: &Path) -> Result<Self> {
-        let text = indolm_core::files::read_to_string(path)?;
-        let v: Value = serde_json::from_str(&text).map_err(|e| Error::json(path, &e))?;
-        Self::from_json(path, &v)
+        Self::from_json(path, &json_fields::read_object(path)?)
     }
 
     /// Checks a parsed `config.json`, with `T5Config`'s or `MT5Config`'s defaults.
@@ -188,17 +157,18 @@ impl Seq2SeqConfig {
                 "expected t5 or mt5 (or architectures naming T5 or MT5ForConditionalGeneration)",
             )
         })?;
-        let j = Json { path, v };
+        let f: Fields = json_fields::from_value(path, v)?;
+        let int = |field: Option<AtLeastInt<1>>, default: i64| field.map_or(default, |n| n.0);
         let mt5 = family == Seq2SeqFamily::Mt5;
-        let num_layers = j.int("num_layers", if mt5 { 8 } else { 6 }, 1)?;
-        let proj = j.str("feed_forward_proj")?.unwrap_or(if mt5 { "gated-gelu" } else { "relu" });
+        let num_layers = int(f.num_layers, if mt5 { 8 } else { 6 });
+        let proj = f.feed_forward_proj.as_ref().map_or(if mt5 { "gated-gelu" } else { "relu" }, |t| t.0.as_str());
         let parts: Vec<&str> = proj.split('-').collect();
         if parts.len() > 2 || (parts.len() == 2 && parts[0] != "gated") {
             return Err(Error::field(path, "feed_forward_proj", format!("`{proj}`: expected `ACT` or `gated-ACT`")));
         }
         let named_act = if proj == "gated-gelu" { "gelu_new" } else { parts[parts.len() - 1] };
-        let act_field = if j.get("dense_act_fn").is_some() { "dense_act_fn" } else { "feed_forward_proj" };
-        let act_name = j.str("dense_act_fn")?.unwrap_or(named_act);
+        let act_field = if f.dense_act_fn.is_some() { "dense_act_fn" } else { "feed_forward_proj" };
+        let act_name = f.dense_act_fn.as_ref().map_or(named_act, |t| t.0.as_str());
         let act = FeedForwardAct::parse(act_name).ok_or_else(|| {
             Error::field(
                 path,
@@ -206,43 +176,37 @@ impl Seq2SeqConfig {
                 format!("activation `{act_name}` is not supported (relu, gelu, gelu_new, gelu_pytorch_tanh, silu)"),
             )
         })?;
-        let gated = j.bool("is_gated_act")?.unwrap_or(parts[0] == "gated" && parts.len() == 2);
+        let gated = f.is_gated_act.map_or(parts[0] == "gated" && parts.len() == 2, |b| b.0);
         // T5Config: scaled unless config.json says tie_word_embeddings false (a saved
         // scale_decoder_outputs wins); MT5ForConditionalGeneration never scales.
         let scale_decoder_outputs = match family {
             Seq2SeqFamily::Mt5 => false,
-            Seq2SeqFamily::T5 => match j.bool("scale_decoder_outputs")? {
-                Some(s) => s,
-                None => j.bool("tie_word_embeddings")? != Some(false),
+            Seq2SeqFamily::T5 => match f.scale_decoder_outputs {
+                Some(s) => s.0,
+                None => f.tie_word_embeddings.map(|b| b.0) != Some(false),
             },
         };
         Ok(Seq2SeqConfig {
             path: path.to_path_buf(),
             family,
-            vocab_size: j.int("vocab_size", if mt5 { 250_112 } else { 32_128 }, 1)?,
-            d_model: j.int("d_model", 512, 1)?,
-            d_kv: j.int("d_kv", 64, 1)?,
-            d_ff: j.int("d_ff", if mt5 { 1024 } else { 2048 }, 1)?,
+            vocab_size: int(f.vocab_size, if mt5 { 250_112 } else { 32_128 }),
+            d_model: int(f.d_model, 512),
+            d_kv: int(f.d_kv, 64),
+            d_ff: int(f.d_ff, if mt5 { 1024 } else { 2048 }),
             num_layers,
-            num_decoder_layers: j.int("num_decoder_layers", num_layers, 1)?,
-            num_heads: j.int("num_heads", if mt5 { 6 } else { 8 }, 1)?,
-            // Halved each way in the encoder: at least 4 keep exact buckets in both halves.
-            relative_attention_num_buckets: j.int("relative_attention_num_buckets", 32, 4)?,
-            relative_attention_max_distance: j.int("relative_attention_max_distance", 128, 1)?,
-            layer_norm_epsilon: match j.get("layer_norm_epsilon") {
-                None => 1e-6,
-                Some(v) => v.as_f64().filter(|e| *e >= 0.0).ok_or_else(|| {
-                    Error::field(path, "layer_norm_epsilon", format!("expected a non-negative number, found {v}"))
-                })?,
-            },
+            num_decoder_layers: int(f.num_decoder_layers, num_layers),
+            num_heads: int(f.num_heads, if mt5 { 6 } else { 8 }),
+            relative_attention_num_buckets: f.relative_attention_num_buckets.map_or(32, |n| n.0),
+            relative_attention_max_distance: int(f.relative_attention_max_distance, 128),
+            layer_norm_epsilon: f.layer_norm_epsilon.map_or(1e-6, |e| e.0),
             act,
             gated,
             scale_decoder_outputs,
-            pad_token_id: j.opt_int("pad_token_id")?.unwrap_or(0),
+            pad_token_id: f.pad_token_id.map_or(0, |t| t.0),
             // MT5Config's default is 0; T5Config has none (an explicit null is none for both).
-            decoder_start_token_id: match v.get("decoder_start_token_id") {
+            decoder_start_token_id: match f.decoder_start_token_id {
                 None if mt5 => Some(0),
-                _ => j.opt_int("decoder_start_token_id")?,
+                given => given.flatten().map(|t| t.0),
             },
         })
     }

@@ -1,7 +1,8 @@
 //! Encoder-decoder LMs from Hugging Face directories: T5 and mT5 (`T5ForConditionalGeneration`,
 //! `MT5ForConditionalGeneration`; mT0 is an mT5) as transformers 5 computes them. The family and
 //! sizes come from `config.json` (`config`), the network is `t5`, the tokenizer the directory's
-//! own `tokenizer.json` (`tokenizer`). The weights are memory-mapped by the decoders' loader
+//! own `tokenizer.json` (`tokenizer`), opened, like `config.json`, through what causal LMs share
+//! ([`crate::model::hf_folder`]). The weights are memory-mapped by the decoders' loader
 //! ([`crate::model::decoder::load::Weights`]: single or sharded safetensors, or
 //! `pytorch_model.bin`) and keep HF's names as `VarStore` paths.
 pub mod config;
@@ -11,8 +12,9 @@ pub mod tokenizer;
 pub use config::{FeedForwardAct, Seq2SeqConfig, Seq2SeqFamily};
 pub use tokenizer::Seq2SeqTokenizer;
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::model::decoder::load::Weights;
+use crate::model::hf_folder;
 use std::path::Path;
 use tch::nn::VarStore;
 use tch::{Device, Kind, Tensor};
@@ -39,9 +41,7 @@ pub struct Seq2SeqLm {
 /// or without one, `architectures` naming `T5ForConditionalGeneration` or
 /// `MT5ForConditionalGeneration`). False for a missing or unreadable config.
 pub fn is_seq2seq_dir(dir: &Path) -> bool {
-    let Ok(text) = std::fs::read_to_string(dir.join("config.json")) else { return false };
-    let Ok(v) = serde_json::from_str::<serde_json::Value>(&text) else { return false };
-    Seq2SeqFamily::of(&v).is_some()
+    crate::model::hf_folder::peek_config(dir).is_some_and(|v| Seq2SeqFamily::of(&v).is_some())
 }
 
 /// Loads the encoder-decoder in `dir` onto `device`, in fp32 on the CPU and bf16 on CUDA.
@@ -51,27 +51,13 @@ pub fn load_seq2seq_lm(dir: &Path, device: Device) -> Result<Seq2SeqLm> {
 
 /// Loads the encoder-decoder in `dir` onto `device`, its weights cast to `kind`.
 pub fn load_seq2seq_lm_as(dir: &Path, device: Device, kind: Kind) -> Result<Seq2SeqLm> {
-    let config_path = dir.join("config.json");
-    if !config_path.exists() {
-        return Err(Error::MissingFile {
-            path: config_path,
-            hint: "an encoder-decoder directory holds config.json, model.safetensors (or shards, or pytorch_model.bin) and tokenizer.json".into(),
-        });
-    }
+    let config_path = hf_folder::config_path(
+        dir,
+        "an encoder-decoder directory holds config.json, model.safetensors (or shards, or pytorch_model.bin) and tokenizer.json",
+    )?;
     let config = Seq2SeqConfig::from_file(&config_path)?;
     let tokenizer = Seq2SeqTokenizer::from_dir(dir)?;
-    let tokens = tokenizer.vocab_size() as i64;
-    if tokens > config.vocab_size {
-        return Err(Error::field(
-            &config_path,
-            "vocab_size",
-            format!(
-                "the tokenizer ({}) has {tokens} tokens but the model's vocab_size is {}",
-                tokenizer.source.display(),
-                config.vocab_size
-            ),
-        ));
-    }
+    hf_folder::check_tokenizer_fits(&config_path, &tokenizer.source, tokenizer.vocab_size(), config.vocab_size)?;
     let mut weights = Weights::open(dir, kind, device)?;
     let vs = VarStore::new(device);
     let net = tch::no_grad(|| t5::T5::take(&mut weights, &vs, &config))?;

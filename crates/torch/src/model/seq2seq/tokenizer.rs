@@ -3,6 +3,7 @@
 //! transformers clears them for a call that asks for neither; a truncating copy gives what
 //! `tokenizer(text, truncation=True, max_length=N)` gives.
 use crate::error::{Error, Result};
+use crate::model::hf_folder;
 use std::path::{Path, PathBuf};
 use tokenizers::{Tokenizer, TruncationDirection, TruncationParams, TruncationStrategy};
 
@@ -17,15 +18,10 @@ pub struct Seq2SeqTokenizer {
 impl Seq2SeqTokenizer {
     /// Loads `dir/tokenizer.json`.
     pub fn from_dir(dir: &Path) -> Result<Self> {
-        let source = dir.join("tokenizer.json");
-        if !source.exists() {
-            return Err(Error::MissingFile {
-                path: source,
-                hint: "an encoder-decoder directory needs the fast tokenizer's tokenizer.json (spiece.model alone is not read)".into(),
-            });
-        }
-        let mut inner = Tokenizer::from_file(&source)
-            .map_err(|e| Error::Tokenizer { path: source.clone(), message: e.to_string() })?;
+        let (mut inner, source) = hf_folder::open_tokenizer(
+            dir,
+            "an encoder-decoder directory needs the fast tokenizer's tokenizer.json (spiece.model alone is not read)",
+        )?;
         inner.with_padding(None);
         inner.with_truncation(None).map_err(|e| Error::Tokenizer { path: source.clone(), message: e.to_string() })?;
         Ok(Seq2SeqTokenizer { inner, source })
@@ -73,10 +69,6 @@ impl Seq2SeqTokenizer {
 
     /// The ids of `text`, with the post-processor's special tokens when `special`.
     fn ids(&self, text: &str, special: bool) -> Result<Vec<i64>> {
-        let enc = self.inner.encode(text, special).map_err(|e| Error::Tokenizer {
-            path: self.source.clone(),
-            message: format!("encoding {}: {e}", indolm_core::files::quoted(text)),
-        })?;
-        Ok(enc.get_ids().iter().map(|&i| i as i64).collect())
+        Ok(hf_folder::ids(&hf_folder::encode(&self.inner, &self.source, text, special)?))
     }
 }
