@@ -4,10 +4,10 @@
 //! calibration error; the aggregation arithmetic on the fixture (hand-computed); bad input.
 use crate::common::*;
 use indolm_eval::indommlu::causal::PromptTemplate;
+use indolm_eval::indommlu::OptionScores;
 use indolm_eval::indommlu::{aggregate_records, load, load_all, IndommluReport, Setting};
 use indolm_eval::indommlu::{read_question_records, Question, QuestionRecord};
 use indolm_eval::pll::PllScorer;
-use indolm_eval::scorer::LmScorer;
 use indolm_eval::IndommluMode;
 use indolm_torch::model::model_dir::load_masked_lm;
 use std::path::{Path, PathBuf};

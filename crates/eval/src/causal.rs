@@ -6,7 +6,7 @@
 //! right-padded with an attention mask; a sentence's last token, only ever a target, is left out
 //! of the forward pass, the vocabulary projection runs only at the positions that predict a
 //! sentence token, and each batch comes back to the host once. The same machinery scores whole
-//! rows and reads next-token distributions for IndoMMLU ([`super::indommlu::causal`]).
+//! rows (a context and its continuation) and reads next-token distributions after a context.
 use indolm_torch::device::{read_back, to_device_queued};
 use indolm_torch::error::{Error, Result};
 use indolm_torch::model::decoder::{CausalLm, SpecialToken};

@@ -1,11 +1,12 @@
 //! indolm's evaluations and generation. Scoring sentences: pseudo-log-likelihood by a masked LM (`pll`), log-likelihood by
 //! a causal LM as lm-evaluation-harness scores it (`causal`), and scoring with nothing masked
-//! (`aul`: AUL and AULA), all behind one interface (`scorer`: what an evaluation asks of a model,
-//! masked or causal, and the one place a model folder is read as either), and `eval pll`'s scoring
-//! of a file's lines (`sentences`). Built on it: the bias evaluation on IndoBias-Pairs and
-//! CrowS-Pairs (`pairs`, `bias`, split by job: records and report, decision rules, aggregation,
-//! scoring, files, TensorBoard, the hook, model folders and runs) and IndoMMLU's multiple choice
-//! (`indommlu`: the CSV, masked and causal scoring, records, report, the hook), with the confidence
+//! (`aul`: AUL and AULA), all behind one interface (`scorer`: the scores of sentences and of
+//! continuations after a context, whatever the model, and the one place a model folder is read as
+//! masked, causal or encoder-decoder), and `eval pll`'s scoring of a file's lines (`sentences`).
+//! Built on it: the bias evaluation on IndoBias-Pairs and CrowS-Pairs (`pairs`, `bias`, split by
+//! job: records and report, decision rules, aggregation, scoring, files, TensorBoard, the hook,
+//! model folders and runs) and IndoMMLU's multiple choice (`indommlu`: the CSV, the prompts,
+//! masked, causal and encoder-decoder scoring, records, report, the hook), with the confidence
 //! calibration (`calibration`); a run's checkpoints as an evaluation after the fact reads them
 //! (`checkpoints`); the statistics behind the intervals and tests (`stats`), with pretraining seeds
 //! as replicates (`multibootstrap`); and the metrics the fine-tuning tasks report: ROUGE-1/2/L as

@@ -2,15 +2,68 @@
 //! scored (a masked LM by pseudo-log-likelihood, CrowS' shared-token variant, PLL-word-l2r, or
 //! with nothing masked for AUL and AULA; a causal LM by log-likelihood, `pppl` then deciding by
 //! perplexity and `crows` by the sums), one record per pair, aggregated into a report. Several
-//! metrics are scored in one call.
+//! metrics are scored in one call. A metric is a sentence rule of the scorer's
+//! ([`SentenceRule`]) and a decision; a model that has no score under it is refused first.
 use super::aggregate::aggregate;
 use super::report::{BiasReport, Bootstrap, PairRecord};
 use crate::pairs::{BiasPair, PairSet};
 use crate::pll::SentenceScore;
-use crate::scorer::LmScorer;
+use crate::scorer::{LmScorer, ScoredLm, SentenceRule};
 use crate::BiasMetric;
 use indolm_torch::error::{Error, Result};
 use std::path::Path;
+
+/// The rule a metric scores each sentence by.
+fn sentence_rule(metric: BiasMetric) -> SentenceRule {
+    match metric {
+        BiasMetric::Pppl => SentenceRule::EveryToken,
+        BiasMetric::PpplWordL2r => SentenceRule::WordL2r,
+        BiasMetric::Crows => SentenceRule::SharedTokens,
+        BiasMetric::Aul => SentenceRule::AllUnmasked,
+        BiasMetric::Aula => SentenceRule::AllUnmaskedAttention,
+    }
+}
+
+/// Refuses the metrics the scorer's model cannot decide pairs by, before anything is scored: a
+/// causal LM has no masks to score AUL, AULA or PLL-word-l2r with, and no reference scores bias
+/// pairs with an encoder-decoder.
+pub fn check_metrics(scorer: &dyn LmScorer, metrics: &[BiasMetric]) -> Result<()> {
+    match scorer.lm() {
+        ScoredLm::Masked { .. } => Ok(()),
+        ScoredLm::Causal(_) => match metrics.iter().find(|m| !matches!(m, BiasMetric::Pppl | BiasMetric::Crows)) {
+            Some(m) => Err(Error::argument(
+                "--metric",
+                format!("`{m}` needs a masked LM; a causal LM is evaluated under pppl (perplexity) or crows (log-likelihood sums)"),
+            )),
+            None => Ok(()),
+        },
+        ScoredLm::EncoderDecoder(lm) => {
+            let asked = metrics.iter().map(|m| format!("`{m}`")).collect::<Vec<_>>().join(", ");
+            Err(Error::argument(
+                "--metric",
+                format!(
+                    "{} is not defined for an encoder-decoder LM ({}): no reference scores bias pairs with one; evaluate a masked or causal LM",
+                    if asked.is_empty() { "bias scoring".to_string() } else { asked },
+                    lm.config.family.name()
+                ),
+            ))
+        }
+    }
+}
+
+/// The scores of each pair's two sentences under each of `metrics`: per metric, in its order,
+/// the pro and anti sentences' scores pair by pair (a masked LM's AUL and AULA from the same
+/// forward passes, a causal LM's metrics from the same log-likelihoods).
+pub fn pair_scores(
+    scorer: &dyn LmScorer,
+    pairs: &[BiasPair],
+    metrics: &[BiasMetric],
+) -> Result<Vec<Vec<SentenceScore>>> {
+    check_metrics(scorer, metrics)?;
+    let sentences: Vec<&str> = pairs.iter().flat_map(|p| [p.pro.as_str(), p.anti.as_str()]).collect();
+    let rules: Vec<SentenceRule> = metrics.iter().map(|&m| sentence_rule(m)).collect();
+    scorer.sentence_scores(&sentences, &rules)
+}
 
 /// Scores every pair of every language (optionally only `languages`): one record per pair.
 pub fn score_pairs(
@@ -31,14 +84,14 @@ pub fn score_pairs_under(
     metrics: &[BiasMetric],
     languages: &[String],
 ) -> Result<Vec<Vec<PairRecord>>> {
-    scorer.check_metrics(metrics)?;
+    check_metrics(scorer, metrics)?;
     pairs.check_languages(languages).map_err(|why| Error::data("bias evaluation, its languages", why))?;
     let mut records = vec![Vec::new(); metrics.len()];
     for (lang, lang_pairs) in &pairs.languages {
         if !wanted(languages, lang) {
             continue;
         }
-        let scores = scorer.pair_scores(lang_pairs, metrics)?;
+        let scores = pair_scores(scorer, lang_pairs, metrics)?;
         for ((metric, out), scores) in metrics.iter().zip(records.iter_mut()).zip(scores) {
             require_finite(lang, lang_pairs, &scores)?;
             for (i, (pair, s)) in lang_pairs.iter().zip(scores.chunks(2)).enumerate() {

@@ -1,8 +1,11 @@
 //! One IndoMMLU evaluation, masked or causal LM alike through [`LmScorer`]: the questions
 //! scored, a record per question, the report aggregated from the records, and the two files
 //! written as one evaluation.
+use super::prompts::short_of_demonstrations;
 use super::records::{write_question_records, QuestionRecord, RECORDS_FILE};
-use super::report::{aggregate_records, IndommluReport, Setting, REPORT_FILE};
+use super::report::{aggregate_records, IndommluReport, REPORT_FILE};
+use super::scoring::OptionScores;
+use super::setting::Setting;
 use super::Question;
 use crate::scorer::LmScorer;
 use indolm_core::files::write_json;
@@ -38,7 +41,7 @@ pub fn evaluate(
     let scores = scorer.option_scores(questions, examples, setting)?;
     let records: Vec<QuestionRecord> =
         questions.iter().zip(scores).map(|(q, s)| QuestionRecord::new(q, s)).collect::<Result<_>>()?;
-    let short_of_demonstrations = super::causal::short_of_demonstrations(questions, examples, setting.shots);
+    let short_of_demonstrations = short_of_demonstrations(questions, examples, setting.shots);
     Ok(Evaluated { report: aggregate_records(&records, setting, step), records, short_of_demonstrations })
 }
 

@@ -3,9 +3,9 @@
 //! data-parallel run every rank scores its share of the batches and rank 0 writes.
 use super::evaluation::{evaluate, write_evaluation, Evaluated};
 use super::questions::{load, Question};
-use super::report::Setting;
+use super::scoring::OptionScores;
+use super::setting::Setting;
 use crate::pll::PllScorer;
-use crate::scorer::LmScorer;
 use crate::IndommluMode;
 use indolm_core::logger::Logger;
 use indolm_torch::data::tokenizer::TextTokenizer;

@@ -1,14 +1,12 @@
-//! An encoder-decoder LM (mT5, mT0, T5) through the scoring interface: IndoMMLU as IndoMMLU's own
-//! `utils.py` scores mT0 ([`crate::indommlu::seq2seq`]), with the prompts of causal LMs,
-//! zero- or few-shot; the bias metrics are refused, since no reference defines bias scoring for
-//! an encoder-decoder. [`Seq2SeqScorer`] batches the forward passes: encoder inputs right-padded
-//! under a token budget, each encoded once for all the decoder rows that read it, the vocabulary
-//! projection only at the positions read, one transfer to the host a batch.
-use super::LmScorer;
-use crate::indommlu::{seq2seq, Question, Setting};
-use crate::pairs::BiasPair;
+//! An encoder-decoder LM (mT5, mT0, T5) through the scoring interface: a context's source is the
+//! encoder's input and its prefix the decoder's input so far; next tokens are read at the
+//! prefix's last position, and a continuation's tokens teacher-forced after the prefix. No
+//! sentence score is defined for an encoder-decoder. [`Seq2SeqScorer`] batches the forward
+//! passes: encoder inputs right-padded under a token budget, each encoded once for all the
+//! decoder rows that read it, the vocabulary projection only at the positions read, one transfer
+//! to the host a batch.
+use super::{require_prefixes, Context, Continuation, ContinuationScore, LmScorer, ScoredLm, SentenceRule};
 use crate::pll::SentenceScore;
-use crate::BiasMetric;
 use indolm_torch::device::{read_back, to_device_queued};
 use indolm_torch::error::{Error, Result};
 use indolm_torch::model::seq2seq::Seq2SeqLm;
@@ -132,36 +130,63 @@ impl<'a> Seq2SeqScorer<'a> {
         }
         out
     }
-
-    /// The refusal of bias scoring: no reference defines a bias metric for an encoder-decoder.
-    fn no_bias_metric(&self, metrics: &[BiasMetric]) -> Error {
-        let asked = metrics.iter().map(|m| format!("`{m}`")).collect::<Vec<_>>().join(", ");
-        Error::argument(
-            "--metric",
-            format!(
-                "{} is not defined for an encoder-decoder LM ({}): no reference scores bias pairs with one; evaluate a masked or causal LM",
-                if asked.is_empty() { "bias scoring".to_string() } else { asked },
-                self.model.config.family.name()
-            ),
-        )
-    }
 }
 
 impl LmScorer for Seq2SeqScorer<'_> {
-    /// Scored as a causal LM is on IndoMMLU (letter or full-answer, zero- or few-shot).
-    fn is_causal(&self) -> bool {
-        true
+    fn lm(&self) -> ScoredLm<'_> {
+        ScoredLm::EncoderDecoder(self.model)
     }
 
-    fn check_metrics(&self, metrics: &[BiasMetric]) -> Result<()> {
-        Err(self.no_bias_metric(metrics))
+    /// None: no reference defines a sentence score for an encoder-decoder.
+    fn sentence_scores(&self, _sentences: &[&str], _rules: &[SentenceRule]) -> Result<Vec<Vec<SentenceScore>>> {
+        Err(Error::data(
+            "sentence scoring",
+            format!(
+                "an encoder-decoder LM ({}) has no sentence score: no reference defines one",
+                self.model.config.family.name()
+            ),
+        ))
     }
 
-    fn pair_scores(&self, _pairs: &[BiasPair], metrics: &[BiasMetric]) -> Result<Vec<Vec<SentenceScore>>> {
-        Err(self.no_bias_metric(metrics))
+    /// Each context's source encoded once, its prefix decoded, the candidates read at the
+    /// prefix's last position.
+    fn next_token_log_probs(&self, contexts: &[Context], candidates: &[Vec<i64>]) -> Result<Vec<Vec<f64>>> {
+        require_prefixes(contexts)?;
+        let inputs: Vec<Vec<i64>> = contexts.iter().map(|c| c.source.clone()).collect();
+        let rows: Vec<DecoderRow> = contexts
+            .iter()
+            .zip(candidates)
+            .enumerate()
+            .map(|(i, (c, wanted))| {
+                let last = c.prefix.len() - 1;
+                DecoderRow { input: i, ids: c.prefix.clone(), reads: wanted.iter().map(|&t| (last, t)).collect() }
+            })
+            .collect();
+        Ok(self.log_probs(&inputs, &rows))
     }
 
-    fn option_scores(&self, questions: &[Question], examples: &[Question], setting: Setting) -> Result<Vec<Vec<f64>>> {
-        seq2seq::score_questions(self, questions, examples, setting.mode, setting.shots)
+    /// Each continuation teacher-forced: the decoder reads the prefix and the continuation but
+    /// its last token, each continuation token read at the position before it.
+    fn continuation_scores(
+        &self,
+        contexts: &[Context],
+        continuations: &[Continuation],
+    ) -> Result<Vec<ContinuationScore>> {
+        require_prefixes(contexts)?;
+        let inputs: Vec<Vec<i64>> = contexts.iter().map(|c| c.source.clone()).collect();
+        let rows: Vec<DecoderRow> = continuations
+            .iter()
+            .map(|c| {
+                let prefix = &contexts[c.context].prefix;
+                let ids = prefix.iter().chain(&c.ids[..c.ids.len().saturating_sub(1)]).copied().collect();
+                let reads = c.ids.iter().enumerate().map(|(t, &id)| (prefix.len() - 1 + t, id)).collect();
+                DecoderRow { input: c.context, ids, reads }
+            })
+            .collect();
+        Ok(self
+            .log_probs(&inputs, &rows)
+            .into_iter()
+            .map(|lps| ContinuationScore { log_prob: lps.iter().sum::<f64>(), tokens: lps.len() })
+            .collect())
     }
 }
