@@ -141,6 +141,24 @@ impl RunArgs {
     }
 }
 
+/// How a training command starts the task's run: its flags and `--device`.
+pub struct RunLauncher<'a> {
+    /// The shared flags of training commands.
+    pub args: &'a RunArgs,
+    /// `--device`.
+    pub device: tch::Device,
+}
+
+impl indolm_tasks::registry::Launcher for RunLauncher<'_> {
+    fn launch(&self, deterministic: bool) -> Result<(tch::Device, Option<indolm_torch::distributed::ProcessGroup>)> {
+        launch(self.device, self.args.dist_timeout, deterministic)
+    }
+
+    fn options(&self, device: tch::Device) -> Result<TrainOptions> {
+        self.args.options(device)
+    }
+}
+
 /// Refuses, before any work, what a command is asked to write (`--out`, `--json`, `--plot`) when a
 /// file's folder is missing or cannot be written, a folder cannot be created, or a file is a
 /// folder, one of its `inputs`, a file indolm keeps inside an input folder, or another output
@@ -279,21 +297,9 @@ pub enum Command {
         #[arg(long)]
         model: PathBuf,
     },
-    /// Pretrain a masked LM from a `kind = "pretrain"` recipe (checkpoints, TensorBoard logs, evaluations).
-    Train {
-        /// The recipe (TOML).
-        recipe: PathBuf,
-        /// Train the recipe with this seed instead, as the run `<name>-seed<N>` (pretraining
-        /// seeds as replicates; compare compositions with `report bias-compare --group`).
-        #[arg(long, conflicts_with = "seed_index")]
-        seed: Option<u64>,
-        /// Train the recipe's `seeds[I]` as the run `<name>-seed<N>` (a Slurm job array:
-        /// `--seed-index $SLURM_ARRAY_TASK_ID`).
-        #[arg(long)]
-        seed_index: Option<usize>,
-        #[command(flatten)]
-        run: RunArgs,
-    },
+    // The training commands at the top (`train`), as the tasks declare them.
+    #[command(flatten)]
+    Train(train_cmds::TaskCommand<false>),
     /// Evaluate masked and causal LMs: (pseudo-)log-likelihoods, bias win rates, IndoMMLU, ROUGE.
     #[command(subcommand)]
     Eval(eval_cmds::EvalCommand),
@@ -325,7 +331,7 @@ pub enum Command {
     },
     /// Fine-tune a pretrained model on a task.
     #[command(subcommand)]
-    Finetune(task_cmds::FinetuneCommand),
+    Finetune(train_cmds::TaskCommand<true>),
     /// Use a fine-tuned model.
     #[command(subcommand)]
     Predict(task_cmds::PredictCommand),
@@ -400,9 +406,7 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Info { model } => model_cmds::info(&model),
         Command::Tokenize { tokenizer, text } => model_cmds::tokenize(&tokenizer, &text),
         Command::FillMask { model, text, top_k } => model_cmds::fill_mask(&model, &text, top_k, device()?),
-        Command::Train { recipe, seed, seed_index, run } => {
-            train_cmds::train(&recipe, train_cmds::SeedChoice { seed, index: seed_index }, &run, device()?)
-        }
+        Command::Train(command) => command.run(device()?),
         Command::Recipe(command) => train_cmds::run_recipe(command),
         Command::Tokenizer(command) => data_cmds::run_tokenizer(command),
         Command::Corpus(command) => data_cmds::run_corpus(command),
@@ -415,7 +419,7 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Generate(args) => generate_cmds::run(&args, device()?),
         Command::Report(command) => report_cmds::run(command),
         Command::Baseline(command) => baseline_cmds::run(command),
-        Command::Finetune(command) => task_cmds::run_finetune(command, device()?),
+        Command::Finetune(command) => command.run(device()?),
         Command::Predict(command) => task_cmds::run_predict(command, device()?),
         Command::Summarize(args) => task_cmds::summarize(&args, device()?),
         Command::DistCheck { megabytes, timeout, backend } => {

@@ -1,52 +1,14 @@
-//! Fine-tuning and using the task heads: `finetune sentiment|summarize` (sentiment also from every
-//! kept checkpoint of a pretraining run, `--from-run`), `predict sentiment` and `summarize`.
+//! Using the task heads: `predict sentiment` and `summarize` (fine-tuning them is the tasks' own
+//! commands, built from their declarations in `train_cmds`).
 use clap::Subcommand;
 use indolm_core::files::read_to_string;
 use indolm_core::outln;
 use indolm_metrics::metrics::argmax;
 use indolm_tasks::classifier::SequenceClassifier;
-use indolm_tasks::sentiment::sweep::{sweep, SweepRequest, MACRO_F1_TAG};
-use indolm_tasks::sentiment::{run, SentimentRecipe};
 use indolm_torch::error::{Error, Result};
 use indolm_torch::model::Component;
 use std::path::{Path, PathBuf};
 use tch::Device;
-
-#[derive(Subcommand, Debug)]
-pub enum FinetuneCommand {
-    /// NusaX sentiment (negative/neutral/positive): monolingual, multilingual, leave-one-out or cross-lingual.
-    Sentiment {
-        /// The fine-tuning recipe (TOML).
-        recipe: PathBuf,
-        /// Start from this model directory (overrides the recipe's `init`).
-        #[arg(long)]
-        init: Option<PathBuf>,
-        /// Fine-tune from every kept checkpoint of this pretraining run instead (a resumable sweep,
-        /// each into <recipe's run folder>/from-step-N/), and write each step's test macro-F1 into
-        /// the pretraining run's TensorBoard beside its bias curves.
-        #[arg(long, conflicts_with = "init")]
-        from_run: Option<PathBuf>,
-        /// With --from-run: every K-th kept checkpoint, from the first (default 1: all); the last
-        /// is always swept.
-        #[arg(long, requires = "from_run")]
-        every: Option<usize>,
-        /// With --from-run: the pretraining run's TensorBoard folder (default runs/<run>).
-        #[arg(long, requires = "from_run")]
-        logdir: Option<PathBuf>,
-        #[command(flatten)]
-        run: super::RunArgs,
-    },
-    /// Liputan6 summarization (task = "ext": BertExt, "abs": BertAbs, "extabs": BertExtAbs).
-    Summarize {
-        /// The fine-tuning recipe (TOML).
-        recipe: PathBuf,
-        /// Start from this model directory (overrides the recipe's `init`).
-        #[arg(long)]
-        init: Option<PathBuf>,
-        #[command(flatten)]
-        run: super::RunArgs,
-    },
-}
 
 #[derive(Subcommand, Debug)]
 pub enum PredictCommand {
@@ -62,76 +24,6 @@ pub enum PredictCommand {
         #[arg(long)]
         file: Option<PathBuf>,
     },
-}
-
-/// The model to start from: `--init`, else the recipe's `init`.
-fn resolve_init(recipe_path: &Path, cli: Option<&Path>, recipe: Option<&Path>) -> Result<std::path::PathBuf> {
-    cli.or(recipe).map(Path::to_path_buf).ok_or_else(|| {
-        Error::field(recipe_path, "init", "no model to start from: set `init` in the recipe or pass --init")
-    })
-}
-
-/// `finetune sentiment`: the recipe's NusaX setting, then its results table.
-fn finetune_sentiment(recipe_path: &Path, init: Option<&Path>, args: &super::RunArgs, device: Device) -> Result<()> {
-    let recipe = SentimentRecipe::load(recipe_path)?;
-    let init = resolve_init(recipe_path, init, recipe.init.as_deref())?;
-    let (device, group) = super::launch(device, args.dist_timeout, recipe.deterministic)?;
-    let leader = group.as_ref().is_none_or(|g| g.rank() == 0);
-    match run(&recipe, &init, &args.options(device)?, group)? {
-        Some(results) => {
-            outln!("\n{}", results.markdown());
-            outln!("models and results.{{json,md}} in {}", recipe.run_dir().display());
-        }
-        None if leader => outln!(
-            "stopped before every set was trained and tested: run the same command with --resume auto to continue ({})",
-            recipe.run_dir().display()
-        ),
-        None => {}
-    }
-    Ok(())
-}
-
-/// `finetune sentiment --from-run`: the recipe's setting fine-tuned from each kept checkpoint of
-/// a pretraining run, then each step's test macro-F1.
-fn sweep_sentiment(recipe_path: &Path, request: &SweepRequest, args: &super::RunArgs, device: Device) -> Result<()> {
-    let recipe = SentimentRecipe::load(recipe_path)?;
-    if indolm_torch::distributed::Launch::from_env()?.is_some() {
-        return Err(Error::argument(
-            "--from-run",
-            "a sweep runs in one process: start it without torchrun or srun (each checkpoint's fine-tuning is small)",
-        ));
-    }
-    let (device, _) = super::launch(device, args.dist_timeout, recipe.deterministic)?;
-    let outcome = sweep(&recipe, request, &args.options(device)?)?;
-    if !outcome.utilities.is_empty() {
-        outln!("\n| step | test macro-F1 |\n|---:|---:|");
-        for u in &outcome.utilities {
-            outln!("| {} | {:.4} |", u.step, u.macro_f1);
-        }
-        outln!(
-            "\nmacro-F1 per step in TensorBoard: {} (tags {MACRO_F1_TAG} and {MACRO_F1_TAG}/<language>)",
-            outcome.board.display()
-        );
-    }
-    if !outcome.complete {
-        outln!(
-            "stopped before every checkpoint was fine-tuned: run the same command with --resume auto to continue ({})",
-            recipe.run_dir().display()
-        );
-        return Ok(());
-    }
-    outln!(
-        "swept {} checkpoint(s): {} fine-tuned now, {} skipped (finished earlier); sub-runs in {}",
-        outcome.utilities.len(),
-        outcome.trained,
-        outcome.skipped,
-        recipe.run_dir().display()
-    );
-    outln!(
-        "win rate and macro-F1 over the steps: indolm report bias-utility --run {} --out bias-utility.png",
-        request.run.display()
-    );
-    Ok(())
 }
 
 /// `predict sentiment`: a label and every label's probability for each text.
@@ -175,35 +67,6 @@ fn predict_sentiment(model_dir: &Path, texts: &[String], file: Option<&Path>, de
         let all: Vec<String> = labels.iter().zip(&p).map(|(l, v)| format!("{l} {v:.3}")).collect();
         outln!("{}\t{}\t{text}", labels[best], all.join(" "));
     }
-    Ok(())
-}
-
-/// `finetune summarize`: a BertExt, BertAbs or BertExtAbs, then its Table 4 rows.
-fn finetune_summarize(recipe_path: &Path, init: Option<&Path>, args: &super::RunArgs, device: Device) -> Result<()> {
-    use indolm_tasks::summarization::train::{run, SummarizeRecipe};
-    let recipe = SummarizeRecipe::load(recipe_path)?;
-    let init = resolve_init(recipe_path, init, recipe.init.as_deref())?;
-    let (device, group) = super::launch(device, args.dist_timeout, recipe.deterministic)?;
-    let leader = group.as_ref().is_none_or(|g| g.rank() == 0);
-    let dir = recipe.run_dir();
-    let Some(results) = run(&recipe, &init, &args.options(device)?, group)? else {
-        if leader {
-            outln!("stopped before the end: run the same command with --resume auto to continue ({})", dir.display());
-        }
-        return Ok(());
-    };
-    outln!(
-        "dev ROUGE-1/2/L before training {:.2}/{:.2}/{:.2}, best (step {}) {:.2}/{:.2}/{:.2}",
-        results.dev_before.rouge1,
-        results.dev_before.rouge2,
-        results.dev_before.rouge_l,
-        results.best_step,
-        results.dev_best.rouge1,
-        results.dev_best.rouge2,
-        results.dev_best.rouge_l
-    );
-    outln!("{}", read_to_string(&dir.join(indolm_tasks::RESULTS_MD))?);
-    outln!("model in {}", dir.join("best").display());
     Ok(())
 }
 
@@ -306,20 +169,6 @@ pub fn summarize(args: &SummarizeArgs, device: Device) -> Result<()> {
         indolm_core::files::write_atomic(out, (lines.join("\n") + "\n").as_bytes())?;
     }
     Ok(())
-}
-
-/// Runs a `finetune` subcommand.
-pub fn run_finetune(command: FinetuneCommand, device: Device) -> Result<()> {
-    match command {
-        FinetuneCommand::Sentiment { recipe, init, from_run, every, logdir, run } => match from_run {
-            Some(from_run) => {
-                let request = SweepRequest { run: from_run, every: every.unwrap_or(1), tensorboard: logdir };
-                sweep_sentiment(&recipe, &request, &run, device)
-            }
-            None => finetune_sentiment(&recipe, init.as_deref(), &run, device),
-        },
-        FinetuneCommand::Summarize { recipe, init, run } => finetune_summarize(&recipe, init.as_deref(), &run, device),
-    }
 }
 
 /// Runs a `predict` subcommand.

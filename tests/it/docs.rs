@@ -457,9 +457,9 @@ fn undocumented_commands_and_flags_are_found() {
 // Check 3: recipe keys, each reader against docs/recipes.md.
 
 /// The recipe kinds, as the key tables of docs/recipes.md name them, with their commands: the
-/// library's own list.
+/// library's own list (the registered tasks').
 fn recipe_kinds() -> Vec<(&'static str, &'static str)> {
-    indolm_core::recipe::RecipeKind::ALL.iter().map(|k| (k.name(), k.command())).collect()
+    indolm_tasks::registry::recipe_kinds().iter().map(|k| (k.name, k.command)).collect()
 }
 
 /// The name of a key no reader accepts, used to make each reader list the keys it accepts.
@@ -609,14 +609,17 @@ fn recipe_key_problems(accepted: &BTreeMap<&str, BTreeSet<String>>, page: &Page)
 /// What each recipe reader accepts, asked of the readers themselves.
 fn accepted_by_readers() -> BTreeMap<&'static str, BTreeSet<String>> {
     let dir = scratch("recipe-keys");
-    let readers: [(&str, Reader); 3] = [
-        ("pretrain", &|t| read_as::<indolm_tasks::pretrain::PretrainRecipe>(&dir, t)),
-        ("sentiment", &|t| read_as::<indolm_tasks::sentiment::SentimentRecipe>(&dir, t)),
-        ("summarize", &|t| read_as::<indolm_tasks::summarization::train::SummarizeRecipe>(&dir, t)),
-    ];
-    readers
-        .into_iter()
-        .map(|(kind, read)| (kind, accepted_keys(read).unwrap_or_else(|e| panic!("{kind} recipes: {e}"))))
+    indolm_tasks::TASKS
+        .iter()
+        .map(|task| {
+            let kind = task.kind.name;
+            let read: Reader = &|t| {
+                let path = dir.join("probe.toml");
+                std::fs::write(&path, t).unwrap();
+                (task.parse_recipe)(&path).map_err(|e| e.to_string())
+            };
+            (kind, accepted_keys(read).unwrap_or_else(|e| panic!("{kind} recipes: {e}")))
+        })
         .collect()
 }
 

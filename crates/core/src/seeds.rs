@@ -1,41 +1,26 @@
 //! Where every random choice comes from. A recipe has one seed; each purpose (the mixture's
 //! source choice, the masks, dropout, a shuffle) draws from its own stream, derived from the
 //! seed and that purpose's salt, numbered by its position in the run (a step, a micro-batch, an
-//! epoch). The salts are gathered in [`salt`] so that two purposes sharing one is visible, and a
-//! unit test refuses it.
+//! epoch). The salts of the layers below the tasks are gathered in [`salt`]; each task declares
+//! its own in its folder (`indolm_tasks::registry`), and the tasks crate's unit test refuses two
+//! purposes sharing one, theirs and these together.
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
 /// The default seed of every recipe and of `indolm init`.
 pub const DEFAULT_SEED: u64 = 3407;
 
-/// The salt of every random purpose. Changing a value changes every run that uses it.
+/// The salt of every random purpose below the tasks (the tasks' own are in their declarations).
+/// Changing a value changes every run that uses it.
 pub mod salt {
     /// Which source each pretraining sequence is drawn from (stream: the sequence number).
     pub const SOURCE_CHOICE: u64 = 1;
     /// The block order of a source in an epoch (xored with the source index << 32; stream: the epoch).
     pub const PERMUTATION: u64 = 2;
-    /// Masked-LM masks (stream: the micro-batch number; held-out batches use [`HELDOUT_MASKS`]).
-    pub const MASKING: u64 = 3;
-    /// libtorch's generator before each pretraining step (dropout), see [`super::per_step`].
-    pub const PRETRAIN_TORCH: u64 = 4;
-    /// The masking stream prefix of held-out batches (`HELDOUT_MASKS << 48 | batch`), so every
-    /// checkpoint is scored on the same predictions.
-    pub const HELDOUT_MASKS: u64 = 5;
     /// The paragraphs sampled from a recipe's mixture to train a tokenizer (stream: the source).
     pub const TOKENIZER_SAMPLE: u64 = 6;
-    /// The order of sentiment training examples (stream: the epoch).
-    pub const SENTIMENT_SHUFFLE: u64 = 7;
-    /// libtorch's generator in sentiment fine-tuning: the head's initialisation, then per step.
-    pub const SENTIMENT_TORCH: u64 = 8;
     /// The IndoMMLU questions drawn for the checkpoint hook.
     pub const INDOMMLU_SUBSAMPLE: u64 = 9;
-    /// libtorch's generator when a summarizer's new layers are initialised.
-    pub const SUMMARIZATION_INIT: u64 = 10;
-    /// The order of summarization training articles (stream: the step a new pass starts at).
-    pub const SUMMARIZATION_SHUFFLE: u64 = 11;
-    /// libtorch's generator before each summarization step (dropout), see [`super::per_step`].
-    pub const SUMMARIZATION_TORCH: u64 = 12;
     /// The resamples of the bias intervals' bootstrap (stream: a hash of the language code).
     pub const BIAS_BOOTSTRAP: u64 = 13;
     /// The Multi-Bootstrap's replicates (stream: a hash of the comparison and category).
@@ -44,19 +29,11 @@ pub mod salt {
     pub const GENERATION: u64 = 15;
 
     /// Every salt with its name, for the uniqueness check.
-    pub const ALL: [(&str, u64); 15] = [
+    pub const ALL: [(&str, u64); 7] = [
         ("SOURCE_CHOICE", SOURCE_CHOICE),
         ("PERMUTATION", PERMUTATION),
-        ("MASKING", MASKING),
-        ("PRETRAIN_TORCH", PRETRAIN_TORCH),
-        ("HELDOUT_MASKS", HELDOUT_MASKS),
         ("TOKENIZER_SAMPLE", TOKENIZER_SAMPLE),
-        ("SENTIMENT_SHUFFLE", SENTIMENT_SHUFFLE),
-        ("SENTIMENT_TORCH", SENTIMENT_TORCH),
         ("INDOMMLU_SUBSAMPLE", INDOMMLU_SUBSAMPLE),
-        ("SUMMARIZATION_INIT", SUMMARIZATION_INIT),
-        ("SUMMARIZATION_SHUFFLE", SUMMARIZATION_SHUFFLE),
-        ("SUMMARIZATION_TORCH", SUMMARIZATION_TORCH),
         ("BIAS_BOOTSTRAP", BIAS_BOOTSTRAP),
         ("MULTIBOOTSTRAP", MULTIBOOTSTRAP),
         ("GENERATION", GENERATION),
@@ -99,22 +76,15 @@ mod tests {
     }
 
     #[test]
-    fn per_step_salts_never_meet_across_purposes() {
-        let torch: Vec<u64> = (0..1000).map(|s| per_step(salt::PRETRAIN_TORCH, s)).collect();
-        let other: Vec<u64> = (0..1000).map(|s| per_step(salt::SUMMARIZATION_TORCH, s)).collect();
-        assert!(torch.iter().all(|t| !other.contains(t)));
-    }
-
-    #[test]
     fn derived_streams_are_reproducible_and_independent() {
         use rand::Rng;
         let draw = |salt, stream| -> Vec<u32> {
             let mut rng = stream_rng(DEFAULT_SEED, salt, stream);
             (0..4).map(|_| rng.random()).collect()
         };
-        assert_eq!(draw(salt::MASKING, 7), draw(salt::MASKING, 7));
-        assert_ne!(draw(salt::MASKING, 7), draw(salt::MASKING, 8));
-        assert_ne!(draw(salt::MASKING, 7), draw(salt::SOURCE_CHOICE, 7));
+        assert_eq!(draw(salt::PERMUTATION, 7), draw(salt::PERMUTATION, 7));
+        assert_ne!(draw(salt::PERMUTATION, 7), draw(salt::PERMUTATION, 8));
+        assert_ne!(draw(salt::PERMUTATION, 7), draw(salt::SOURCE_CHOICE, 7));
         assert_ne!(derive_seed(DEFAULT_SEED, 1), derive_seed(DEFAULT_SEED, 2));
     }
 }

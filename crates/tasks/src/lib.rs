@@ -3,7 +3,8 @@
 //! summarization (`summarization`: BertExt, BertAbs, BertExtAbs). Each task owns its recipe
 //! schema (read through `recipe::parse_toml`, with the sections every recipe shares), its
 //! `train::task::Task` implementation and its inference; they share `optim`, `logger` and
-//! `eval`'s metrics.
+//! `eval`'s metrics. Each declares itself in its folder (`TASK`: its recipe kind, seed salts,
+//! command and recipe check, see [`registry`]) and is registered by one line of [`TASKS`].
 #![warn(missing_docs)]
 use indolm_core::outputs::RunFile;
 
@@ -15,7 +16,20 @@ pub const RESULTS_MD: &str = "results.md";
 indolm_core::declare_run_files!(RESULTS_FILES: RunFile::Named(RESULTS_JSON), RunFile::Named(RESULTS_MD));
 
 pub mod classifier;
+#[cfg(test)]
+mod example;
 pub mod pretrain;
+pub mod registry;
 pub mod report;
 pub mod sentiment;
 pub mod summarization;
+
+/// Every task, one line each, in the guide's order: the command line's training commands, the
+/// recipe kinds and `recipe check` come from this list.
+pub const TASKS: &[&registry::TaskDeclaration] = &[
+    &pretrain::TASK,
+    &sentiment::TASK,
+    &summarization::TASK,
+    #[cfg(test)]
+    &example::TASK,
+];

@@ -1,69 +1,60 @@
 //! A recipe's kind: which task it describes and which command runs it, named by its top-level
-//! `kind = "…"` and read here, in one place, by every command that reads a recipe. A recipe
-//! written before recipes named their kind is read by the keys that tell the kinds apart, with
-//! a one-line note saying so.
+//! `kind = "…"` and read here, in one place, by every command that reads a recipe. The kinds are
+//! not known here: each task declares its own ([`RecipeKind`]) and the caller hands the list in.
+//! A recipe written before recipes named their kind is read by the keys that tell the kinds
+//! apart ([`OldRecipes`]), with a one-line note saying so.
 use crate::error::{Error, Result};
-use serde::{Deserialize, Serialize};
 use std::path::Path;
 
-/// The kinds of recipe, one per task.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum RecipeKind {
-    /// Masked-LM pretraining (`indolm train`).
-    Pretrain,
-    /// NusaX sentiment fine-tuning (`indolm finetune sentiment`).
-    Sentiment,
-    /// Liputan6 summarization fine-tuning (`indolm finetune summarize`).
-    Summarize,
+/// How a recipe written before recipes named their kind shows that it is of a kind.
+#[derive(Debug, Clone, Copy)]
+pub enum OldRecipes {
+    /// Every recipe of the kind names it.
+    Never,
+    /// Recipes whose top-level table passes this test (tried in the order of the kinds).
+    When(fn(&toml::Table) -> bool),
+    /// Every recipe no other kind recognises (one kind at most).
+    Otherwise,
 }
 
-impl RecipeKind {
-    /// Every kind, in the order the guide lists them.
-    pub const ALL: [RecipeKind; 3] = [RecipeKind::Pretrain, RecipeKind::Sentiment, RecipeKind::Summarize];
-
+/// A kind of recipe, as its task declares it.
+#[derive(Debug, Clone, Copy)]
+pub struct RecipeKind {
     /// As `kind = "…"` spells it.
-    pub fn name(self) -> &'static str {
-        match self {
-            RecipeKind::Pretrain => "pretrain",
-            RecipeKind::Sentiment => "sentiment",
-            RecipeKind::Summarize => "summarize",
-        }
-    }
+    pub name: &'static str,
+    /// The command that runs a recipe of this kind (`indolm train`).
+    pub command: &'static str,
+    /// How a recipe of this kind that names no kind is recognised.
+    pub old_recipes: OldRecipes,
+}
 
-    /// The command that runs a recipe of this kind.
-    pub fn command(self) -> &'static str {
-        match self {
-            RecipeKind::Pretrain => "indolm train",
-            RecipeKind::Sentiment => "indolm finetune sentiment",
-            RecipeKind::Summarize => "indolm finetune summarize",
-        }
-    }
-
-    /// The kind the keys of a recipe without `kind` show: a top-level `task` is summarization, a
-    /// `[data] setting` sentiment, anything else pretraining.
-    fn guessed(table: &toml::Table) -> RecipeKind {
-        if table.contains_key("task") {
-            RecipeKind::Summarize
-        } else if table.get("data").and_then(|d| d.get("setting")).is_some() {
-            RecipeKind::Sentiment
-        } else {
-            RecipeKind::Pretrain
-        }
+impl PartialEq for RecipeKind {
+    fn eq(&self, other: &Self) -> bool {
+        self.name == other.name
     }
 }
 
-/// The kind of the recipe at `path`: its `kind`, or for a recipe that names none the kind its
-/// keys show, with the note to print; `None` for a file that is not TOML (its reader names the
-/// line). A `kind` no command reads is an error naming the kinds.
-pub fn kind_of(path: &Path) -> Result<Option<(RecipeKind, Option<String>)>> {
+impl Eq for RecipeKind {}
+
+/// The kind the keys of a recipe without `kind` show: the first of `kinds` whose test it passes,
+/// else the kind of every other recipe (`None` if no kind is).
+fn guessed<'k>(table: &toml::Table, kinds: &'k [RecipeKind]) -> Option<&'k RecipeKind> {
+    let recognised = kinds.iter().find(|k| matches!(k.old_recipes, OldRecipes::When(test) if test(table)));
+    recognised.or_else(|| kinds.iter().find(|k| matches!(k.old_recipes, OldRecipes::Otherwise)))
+}
+
+/// The kind of the recipe at `path` among `kinds`: its `kind`, or for a recipe that names none
+/// the kind its keys show, with the note to print; `None` for a file that is not TOML (its
+/// reader names the line) or one no kind recognises. A `kind` no command reads is an error
+/// naming the kinds.
+pub fn kind_of<'k>(path: &Path, kinds: &'k [RecipeKind]) -> Result<Option<(&'k RecipeKind, Option<String>)>> {
     let text = crate::files::read_to_string(path)?;
     let Ok(table) = toml::from_str::<toml::Table>(&text) else { return Ok(None) };
     match table.get("kind") {
-        Some(toml::Value::String(name)) => match RecipeKind::ALL.into_iter().find(|k| k.name() == name) {
+        Some(toml::Value::String(name)) => match kinds.iter().find(|k| k.name == name) {
             Some(kind) => Ok(Some((kind, None))),
             None => {
-                let names: Vec<&str> = RecipeKind::ALL.iter().map(|k| k.name()).collect();
+                let names: Vec<&str> = kinds.iter().map(|k| k.name).collect();
                 Err(Error::field(
                     path,
                     "kind",
@@ -72,32 +63,65 @@ pub fn kind_of(path: &Path) -> Result<Option<(RecipeKind, Option<String>)>> {
             }
         },
         Some(other) => Err(Error::field(path, "kind", format!("expected a string, found {other}"))),
-        None => {
-            let kind = RecipeKind::guessed(&table);
+        None => Ok(guessed(&table, kinds).map(|kind| {
             let note = format!(
                 "note: {} names no kind: read as a {} recipe (add `kind = \"{}\"` at its top)",
                 path.display(),
-                kind.name(),
-                kind.name()
+                kind.name,
+                kind.name
             );
-            Ok(Some((kind, Some(note))))
-        }
+            (kind, Some(note))
+        })),
     }
 }
 
-/// Refuses the recipe at `path` unless it is of kind `expected`, naming the command that runs
-/// the kind it is; prints the note of a recipe that names no kind (on stderr).
-pub fn expect_kind(path: &Path, expected: RecipeKind) -> Result<()> {
-    let Some((kind, note)) = kind_of(path)? else { return Ok(()) };
+/// Refuses the recipe at `path` unless it is of kind `expected` (one of `kinds`), naming the
+/// command that runs the kind it is; prints the note of a recipe that names no kind (on stderr).
+pub fn expect_kind(path: &Path, expected: &RecipeKind, kinds: &[RecipeKind]) -> Result<()> {
+    let Some((kind, note)) = kind_of(path, kinds)? else { return Ok(()) };
     if kind != expected {
         return Err(Error::field(
             path,
             "kind",
-            format!("this is a {} recipe, run by `{}`, not by `{}`", kind.name(), kind.command(), expected.command()),
+            format!("this is a {} recipe, run by `{}`, not by `{}`", kind.name, kind.command, expected.command),
         ));
     }
     if let Some(note) = note {
         eprintln!("{note}");
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const KINDS: [RecipeKind; 3] = [
+        RecipeKind { name: "plain", command: "indolm plain", old_recipes: OldRecipes::Otherwise },
+        RecipeKind {
+            name: "marked",
+            command: "indolm marked",
+            old_recipes: OldRecipes::When(|t| t.contains_key("mark")),
+        },
+        RecipeKind { name: "named", command: "indolm named", old_recipes: OldRecipes::Never },
+    ];
+
+    fn kind_of_text(text: &str) -> Result<Option<(&'static str, bool)>> {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("r.toml");
+        std::fs::write(&path, text).unwrap();
+        Ok(kind_of(&path, &KINDS)?.map(|(k, note)| (k.name, note.is_some())))
+    }
+
+    #[test]
+    fn a_named_kind_is_read_an_old_recipe_is_recognised_and_an_unknown_kind_names_the_kinds() {
+        assert_eq!(kind_of_text("kind = \"named\"\nmark = 1\n").unwrap(), Some(("named", false)));
+        assert_eq!(kind_of_text("mark = 1\n").unwrap(), Some(("marked", true)));
+        assert_eq!(kind_of_text("other = 1\n").unwrap(), Some(("plain", true)));
+        assert_eq!(kind_of_text("not toml [").unwrap(), None);
+        let err = kind_of_text("kind = \"nmaed\"\n").unwrap_err().to_string();
+        assert!(err.contains("`nmaed` is not a recipe kind (expected one of plain, marked, named)"), "{err}");
+        let err = kind_of_text("kind = 3\n").unwrap_err().to_string();
+        assert!(err.contains("expected a string, found 3"), "{err}");
+    }
 }

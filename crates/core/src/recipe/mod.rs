@@ -17,7 +17,7 @@ pub use common::{
     ScheduleKind, SharedSections,
 };
 pub use fingerprint::Fingerprint;
-pub use kind::{expect_kind, kind_of, RecipeKind};
+pub use kind::{expect_kind, kind_of, OldRecipes, RecipeKind};
 pub use reader::{check_name, parse_toml};
 
 /// The seed of a recipe that names none.

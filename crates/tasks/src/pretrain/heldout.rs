@@ -3,7 +3,7 @@
 //! data-parallel run the ranks share its batches (see [`Heldout::loss`]).
 use super::masking::Masker;
 use super::recipe::MlmEvalSection;
-use indolm_core::seeds::salt;
+use super::salt;
 use indolm_torch::data::mixture::Mixture;
 use indolm_torch::error::Result;
 use indolm_torch::hooks::Share;

@@ -5,7 +5,8 @@
 //! random stream is derived from the seed and the micro-batch number, so masks never depend
 //! on anything but the recipe and the position in the run.
 use super::recipe::MaskingSection;
-use indolm_core::seeds::{salt, stream_rng};
+use super::salt;
+use indolm_core::seeds::stream_rng;
 use indolm_torch::data::tokenizer::{SpecialIds, TextTokenizer};
 use indolm_torch::model::IGNORE_INDEX;
 use rand::Rng;

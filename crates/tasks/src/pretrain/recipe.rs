@@ -21,7 +21,7 @@ pub struct PretrainRecipe {
     /// `kind = "pretrain"`: the recipe's kind ([`indolm_core::recipe::kind`]); set by `load`
     /// when the file names none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub kind: Option<indolm_core::recipe::RecipeKind>,
+    pub kind: Option<String>,
     /// Run name: checkpoints go to `<output_dir>/<name>/`.
     pub name: String,
     /// Every random choice of the run derives from it.
@@ -214,9 +214,9 @@ impl PretrainRecipe {
     /// Parses and validates a recipe file. Relative paths in it are resolved against the
     /// project root (the current directory), as the shipped recipes are written.
     pub fn load(path: &Path) -> Result<Self> {
-        indolm_core::recipe::expect_kind(path, indolm_core::recipe::RecipeKind::Pretrain)?;
+        crate::registry::expect_kind(path, &super::TASK.kind)?;
         let mut recipe: PretrainRecipe = parse_toml(path)?;
-        recipe.kind = Some(indolm_core::recipe::RecipeKind::Pretrain);
+        recipe.kind = Some(super::TASK.kind.name.to_string());
         recipe.base_dir = PathBuf::from(".");
         recipe.path = path.to_path_buf();
         recipe.validate(path)?;

@@ -7,10 +7,10 @@ use super::corpus::{open_mixture, open_prepared_mixture, PinnedCorpus};
 use super::heldout::Heldout;
 use super::masking::{MaskedBatch, Masker};
 use super::recipe::PretrainRecipe;
+use super::salt;
 use indolm_core::logger::Logger;
 use indolm_core::outln;
 use indolm_core::run::{ResumePoint, Run, RunLayout, TrainerState};
-use indolm_core::seeds::salt;
 use indolm_torch::data::mixture::{Cursor, Mixture};
 use indolm_torch::data::tokenizer::TextTokenizer;
 use indolm_torch::device::{staged, upload};
@@ -32,15 +32,15 @@ use tch::nn::VarStore;
 use tch::{Device, Tensor};
 
 /// Pretrains `recipe` (read from `recipe_path`) on `opts.device`, data parallel when `group` is
-/// given (every rank calls this); `hooks` run at checkpoints. Returns how the run ended and the
-/// task (with its held-out losses).
+/// given (every rank calls this); the recipe's evaluations ([`super::hooks::checkpoint_hooks`])
+/// run at checkpoints. Returns how the run ended and the task (with its held-out losses).
 pub fn pretrain(
     recipe_path: &Path,
     recipe: PretrainRecipe,
     opts: &TrainOptions,
-    hooks: Vec<Box<dyn CheckpointHook>>,
     group: Option<ProcessGroup>,
 ) -> Result<(EngineSummary, MaskedLm)> {
+    let hooks = super::hooks::checkpoint_hooks(&recipe, opts.device)?;
     let mut parallel = group.map(DataParallel::new).transpose()?;
     let leader = parallel.as_ref().is_none_or(|p| p.rank() == 0);
     let options = indolm_core::run::RunOptions {

@@ -31,7 +31,7 @@ pub struct SentimentRecipe {
     /// `kind = "sentiment"`: the recipe's kind ([`indolm_core::recipe::kind`]); set by `load`
     /// when the file names none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub kind: Option<indolm_core::recipe::RecipeKind>,
+    pub kind: Option<String>,
     /// The run's name: its folder under `output_dir` and under `[logging] tensorboard`.
     pub name: String,
     /// The seed every shuffle and libtorch reseed of the run derives from.
@@ -124,9 +124,9 @@ impl SentimentRecipe {
     /// Reads a recipe and checks it: the shared sections, `max_epochs` (not `max_steps`), the
     /// grid's values and the run's name.
     pub fn load(path: &Path) -> Result<Self> {
-        indolm_core::recipe::expect_kind(path, indolm_core::recipe::RecipeKind::Sentiment)?;
+        crate::registry::expect_kind(path, &super::TASK.kind)?;
         let mut recipe: SentimentRecipe = indolm_core::recipe::parse_toml(path)?;
-        recipe.kind = Some(indolm_core::recipe::RecipeKind::Sentiment);
+        recipe.kind = Some(super::TASK.kind.name.to_string());
         recipe.path = path.to_path_buf();
         recipe.validate()?;
         Ok(recipe)

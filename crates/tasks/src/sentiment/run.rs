@@ -8,6 +8,7 @@
 //! once its set is tested, not its best weights either: only the set's selected model stays.
 use super::data::{concat, load_split, score, Example, Scores, LABELS};
 use super::recipe::{SentimentRecipe, Setting};
+use super::salt;
 use super::task::{Hyper, SentimentTask};
 use crate::classifier::SequenceClassifier;
 use indolm_core::files::{write_atomic, write_json};
@@ -15,7 +16,6 @@ use indolm_core::outln;
 use indolm_core::recipe::Fingerprint;
 use indolm_core::run::units::{BaseModel, Rerun, UnitRun};
 use indolm_core::run::{Run, RunLayout, RunOptions};
-use indolm_core::seeds::salt;
 use indolm_torch::device::seed_torch;
 use indolm_torch::distributed::ProcessGroup;
 use indolm_torch::error::{Error, IoContext, Result};

@@ -3,9 +3,10 @@
 //! shuffled anew every epoch (on the loader's thread), cross-entropy over the examples, and
 //! validation macro-F1 after every epoch as the score the best weights are kept by.
 use super::data::{score, Example, LABELS};
+use super::salt;
 use crate::classifier::SequenceClassifier;
 use indolm_core::logger::Logger;
-use indolm_core::seeds::{salt, stream_rng};
+use indolm_core::seeds::stream_rng;
 use indolm_torch::device::{staged, upload};
 use indolm_torch::error::Result;
 use indolm_torch::model::bert::Packing;

@@ -6,8 +6,10 @@
 //! summaries (`inference`), a split read and oracle-labelled once and cached (`prepared`), its
 //! token ids for one model encoded once and cached (`encoded`), and their training (`train`).
 //! Given a BERTScore scorer, every row also carries BERTScore P/R/F1 (`<q>` read as a space).
+//! The command (`indolm finetune summarize`) is [`command`]; [`TASK`] declares the task.
 pub mod abs;
 pub mod beam;
+pub mod command;
 pub mod data;
 pub mod encoded;
 pub mod ext;
@@ -20,10 +22,47 @@ pub mod train;
 pub mod transformer;
 
 use data::Article;
+use indolm_core::recipe::{OldRecipes, RecipeKind};
 use indolm_eval::bertscore::Scorer as BertScorer;
 use indolm_metrics::rouge::{evaluate_official, summary_line, Report, SENTENCE_SEPARATOR};
 use indolm_metrics::stats::Interval;
 use indolm_torch::error::Result;
+
+/// The salts of summarization fine-tuning's random purposes (see [`indolm_core::seeds`]).
+pub mod salt {
+    /// libtorch's generator when a summarizer's new layers are initialised.
+    pub const SUMMARIZATION_INIT: u64 = 10;
+    /// The order of summarization training articles (stream: the step a new pass starts at).
+    pub const SUMMARIZATION_SHUFFLE: u64 = 11;
+    /// libtorch's generator before each summarization step (dropout), see
+    /// [`indolm_core::seeds::per_step`].
+    pub const SUMMARIZATION_TORCH: u64 = 12;
+}
+
+/// A recipe without `kind` is a summarization recipe when it has a top-level `task`.
+fn is_old_summarization_recipe(table: &toml::Table) -> bool {
+    table.contains_key("task")
+}
+
+/// Liputan6 summarization fine-tuning as the registry knows it: `kind = "summarize"`, run by
+/// `indolm finetune summarize`.
+pub const TASK: crate::registry::TaskDeclaration = crate::registry::TaskDeclaration {
+    kind: RecipeKind {
+        name: "summarize",
+        command: "indolm finetune summarize",
+        old_recipes: OldRecipes::When(is_old_summarization_recipe),
+    },
+    about: "Liputan6 summarization (task = \"ext\": BertExt, \"abs\": BertAbs, \"extabs\": BertExtAbs)",
+    salts: &[
+        crate::registry::Salt { name: "SUMMARIZATION_INIT", value: salt::SUMMARIZATION_INIT },
+        crate::registry::Salt { name: "SUMMARIZATION_SHUFFLE", value: salt::SUMMARIZATION_SHUFFLE },
+        crate::registry::Salt { name: "SUMMARIZATION_TORCH", value: salt::SUMMARIZATION_TORCH },
+    ],
+    arguments: <command::SummarizeArgs as clap::Args>::augment_args,
+    run: command::run_command,
+    check_recipe: command::check_recipe,
+    parse_recipe: |path| indolm_core::recipe::parse_toml::<recipe::SummarizeRecipe>(path).map(|_| ()),
+};
 
 /// Prediction and reference summary lines, aligned ([`summary_line`]: sentences separated by `<q>`).
 pub type SummaryPairs = Vec<(String, String)>;

@@ -31,7 +31,7 @@ pub struct SummarizeRecipe {
     /// `kind = "summarize"`: the recipe's kind ([`indolm_core::recipe::kind`]); set by `load`
     /// when the file names none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub kind: Option<indolm_core::recipe::RecipeKind>,
+    pub kind: Option<String>,
     /// The run's name: its folder under `output_dir` and under `[logging] tensorboard`.
     pub name: String,
     /// The seed every random draw of the run derives from.
@@ -182,9 +182,9 @@ impl SummarizeRecipe {
     /// and BertAbs's sizes. The split folders and the BERTScore model are checked by
     /// `finetune summarize` before it trains ([`Self::check_dev_folders`], [`Self::bertscore_scorer`]).
     pub fn load(path: &Path) -> Result<Self> {
-        indolm_core::recipe::expect_kind(path, indolm_core::recipe::RecipeKind::Summarize)?;
+        crate::registry::expect_kind(path, &super::TASK.kind)?;
         let mut recipe: SummarizeRecipe = indolm_core::recipe::parse_toml(path)?;
-        recipe.kind = Some(indolm_core::recipe::RecipeKind::Summarize);
+        recipe.kind = Some(super::TASK.kind.name.to_string());
         recipe.path = path.to_path_buf();
         recipe.validate()?;
         Ok(recipe)
