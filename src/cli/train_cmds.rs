@@ -66,7 +66,7 @@ impl<const FINETUNE: bool> FromArgMatches for TaskCommand<FINETUNE> {
 impl<const FINETUNE: bool> Subcommand for TaskCommand<FINETUNE> {
     fn augment_subcommands(command: clap::Command) -> clap::Command {
         tasks_under(Self::parent())
-            .fold(command, |command, task| command.subcommand(super::RunArgs::augment_args(task.clap_command())))
+            .fold(command, |command, task| command.subcommand(task.clap_command(super::RunArgs::augment_args)))
     }
 
     fn augment_subcommands_for_update(command: clap::Command) -> clap::Command {

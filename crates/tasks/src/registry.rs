@@ -62,11 +62,12 @@ impl TaskDeclaration {
         self.kind.command.split_whitespace().skip(1).collect()
     }
 
-    /// The clap command of the task (its name, description and own arguments), to sit under
-    /// `parent`'s command.
-    pub fn clap_command(&self) -> clap::Command {
+    /// The clap command of the task: its name, its own arguments, then those `shared` adds (the
+    /// flags every training command has), and its description (set last: a flattened
+    /// `clap::Args` sets its own).
+    pub fn clap_command(&self, shared: impl FnOnce(clap::Command) -> clap::Command) -> clap::Command {
         let name = *self.command_path().last().expect("a task's command names a subcommand");
-        (self.arguments)(clap::Command::new(name)).about(self.about).long_about(None)
+        shared((self.arguments)(clap::Command::new(name))).about(self.about).long_about(None)
     }
 
     /// The task's own arguments from the matches of its command.

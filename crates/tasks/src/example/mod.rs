@@ -145,7 +145,7 @@ mod tests {
         assert!(err.contains("draws") && err.contains("expected at least 1, found 0"), "{err}");
         // The command: under `finetune`, with its own argument, parsed and run by the registry.
         let task = crate::registry::task_under(&["finetune"], "example").expect("registered under finetune");
-        let finetune = clap::Command::new("finetune").subcommand(task.clap_command());
+        let finetune = clap::Command::new("finetune").subcommand(task.clap_command(|c| c));
         let path = recipe(dir.path(), "kind = \"example\"\nname = \"ex\"\ndraws = 2\n");
         let matches =
             finetune.try_get_matches_from(["finetune", "example", path.to_str().unwrap(), "--draws", "3"]).unwrap();
