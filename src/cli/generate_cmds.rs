@@ -7,16 +7,10 @@ use super::backend_args::{BackendArgs, Chosen};
 use clap::Args;
 use indolm_core::outln;
 use indolm_core::outputs::Output;
-use indolm_eval::generate::backend::{ChatBackend, ChatSettings, Reply};
-use indolm_eval::generate::chat::{ChatTemplate, Messages, TemplateKwargs};
-use indolm_eval::generate::config::{DEFAULT_MAX_NEW_TOKENS, DEFAULT_TEMPERATURE, DEFAULT_TOP_K, DEFAULT_TOP_P};
-use indolm_eval::generate::prompts::{
-    chat_records, read_chat_prompts, read_prompts, records, render_chat, tokenize, tokenize_chat, ChatInput, ChatLine,
-    PromptLine,
-};
-use indolm_eval::generate::{generate, GenerationDefaults, Sampling, Settings, StopReason};
+use indolm_eval::generate::backend::ChatSettings;
+use indolm_eval::generate::chat::TemplateKwargs;
+use indolm_eval::generate::run::{Asked, FileRequest};
 use indolm_torch::error::{Error, Result};
-use indolm_torch::model::decoder::{load_causal_lm, CausalLm};
 use std::path::{Path, PathBuf};
 use tch::Device;
 
@@ -75,14 +69,6 @@ pub struct GenerateArgs {
     pub template_kwargs: Vec<String>,
 }
 
-/// The prompts read, plain or for chat (with their rendered text).
-enum Prompts {
-    /// Prompts tokenized as they are.
-    Plain(Vec<PromptLine>),
-    /// Chat prompts and the text the chat template made of each.
-    Chat(Vec<ChatLine>, Vec<String>),
-}
-
 /// Refuses flag values that cannot be used, naming the flag; `api`: for a served model.
 fn check_flags(args: &GenerateArgs, api: bool) -> Result<()> {
     if args.max_new_tokens == Some(0) {
@@ -132,57 +118,29 @@ fn template_kwargs(args: &GenerateArgs) -> Result<TemplateKwargs> {
     Ok(kwargs)
 }
 
-/// The prompt file read; with `--chat`, each prompt rendered with the chat template of the model
-/// folder's tokenizer (before the model is loaded, so that a template's refusal comes first).
-fn read(args: &GenerateArgs, model: &Path, kwargs: &TemplateKwargs) -> Result<Prompts> {
-    if !args.chat {
-        return Ok(Prompts::Plain(read_prompts(&args.prompts)?));
-    }
-    let lines = read_chat_prompts(&args.prompts)?;
-    let template = ChatTemplate::for_model(model)?;
-    let rendered = render_chat(&template, &args.prompts, &lines, args.system.as_deref(), kwargs)?;
-    eprintln!("note: each prompt rendered with the chat template of {}", template.source().display());
-    Ok(Prompts::Chat(lines, rendered))
-}
-
-/// The settings from the flags, else `defaults` (the model's), else transformers' defaults.
-fn settings(args: &GenerateArgs, defaults: &GenerationDefaults, lm: &CausalLm) -> Settings {
-    let asked = args.top_k.is_some() || args.top_p.is_some() || args.temperature.is_some_and(|t| t > 0.0);
-    let greedy = args.temperature == Some(0.0) || !(asked || defaults.do_sample);
-    let sampling = (!greedy).then(|| Sampling {
-        temperature: args.temperature.or(defaults.temperature).unwrap_or(DEFAULT_TEMPERATURE),
-        top_k: args.top_k.or(defaults.top_k).unwrap_or(DEFAULT_TOP_K),
-        top_p: args.top_p.or(defaults.top_p).unwrap_or(DEFAULT_TOP_P),
-        seed: args.seed.unwrap_or(indolm_core::seeds::DEFAULT_SEED),
-    });
-    let pad = defaults.pad.or(defaults.eos.first().copied()).filter(|p| (0..lm.config.vocab_size).contains(p));
-    Settings {
-        max_new_tokens: args.max_new_tokens.or(defaults.max_new_tokens).unwrap_or(DEFAULT_MAX_NEW_TOKENS),
-        sampling,
-        eos: defaults.eos.clone(),
-        stop_strings: if args.stop.is_empty() { defaults.stop_strings.clone() } else { args.stop.clone() },
-        pad: pad.unwrap_or(0),
-        token_budget: indolm_torch::data::batching::token_budget(lm.device),
-        batch_size: args.batch_size.unwrap_or(usize::MAX),
+/// What the flags ask: the files, the chat rendering and the generation settings.
+fn request(args: &GenerateArgs, template_kwargs: TemplateKwargs) -> FileRequest {
+    FileRequest {
+        prompts: args.prompts.clone(),
+        out: args.out.clone(),
+        chat: args.chat,
+        system: args.system.clone(),
+        template_kwargs,
+        asked: Asked {
+            max_new_tokens: args.max_new_tokens,
+            temperature: args.temperature,
+            top_p: args.top_p,
+            top_k: args.top_k,
+            seed: args.seed,
+            stop: args.stop.clone(),
+            batch_size: args.batch_size,
+        },
     }
 }
 
-/// A progress bar over `n` prompts on a terminal's stderr (hidden elsewhere); `eval bias-qa`'s too.
-pub(super) fn progress_bar(n: usize) -> indicatif::ProgressBar {
-    let bar = indicatif::ProgressBar::new(n as u64).with_style(
-        indicatif::ProgressStyle::default_bar()
-            .template("{bar:30} {pos}/{len} prompts [{elapsed_precise} < {eta_precise}]")
-            .expect("valid template"),
-    );
-    if !std::io::IsTerminal::is_terminal(&std::io::stderr()) || n < 2 {
-        bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());
-    }
-    bar
-}
-
-/// `generate`: with `--model`, reads the prompts (rendering them with the chat template for
-/// `--chat`), loads the model, generates and writes the records (to a temporary name, then
-/// renamed), with a summary on stdout; with `--api-base`, asks the served model ([`run_api`]).
+/// `generate`: with `--model`, the prompts completed by the model loaded here (rendered with its
+/// chat template for `--chat`); with `--api-base`, by the served model ([`run_api`]); the records
+/// written ([`indolm_eval::generate::run`]) and a summary on stdout.
 pub fn run(args: &GenerateArgs, device: Device) -> Result<()> {
     match args.backend.choose()? {
         Chosen::Local(model) => run_local(args, model, device),
@@ -195,103 +153,13 @@ fn run_local(args: &GenerateArgs, model: &Path, device: Device) -> Result<()> {
     check_flags(args, false)?;
     let kwargs = template_kwargs(args)?;
     super::check_outputs(&[Output::file("--out", &args.out)], &[model, args.prompts.as_path()])?;
-    let prompts = read(args, model, &kwargs)?;
-    let lm = load_causal_lm(model, device)?;
-    let base = lm.config.path.parent().unwrap_or(Path::new("."));
-    let defaults = GenerationDefaults::read(&[model, base], &lm.config.path)?;
-    for note in &defaults.not_applied {
-        eprintln!("note: {note}");
-    }
-    let settings = settings(args, &defaults, &lm);
-    if settings.sampling.is_none() && args.seed.is_some() {
-        eprintln!("note: --seed is not used: decoding is greedy (sampling needs --temperature, --top-p or --top-k)");
-    }
-    if settings.eos.is_empty() {
-        eprintln!("note: the model names no eos_token_id: completions end at a stop string or --max-new-tokens");
-    }
-    let ids = match &prompts {
-        Prompts::Plain(lines) => tokenize(&lm, &args.prompts, lines, settings.max_new_tokens)?,
-        Prompts::Chat(lines, rendered) => tokenize_chat(&lm, &args.prompts, lines, rendered, settings.max_new_tokens)?,
-    };
-    let bar = progress_bar(ids.len());
-    let started = std::time::Instant::now();
-    let completions = generate(&lm, &ids, &settings, &mut |n| bar.inc(n as u64))?;
-    let seconds = started.elapsed().as_secs_f64();
-    bar.finish_and_clear();
-    let written = match &prompts {
-        Prompts::Plain(lines) => records(lines, &completions)?,
-        Prompts::Chat(lines, rendered) => chat_records(lines, rendered, &completions)?,
-    };
-    indolm_core::files::write_atomic(&args.out, written.as_bytes())?;
-    let count = |reason: StopReason| completions.iter().filter(|c| c.stop == reason).count();
-    let tokens: usize = completions.iter().map(|c| c.tokens()).sum();
-    let how = match &settings.sampling {
-        None => "greedy".to_string(),
-        Some(s) => {
-            format!("sampled: temperature {}, top_k {}, top_p {}, seed {}", s.temperature, s.top_k, s.top_p, s.seed)
-        }
-    };
-    outln!(
-        "{} completions ({how}; {} eos, {} length, {} stop_string), {tokens} new tokens generated in {seconds:.2} s \
-         ({:.1} tokens/s) -> {}",
-        completions.len(),
-        count(StopReason::Eos),
-        count(StopReason::Length),
-        count(StopReason::StopString),
-        tokens as f64 / seconds.max(1e-9),
-        args.out.display()
-    );
+    let summary = indolm_eval::generate::run::run_local(&request(args, kwargs), model, device)?;
+    outln!("{summary}");
     Ok(())
 }
 
-/// One record of a served model's reply: the line's prompt or messages, the reply's text, its
-/// tokens (the server's `usage.completion_tokens`, null when it gives none) and why it ended.
-#[derive(serde::Serialize)]
-struct ApiRecord<'a> {
-    /// The prompt's id.
-    id: &'a serde_json::Value,
-    /// The line's prompt, when it gave one.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    prompt: Option<&'a str>,
-    /// The line's messages, when it gave them (as given: without `--system`'s).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    messages: Option<&'a Messages>,
-    /// The reply's text.
-    completion: &'a str,
-    /// Its tokens, as the server counts them.
-    tokens: Option<usize>,
-    /// `eos`, `length`, `stop_string`, or the server's own `finish_reason`.
-    stop_reason: &'a str,
-}
-
-/// The records of `replies` to the prompt lines `lines` as JSON Lines, in order.
-fn api_records(lines: &[ChatLine], replies: &[Reply]) -> Result<String> {
-    let mut out = String::new();
-    for (line, reply) in lines.iter().zip(replies) {
-        let (prompt, messages) = match &line.input {
-            ChatInput::Prompt(prompt) => (Some(prompt.as_str()), None),
-            ChatInput::Messages(messages) => (None, Some(messages)),
-        };
-        let record = ApiRecord {
-            id: &line.id,
-            prompt,
-            messages,
-            completion: &reply.text,
-            tokens: reply.tokens,
-            stop_reason: &reply.stop,
-        };
-        let text = serde_json::to_string(&record)
-            .map_err(|e| Error::data("completion records", format!("line {}: {e}", line.line)))?;
-        out.push_str(&text);
-        out.push('\n');
-    }
-    Ok(out)
-}
-
-/// `generate --api-base URL --api-model NAME`: each prompt line sent as a conversation (a `prompt`
-/// as one user message, `messages` as given, after `--system`'s), greedy unless `--temperature`,
-/// through the response cache (default beside `--out`); the records written as for a local model,
-/// with the server's token counts and finish reasons.
+/// `generate --api-base URL --api-model NAME`: each prompt line sent as a conversation, greedy
+/// unless `--temperature`, through the response cache (default beside `--out`).
 fn run_api(args: &GenerateArgs, base: &str) -> Result<()> {
     check_flags(args, true)?;
     let kwargs = template_kwargs(args)?;
@@ -301,53 +169,10 @@ fn run_api(args: &GenerateArgs, base: &str) -> Result<()> {
         .chain(cache.as_deref().map(|c| Output::file("--api-cache", c)))
         .collect();
     super::check_outputs(&outputs, &[args.prompts.as_path()])?;
-    let lines = read_chat_prompts(&args.prompts)?;
-    let conversations = lines
-        .iter()
-        .map(|l| {
-            l.conversation(args.system.as_deref())
-                .map_err(|message| Error::invalid(&args.prompts, format!("line {}: {message}", l.line)))
-        })
-        .collect::<Result<Vec<Messages>>>()?;
-    let settings = ChatSettings {
-        max_new_tokens: args.max_new_tokens.unwrap_or(DEFAULT_MAX_NEW_TOKENS),
-        temperature: args.temperature.unwrap_or(0.0),
-        seed: args.seed.unwrap_or(indolm_core::seeds::DEFAULT_SEED),
-        top_p: args.top_p,
-        stop_strings: args.stop.clone(),
-        template_kwargs: kwargs,
+    let open = |settings: &ChatSettings| {
+        args.backend.open_api(base, settings, Some(args.out.as_path()), chat_template_kwargs.clone())
     };
-    let mut backend = args.backend.open_api(base, &settings, Some(args.out.as_path()), chat_template_kwargs)?;
-    eprintln!(
-        "note: each prompt sent as a conversation to {} (the server applies its chat template)",
-        backend.describe()
-    );
-    let bar = progress_bar(conversations.len());
-    let started = std::time::Instant::now();
-    let replies = backend.chat(&conversations, &mut |n| bar.inc(n as u64))?;
-    let seconds = started.elapsed().as_secs_f64();
-    bar.finish_and_clear();
-    indolm_core::files::write_atomic(&args.out, api_records(&lines, &replies)?.as_bytes())?;
-    let count = |reason: &str| replies.iter().filter(|r| r.stop == reason).count();
-    let other = replies.len() - count("eos") - count("length") - count("stop_string");
-    let tokens: usize = replies.iter().filter_map(|r| r.tokens).sum();
-    let how = if settings.temperature > 0.0 {
-        format!("temperature {}, seed {}", settings.temperature, settings.seed)
-    } else {
-        "greedy".to_string()
-    };
-    let stats = backend.stats();
-    outln!(
-        "{} completions ({how}; {} eos, {} length, {} stop_string, {other} other), {tokens} new tokens (the server's \
-         count); {} from the cache, {} requested, {} retries, in {seconds:.2} s -> {}",
-        replies.len(),
-        count("eos"),
-        count("length"),
-        count("stop_string"),
-        stats.cached,
-        stats.requested,
-        stats.retries,
-        args.out.display()
-    );
+    let summary = indolm_eval::generate::run::run_served(&request(args, kwargs), &open)?;
+    outln!("{summary}");
     Ok(())
 }

@@ -6,14 +6,18 @@
 //! folder of four CSV files; [`prompts`] builds the prompts with stable ids; [`answers`] keeps the
 //! answers (generated and appended as they come, resumable, or read from a file); [`parse`] is the
 //! label rule; [`sandbox`] runs task 7's code isolated; [`score`] maps every answer; [`report`]
-//! aggregates. The guide is docs/bias-qa.md.
+//! aggregates; [`run`] is one run end to end (`indolm eval bias-qa`). The guide is
+//! docs/bias-qa.md.
 pub mod answers;
 pub mod inputs;
 pub mod parse;
 pub mod prompts;
 pub mod report;
+pub mod run;
 pub mod sandbox;
 pub mod score;
+
+pub use run::{run, BackendOpener, CodeRun, RunSettings, Summary};
 
 use indolm_torch::error::{Error, IoContext, Result};
 use std::path::Path;

@@ -7,13 +7,15 @@
 //! (`stopping`); a completion's text is what it adds after its prompt's (`text`). The model's
 //! defaults come from its `generation_config.json` and `config.json` (`config`); prompt files and
 //! completion records are JSON Lines (`prompts`); a chat prompt is rendered with the model's chat
-//! template as transformers' `apply_chat_template` renders it, then tokenized (`chat`).
+//! template as transformers' `apply_chat_template` renders it, then tokenized (`chat`); [`run`]
+//! completes a file of prompts end to end (`indolm generate`), with a local or a served model.
 pub mod backend;
 pub mod batching;
 pub mod chat;
 pub mod config;
 pub mod decoding;
 pub mod prompts;
+pub mod run;
 pub mod sampling;
 pub mod stopping;
 pub mod text;
@@ -115,4 +117,18 @@ pub fn generate(
         progress(batch.len());
     }
     Ok(out.into_iter().flatten().collect())
+}
+
+/// A progress bar over `n` prompts on a terminal's stderr (hidden elsewhere, and for fewer than
+/// two prompts): `generate`'s and IndoBias-QA's.
+pub fn progress_bar(n: usize) -> indicatif::ProgressBar {
+    let bar = indicatif::ProgressBar::new(n as u64).with_style(
+        indicatif::ProgressStyle::default_bar()
+            .template("{bar:30} {pos}/{len} prompts [{elapsed_precise} < {eta_precise}]")
+            .expect("valid template"),
+    );
+    if !std::io::IsTerminal::is_terminal(&std::io::stderr()) || n < 2 {
+        bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());
+    }
+    bar
 }
