@@ -23,7 +23,7 @@ pub fn check(megabytes: usize, timeout: Duration, device: Device, backend: DistB
         )
     })?;
     let started = Instant::now();
-    let (device, mut group) = super::join(&launch, device, backend, timeout)?;
+    let (device, mut group) = indolm_torch::distributed::join(&launch, device, backend.into(), timeout)?;
     let backend = if device.is_cuda() && backend != DistBackend::Gloo { "NCCL" } else { "Gloo" };
     let joined = started.elapsed();
     let (rank, world) = (launch.rank, launch.world_size);

@@ -125,6 +125,16 @@ pub enum DistBackend {
     Gloo,
 }
 
+impl From<DistBackend> for indolm_torch::distributed::Backend {
+    fn from(backend: DistBackend) -> Self {
+        match backend {
+            DistBackend::Auto => indolm_torch::distributed::Backend::Auto,
+            DistBackend::Nccl => indolm_torch::distributed::Backend::Nccl,
+            DistBackend::Gloo => indolm_torch::distributed::Backend::Gloo,
+        }
+    }
+}
+
 impl RunArgs {
     /// The engine's options on `device`.
     pub fn options(&self, device: tch::Device) -> Result<TrainOptions> {
@@ -168,66 +178,21 @@ pub fn check_outputs(outputs: &[indolm_core::outputs::Output], inputs: &[&std::p
     indolm_core::outputs::check_outputs(outputs, inputs, indolm_core::run::ownership::written_by_indolm)
 }
 
-/// Joins the data-parallel group when torchrun or srun launched this process (each process then
-/// takes the GPU of its local rank on CUDA, with NCCL; Gloo on the CPU; see [`join`]), after
-/// asking for deterministic algorithms when `deterministic` (before NCCL's group is made, which
-/// reads the switch), its waits for rank 0 limited by `--rank0-wait-timeout`. Returns the device
-/// to train on and the group.
+/// Joins the data-parallel group when torchrun or srun launched this process, as the flags ask
+/// ([`indolm_torch::distributed::join_if_launched`]), after asking for deterministic algorithms
+/// when `deterministic`. Returns the device to train on and the group.
 pub fn launch(
     device: tch::Device,
     dist: DistSettings,
     deterministic: bool,
 ) -> Result<(tch::Device, Option<indolm_torch::distributed::ProcessGroup>)> {
-    if deterministic {
-        // Read by cuBLAS when its first handle is made: without it, deterministic algorithms
-        // refuse cuBLAS's matrix products on CUDA.
-        if std::env::var_os("CUBLAS_WORKSPACE_CONFIG").is_none() {
-            std::env::set_var("CUBLAS_WORKSPACE_CONFIG", ":4096:8");
-        }
-        indolm_torch::device::kernels::set_deterministic(true)?;
-    }
-    let Some(launch) = indolm_torch::distributed::Launch::from_env()? else { return Ok((device, None)) };
-    let timeout = std::time::Duration::from_secs(dist.collective);
-    let (device, mut group) = join(&launch, device, dist.dist_backend, timeout)?;
-    group.set_rank0_wait_timeout(std::time::Duration::from_secs(dist.rank0_wait_timeout));
-    Ok((device, Some(group)))
-}
-
-/// Joins the process group of `launch` for `device`'s kind: on CUDA, NCCL with each rank on the
-/// GPU of its local rank, or with `backend` Gloo each rank on the GPU of its local rank modulo
-/// the GPUs present (ranks may share one); on the CPU, Gloo. `timeout` bounds the join and each
-/// collective. Returns the rank's device and its group.
-pub fn join(
-    launch: &indolm_torch::distributed::Launch,
-    device: tch::Device,
-    backend: DistBackend,
-    timeout: std::time::Duration,
-) -> Result<(tch::Device, indolm_torch::distributed::ProcessGroup)> {
-    use indolm_torch::distributed::ProcessGroup;
-    let on_cuda = |index: usize| indolm_torch::device::parse_device(&format!("cuda:{index}"));
-    match (device, backend) {
-        (tch::Device::Cuda(_), DistBackend::Gloo) => {
-            let visible = if tch::Cuda::is_available() { tch::Cuda::device_count().max(1) as usize } else { 1 };
-            let device = on_cuda(launch.local_rank % visible)?;
-            Ok((device, ProcessGroup::gloo_on(launch, device, timeout)?))
-        }
-        (tch::Device::Cuda(_), _) => {
-            let local = launch.local_rank;
-            let device = on_cuda(local).map_err(|e| {
-                indolm_torch::error::Error::argument(
-                    "backend nccl",
-                    format!("{e}; NCCL takes one GPU per rank (local rank {local} here): launch one rank per GPU, or share GPUs with the gloo backend (--dist-backend gloo, dist-check --backend gloo)"),
-                )
-            })?;
-            let tch::Device::Cuda(index) = device else { unreachable!("parse_device gave CUDA") };
-            Ok((device, ProcessGroup::nccl(launch, index, timeout)?))
-        }
-        (_, DistBackend::Nccl) => Err(indolm_torch::error::Error::argument(
-            "backend nccl",
-            "NCCL runs on CUDA devices (--device cuda); on the CPU the backend is gloo",
-        )),
-        _ => Ok((device, ProcessGroup::gloo(launch, timeout)?)),
-    }
+    let settings = indolm_torch::distributed::JoinSettings {
+        backend: dist.dist_backend.into(),
+        collective_timeout: std::time::Duration::from_secs(dist.collective),
+        rank0_wait_timeout: std::time::Duration::from_secs(dist.rank0_wait_timeout),
+        deterministic,
+    };
+    indolm_torch::distributed::join_if_launched(device, settings)
 }
 
 #[derive(Parser, Debug)]
