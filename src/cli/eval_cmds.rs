@@ -2,13 +2,13 @@
 //! model, causal LMs included, or every checkpoint of a run), ROUGE, BERTScore, the Liputan6
 //! extractive baselines and IndoMMLU.
 use clap::{Args, Subcommand};
-use indolm_core::files::{read_to_string, write_json};
+use indolm_core::files::write_json;
 use indolm_core::outputs::Output;
 use indolm_core::{out, outln};
 use indolm_eval::bias::models::{evaluate_model, evaluate_run, BiasRequest};
 use indolm_eval::bias::records::{metric_dir, RECORDS_FILE, REPORT_FILE};
 use indolm_eval::bias::{Bootstrap, Evaluation};
-use indolm_eval::pairs::{load_crows, load_indobias, PairSet};
+use indolm_eval::pairs::load_pairs;
 use indolm_eval::scorer::LoadedLm;
 use indolm_eval::sentences::{score_lines, CausalLines, LineMetric, ScoredLines};
 use indolm_eval::BiasMetric;
@@ -283,14 +283,6 @@ fn print_scores(
     Ok(())
 }
 
-/// IndoBias layout, or CrowS-Pairs when the path is a CSV with `sent_more`.
-fn load_pairs(path: &Path) -> Result<(PairSet, BiasMetric)> {
-    if path.is_file() && read_to_string(path)?.lines().next().is_some_and(|h| h.contains("sent_more")) {
-        return Ok((load_crows(path)?, BiasMetric::Crows));
-    }
-    Ok((load_indobias(path)?, BiasMetric::Pppl))
-}
-
 /// `eval bias`: the win-rate tables of one model (Markdown; `bias.json` and `bias_pairs.csv` on
 /// request), or `bias.json`, `bias_pairs.csv` and TensorBoard curves for every checkpoint of a run.
 fn bias(args: &BiasArgs, device: Device) -> Result<()> {
@@ -304,7 +296,7 @@ fn bias(args: &BiasArgs, device: Device) -> Result<()> {
     .flatten()
     .collect();
     super::check_outputs(&outputs, &inputs)?;
-    let (pairs, default_metric) = load_pairs(&args.pairs)?;
+    let (pairs, format) = load_pairs(&args.pairs)?;
     pairs.check_languages(&args.languages).map_err(|why| Error::argument("--languages", why))?;
     let mut metrics: Vec<BiasMetric> = Vec::new();
     for &m in &args.metric {
@@ -313,7 +305,7 @@ fn bias(args: &BiasArgs, device: Device) -> Result<()> {
         }
     }
     if metrics.is_empty() {
-        metrics.push(default_metric);
+        metrics.push(format.default_metric());
     }
     if args.resamples == 0 {
         return Err(Error::argument("--resamples", "must be > 0"));
@@ -369,7 +361,6 @@ fn bias(args: &BiasArgs, device: Device) -> Result<()> {
     Ok(())
 }
 
-/// `eval indommlu`: accuracy per subject, level and area, with the random baseline.
 /// What `eval indommlu` was asked.
 struct IndommluArgs<'a> {
     model: &'a Path,
@@ -380,15 +371,13 @@ struct IndommluArgs<'a> {
     overwrite: bool,
 }
 
-/// `eval indommlu`: a masked LM zero-shot, or a causal LM zero- or few-shot.
+/// `eval indommlu`: a masked LM zero-shot, or a causal LM zero- or few-shot
+/// ([`indolm_eval::indommlu::evaluate_model`]): the report on stdout, in --json, and with the
+/// records in --out.
 fn indommlu(args: IndommluArgs, json: Option<&Path>, out_dir: Option<&Path>, device: Device) -> Result<()> {
-    use indolm_eval::indommlu::{
-        evaluate, load_all, refuse_to_replace, write_evaluation, Evaluated, QuestionSet, Setting,
-    };
-    use indolm_eval::IndommluMode;
-    let all = args.questions == QuestionSet::All;
-    if all && args.shots > 0 {
-        return Err(indolm_torch::error::Error::argument(
+    use indolm_eval::indommlu::{evaluate_model, refuse_to_replace, write_evaluation, ModelRequest, QuestionSet};
+    if args.questions == QuestionSet::All && args.shots > 0 {
+        return Err(Error::argument(
             "--questions",
             "`all` scores the is_for_fewshot rows too, which few-shot prompts show as demonstrations: only with --shots 0",
         ));
@@ -401,51 +390,15 @@ fn indommlu(args: IndommluArgs, json: Option<&Path>, out_dir: Option<&Path>, dev
     if let Some(dir) = out_dir {
         refuse_to_replace(dir, args.overwrite)?;
     }
-    let data = load_all(args.data)?;
-    let lm = LoadedLm::load(args.model, device)?;
-    let scorer = lm.scorer(device)?;
-    let causal = scorer.is_causal();
-    let mode = args.mode.unwrap_or(if causal { IndommluMode::Letter } else { IndommluMode::OptionPll });
-    let setting = Setting { mode, causal, shots: args.shots };
-    setting.check(&data, args.data)?;
-    for note in lm.notes() {
-        eprintln!("note: {note}");
-    }
-    let questions = data.scored(args.questions);
-    let Evaluated { mut report, records, short_of_demonstrations: short } =
-        evaluate(scorer.as_ref(), &questions, &data.examples, setting, None)?;
-    report.demonstrations_included = all;
-    report.encoder_decoder = matches!(lm, LoadedLm::Seq2Seq(_));
-    if let LoadedLm::Causal(causal) = &lm {
-        report.template = indolm_eval::indommlu::causal::PromptTemplate::of(causal);
-    }
-    if short > 0 {
-        eprintln!(
-            "note: {short} of {} questions had fewer than {} demonstrations of their subject and level",
-            questions.len(),
-            args.shots
-        );
-    }
-    if !data.examples.is_empty() && all {
-        eprintln!(
-            "note: every row scored, the {} marked is_for_fewshot included (the paper's zero-shot set): {} questions",
-            data.examples.len(),
-            questions.len()
-        );
-    } else if !data.examples.is_empty() {
-        eprintln!(
-            "note: {} rows marked is_for_fewshot are demonstrations, not scored; {} questions (--questions all scores them too, as the paper's zero-shot tables do)",
-            data.examples.len(),
-            questions.len()
-        );
-    }
-    out!("{}", report.markdown());
+    let request = ModelRequest { mode: args.mode, shots: args.shots, questions: args.questions };
+    let evaluated = evaluate_model(args.model, args.data, request, device)?;
+    out!("{}", evaluated.report.markdown());
     if let Some(out) = json {
-        write_json(out, &report)?;
+        write_json(out, &evaluated.report)?;
     }
     if let Some(dir) = out_dir {
         std::fs::create_dir_all(dir).with_path(dir)?;
-        write_evaluation(dir, &report, &records)?;
+        write_evaluation(dir, &evaluated.report, &evaluated.records)?;
         eprintln!(
             "wrote {} and {}",
             dir.join(indolm_eval::indommlu::REPORT_FILE).display(),
@@ -473,22 +426,7 @@ fn rouge(args: RougeArgs) -> Result<()> {
     let RougeArgs { pred, reference, options, json } = args;
     options.check()?;
     super::check_outputs(&json.map(|j| Output::file("--json", j)).into_iter().collect::<Vec<_>>(), &[pred, reference])?;
-    let (p, r) = (read_to_string(pred)?, read_to_string(reference)?);
-    let (p, r): (Vec<&str>, Vec<&str>) = (p.lines().collect(), r.lines().collect());
-    if p.len() != r.len() {
-        return Err(Error::invalid(
-            pred,
-            format!("{} predictions but {} references in {}", p.len(), r.len(), reference.display()),
-        ));
-    }
-    if p.iter().all(|l| l.trim().is_empty()) {
-        return Err(Error::invalid(pred, "no summary to score: the file is empty or blank (one summary a line)"));
-    }
-    let pairs: Vec<(String, String)> = p.iter().zip(&r).map(|(a, b)| (a.to_string(), b.to_string())).collect();
-    let report = indolm_metrics::rouge::evaluate_files(pred, reference, &pairs, &options)?;
-    if report.scored == 0 {
-        return Err(Error::invalid(reference, "no pair to score: every reference line is empty"));
-    }
+    let report = indolm_metrics::rouge::evaluate_paths(pred, reference, &options)?;
     if report.scored < report.pairs {
         eprintln!(
             "note: {} of {} pairs have an empty reference and are left out, as PreSumm leaves them out",
@@ -512,18 +450,7 @@ fn bertscore(args: &BertscoreArgs, device: Device) -> Result<()> {
         &args.json.as_deref().map(|j| Output::file("--json", j)).into_iter().collect::<Vec<_>>(),
         &inputs,
     )?;
-    let (p, r) = (read_to_string(&args.pred)?, read_to_string(&args.reference)?);
-    let pairs: Vec<(&str, &str)> = p.lines().zip(r.lines()).collect();
-    let (np, nr) = (p.lines().count(), r.lines().count());
-    if np != nr {
-        return Err(Error::invalid(
-            &args.pred,
-            format!("{np} predictions but {nr} references in {}", args.reference.display()),
-        ));
-    }
-    if pairs.iter().all(|(c, _)| c.trim().is_empty()) {
-        return Err(Error::invalid(&args.pred, "no summary to score: the file is empty or blank (one summary a line)"));
-    }
+    let pairs = indolm_metrics::summaries::read_aligned(&args.pred, &args.reference)?;
     let mut scorer = Scorer::new(&args.model, args.layer, device)?.with_idf(args.idf);
     if let Some(baseline) = &args.baseline {
         scorer = scorer.with_baseline(baseline)?;

@@ -1,5 +1,6 @@
 //! Bias pair sets: the IndoBias-Pairs release layout (`pair/`, one CSV or JSON Lines file per
-//! language, row-aligned) and the CrowS-Pairs CSV.
+//! language, row-aligned) and the CrowS-Pairs CSV, each read by its own loader, or either told
+//! apart by [`load_pairs`].
 //!
 //! Accepted column names (case-insensitive): protrope — `protrope`, `pro`, `prototypical`,
 //! `stereotype`; antitrope — `antitrope`, `anti`, `counter`, `antistereotype`,
@@ -7,6 +8,7 @@
 //! `sub_domain`, `bias_subdomain`, `subcategory`; language — `language`, `lang` (else the
 //! file name: `indonesian`/`id`/`ind`, `javanese`/`jv`/`jav`, `sundanese`/`su`/`sun`,
 //! `makassar`/`makassarese`/`mak`).
+use crate::settings::BiasMetric;
 use indolm_core::files::read_to_string;
 use indolm_torch::error::{Error, IoContext, Result};
 use std::collections::HashMap;
@@ -190,6 +192,35 @@ pub fn load_indobias(path: &Path) -> Result<PairSet> {
         }
     }
     Ok(PairSet { languages: by_language.into_iter().map(|(c, p, _)| (c, p)).collect() })
+}
+
+/// The layout of a pair set on disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PairFormat {
+    /// IndoBias-Pairs ([`load_indobias`]).
+    IndoBias,
+    /// The CrowS-Pairs CSV ([`load_crows`]).
+    CrowsPairs,
+}
+
+impl PairFormat {
+    /// The metric its pairs are decided by unless another is asked: PPPL for IndoBias (as the
+    /// paper), CrowS-Pairs' own metric for CrowS-Pairs.
+    pub fn default_metric(self) -> BiasMetric {
+        match self {
+            PairFormat::IndoBias => BiasMetric::Pppl,
+            PairFormat::CrowsPairs => BiasMetric::Crows,
+        }
+    }
+}
+
+/// The pairs at `path` in either layout: CrowS-Pairs when it is a file whose header names
+/// `sent_more`, else IndoBias (a `pair/` folder, its parent, or a file); with the layout found.
+pub fn load_pairs(path: &Path) -> Result<(PairSet, PairFormat)> {
+    if path.is_file() && read_to_string(path)?.lines().next().is_some_and(|h| h.contains("sent_more")) {
+        return Ok((load_crows(path)?, PairFormat::CrowsPairs));
+    }
+    Ok((load_indobias(path)?, PairFormat::IndoBias))
 }
 
 /// CrowS-Pairs (`sent_more`, `sent_less`, `stereo_antistereo`, `bias_type`): `pro` is the

@@ -9,7 +9,8 @@
 //! - `rouge-score`: Google's `rouge-score` package without stemming (`rouge_score`), with
 //!   intervals from the same resampling.
 //!
-//! [`evaluate`] scores aligned (prediction, reference) lines into a [`Report`]: each document's
+//! [`evaluate`] scores aligned (prediction, reference) lines ([`evaluate_paths`]: those of two
+//! files) into a [`Report`]: each document's
 //! figures, and for ROUGE-1, -2 and -L the recall, precision and F1 over the documents with their
 //! intervals.
 //!
@@ -290,6 +291,18 @@ pub fn evaluate_files(
     evaluate_with(pairs, options, check_cells).map_err(|e| {
         Error::invalid(predictions, format!("{e}; the reference is line {} of {}", e.line, references.display()))
     })
+}
+
+/// [`evaluate_files`] of the files `predictions` and `references` themselves: their lines read
+/// and checked as every summary metric checks them ([`crate::summaries::read_aligned`]), and
+/// refused when no pair is left to score (every reference empty).
+pub fn evaluate_paths(predictions: &Path, references: &Path, options: &RougeOptions) -> Result<Report> {
+    let pairs = crate::summaries::read_aligned(predictions, references)?;
+    let report = evaluate_files(predictions, references, &pairs, options)?;
+    if report.scored == 0 {
+        return Err(Error::invalid(references, "no pair to score: every reference line is empty"));
+    }
+    Ok(report)
 }
 
 /// Official ROUGE of aligned (prediction, reference) lines with the papers' options and the

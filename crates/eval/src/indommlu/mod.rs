@@ -7,9 +7,9 @@
 //! [`scoring`] choosing among them by the model ([`OptionScores`]); [`records`] keeps a record per
 //! question (`indommlu_questions.csv`); [`report`] aggregates them (`indommlu.json`: accuracy per
 //! subject, level and area, the random baseline, calibration); [`evaluation`] is one evaluation
-//! end to end and [`hook`] the `[eval.indommlu]` checkpoint hook. The layers import downwards
-//! only: questions ← prompts, setting, records; those ← masked, causal ← seq2seq ← scoring, and
-//! ← report; scoring, report ← evaluation ← hook.
+//! end to end (of a model folder: [`evaluate_model`]) and [`hook`] the `[eval.indommlu]`
+//! checkpoint hook. The layers import downwards only: questions ← prompts, setting, records;
+//! those ← masked, causal ← seq2seq ← scoring, and ← report; scoring, report ← evaluation ← hook.
 pub mod causal;
 pub mod evaluation;
 pub mod hook;
@@ -22,7 +22,7 @@ pub mod scoring;
 pub mod seq2seq;
 pub mod setting;
 
-pub use evaluation::{evaluate, refuse_to_replace, write_evaluation, Evaluated};
+pub use evaluation::{evaluate, evaluate_model, refuse_to_replace, write_evaluation, Evaluated, ModelRequest};
 pub use hook::IndommluHook;
 pub use questions::{area_of, load, load_all, IndommluData, Question, QuestionSet, AREAS};
 pub use records::{read_question_records, write_question_records, QuestionRecord, RECORDS_FILE};
