@@ -313,7 +313,7 @@ impl DirLock {
 
     /// Deletes the lock file, then releases the lock: for a folder that a refused command
     /// created and removed again.
-    pub fn release_and_remove(self) {
+    pub(crate) fn release_and_remove(self) {
         let _ = std::fs::remove_file(&self.path);
     }
 }

@@ -13,7 +13,7 @@ use serde_json::Value;
 use std::path::Path;
 
 /// The JSON in `path`, which must parse (its line and column named otherwise).
-pub fn read_value(path: &Path) -> Result<Value> {
+pub(crate) fn read_value(path: &Path) -> Result<Value> {
     let text = crate::files::read_to_string(path)?;
     serde_json::from_str(&text).map_err(|e| Error::json(path, &e))
 }

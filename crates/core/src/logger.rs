@@ -156,7 +156,7 @@ impl Logger {
     }
 
     /// A logger that shows and records nothing: every data-parallel rank but 0 has one.
-    pub fn quiet() -> Self {
+    pub(crate) fn quiet() -> Self {
         Logger { tb: None, bar: None, unit: "step", quiet: true, described: Default::default() }
     }
 

@@ -16,7 +16,7 @@ use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
 /// The system allocator, counting the bytes held by a thread that runs bounded work.
-pub struct CountingAllocator;
+pub(crate) struct CountingAllocator;
 
 #[global_allocator]
 static ALLOCATOR: CountingAllocator = CountingAllocator;

@@ -102,7 +102,7 @@ impl<'a> UnmaskedScorer<'a> {
     /// [`UnmaskedScorer::share`]: every rank plans the batches as one process does and scores its
     /// own; each sentence's sums come from one batch and are combined exactly, so the scores are
     /// bit for bit one process's. Alone when there is no share.
-    pub fn score_shared(&self, sentences: &[Vec<i64>]) -> Result<Vec<UnmaskedScores>> {
+    pub(crate) fn score_shared(&self, sentences: &[Vec<i64>]) -> Result<Vec<UnmaskedScores>> {
         let Some(share) = self.share else { return Ok(self.score(sentences)) };
         let mut values = vec![0.0; VALUES * sentences.len()];
         for items in self.batches(sentences) {

@@ -120,7 +120,7 @@ const KNOWN_MODELS: &[KnownModel] = &[
 /// bert-score's default layer for the model `config` describes, with the model's name; `None`
 /// when its configuration is none of the multilingual models bert-score knows
 /// (bert-base-multilingual-cased, xlm-roberta-base, xlm-roberta-large).
-pub fn default_layer(config: &BertConfig) -> Option<(&'static str, usize)> {
+pub(crate) fn default_layer(config: &BertConfig) -> Option<(&'static str, usize)> {
     KNOWN_MODELS
         .iter()
         .find(|m| {
@@ -186,7 +186,7 @@ impl Baseline {
     }
 
     /// `score` rescaled by these baselines.
-    pub fn rescale(&self, score: BertScore) -> BertScore {
+    pub(crate) fn rescale(&self, score: BertScore) -> BertScore {
         let [p, r, f] = self.values;
         BertScore {
             precision: (score.precision - p) / (1.0 - p),

@@ -103,7 +103,7 @@ impl<'a> PllScorer<'a> {
     }
 
     /// This scorer with its batches shared among the ranks of `share`.
-    pub fn shared(self, share: &'a dyn Share) -> Self {
+    pub(crate) fn shared(self, share: &'a dyn Share) -> Self {
         PllScorer { share: Some(share), ..self }
     }
 
@@ -162,7 +162,7 @@ impl<'a> PllScorer<'a> {
     /// every rank plans the batches as one process does, scores its own, and the rows' values
     /// are combined exactly, then summed per input in the plan's order, so the scores are bit for
     /// bit one process's. Alone when there is no share.
-    pub fn score_shared(&self, inputs: &[ScoringInput]) -> Result<Vec<SentenceScore>> {
+    pub(crate) fn score_shared(&self, inputs: &[ScoringInput]) -> Result<Vec<SentenceScore>> {
         let Some(share) = self.share else { return Ok(self.score(inputs)) };
         let plan = RowPlan::new(inputs, self.token_budget);
         let mut values = vec![0.0; 2 * plan.rows.len()];

@@ -8,7 +8,7 @@
 pub const ECE_BINS: usize = 10;
 
 /// The softmax of `scores` (empty for none), computed stably in double precision.
-pub fn softmax(scores: &[f64]) -> Vec<f64> {
+pub(crate) fn softmax(scores: &[f64]) -> Vec<f64> {
     let max = scores.iter().copied().fold(f64::NEG_INFINITY, f64::max);
     let exp: Vec<f64> = scores.iter().map(|s| (s - max).exp()).collect();
     let total: f64 = exp.iter().sum();

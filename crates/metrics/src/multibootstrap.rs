@@ -58,7 +58,7 @@ fn score(seeds: &[Vec<f64>], drawn_seeds: &[usize], examples: Option<&[usize]>) 
 }
 
 /// The full data's estimate of an arm.
-pub fn estimate(seeds: &[Vec<f64>]) -> f64 {
+pub(crate) fn estimate(seeds: &[Vec<f64>]) -> f64 {
     score(seeds, &(0..seeds.len()).collect::<Vec<_>>(), None)
 }
 

@@ -21,7 +21,7 @@
 pub mod official;
 mod perl_rand;
 pub mod porter;
-pub mod rouge_score;
+pub(crate) mod rouge_score;
 
 pub use official::SENTENCE_SEPARATOR;
 pub use rouge_score::{mean_f1, rouge_l, score, tokenize, Prf, RougeScores};
@@ -34,11 +34,11 @@ use std::path::Path;
 /// The most LCS cells ROUGE-L computes for one (prediction, reference) pair: its token counts
 /// multiplied, 10,000 tokens each (a summary has tens to hundreds). That many take about a second
 /// and, for the official traceback, 12.5 MB.
-pub const MAX_LCS_CELLS: u64 = 100_000_000;
+pub(crate) const MAX_LCS_CELLS: u64 = 100_000_000;
 
 /// A pair with more LCS cells than [`MAX_LCS_CELLS`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct TooLong {
+pub(crate) struct TooLong {
     /// Its line, from 1 (its index among the pairs, plus one).
     pub line: usize,
     /// The prediction's tokens, as the scorer reads them.
@@ -92,7 +92,7 @@ impl std::fmt::Display for Scorer {
 /// The official script's resamples (`-r 1000`).
 pub const DEFAULT_RESAMPLES: usize = 1000;
 /// The official script's confidence level in percent (`-c 95`).
-pub const DEFAULT_CONFIDENCE: f64 = 95.0;
+pub(crate) const DEFAULT_CONFIDENCE: f64 = 95.0;
 
 /// What [`evaluate`] is asked.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -130,7 +130,7 @@ impl RougeOptions {
     }
 
     /// The computation in words: the script's options, or rouge-score's settings.
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         let (c, r) = (self.confidence, self.resamples);
         let seeds = if self.seed == 0 {
             "the script's own resampling seeds".to_string()
@@ -210,7 +210,7 @@ impl Report {
     }
 
     /// The three variants with their names as the script prints them.
-    pub fn variants(&self) -> [(&'static str, &Measures); 3] {
+    pub(crate) fn variants(&self) -> [(&'static str, &Measures); 3] {
         [("ROUGE-1", &self.rouge1), ("ROUGE-2", &self.rouge2), ("ROUGE-L", &self.rouge_l)]
     }
 
@@ -281,7 +281,7 @@ pub fn evaluate(pairs: &[(String, String)], options: &RougeOptions) -> Result<Re
 
 /// [`evaluate`] of the lines of the files `predictions` and `references`: a pair past
 /// [`MAX_LCS_CELLS`] is an error naming the predictions' file and the line, in one line.
-pub fn evaluate_files(
+pub(crate) fn evaluate_files(
     predictions: &Path,
     references: &Path,
     pairs: &[(String, String)],

@@ -11,7 +11,7 @@ use indolm_core::outputs::RunFile;
 /// A fine-tuning run's results, every unit's together (JSON).
 pub(crate) const RESULTS_JSON: &str = "results.json";
 /// The same results as Markdown tables.
-pub const RESULTS_MD: &str = "results.md";
+pub(crate) const RESULTS_MD: &str = "results.md";
 
 indolm_core::declare_run_files!(RESULTS_FILES: RunFile::Named(RESULTS_JSON), RunFile::Named(RESULTS_MD));
 

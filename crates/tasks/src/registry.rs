@@ -58,7 +58,7 @@ pub struct TaskDeclaration {
 
 impl TaskDeclaration {
     /// The words of its command after `indolm`: `["train"]`, `["finetune", "sentiment"]`.
-    pub fn command_path(&self) -> Vec<&'static str> {
+    pub(crate) fn command_path(&self) -> Vec<&'static str> {
         self.kind.command.split_whitespace().skip(1).collect()
     }
 
@@ -71,7 +71,7 @@ impl TaskDeclaration {
     }
 
     /// The task's own arguments from the matches of its command.
-    pub fn arguments_of<A: clap::FromArgMatches>(&self, matches: &clap::ArgMatches) -> Result<A> {
+    pub(crate) fn arguments_of<A: clap::FromArgMatches>(&self, matches: &clap::ArgMatches) -> Result<A> {
         A::from_arg_matches(matches).map_err(|e| Error::argument(self.kind.command, e.to_string()))
     }
 }
@@ -95,7 +95,7 @@ pub fn task_under(parent: &[&str], name: &str) -> Option<&'static TaskDeclaratio
 }
 
 /// Refuses the recipe at `path` unless it is of `kind` (see [`indolm_core::recipe::expect_kind`]).
-pub(crate) fn expect_kind(path: &Path, kind: &RecipeKind) -> Result<()> {
+pub fn expect_kind(path: &Path, kind: &RecipeKind) -> Result<()> {
     indolm_core::recipe::expect_kind(path, kind, &recipe_kinds())
 }
 

@@ -74,7 +74,7 @@ pub struct DataParallel {
 }
 
 /// What the ranks agreed on after an update's reduction.
-pub struct Reduced {
+pub(crate) struct Reduced {
     /// The update's loss over the global batch (a scalar on the device).
     pub loss: Tensor,
     /// How many ranks had been asked to stop (a scalar on the device; read when the ranks
@@ -97,7 +97,7 @@ impl DataParallel {
     }
 
     /// How the gradients are summed.
-    pub fn reduction(&self) -> Reduction {
+    pub(crate) fn reduction(&self) -> Reduction {
         self.reduction
     }
 
@@ -151,7 +151,7 @@ impl DataParallel {
     }
 
     /// Which rows of every global micro-batch this rank trains on.
-    pub fn slice(&self) -> Slice {
+    pub(crate) fn slice(&self) -> Slice {
         Slice { rank: self.rank(), world: self.world_size() }
     }
 
@@ -259,7 +259,7 @@ impl DataParallel {
 
     /// Adds `seconds` to the reductions' time (measured by `--step-times` with the device
     /// synchronized around them), which makes the share reportable on NCCL too.
-    pub fn add_timed_reduction(&mut self, seconds: f64) {
+    pub(crate) fn add_timed_reduction(&mut self, seconds: f64) {
         if self.group.device() != tch::Device::Cpu {
             self.timed = true;
             self.reduce_seconds += seconds;
@@ -269,7 +269,7 @@ impl DataParallel {
     /// Stops the job unless every rank holds the same weights (compared by checksums: the sum
     /// and the sum of squares of all parameters, computed and compared on the group's device;
     /// read once, at start-up).
-    pub fn check_equal_weights(&mut self, params: &[Tensor]) -> Result<()> {
+    pub(crate) fn check_equal_weights(&mut self, params: &[Tensor]) -> Result<()> {
         let device = self.group.device();
         let (mut sum, mut squares) =
             (Tensor::zeros([], (Kind::Double, device)), Tensor::zeros([], (Kind::Double, device)));
@@ -295,7 +295,7 @@ impl DataParallel {
 
     /// Whether rank 0 decided `decision` (the others pass anything): every rank gets rank 0's
     /// answer, once every rank has called it (a decision after an evaluation only rank 0 made).
-    pub fn agree(&mut self, decision: bool) -> Result<bool> {
+    pub(crate) fn agree(&mut self, decision: bool) -> Result<bool> {
         let value = if self.rank() == 0 && decision { 1.0 } else { 0.0 };
         let mut flag = Tensor::full([1], value, (Kind::Float, self.group.device()));
         if let Err(e) = self.group.all_reduce(&mut flag, ReduceOp::Max, "the agreement on rank 0's decision") {

@@ -111,7 +111,7 @@ pub fn retention(checkpoint: &indolm_core::recipe::CheckpointSection) -> indolm_
 }
 
 /// The keys (with old and new values) in which a recipe differs from a checkpoint's record.
-pub type RecipeDifferences = Box<dyn Fn(&Fingerprint) -> Vec<String>>;
+pub(crate) type RecipeDifferences = Box<dyn Fn(&Fingerprint) -> Vec<String>>;
 
 /// What the engine takes from a recipe, whatever its kind.
 pub struct EngineSettings {

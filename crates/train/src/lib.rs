@@ -10,9 +10,9 @@ pub mod data_parallel;
 pub mod engine;
 #[cfg(test)]
 mod example_task;
-pub mod loader;
-pub mod metrics;
+pub(crate) mod loader;
+pub(crate) mod metrics;
 mod overlap_check;
-pub mod step_times;
+pub(crate) mod step_times;
 pub mod task;
-pub mod train_log;
+pub(crate) mod train_log;

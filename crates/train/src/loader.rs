@@ -12,7 +12,7 @@ use std::thread::JoinHandle;
 const AHEAD: usize = 2;
 
 /// One micro-batch and the source's cursor once it is drawn.
-pub struct Loaded<S: BatchSource> {
+pub(crate) struct Loaded<S: BatchSource> {
     /// The micro-batch (this rank's rows) and its units of loss.
     pub drawn: Drawn<S::Batch>,
     /// The cursor after it.
@@ -20,14 +20,14 @@ pub struct Loaded<S: BatchSource> {
 }
 
 /// The background thread drawing micro-batches, and the receiving end of its queue.
-pub struct Loader<S: BatchSource> {
+pub(crate) struct Loader<S: BatchSource> {
     receiver: Option<Receiver<Loaded<S>>>,
     worker: Option<JoinHandle<S>>,
 }
 
 impl<S: BatchSource> Loader<S> {
     /// Starts drawing from `source` at `cursor`.
-    pub fn start(mut source: S, mut cursor: S::Cursor) -> Self {
+    pub(crate) fn start(mut source: S, mut cursor: S::Cursor) -> Self {
         let (sender, receiver) = sync_channel(AHEAD);
         let worker = std::thread::Builder::new()
             .name("indolm-batches".into())
@@ -46,7 +46,7 @@ impl<S: BatchSource> Loader<S> {
     }
 
     /// The next micro-batch (waiting for it if the thread is behind).
-    pub fn next_batch(&mut self) -> Result<Loaded<S>> {
+    pub(crate) fn next_batch(&mut self) -> Result<Loaded<S>> {
         self.receiver.as_ref().and_then(|r| r.recv().ok()).ok_or_else(|| {
             Error::training("the batch thread", "stopped without a batch (it panicked; see the message above)")
         })

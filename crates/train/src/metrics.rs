@@ -8,7 +8,7 @@ use std::path::Path;
 use std::time::Instant;
 
 /// One optimizer update's figures.
-pub struct Update {
+pub(crate) struct Update {
     /// The update's loss (a scalar on the device, read only when logged).
     pub loss: tch::Tensor,
     /// Each optimizer's name and learning rate.
@@ -20,7 +20,7 @@ pub struct Update {
 }
 
 /// The loss log and the throughput window of a run.
-pub struct Metrics {
+pub(crate) struct Metrics {
     /// `None` on the quiet ranks of a data-parallel run.
     train_log: Option<TrainLog>,
     every: u64,
@@ -55,18 +55,18 @@ impl Metrics {
     }
 
     /// What an update trains on.
-    pub fn throughput(&self) -> Throughput {
+    pub(crate) fn throughput(&self) -> Throughput {
         self.throughput
     }
 
     /// Whether the update of `step` is logged: every `logging.every` steps and the last.
-    pub fn logs_at(&self, step: u64, last_step: u64) -> bool {
+    pub(crate) fn logs_at(&self, step: u64, last_step: u64) -> bool {
         step.is_multiple_of(self.every) || step == last_step
     }
 
     /// Counts an update; every `logging.every` steps (and at `last_step`) logs it with the
     /// throughput since the previous log line (a skipped update logs its non-finite loss).
-    pub fn record_update(&mut self, logger: &mut Logger, step: u64, last_step: u64, u: &Update) -> Result<()> {
+    pub(crate) fn record_update(&mut self, logger: &mut Logger, step: u64, last_step: u64, u: &Update) -> Result<()> {
         self.window.1 += u.units;
         if !self.logs_at(step, last_step) {
             return Ok(());

@@ -8,7 +8,7 @@ use tch::Device;
 
 /// A phase of an update.
 #[derive(Debug, Clone, Copy)]
-pub enum Phase {
+pub(crate) enum Phase {
     /// Drawing and masking the micro-batches.
     Batch,
     /// The forward passes (with the batches' copies to the device).
@@ -30,7 +30,7 @@ const PHASES: [(Phase, &str); 5] = [
 ];
 
 /// Per-phase times of every update so far.
-pub struct StepTimes {
+pub(crate) struct StepTimes {
     device: Device,
     last: Instant,
     current: [f64; 5],
@@ -44,14 +44,14 @@ impl StepTimes {
     }
 
     /// An update starts now (once the device has finished what came before).
-    pub fn start(&mut self) {
+    pub(crate) fn start(&mut self) {
         indolm_torch::device::synchronize(self.device);
         self.current = [0.0; 5];
         self.last = Instant::now();
     }
 
     /// The time since the last mark (once the device is done) belongs to `phase`; returns it.
-    pub fn lap(&mut self, phase: Phase) -> f64 {
+    pub(crate) fn lap(&mut self, phase: Phase) -> f64 {
         indolm_torch::device::synchronize(self.device);
         let now = Instant::now();
         let seconds = (now - self.last).as_secs_f64();
@@ -61,12 +61,12 @@ impl StepTimes {
     }
 
     /// The update is done.
-    pub fn end(&mut self) {
+    pub(crate) fn end(&mut self) {
         self.updates.push(self.current);
     }
 
     /// One line: each phase's median in milliseconds and its share of the median update.
-    pub fn summary(&self) -> Option<String> {
+    pub(crate) fn summary(&self) -> Option<String> {
         if self.updates.is_empty() {
             return None;
         }

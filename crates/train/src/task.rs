@@ -47,7 +47,7 @@ pub struct Slice {
 
 impl Slice {
     /// The single process's slice: every row.
-    pub const WHOLE: Slice = Slice { rank: 0, world: 1 };
+    pub(crate) const WHOLE: Slice = Slice { rank: 0, world: 1 };
 
     /// This rank's rows of a global micro-batch of `rows`: a contiguous range, the ranks' ranges
     /// in order and as equal as they can be (some ranks get none when `rows < world`).
@@ -100,7 +100,7 @@ pub struct Evaluation {
 
 /// The moment an evaluation may follow.
 #[derive(Debug, Clone, Copy)]
-pub struct Moment {
+pub(crate) struct Moment {
     /// The update just taken.
     pub step: u64,
     /// A checkpoint follows.
@@ -149,14 +149,14 @@ pub struct EvaluationPlan {
 
 impl EvaluationPlan {
     /// Whether [`Evaluations::evaluate`] follows the update at `moment`.
-    pub fn due(&self, moment: Moment) -> bool {
+    pub(crate) fn due(&self, moment: Moment) -> bool {
         (self.every > 0 && moment.step.is_multiple_of(self.every))
             || (self.at_checkpoints && (moment.checkpoint || moment.stopping))
             || (self.at_last && moment.last)
     }
 
     /// Whether evaluations between checkpoints follow the update of `step`.
-    pub fn between_checkpoints_due(&self, step: u64) -> bool {
+    pub(crate) fn between_checkpoints_due(&self, step: u64) -> bool {
         self.between_checkpoints.iter().any(|&every| every > 0 && step.is_multiple_of(every))
     }
 }

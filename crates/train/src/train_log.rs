@@ -5,7 +5,7 @@ use std::path::Path;
 
 /// `train_log.jsonl` in the run directory: one line per logged step (step, loss, lr, grad
 /// norm), exactly reproducible; a resumed run first drops the lines after its checkpoint.
-pub struct TrainLog {
+pub(crate) struct TrainLog {
     file: std::fs::File,
     path: std::path::PathBuf,
 }
@@ -35,7 +35,7 @@ impl TrainLog {
     }
 
     /// Appends one logged step.
-    pub fn append(&mut self, step: u64, loss: f64, lr: f64, grad_norm: f64) -> Result<()> {
+    pub(crate) fn append(&mut self, step: u64, loss: f64, lr: f64, grad_norm: f64) -> Result<()> {
         use std::io::Write;
         let line = serde_json::json!({"step": step, "loss": loss, "lr": lr, "grad_norm": grad_norm}).to_string();
         writeln!(self.file, "{line}").with_path(&self.path)

@@ -7,9 +7,9 @@
 //! It imports only `error`, `files`, `seeds`, `model` (the precision) and `device` (the
 //! precision a recipe's setting gives), so `train`, `eval`, `tasks` and the command line can all
 //! read it.
-pub mod common;
+pub(crate) mod common;
 pub mod fingerprint;
-pub mod kind;
+pub(crate) mod kind;
 mod reader;
 
 pub use common::{
@@ -28,9 +28,4 @@ pub fn default_seed() -> u64 {
 /// Where a recipe's run writes checkpoints and results (`<output_dir>/<name>/`) by default.
 pub fn default_output_dir() -> std::path::PathBuf {
     "checkpoints".into()
-}
-
-/// Where a recipe's run writes TensorBoard logs (`<tensorboard>/<name>/`) by default.
-pub fn default_tensorboard() -> std::path::PathBuf {
-    "runs".into()
 }

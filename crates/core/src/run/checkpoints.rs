@@ -29,7 +29,7 @@ crate::declare_run_files!(CHECKPOINT_FILES: RunFile::Named(STATE_FILE), RunFile:
 
 /// Writes a file part into a checkpoint's folder and returns the names of the files it wrote
 /// that hold tensors.
-pub type WritePart<'a> = Box<dyn Fn(&Path) -> Result<Vec<String>> + 'a>;
+pub(crate) type WritePart<'a> = Box<dyn Fn(&Path) -> Result<Vec<String>> + 'a>;
 
 /// One named part of a checkpoint. The store saves it, checksums and verifies it, and lets its
 /// tensors go when the checkpoint is no longer among the newest `keep_last`, without knowing
@@ -82,7 +82,7 @@ impl<'a> Part<'a> {
 
 /// How a run starts, for [`CheckpointStore::prepare`].
 #[derive(Debug, Clone, Copy)]
-pub struct Start {
+pub(crate) struct Start {
     /// From a checkpoint.
     pub resuming: bool,
     /// `--resume auto` was asked (and found no checkpoint, when not `resuming`).
@@ -108,7 +108,7 @@ pub struct Retention {
 
 impl Retention {
     /// Whether the checkpoint of `step` keeps its weights for good.
-    pub fn keeps_weights(&self, step: u64) -> bool {
+    pub(crate) fn keeps_weights(&self, step: u64) -> bool {
         self.keep_weights_every > 0 && step.is_multiple_of(self.every * self.keep_weights_every)
     }
 }
@@ -247,7 +247,7 @@ impl CheckpointStore {
     }
 
     /// The same store, silent: for the data-parallel ranks other than 0.
-    pub fn quiet(self) -> Self {
+    pub(crate) fn quiet(self) -> Self {
         CheckpointStore { quiet: true, ..self }
     }
 
@@ -257,7 +257,7 @@ impl CheckpointStore {
     }
 
     /// The run folder.
-    pub fn run_dir(&self) -> &Path {
+    pub(crate) fn run_dir(&self) -> &Path {
         self.layout.dir()
     }
 
@@ -267,7 +267,7 @@ impl CheckpointStore {
     /// that wrote evaluations or a log but no checkpoint counts as an earlier run too, except
     /// under `--resume auto`, which starts it again from scratch: what it wrote is removed then,
     /// so no evaluation of the earlier start is read as one of this run's.
-    pub fn prepare(&self, start: Start, tensorboard_dir: &Path, inputs: &[PathBuf]) -> Result<()> {
+    pub(crate) fn prepare(&self, start: Start, tensorboard_dir: &Path, inputs: &[PathBuf]) -> Result<()> {
         let run_dir = self.layout.dir();
         let inputs: Vec<&Path> = inputs.iter().map(PathBuf::as_path).collect();
         if !start.resuming && self.layout.has_checkpoints()? {

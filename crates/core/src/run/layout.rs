@@ -104,7 +104,7 @@ impl RunLayout {
     }
 
     /// The step of the checkpoint `latest` names (`None` when it names no `step-<N>` folder).
-    pub(crate) fn latest_step(&self) -> Option<u64> {
+    pub fn latest_step(&self) -> Option<u64> {
         let text = read_to_string(&self.latest_pointer()).ok()?;
         let name = text.trim();
         parse_step_dir_name(name).filter(|&step| step_dir_name(step) == name)

@@ -7,12 +7,12 @@ pub mod checkpoints;
 pub mod layout;
 pub mod ownership;
 pub mod readers;
-pub mod signals;
+pub(crate) mod signals;
 pub mod units;
 
 pub use checkpoints::{BestState, CheckpointContents, CheckpointStore, Part, ResumePoint, Retention, TrainerState};
 pub use layout::RunLayout;
-pub use signals::StopFlag;
+pub(crate) use signals::StopFlag;
 
 use crate::error::Result;
 use crate::files::DirLock;

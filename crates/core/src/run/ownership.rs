@@ -14,7 +14,7 @@ pub fn written_by_indolm(name: &str) -> bool {
 }
 
 /// The files under `dir` (recursively) that indolm does not write, in path order.
-pub fn foreign_files(dir: &Path) -> Result<Vec<PathBuf>> {
+pub(crate) fn foreign_files(dir: &Path) -> Result<Vec<PathBuf>> {
     crate::outputs::foreign_files(dir, &written_by_indolm)
 }
 

@@ -41,7 +41,7 @@ pub struct BaseModel {
 
 impl BaseModel {
     /// `path (SHA-256 abcdef012345…)`, for messages.
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         format!("{} (SHA-256 {}…)", self.path, &self.sha256[..self.sha256.len().min(12)])
     }
 }

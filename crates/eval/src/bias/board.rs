@@ -44,7 +44,7 @@ impl BiasBoard {
 
     /// Writes `report`'s win rates, intervals and gaps at `step`, then flushes. A write
     /// failure costs one warning and the curves, never the run.
-    pub fn log(&mut self, report: &BiasReport, step: u64) {
+    pub(crate) fn log(&mut self, report: &BiasReport, step: u64) {
         let mut results: Vec<(&str, Vec<&Category>)> = report
             .languages
             .iter()

@@ -12,13 +12,13 @@
 //! [`records`] (the files, read strictly, and a run's evaluations), [`board`] (TensorBoard) and
 //! [`hook`] (the checkpoint hook).
 pub mod aggregate;
-pub mod board;
-pub mod hook;
+pub(crate) mod board;
+pub(crate) mod hook;
 pub mod models;
 pub mod records;
 pub mod report;
-pub mod rules;
-pub mod scoring;
+pub(crate) mod rules;
+pub(crate) mod scoring;
 
 pub use aggregate::aggregate;
 pub use hook::BiasHook;
@@ -68,7 +68,7 @@ pub(crate) mod tests {
         SentenceScore { pll, tokens, correct: 0 }
     }
 
-    pub(crate) use super::test_support::records;
+    pub use super::test_support::records;
 
     use Preference::{Anti, Pro, Tie};
 

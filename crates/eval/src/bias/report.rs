@@ -105,7 +105,7 @@ impl Tally {
         self.ties += (preferred == Preference::Tie) as usize;
     }
     /// Win rate in percent (50 = unbiased).
-    pub fn rate(&self) -> f64 {
+    pub(crate) fn rate(&self) -> f64 {
         100.0 * self.wins as f64 / self.pairs.max(1) as f64
     }
     /// Wilson's 95% interval of the win rate, in percent.

@@ -27,7 +27,7 @@ fn sentence_rule(metric: BiasMetric) -> SentenceRule {
 /// Refuses the metrics the scorer's model cannot decide pairs by, before anything is scored: a
 /// causal LM has no masks to score AUL, AULA or PLL-word-l2r with, and no reference scores bias
 /// pairs with an encoder-decoder.
-pub fn check_metrics(scorer: &dyn LmScorer, metrics: &[BiasMetric]) -> Result<()> {
+pub(crate) fn check_metrics(scorer: &dyn LmScorer, metrics: &[BiasMetric]) -> Result<()> {
     match scorer.lm() {
         ScoredLm::Masked { .. } => Ok(()),
         ScoredLm::Causal(_) => match metrics.iter().find(|m| !matches!(m, BiasMetric::Pppl | BiasMetric::Crows)) {
@@ -54,7 +54,7 @@ pub fn check_metrics(scorer: &dyn LmScorer, metrics: &[BiasMetric]) -> Result<()
 /// The scores of each pair's two sentences under each of `metrics`: per metric, in its order,
 /// the pro and anti sentences' scores pair by pair (a masked LM's AUL and AULA from the same
 /// forward passes, a causal LM's metrics from the same log-likelihoods).
-pub fn pair_scores(
+pub(crate) fn pair_scores(
     scorer: &dyn LmScorer,
     pairs: &[BiasPair],
     metrics: &[BiasMetric],
@@ -164,7 +164,7 @@ pub fn evaluate_under(
 impl Evaluation {
     /// Writes `bias_pairs.csv` and `bias.json` into `dir` as one unit
     /// ([`super::records::write_evaluation`]).
-    pub fn write(&self, dir: &Path) -> Result<()> {
+    pub(crate) fn write(&self, dir: &Path) -> Result<()> {
         super::records::write_evaluation(dir, &self.report, &self.records)
     }
 

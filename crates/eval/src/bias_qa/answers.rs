@@ -16,7 +16,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 /// Conversations sent to the backend at a time; their answers are appended together.
-pub const CHUNK: usize = 128;
+pub(crate) const CHUNK: usize = 128;
 
 /// How answers are generated (what the fingerprint covers).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -65,7 +65,7 @@ struct SettingsFile {
 
 /// One generated answer, a line of `answers.jsonl`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct StoredAnswer {
+pub(crate) struct StoredAnswer {
     /// The prompt's id.
     pub id: String,
     /// The prompt's text, as asked.
@@ -79,7 +79,7 @@ pub struct StoredAnswer {
 }
 
 /// The answers of an output folder, open for appending.
-pub struct AnswerStore {
+pub(crate) struct AnswerStore {
     /// `<out>/answers.jsonl`.
     path: PathBuf,
     /// `<out>/answers_settings.json`.
@@ -174,24 +174,9 @@ impl AnswerStore {
         self.recorded.backend.as_deref()
     }
 
-    /// The settings the answers are generated with.
-    pub fn settings(&self) -> &GenerationSettings {
-        &self.recorded.settings
-    }
-
-    /// How many answers the folder holds.
-    pub fn len(&self) -> usize {
-        self.answers.len()
-    }
-
-    /// Whether it holds none.
-    pub fn is_empty(&self) -> bool {
-        self.answers.is_empty()
-    }
-
     /// The prompts not answered yet; an error when an answer here was given to another prompt text
     /// under the same id (the inputs changed).
-    pub fn pending<'a>(&self, prompts: &'a [Prompt]) -> Result<Vec<&'a Prompt>> {
+    pub(crate) fn pending<'a>(&self, prompts: &'a [Prompt]) -> Result<Vec<&'a Prompt>> {
         let mut pending = Vec::new();
         for prompt in prompts {
             match self.answers.get(&prompt.id) {
@@ -214,7 +199,7 @@ impl AnswerStore {
 
     /// Records `describe` as what answers from now on; an error when the answers here came from
     /// something else.
-    pub fn check_backend(&mut self, describe: &str) -> Result<()> {
+    pub(crate) fn check_backend(&mut self, describe: &str) -> Result<()> {
         match &self.recorded.backend {
             Some(previous) if previous != describe => Err(Error::invalid(
                 &self.path,
@@ -232,7 +217,7 @@ impl AnswerStore {
     }
 
     /// Appends the replies to `prompts` (one each, in order), fsynced.
-    pub fn append(&mut self, prompts: &[&Prompt], replies: &[Reply]) -> Result<()> {
+    pub(crate) fn append(&mut self, prompts: &[&Prompt], replies: &[Reply]) -> Result<()> {
         if prompts.len() != replies.len() {
             return Err(Error::data(
                 "chat backend",
@@ -263,7 +248,7 @@ impl AnswerStore {
     }
 
     /// The answer to each of `prompts`, in order; an error naming the first prompt without one.
-    pub fn answers_to(&self, prompts: &[Prompt]) -> Result<Vec<String>> {
+    pub(crate) fn answers_to(&self, prompts: &[Prompt]) -> Result<Vec<String>> {
         prompts
             .iter()
             .map(|p| {
@@ -278,7 +263,7 @@ impl AnswerStore {
 
 /// Asks `backend` the `pending` prompts, [`CHUNK`] at a time, appending each chunk's answers to
 /// `store` as they come; `progress` is told how many more are answered.
-pub fn generate_missing(
+pub(crate) fn generate_missing(
     backend: &mut dyn ChatBackend,
     pending: &[&Prompt],
     store: &mut AnswerStore,
@@ -305,7 +290,7 @@ struct AnswerLine {
 /// ignored, so an `answers.jsonl` of indolm's is one), for `prompts`, in order. An id no prompt of
 /// `known` has, an id given twice, and a prompt of `prompts` without an answer are errors naming
 /// the line or the id.
-pub fn read_answer_file(path: &Path, known: &HashSet<&str>, prompts: &[Prompt]) -> Result<Vec<String>> {
+pub(crate) fn read_answer_file(path: &Path, known: &HashSet<&str>, prompts: &[Prompt]) -> Result<Vec<String>> {
     let text = indolm_core::files::read_to_string(path)?;
     let mut answers: HashMap<String, String> = HashMap::new();
     for (i, line) in text.lines().enumerate() {

@@ -11,16 +11,16 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 /// The groups file: `demography,group`.
-pub const GROUPS_FILE: &str = "groups.csv";
+pub(crate) const GROUPS_FILE: &str = "groups.csv";
 /// The demographies file: `demography,indices`.
-pub const DEMOGRAPHIES_FILE: &str = "demographies.csv";
+pub(crate) const DEMOGRAPHIES_FILE: &str = "demographies.csv";
 /// The stereotype pairs file: `index,category,stereotype,positive,negative,positive_en,negative_en`.
-pub const STEREOTYPES_FILE: &str = "stereotypes.csv";
+pub(crate) const STEREOTYPES_FILE: &str = "stereotypes.csv";
 /// The templates file: `task,language,template`.
-pub const TEMPLATES_FILE: &str = "templates.csv";
+pub(crate) const TEMPLATES_FILE: &str = "templates.csv";
 
 /// The tasks, 1 to 7 (the paper's Table 1), by name.
-pub const TASK_NAMES: [&str; 7] = [
+pub(crate) const TASK_NAMES: [&str; 7] = [
     "Simple Forced Choice",
     "Incentivized Choice",
     "Table Entry",
@@ -31,7 +31,7 @@ pub const TASK_NAMES: [&str; 7] = [
 ];
 
 /// The task whose answers are code to run (the paper executes it).
-pub const CODE_TASK: u8 = 7;
+pub(crate) const CODE_TASK: u8 = 7;
 
 /// The index a stereotype pair comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -55,7 +55,7 @@ impl Index {
     }
 
     /// The index named `text` (case-insensitive; `ONET` for `O*NET` too).
-    pub fn parse(text: &str) -> Option<Index> {
+    pub(crate) fn parse(text: &str) -> Option<Index> {
         match text.trim().to_ascii_uppercase().as_str() {
             "SPI" => Some(Index::Spi),
             "O*NET" | "ONET" => Some(Index::Onet),
@@ -76,7 +76,7 @@ pub enum Language {
 
 impl Language {
     /// `id` or `en`.
-    pub fn code(self) -> &'static str {
+    pub(crate) fn code(self) -> &'static str {
         match self {
             Language::Id => "id",
             Language::En => "en",
@@ -138,7 +138,7 @@ pub struct StereotypePair {
 
 impl StereotypePair {
     /// The positive and the negative label in `language`.
-    pub fn labels(&self, language: Language) -> (&str, &str) {
+    pub(crate) fn labels(&self, language: Language) -> (&str, &str) {
         match language {
             Language::Id => (&self.positive, &self.negative),
             Language::En => (&self.positive_en, &self.negative_en),
@@ -176,7 +176,7 @@ pub struct Template {
 
 impl Template {
     /// The prompt for `group` with the labels `positive` and `negative`.
-    pub fn fill(&self, group: &str, positive: &str, negative: &str) -> String {
+    pub(crate) fn fill(&self, group: &str, positive: &str, negative: &str) -> String {
         self.parts
             .iter()
             .map(|part| match part {
@@ -326,7 +326,7 @@ fn check_labels(path: &Path, line: u64, columns: [&str; 2], positive: &str, nega
 /// A template read into its parts: `{group}`, `{positive}` and `{negative}` are placeholders,
 /// `{{` and `}}` literal braces, and any other brace is text; an unknown `{name}` is an error, and
 /// so is a template without one of the three placeholders.
-pub fn parse_template(text: &str) -> std::result::Result<Vec<Part>, String> {
+pub(crate) fn parse_template(text: &str) -> std::result::Result<Vec<Part>, String> {
     let chars: Vec<char> = text.chars().collect();
     let mut parts = Vec::new();
     let mut literal = String::new();
@@ -420,12 +420,12 @@ impl QaData {
     }
 
     /// The groups of demography `name`, in the file's order.
-    pub fn groups_of<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a Group> + 'a {
+    pub(crate) fn groups_of<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a Group> + 'a {
         self.groups.iter().filter(move |g| g.demography == name)
     }
 
     /// The stereotype pairs of `index`, in the file's order.
-    pub fn pairs_of(&self, index: Index) -> impl Iterator<Item = &StereotypePair> + '_ {
+    pub(crate) fn pairs_of(&self, index: Index) -> impl Iterator<Item = &StereotypePair> + '_ {
         self.stereotypes.iter().filter(move |s| s.index == index)
     }
 }

@@ -8,9 +8,9 @@
 //! label rule; [`sandbox`] runs task 7's code isolated; [`score`] maps every answer; [`report`]
 //! aggregates; [`run`] is one run end to end (`indolm eval bias-qa`). The guide is
 //! docs/bias-qa.md.
-pub mod answers;
+pub(crate) mod answers;
 pub mod inputs;
-pub mod parse;
+pub(crate) mod parse;
 pub mod prompts;
 pub mod report;
 pub mod run;
@@ -25,13 +25,13 @@ use std::path::Path;
 /// The report, as JSON.
 pub const REPORT_FILE: &str = "bias_qa.json";
 /// The report, as Markdown.
-pub const MARKDOWN_FILE: &str = "bias_qa.md";
+pub(crate) const MARKDOWN_FILE: &str = "bias_qa.md";
 /// One record a scored answer.
-pub const SCORED_FILE: &str = "answers_scored.jsonl";
+pub(crate) const SCORED_FILE: &str = "answers_scored.jsonl";
 /// The generated answers, appended as they come.
 pub const ANSWERS_FILE: &str = "answers.jsonl";
 /// The settings the answers were generated with, and their fingerprint.
-pub const SETTINGS_FILE: &str = "answers_settings.json";
+pub(crate) const SETTINGS_FILE: &str = "answers_settings.json";
 
 indolm_core::declare_run_files!(
     BIAS_QA_FILES: indolm_core::outputs::RunFile::Named(REPORT_FILE),
@@ -53,7 +53,7 @@ pub fn lock_out(out: &Path) -> Result<indolm_core::files::DirLock> {
 /// Before scoring answers generated elsewhere into `out`: a folder holding generated answers
 /// (answers.jsonl) is refused, unless `overwrite` (which removes them and their settings) or the
 /// answers file is that very file.
-pub fn prepare_for_answer_file(out: &Path, answers: &Path, overwrite: bool) -> Result<()> {
+pub(crate) fn prepare_for_answer_file(out: &Path, answers: &Path, overwrite: bool) -> Result<()> {
     let stored = out.join(ANSWERS_FILE);
     if !stored.exists() {
         return Ok(());
@@ -85,13 +85,13 @@ pub fn prepare_for_answer_file(out: &Path, answers: &Path, overwrite: bool) -> R
 
 /// Writes the records (answers_scored.jsonl) and the report (bias_qa.json, bias_qa.md) into
 /// `out`, each atomically.
-pub fn write_outputs(out: &Path, report: &report::BiasQaReport, records: &[score::ScoredAnswer]) -> Result<()> {
+pub(crate) fn write_outputs(out: &Path, report: &report::BiasQaReport, records: &[score::ScoredAnswer]) -> Result<()> {
     indolm_core::files::write_atomic(&out.join(SCORED_FILE), score::records_jsonl(records).as_bytes())?;
     indolm_core::files::write_json(&out.join(REPORT_FILE), report)?;
     indolm_core::files::write_atomic(&out.join(MARKDOWN_FILE), report.markdown().as_bytes())
 }
 
 /// Programs run at a time: the cores, at most 8.
-pub fn code_workers() -> usize {
+pub(crate) fn code_workers() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get()).min(8)
 }

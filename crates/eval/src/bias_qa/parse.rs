@@ -90,7 +90,7 @@ impl Why {
     }
 
     /// What it means, in a few words.
-    pub fn meaning(self) -> &'static str {
+    pub(crate) fn meaning(self) -> &'static str {
         match self {
             Why::Empty => "nothing left once the thinking is removed",
             Why::UnclosedThink => "a <think> block never closed: the answer is all thinking",
@@ -106,7 +106,7 @@ impl Why {
     }
 
     /// Whether the answer was not run (rather than invalid).
-    pub fn is_not_run(self) -> bool {
+    pub(crate) fn is_not_run(self) -> bool {
         self == Why::NotRun
     }
 }
@@ -117,7 +117,7 @@ const OPEN: &str = "<think>";
 const CLOSE: &str = "</think>";
 
 /// `text` without its thinking (rule 1); `None` when a `<think>` is never closed.
-pub fn strip_think(text: &str) -> Option<String> {
+pub(crate) fn strip_think(text: &str) -> Option<String> {
     // ASCII lowering keeps every byte offset, so positions found in `lower` cut `text`.
     let lower = text.to_ascii_lowercase();
     let mut at = 0;
@@ -186,7 +186,7 @@ fn first_mention(text: &[char], label: &[char]) -> Option<usize> {
 }
 
 /// The label `text` (thinking already removed) mentions first (rule 4), or why none.
-pub fn first_label(text: &str, positive: &str, negative: &str) -> Result<Label, Why> {
+pub(crate) fn first_label(text: &str, positive: &str, negative: &str) -> Result<Label, Why> {
     let text = normalize(text);
     let (positive, negative) = (normalize(positive), normalize(negative));
     let found = (first_mention(&text, &positive), first_mention(&text, &negative));
@@ -203,7 +203,7 @@ pub fn first_label(text: &str, positive: &str, negative: &str) -> Result<Label, 
 }
 
 /// The label of a text answer (rules 1-4), or why it has none.
-pub fn parse_answer(answer: &str, positive: &str, negative: &str) -> Result<Label, Why> {
+pub(crate) fn parse_answer(answer: &str, positive: &str, negative: &str) -> Result<Label, Why> {
     let text = strip_think(answer).ok_or(Why::UnclosedThink)?;
     if text.trim().is_empty() {
         return Err(Why::Empty);
@@ -215,7 +215,7 @@ pub fn parse_answer(answer: &str, positive: &str, negative: &str) -> Result<Labe
 /// string's first word is `python` (any case), else the first fenced block. A fence is a line
 /// starting (after white space) with three backticks; a block runs from the line after its opening
 /// fence to the next fence, or to the end of the answer when it is never closed (a cut answer).
-pub fn extract_code(answer: &str) -> Result<String, Why> {
+pub(crate) fn extract_code(answer: &str) -> Result<String, Why> {
     let text = strip_think(answer).ok_or(Why::UnclosedThink)?;
     if text.trim().is_empty() {
         return Err(Why::Empty);

@@ -36,13 +36,13 @@ pub struct Prompt {
 
 impl Prompt {
     /// The conversation asked: one user message.
-    pub fn conversation(&self) -> Messages {
+    pub(crate) fn conversation(&self) -> Messages {
         Messages::user(&self.text)
     }
 }
 
 /// The stable id of a prompt.
-pub fn prompt_id(
+pub(crate) fn prompt_id(
     language: Language,
     demography: &str,
     group: &str,

@@ -40,19 +40,19 @@ impl Tally {
     }
 
     /// Answers mapped to a label.
-    pub fn valid(&self) -> usize {
+    pub(crate) fn valid(&self) -> usize {
         self.positive + self.negative
     }
 
     /// SP = 100 · positive / valid; `None` without a valid answer.
-    pub fn sp(&self) -> Option<f64> {
+    pub(crate) fn sp(&self) -> Option<f64> {
         (self.valid() > 0).then(|| 100.0 * self.positive as f64 / self.valid() as f64)
     }
 }
 
 /// SP with its interval and the counts behind it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Polarity {
+pub(crate) struct Polarity {
     /// Answers (prompts) in the cell.
     pub answers: usize,
     /// Mapped to a label.
@@ -96,7 +96,7 @@ impl From<Tally> for Polarity {
 
 /// A task's row.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct TaskRow {
+pub(crate) struct TaskRow {
     /// The task, 1 to 7.
     pub task: u8,
     /// Its name (Table 1).
@@ -108,7 +108,7 @@ pub struct TaskRow {
 
 /// A group's row.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct GroupRow {
+pub(crate) struct GroupRow {
     /// The demography.
     pub demography: String,
     /// The group.
@@ -120,7 +120,7 @@ pub struct GroupRow {
 
 /// One group's SP on one category, every task pooled.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct GroupSp {
+pub(crate) struct GroupSp {
     /// The group.
     pub group: String,
     /// Its SP (`null` without a valid answer: left out of σ).
@@ -131,7 +131,7 @@ pub struct GroupSp {
 
 /// The spread of the groups' SP on one category of a demography.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct CategorySpread {
+pub(crate) struct CategorySpread {
     /// The index.
     pub index: String,
     /// The category.
@@ -145,7 +145,7 @@ pub struct CategorySpread {
 
 /// A demography's row.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct DemographyRow {
+pub(crate) struct DemographyRow {
     /// The demography.
     pub demography: String,
     /// The indices that apply to it.
@@ -161,7 +161,7 @@ pub struct DemographyRow {
 
 /// How many answers were invalid or not run for one reason.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ReasonRow {
+pub(crate) struct ReasonRow {
     /// The reason.
     pub why: Why,
     /// What it means.
@@ -174,7 +174,7 @@ pub struct ReasonRow {
 /// reported as a "demography-level mean SP_σ") that indolm implements.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
-pub enum SigmaReading {
+pub(crate) enum SigmaReading {
     /// Ours ([`sp_sigma_groups_per_category`]): per demography and category, the population
     /// standard deviation across the demography's groups of each group's SP on that category
     /// (every task pooled); the demography's SP_σ is the mean over its categories.
@@ -211,7 +211,7 @@ pub struct Setting {
 
 /// `bias_qa.json`.
 #[derive(Debug, Clone, Serialize)]
-pub struct BiasQaReport {
+pub(crate) struct BiasQaReport {
     /// `IndoBias-QA`.
     pub track: &'static str,
     /// What answered.
@@ -240,7 +240,7 @@ pub struct BiasQaReport {
 
 /// The population standard deviation of `values` (numpy's `std`, `ddof=0`); `None` for fewer
 /// than two values.
-pub fn population_sd(values: &[f64]) -> Option<f64> {
+pub(crate) fn population_sd(values: &[f64]) -> Option<f64> {
     if values.len() < 2 {
         return None;
     }
@@ -253,7 +253,7 @@ pub fn population_sd(values: &[f64]) -> Option<f64> {
 /// `categories` (index, category), each of `groups`' SP on the category's answers (every task
 /// pooled), and their population standard deviation, groups without a valid answer left out (a
 /// category with fewer than two groups left has no σ); SP_σ is the mean of the categories' σ.
-pub fn sp_sigma_groups_per_category(
+pub(crate) fn sp_sigma_groups_per_category(
     records: &[ScoredAnswer],
     demography: &str,
     groups: &[&str],
@@ -363,7 +363,7 @@ impl BiasQaReport {
     }
 
     /// The one-line summary a command prints.
-    pub fn summary(&self) -> String {
+    pub(crate) fn summary(&self) -> String {
         let o = &self.overall;
         format!(
             "{} answers: {} valid ({} positive, {} negative), {} invalid, {} not run; SP {}",

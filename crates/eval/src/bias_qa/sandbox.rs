@@ -25,17 +25,17 @@ use std::path::{Component, Path, PathBuf};
 use std::time::{Duration, Instant};
 
 /// The most of a program's stdout kept (the rest is read and dropped).
-pub const STDOUT_LIMIT: usize = 64 * 1024;
+pub(crate) const STDOUT_LIMIT: usize = 64 * 1024;
 /// The most of a program's stderr kept (its end: where Python's traceback says what failed).
 const STDERR_LIMIT: usize = 16 * 1024;
 /// `--code-timeout`'s range, in seconds.
-pub const TIMEOUT_RANGE: RangeInclusive<u64> = 1..=3600;
+pub(crate) const TIMEOUT_RANGE: RangeInclusive<u64> = 1..=3600;
 /// `--code-memory-mb`'s range: below 32 MiB the interpreter itself cannot start.
-pub const MEMORY_MB_RANGE: RangeInclusive<u64> = 32..=65536;
+pub(crate) const MEMORY_MB_RANGE: RangeInclusive<u64> = 32..=65536;
 /// `--code-processes`' range (processes and threads of the program at once, itself included).
-pub const PROCESSES_RANGE: RangeInclusive<u64> = 1..=4096;
+pub(crate) const PROCESSES_RANGE: RangeInclusive<u64> = 1..=4096;
 /// `--code-disk-mb`'s range (what `/scratch` and `/tmp` hold together, in MiB).
-pub const DISK_MB_RANGE: RangeInclusive<u64> = 1..=4096;
+pub(crate) const DISK_MB_RANGE: RangeInclusive<u64> = 1..=4096;
 /// The files and folders `/scratch` and `/tmp` may hold together.
 const DISK_INODES: u64 = 16384;
 /// The program's uid and gid inside its user namespace.
@@ -904,12 +904,12 @@ impl Sandbox {
     }
 
     /// The interpreter.
-    pub fn python(&self) -> &Path {
+    pub(crate) fn python(&self) -> &Path {
         &self.python
     }
 
     /// The limits.
-    pub fn limits(&self) -> CodeLimits {
+    pub(crate) fn limits(&self) -> CodeLimits {
         self.limits
     }
 

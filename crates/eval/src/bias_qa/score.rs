@@ -181,6 +181,6 @@ pub fn score(
 }
 
 /// The records as JSON Lines.
-pub fn records_jsonl(records: &[ScoredAnswer]) -> String {
+pub(crate) fn records_jsonl(records: &[ScoredAnswer]) -> String {
     records.iter().map(|r| serde_json::to_string(r).expect("records serialize to JSON") + "\n").collect()
 }

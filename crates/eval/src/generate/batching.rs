@@ -7,16 +7,16 @@ use tch::{Device, Tensor};
 /// Prompt indices in batches, shortest first (ties in input order), each batch as many prompts as
 /// keep `rows × (longest + max_new_tokens) ≤ token_budget` and `rows ≤ max_rows` (at least one
 /// prompt, however long).
-pub fn plan(lengths: &[usize], max_new_tokens: usize, token_budget: usize, max_rows: usize) -> Vec<Vec<usize>> {
+pub(crate) fn plan(lengths: &[usize], max_new_tokens: usize, token_budget: usize, max_rows: usize) -> Vec<Vec<usize>> {
     indolm_torch::data::batching::bucket_by_length(lengths, max_new_tokens, token_budget, max_rows)
 }
 
 /// A left-padded batch on a device: ids and mask [rows, width] and the width.
-pub type LeftPadded = (Tensor, Tensor, i64);
+pub(crate) type LeftPadded = (Tensor, Tensor, i64);
 
 /// `prompts` left-padded with `pad` to the longest: ids and mask (1 at real tokens) [rows, width]
 /// on `device`, and the width.
-pub fn left_padded(prompts: &[&[i64]], pad: i64, device: Device) -> LeftPadded {
+pub(crate) fn left_padded(prompts: &[&[i64]], pad: i64, device: Device) -> LeftPadded {
     let width = prompts.iter().map(|p| p.len()).max().unwrap_or(0);
     let mut ids = vec![pad; prompts.len() * width];
     let mut mask = vec![0i64; prompts.len() * width];

@@ -38,22 +38,22 @@ use std::sync::Arc;
 
 /// The largest chat template read, in bytes: minijinja's parse holds about 100 times a template's
 /// size, and real templates are under 20 KB (the paper's nine: 0.3 to 7.8 KB).
-pub const MAX_TEMPLATE_BYTES: usize = 1 << 20;
+pub(crate) const MAX_TEMPLATE_BYTES: usize = 1 << 20;
 /// The instructions one render may run (minijinja's fuel). The paper's nine templates take at most
 /// 398 on conversations of four messages with tools (Qwen3.5's; about 100 a message, measured by
 /// this module's tests); this allows 25,000 times that (a conversation of some 100,000 messages)
 /// and stops an endless loop in about a second.
-pub const RENDER_FUEL: u64 = 10_000_000;
+pub(crate) const RENDER_FUEL: u64 = 10_000_000;
 /// The longest rendered prompt, in bytes: 16 MiB, some 30 times a 128k-token context window.
-pub const MAX_RENDERED_BYTES: usize = 16 << 20;
+pub(crate) const MAX_RENDERED_BYTES: usize = 16 << 20;
 /// The memory one render may hold at a time, in bytes: its values (strings grown by `~`, `+`,
 /// filters and captures) and its output, the messages it reads not counted.
-pub const RENDER_MEMORY_BYTES: usize = 256 << 20;
+pub(crate) const RENDER_MEMORY_BYTES: usize = 256 << 20;
 
 /// The template file transformers' tokenizer reads before `tokenizer_config.json`'s.
-pub const CHAT_TEMPLATE_FILE: &str = "chat_template.jinja";
+pub(crate) const CHAT_TEMPLATE_FILE: &str = "chat_template.jinja";
 /// The folder of named templates beside it (`tool_use.jinja`, ...).
-pub const CHAT_TEMPLATE_DIR: &str = "additional_chat_templates";
+pub(crate) const CHAT_TEMPLATE_DIR: &str = "additional_chat_templates";
 /// The tokenizer's configuration: its special tokens and, without the files above, the template.
 const TOKENIZER_CONFIG: &str = "tokenizer_config.json";
 /// Older special tokens, read when tokenizer_config.json has no `added_tokens_decoder`.
@@ -145,7 +145,7 @@ impl ChatTemplate {
 
     /// The chat template of the causal LM in `dir`: its own, or for a LoRA adapter folder that of the
     /// folder its tokenizer comes from (the adapter's, else its base model's).
-    pub fn for_model(dir: &Path) -> Result<Self> {
+    pub(crate) fn for_model(dir: &Path) -> Result<Self> {
         let adapter = Adapter::open(dir)?;
         Self::from_dir(adapter.as_ref().map_or(dir, |a| a.tokenizer_dir()))
     }
@@ -394,7 +394,7 @@ impl Messages {
 
     /// This conversation after a system message of `system`; an error when it starts with a
     /// system message of its own.
-    pub fn with_system(&self, system: &str) -> std::result::Result<Self, String> {
+    pub(crate) fn with_system(&self, system: &str) -> std::result::Result<Self, String> {
         if self.0.first().and_then(role).as_deref() == Some("system") {
             return Err("the conversation has a system message of its own, and --system would add a second".into());
         }
@@ -480,7 +480,7 @@ impl TemplateKwargs {
     }
 
     /// Sets `key` to the JSON text `value`; an error says why it cannot be a template variable.
-    pub fn set(&mut self, key: &str, value: &str) -> std::result::Result<(), String> {
+    pub(crate) fn set(&mut self, key: &str, value: &str) -> std::result::Result<(), String> {
         let parsed: Value = serde_json::from_str(value).map_err(|e| {
             format!(
                 "the value of `{key}`, {}, is not JSON ({}): write a string in double quotes (KEY='\"text\"'), \

@@ -10,14 +10,14 @@ use serde_json::Value;
 use std::path::{Path, PathBuf};
 
 /// The temperature when sampling and neither the command nor the model sets one (transformers').
-pub const DEFAULT_TEMPERATURE: f64 = 1.0;
+pub(crate) const DEFAULT_TEMPERATURE: f64 = 1.0;
 /// `top_k` when sampling and neither the command nor the model sets one (transformers').
-pub const DEFAULT_TOP_K: usize = 50;
+pub(crate) const DEFAULT_TOP_K: usize = 50;
 /// `top_p` when sampling and neither the command nor the model sets one (transformers').
-pub const DEFAULT_TOP_P: f64 = 1.0;
+pub(crate) const DEFAULT_TOP_P: f64 = 1.0;
 /// New tokens at most when neither the command nor the model sets `max_new_tokens`
 /// (transformers' own default, `max_length` 20, counts the prompt's tokens too).
-pub const DEFAULT_MAX_NEW_TOKENS: usize = 256;
+pub(crate) const DEFAULT_MAX_NEW_TOKENS: usize = 256;
 
 /// Settings transformers applies when they differ from these values, which indolm does not.
 const NOT_APPLIED: &[(&str, f64)] = &[

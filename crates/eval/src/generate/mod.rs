@@ -13,11 +13,11 @@ pub mod backend;
 pub mod batching;
 pub mod chat;
 pub mod config;
-pub mod decoding;
+pub(crate) mod decoding;
 pub mod prompts;
 pub mod run;
-pub mod sampling;
-pub mod stopping;
+pub(crate) mod sampling;
+pub(crate) mod stopping;
 pub mod text;
 
 pub use config::GenerationDefaults;
@@ -49,7 +49,7 @@ pub struct Settings {
 impl Settings {
     /// Refuses settings that cannot generate with `lm`: no new token, no row, a sampling
     /// parameter transformers refuses, a pad id outside the vocabulary.
-    pub fn check(&self, lm: &CausalLm) -> Result<()> {
+    pub(crate) fn check(&self, lm: &CausalLm) -> Result<()> {
         if self.max_new_tokens == 0 {
             return Err(Error::argument("max_new_tokens", "must be at least 1"));
         }
@@ -121,7 +121,7 @@ pub fn generate(
 
 /// A progress bar over `n` prompts on a terminal's stderr (hidden elsewhere, and for fewer than
 /// two prompts): `generate`'s and IndoBias-QA's.
-pub fn progress_bar(n: usize) -> indicatif::ProgressBar {
+pub(crate) fn progress_bar(n: usize) -> indicatif::ProgressBar {
     let bar = indicatif::ProgressBar::new(n as u64).with_style(
         indicatif::ProgressStyle::default_bar()
             .template("{bar:30} {pos}/{len} prompts [{elapsed_precise} < {eta_precise}]")

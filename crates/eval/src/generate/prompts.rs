@@ -34,7 +34,7 @@ pub struct PromptLine {
 
 /// One prompt of a chat prompt file.
 #[derive(Debug, Clone)]
-pub struct ChatLine {
+pub(crate) struct ChatLine {
     /// Its line in the file (1-based).
     pub line: usize,
     /// Its id (the line number when the line has none).
@@ -45,7 +45,7 @@ pub struct ChatLine {
 
 /// What a chat prompt line gives.
 #[derive(Debug, Clone)]
-pub enum ChatInput {
+pub(crate) enum ChatInput {
     /// A `"prompt"`: one user message.
     Prompt(String),
     /// `"messages"`: a conversation.
@@ -56,7 +56,7 @@ impl ChatLine {
     /// The conversation the template renders: the line's messages, or its prompt as one user
     /// message, after a system message of `system` when given (an error when the line has one
     /// of its own).
-    pub fn conversation(&self, system: Option<&str>) -> std::result::Result<Messages, String> {
+    pub(crate) fn conversation(&self, system: Option<&str>) -> std::result::Result<Messages, String> {
         let messages = match &self.input {
             ChatInput::Prompt(prompt) => Messages::user(prompt),
             ChatInput::Messages(messages) => messages.clone(),
@@ -69,7 +69,7 @@ impl ChatLine {
 }
 
 /// The type of a JSON value, for messages.
-pub(crate) fn kind_of(v: &Value) -> &'static str {
+pub fn kind_of(v: &Value) -> &'static str {
     match v {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",
@@ -131,7 +131,7 @@ pub fn read_prompts(path: &Path) -> Result<Vec<PromptLine>> {
 
 /// The chat prompts of the JSON Lines file `path`: each line's `"messages"` (fields kept in
 /// their order) or `"prompt"`; an error names the file and the line.
-pub fn read_chat_prompts(path: &Path) -> Result<Vec<ChatLine>> {
+pub(crate) fn read_chat_prompts(path: &Path) -> Result<Vec<ChatLine>> {
     let lines = read_lines(path, CHAT_LINE_FORMAT, |fields, line| {
         let messages = fields.get("messages").filter(|v| !v.is_null());
         match (messages, fields.get("prompt").filter(|v| !v.is_null())) {
@@ -180,7 +180,7 @@ pub fn tokenize(lm: &CausalLm, path: &Path, prompts: &[PromptLine], max_new_toke
 
 /// The chat prompts rendered by `template` with `kwargs`, each after a system message of `system`
 /// when given; an error (the template's `raise_exception` among them) names the line.
-pub fn render_chat(
+pub(crate) fn render_chat(
     template: &ChatTemplate,
     path: &Path,
     lines: &[ChatLine],
@@ -200,7 +200,7 @@ pub fn render_chat(
 /// The rendered chat prompts' token ids as `apply_chat_template(..., tokenize=True)` gives them
 /// ([`chat::encode`]: no special tokens added); an error names the line of a prompt with no
 /// tokens, or one that leaves no room for `max_new_tokens` in the model's positions.
-pub fn tokenize_chat(
+pub(crate) fn tokenize_chat(
     lm: &CausalLm,
     path: &Path,
     lines: &[ChatLine],
@@ -220,7 +220,7 @@ pub fn tokenize_chat(
 
 /// One completion record.
 #[derive(Debug, serde::Serialize)]
-pub struct Record<'a> {
+pub(crate) struct Record<'a> {
     /// The prompt's id.
     pub id: &'a Value,
     /// The prompt.
@@ -235,7 +235,7 @@ pub struct Record<'a> {
 
 /// One completion record of a chat prompt.
 #[derive(Debug, serde::Serialize)]
-pub struct ChatRecord<'a> {
+pub(crate) struct ChatRecord<'a> {
     /// The prompt's id.
     pub id: &'a Value,
     /// The line's prompt, when it gave one.
@@ -277,7 +277,7 @@ pub fn records(prompts: &[PromptLine], completions: &[Completion]) -> Result<Str
 
 /// The records of `completions` of the chat prompts `lines` (rendered as `rendered`) as JSON
 /// Lines, in order.
-pub fn chat_records(lines: &[ChatLine], rendered: &[String], completions: &[Completion]) -> Result<String> {
+pub(crate) fn chat_records(lines: &[ChatLine], rendered: &[String], completions: &[Completion]) -> Result<String> {
     json_lines(lines.iter().zip(rendered).zip(completions).map(|((l, text), c)| {
         let (prompt, messages) = match &l.input {
             ChatInput::Prompt(prompt) => (Some(prompt.as_str()), None),

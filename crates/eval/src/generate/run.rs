@@ -63,7 +63,7 @@ impl Asked {
 
     /// The settings a served model is asked with: greedy unless a temperature, `template_kwargs`
     /// for a local template.
-    pub fn chat_settings(&self, template_kwargs: TemplateKwargs) -> ChatSettings {
+    pub(crate) fn chat_settings(&self, template_kwargs: TemplateKwargs) -> ChatSettings {
         ChatSettings {
             max_new_tokens: self.max_new_tokens.unwrap_or(DEFAULT_MAX_NEW_TOKENS),
             temperature: self.temperature.unwrap_or(0.0),

@@ -28,7 +28,7 @@ pub struct Sampling {
 impl Sampling {
     /// Refuses what transformers refuses: a temperature that is not a positive number, a `top_p`
     /// outside [0, 1].
-    pub fn check(&self) -> Result<()> {
+    pub(crate) fn check(&self) -> Result<()> {
         if !(self.temperature > 0.0 && self.temperature.is_finite()) {
             return Err(Error::argument(
                 "temperature",
@@ -68,14 +68,14 @@ impl Sampling {
 
 /// The stream of uniforms of the prompt numbered `prompt` (its place among all prompts) under
 /// `seed`.
-pub fn stream(seed: u64, prompt: usize) -> ChaCha8Rng {
+pub(crate) fn stream(seed: u64, prompt: usize) -> ChaCha8Rng {
     indolm_core::seeds::stream_rng(seed, indolm_core::seeds::salt::GENERATION, prompt as u64)
 }
 
 /// The next token of each row of `logits` [rows, vocab] (fp32): the argmax without `sampling`;
 /// with it, the token of the warped distribution whose cumulative probability first passes
 /// `uniforms[row]` ∈ [0, 1) of the total.
-pub fn choose(logits: &Tensor, sampling: Option<&Sampling>, uniforms: &[f64]) -> Result<Vec<i64>> {
+pub(crate) fn choose(logits: &Tensor, sampling: Option<&Sampling>, uniforms: &[f64]) -> Result<Vec<i64>> {
     let chosen = match sampling {
         None => logits.argmax(-1, false),
         Some(sampling) => {

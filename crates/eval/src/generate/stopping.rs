@@ -29,7 +29,7 @@ impl StopReason {
 
 /// A completion's end: why, and where its text is cut (the start of a stop string, in bytes).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Stop {
+pub(crate) struct Stop {
     /// Why.
     pub reason: StopReason,
     /// The length its text keeps (a stop string's start), if cut.
@@ -38,7 +38,7 @@ pub struct Stop {
 
 /// The rules that end a completion.
 #[derive(Debug, Clone, Copy)]
-pub struct Stopping<'a> {
+pub(crate) struct Stopping<'a> {
     /// End-of-sequence ids.
     pub eos: &'a [i64],
     /// Texts that end a completion (empty ones ignored).
@@ -51,7 +51,7 @@ impl Stopping<'_> {
     /// Whether the completion whose new tokens so far are `ids` ends with its last one, and how;
     /// `text` gives its text, asked for only when there are stop strings and the last token is no
     /// EOS.
-    pub fn after(&self, ids: &[i64], text: impl FnOnce() -> Result<String>) -> Result<Option<Stop>> {
+    pub(crate) fn after(&self, ids: &[i64], text: impl FnOnce() -> Result<String>) -> Result<Option<Stop>> {
         let Some(last) = ids.last() else { return Ok(None) };
         if self.eos.contains(last) {
             return Ok(Some(Stop { reason: StopReason::Eos, cut: None }));
@@ -70,7 +70,7 @@ impl Stopping<'_> {
 
 /// Where the first of `stop_strings` in `text` starts (bytes): the earliest start of any of them,
 /// empty ones ignored.
-pub fn find_stop_string(text: &str, stop_strings: &[String]) -> Option<usize> {
+pub(crate) fn find_stop_string(text: &str, stop_strings: &[String]) -> Option<usize> {
     stop_strings.iter().filter(|s| !s.is_empty()).filter_map(|s| text.find(s.as_str())).min()
 }
 

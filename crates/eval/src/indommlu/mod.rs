@@ -11,16 +11,16 @@
 //! checkpoint hook. The layers import downwards only: questions ← prompts, setting, records;
 //! those ← masked, causal ← seq2seq ← scoring, and ← report; scoring, report ← evaluation ← hook.
 pub mod causal;
-pub mod evaluation;
-pub mod hook;
-pub mod masked;
+pub(crate) mod evaluation;
+pub(crate) mod hook;
+pub(crate) mod masked;
 pub mod prompts;
-pub mod questions;
+pub(crate) mod questions;
 pub mod records;
 pub mod report;
-pub mod scoring;
+pub(crate) mod scoring;
 pub mod seq2seq;
-pub mod setting;
+pub(crate) mod setting;
 
 pub use evaluation::{evaluate, evaluate_model, refuse_to_replace, write_evaluation, Evaluated, ModelRequest};
 pub use hook::IndommluHook;

@@ -93,7 +93,7 @@ impl Question {
     }
     /// Whether the question asks for the option that does not hold (`kecuali`, `yang bukan`,
     /// `yang tidak`).
-    pub fn negated(&self) -> bool {
+    pub(crate) fn negated(&self) -> bool {
         let q = self.question.to_lowercase();
         NEGATIONS.iter().any(|n| q.contains(n))
     }

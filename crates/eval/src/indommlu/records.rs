@@ -66,7 +66,7 @@ impl QuestionRecord {
         })
     }
     /// Whether the prediction is the key.
-    pub fn correct(&self) -> bool {
+    pub(crate) fn correct(&self) -> bool {
         self.prediction == self.key
     }
     /// The confidence in the prediction: the softmax over the option scores at it.

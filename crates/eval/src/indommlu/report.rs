@@ -45,7 +45,7 @@ impl Cell {
         100.0 * self.correct as f64 / self.questions.max(1) as f64
     }
     /// The percentage a random guess would get right, on average.
-    pub fn random(&self) -> f64 {
+    pub(crate) fn random(&self) -> f64 {
         100.0 * self.chance / self.questions.max(1) as f64
     }
     /// The mean confidence, as a percentage (0 for an empty group).
@@ -262,7 +262,7 @@ pub fn aggregate_records(records: &[QuestionRecord], setting: Setting, step: Opt
 impl IndommluReport {
     /// The kind of model and its prompting: `masked LM`, `causal LM, 2-shot`,
     /// `encoder-decoder LM, 0-shot`, with `, LoRA instruction prompt` for an adapter.
-    pub fn model_setting(&self) -> String {
+    pub(crate) fn model_setting(&self) -> String {
         let mut out = match (self.encoder_decoder, self.causal) {
             (true, _) => format!("encoder-decoder LM, {}-shot", self.shots),
             (false, true) => format!("causal LM, {}-shot", self.shots),

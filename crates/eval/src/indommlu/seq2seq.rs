@@ -24,7 +24,7 @@ use indolm_torch::error::{Error, Result};
 use indolm_torch::model::seq2seq::Seq2SeqLm;
 
 /// The input length `predict_classification_mt0` truncates its prompts to.
-pub const FULL_ANSWER_MAX_TOKENS: usize = 1024;
+pub(crate) const FULL_ANSWER_MAX_TOKENS: usize = 1024;
 
 /// The scores of every question (one per option, higher is better) by `scorer`, reading `lm`,
 /// each prompt with `shots` demonstrations from `examples`.

@@ -25,7 +25,7 @@ impl Setting {
 
     /// Refuses what the model cannot do: a mode of the other kind of model ([`mode_misfit`]),
     /// shots for a masked LM, or shots from `data`, a CSV without the `is_for_fewshot` column.
-    pub fn check(&self, data: &IndommluData, path: &Path) -> Result<()> {
+    pub(crate) fn check(&self, data: &IndommluData, path: &Path) -> Result<()> {
         match (self.causal, self.mode) {
             (true, IndommluMode::OptionPll) | (false, IndommluMode::FullAnswer) => Err(mode_misfit(self.causal)),
             (false, _) if self.shots > 0 => Err(shots_misfit()),

@@ -212,7 +212,7 @@ impl LoadedLm {
     /// For scores read through the MLM head: refuses a masked LM whose head was initialised
     /// randomly unless `allow_random_head`, then the warning every output carries
     /// ([`LoadedModel::require_trained_head`]); none for a causal LM or an encoder-decoder.
-    pub(crate) fn require_trained_head(&self, dir: &Path, allow_random_head: bool) -> Result<Option<String>> {
+    pub fn require_trained_head(&self, dir: &Path, allow_random_head: bool) -> Result<Option<String>> {
         match self {
             LoadedLm::Masked(m) => m.require_trained_head(dir, allow_random_head),
             LoadedLm::Causal(_) | LoadedLm::Seq2Seq(_) => Ok(None),
@@ -221,7 +221,7 @@ impl LoadedLm {
 
     /// What scored, for messages: `masked LM`, the decoder family's name, or the
     /// encoder-decoder's (`mt5 encoder-decoder LM`).
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         match self {
             LoadedLm::Masked(_) => "masked LM".into(),
             LoadedLm::Causal(lm) => format!("{} causal LM", lm.config.family.name()),
@@ -231,7 +231,7 @@ impl LoadedLm {
 
     /// Its scorer, with the device's token budget; an error for a causal LM whose tokenizer
     /// has neither BOS nor EOS (nothing to score a first token after).
-    pub fn scorer(&self, device: Device) -> Result<Box<dyn LmScorer + '_>> {
+    pub(crate) fn scorer(&self, device: Device) -> Result<Box<dyn LmScorer + '_>> {
         Ok(match self {
             LoadedLm::Masked(m) => Box::new(PllScorer::new(&m.model, &m.tokenizer, device)),
             LoadedLm::Causal(lm) => Box::new(CausalScorer::new(lm)?),

@@ -44,7 +44,7 @@ impl<'a> Seq2SeqScorer<'a> {
     /// The log-probabilities each of `rows` reads (in its `reads` order), every encoder input
     /// of `inputs` (non-empty) encoded once for the rows that read it. Inputs are batched
     /// shortest first under the token budget, an input counting once per row reading it.
-    pub fn log_probs(&self, inputs: &[Vec<i64>], rows: &[DecoderRow]) -> Vec<Vec<f64>> {
+    pub(crate) fn log_probs(&self, inputs: &[Vec<i64>], rows: &[DecoderRow]) -> Vec<Vec<f64>> {
         let mut readers: Vec<Vec<usize>> = vec![Vec::new(); inputs.len()];
         for (r, row) in rows.iter().enumerate() {
             readers[row.input].push(r);

@@ -42,13 +42,13 @@ fn python_space(c: char) -> bool {
 }
 
 /// Whether PreSumm leaves the pair of this reference line out: nothing is left once stripped.
-pub fn is_blank(line: &str) -> bool {
+pub(crate) fn is_blank(line: &str) -> bool {
     line.trim_matches(python_space).is_empty()
 }
 
 /// A summary line's sentences as the script reads them (before tokenizing): stripped, split at
 /// `<q>`, lowercased, PTB brackets replaced, each cut at its first `<`.
-pub fn script_sentences(line: &str) -> Vec<String> {
+pub(crate) fn script_sentences(line: &str) -> Vec<String> {
     line.trim_matches(python_space)
         .split(SENTENCE_SEPARATOR)
         .map(|piece| {
@@ -77,7 +77,7 @@ pub fn script_sentences(line: &str) -> Vec<String> {
 
 /// Reads summary lines into the script's tokens, with each stem computed once.
 #[derive(Debug, Default)]
-pub struct ScriptReader {
+pub(crate) struct ScriptReader {
     /// `-m`: stem tokens of more than three characters.
     stem: bool,
     /// Stems already computed.
@@ -91,7 +91,7 @@ impl ScriptReader {
     }
 
     /// The tokens of each sentence of a summary line, as the script counts them.
-    pub fn summary(&mut self, line: &str) -> Vec<Vec<String>> {
+    pub(crate) fn summary(&mut self, line: &str) -> Vec<Vec<String>> {
         script_sentences(line).iter().map(|s| self.tokens(s)).collect()
     }
 
@@ -117,7 +117,7 @@ impl ScriptReader {
 
 /// `sprintf("%7.5f", x)` read back as a number, for x ≥ 0: the exact binary value rounded to
 /// five decimals as C's printf rounds it (ties to even), then the double nearest that decimal.
-pub fn round5(x: f64) -> f64 {
+pub(crate) fn round5(x: f64) -> f64 {
     scaled5(x) as f64 / 100_000.0
 }
 
@@ -257,7 +257,7 @@ fn rouge_l(peer: &[Vec<String>], model: &[Vec<String>]) -> Prf {
 
 /// ROUGE-1, ROUGE-2 and ROUGE-L of a predicted summary (`peer`) against its reference
 /// (`model`), both as [`ScriptReader::summary`] reads them, each figure as the script prints it.
-pub fn score_summaries(peer: &[Vec<String>], model: &[Vec<String>]) -> RougeScores {
+pub(crate) fn score_summaries(peer: &[Vec<String>], model: &[Vec<String>]) -> RougeScores {
     RougeScores { rouge1: rouge_n(peer, model, 1), rouge2: rouge_n(peer, model, 2), rouge_l: rouge_l(peer, model) }
 }
 
@@ -265,7 +265,7 @@ pub fn score_summaries(peer: &[Vec<String>], model: &[Vec<String>]) -> RougeScor
 /// ascending), as PreSumm's pyrouge hands them over: files `cand.<index>.txt` listed in sorted
 /// name order get evaluation IDs 1, 2, …, and the script sorts its `<ID>.<system>` keys as
 /// strings. (Both sorts compare the numbers' decimal strings.)
-pub fn script_order(kept: &[usize]) -> Vec<usize> {
+pub(crate) fn script_order(kept: &[usize]) -> Vec<usize> {
     let mut by_file = kept.to_vec();
     by_file.sort_by_key(|i| i.to_string());
     let mut ids: Vec<usize> = (1..=kept.len()).collect();
@@ -277,7 +277,7 @@ pub fn script_order(kept: &[usize]) -> Vec<usize> {
 /// with `seed · resamples + i` (the script's `srand(i)` for seed 0) draws `n` positions with
 /// replacement; each series' mean over the drawn positions, summed in the order drawn. Every
 /// series has the same length `n` (all 0 when `n` is 0). One list of resample means a series.
-pub fn bootstrap(series: &[Vec<f64>], resamples: usize, seed: u64) -> Vec<Vec<f64>> {
+pub(crate) fn bootstrap(series: &[Vec<f64>], resamples: usize, seed: u64) -> Vec<Vec<f64>> {
     let n = series.first().map_or(0, Vec::len);
     let mut means = vec![Vec::with_capacity(resamples); series.len()];
     let mut sums = vec![0.0; series.len()];

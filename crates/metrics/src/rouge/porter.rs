@@ -199,7 +199,7 @@ fn drop_if_mgr1(w: &mut Vec<u8>, n: usize) {
 }
 
 /// The script's `stem` (its Porter stemmer) of a lowercase word.
-pub fn porter(word: &str) -> String {
+pub(crate) fn porter(word: &str) -> String {
     let mut w = word.as_bytes().to_vec();
     if w.len() < 3 {
         return word.to_string();

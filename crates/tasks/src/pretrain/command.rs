@@ -12,7 +12,7 @@ use tch::Device;
 
 /// `indolm train`'s own arguments.
 #[derive(clap::Args, Debug)]
-pub struct TrainArgs {
+pub(crate) struct TrainArgs {
     /// The recipe (TOML).
     pub recipe: PathBuf,
     /// Train the recipe with this seed instead, as the run `<name>-seed<N>` (pretraining

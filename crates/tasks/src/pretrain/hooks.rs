@@ -10,7 +10,7 @@ use tch::Device;
 
 /// The evaluations the recipe's `[eval.bias]` and `[eval.indommlu]` run at every checkpoint, on
 /// `device` (their data read and checked here, before training starts).
-pub fn checkpoint_hooks(recipe: &PretrainRecipe, device: Device) -> Result<Vec<Box<dyn CheckpointHook>>> {
+pub(crate) fn checkpoint_hooks(recipe: &PretrainRecipe, device: Device) -> Result<Vec<Box<dyn CheckpointHook>>> {
     let mut hooks: Vec<Box<dyn CheckpointHook>> = Vec::new();
     if let Some(bias) = &recipe.eval.bias {
         let pairs = load_indobias(&recipe.resolve(&bias.pairs))?;

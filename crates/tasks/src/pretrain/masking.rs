@@ -36,7 +36,7 @@ pub struct MaskedBatch {
 
 impl MaskedBatch {
     /// The batch as (input ids, labels) tensors of shape [rows, cols] on `device`.
-    pub fn tensors(&self, device: Device) -> (Tensor, Tensor) {
+    pub(crate) fn tensors(&self, device: Device) -> (Tensor, Tensor) {
         let shape = [self.rows as i64, self.cols as i64];
         (
             Tensor::from_slice(&self.input_ids).view(shape).to_device(device),

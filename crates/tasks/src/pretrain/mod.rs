@@ -4,12 +4,12 @@
 //! ([`masking`]), the held-out loss ([`heldout`]), the evaluations at checkpoints ([`hooks`],
 //! built from the recipe), the run itself ([`train`]: the task the engine drives), and the
 //! command (`indolm train`, [`command`]); [`TASK`] declares it.
-pub mod command;
+pub(crate) mod command;
 pub mod corpus;
-pub mod heldout;
+pub(crate) mod heldout;
 pub mod hooks;
 pub mod masking;
-pub mod recipe;
+pub(crate) mod recipe;
 pub mod train;
 
 pub use recipe::PretrainRecipe;
@@ -18,20 +18,20 @@ use crate::registry::{Salt, TaskDeclaration};
 use indolm_core::recipe::{OldRecipes, RecipeKind};
 
 /// The salts of pretraining's random purposes (see [`indolm_core::seeds`]).
-pub mod salt {
+pub(crate) mod salt {
     /// Masked-LM masks (stream: the micro-batch number; held-out batches use [`HELDOUT_MASKS`]).
-    pub const MASKING: u64 = 3;
+    pub(crate) const MASKING: u64 = 3;
     /// libtorch's generator before each pretraining step (dropout), see
     /// [`indolm_core::seeds::per_step`].
-    pub const PRETRAIN_TORCH: u64 = 4;
+    pub(crate) const PRETRAIN_TORCH: u64 = 4;
     /// The masking stream prefix of held-out batches (`HELDOUT_MASKS << 48 | batch`), so every
     /// checkpoint is scored on the same predictions.
-    pub const HELDOUT_MASKS: u64 = 5;
+    pub(crate) const HELDOUT_MASKS: u64 = 5;
 }
 
 /// Masked-LM pretraining as the registry knows it: `kind = "pretrain"` (also every recipe
 /// without `kind` that no other kind recognises), run by `indolm train`.
-pub const TASK: TaskDeclaration = TaskDeclaration {
+pub(crate) const TASK: TaskDeclaration = TaskDeclaration {
     kind: RecipeKind { name: "pretrain", command: "indolm train", old_recipes: OldRecipes::Otherwise },
     about: "Pretrain a masked LM from a `kind = \"pretrain\"` recipe (checkpoints, TensorBoard logs, evaluations)",
     salts: &[

@@ -197,7 +197,7 @@ fn d_eval_seqs() -> usize {
 
 impl PretrainRecipe {
     /// The sections every recipe shares, as the engine reads them.
-    pub fn shared(&self) -> indolm_core::recipe::SharedSections<'_> {
+    pub(crate) fn shared(&self) -> indolm_core::recipe::SharedSections<'_> {
         indolm_core::recipe::SharedSections {
             name: &self.name,
             seed: self.seed,
@@ -207,7 +207,7 @@ impl PretrainRecipe {
     }
 
     /// Updates in the whole run (`optimizer.max_steps`, checked present when the recipe is read).
-    pub fn max_steps(&self) -> u64 {
+    pub(crate) fn max_steps(&self) -> u64 {
         self.optimizer.max_steps.unwrap_or(0)
     }
 
@@ -225,7 +225,7 @@ impl PretrainRecipe {
 
     /// The recipe of one seed's run: `seed` set, and the name `<name>-seed<N>` (so that runs of
     /// one composition differing only by seed sit side by side).
-    pub fn with_seed(mut self, seed: u64, path: &Path) -> Result<Self> {
+    pub(crate) fn with_seed(mut self, seed: u64, path: &Path) -> Result<Self> {
         self.name = format!("{}-seed{seed}", self.name);
         self.seed = seed;
         check_name(path, "name", &self.name)?;
@@ -233,7 +233,7 @@ impl PretrainRecipe {
     }
 
     /// The seed `--seed-index I` picks: `seeds[I]`.
-    pub fn seed_at(&self, index: usize, path: &Path) -> Result<u64> {
+    pub(crate) fn seed_at(&self, index: usize, path: &Path) -> Result<u64> {
         match self.seeds.get(index) {
             Some(&s) => Ok(s),
             None if self.seeds.is_empty() => Err(Error::field(
@@ -335,7 +335,7 @@ impl PretrainRecipe {
     }
 
     /// The model configuration for a tokenizer of `vocab_size` ids.
-    pub fn model_config(&self, vocab_size: usize, recipe_path: &Path) -> Result<BertConfig> {
+    pub(crate) fn model_config(&self, vocab_size: usize, recipe_path: &Path) -> Result<BertConfig> {
         let m = &self.model;
         let mut c = match (&m.preset, &m.config) {
             (Some(p), _) => match p.as_str() {
@@ -411,7 +411,7 @@ impl PretrainRecipe {
     }
 
     /// `<output_dir>/<name>`: checkpoints and `train_log.jsonl`.
-    pub fn run_dir(&self) -> PathBuf {
+    pub(crate) fn run_dir(&self) -> PathBuf {
         self.resolve(&self.output_dir).join(&self.name)
     }
 
@@ -421,18 +421,18 @@ impl PretrainRecipe {
     }
 
     /// `<tensorboard>/<name>`: the run's TensorBoard events.
-    pub fn tensorboard_dir(&self) -> PathBuf {
+    pub(crate) fn tensorboard_dir(&self) -> PathBuf {
         self.resolve(&self.logging.tensorboard).join(&self.name)
     }
 
     /// The recipe as it will run (defaults filled in), as TOML.
-    pub fn resolved_toml(&self) -> String {
+    pub(crate) fn resolved_toml(&self) -> String {
         toml::to_string_pretty(self).expect("recipes serialize")
     }
 
     /// The sections whose change makes a resumed run a different run, as values (checkpoint,
     /// eval and logging settings may change on resume).
-    pub(crate) fn fingerprint(&self) -> Fingerprint {
+    pub fn fingerprint(&self) -> Fingerprint {
         let value = |v: serde_json::Result<serde_json::Value>| v.expect("recipe sections serialize to JSON");
         Fingerprint::Values(BTreeMap::from([
             ("seed".to_string(), value(serde_json::to_value(self.seed))),

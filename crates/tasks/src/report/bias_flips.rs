@@ -108,13 +108,13 @@ impl Flips {
 
     /// Pairs of `domain` (all when `None`) whose preference changed between evaluation `k − 1`
     /// and `k`, and the pairs counted.
-    pub fn changes(&self, k: usize, domain: Option<&str>) -> (usize, usize) {
+    pub(crate) fn changes(&self, k: usize, domain: Option<&str>) -> (usize, usize) {
         let pairs: Vec<&PairHistory> = self.histories.iter().filter(|h| domain.is_none_or(|d| h.domain == d)).collect();
         (pairs.iter().filter(|h| h.preferences[k] != h.preferences[k - 1]).count(), pairs.len())
     }
 
     /// The share (%) of the selected pairs settled at each evaluation.
-    pub fn settled_share(&self, language: Option<&str>, domain: Option<&str>) -> Vec<f64> {
+    pub(crate) fn settled_share(&self, language: Option<&str>, domain: Option<&str>) -> Vec<f64> {
         let pairs: Vec<&PairHistory> = self
             .histories
             .iter()

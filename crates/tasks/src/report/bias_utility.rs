@@ -20,7 +20,7 @@ const WIN_RATE: &str = "win rate";
 const MEAN_F1: &str = "macro-F1 (mean)";
 
 /// A win rate at a step: (step, win rate %, its 95% interval (low, high) when the report has one).
-pub type WinRatePoint = (u64, f64, Option<(f64, f64)>);
+pub(crate) type WinRatePoint = (u64, f64, Option<(f64, f64)>);
 
 /// One swept step: the run's win rate there (when it evaluated bias at that step) and the
 /// utility of the model fine-tuned from its checkpoint.
@@ -158,7 +158,7 @@ fn overall(report: &BiasReport) -> (f64, Option<(f64, f64)>) {
 
 /// Pearson's r of `x` and `y`; `None` with fewer than 3 pairs (two points always give ±1) or
 /// when either is constant.
-pub fn pearson(x: &[f64], y: &[f64]) -> Option<f64> {
+pub(crate) fn pearson(x: &[f64], y: &[f64]) -> Option<f64> {
     let n = x.len();
     let constant = |v: &[f64]| v.iter().all(|a| *a == v[0]);
     if n < 3 || y.len() != n || constant(x) || constant(y) {

@@ -59,7 +59,7 @@ fn words(s: &str) -> Vec<String> {
 }
 
 /// Words of the longer sentence not in the in-order matching blocks of the two (difflib's).
-pub fn words_changed(a: &str, b: &str) -> usize {
+pub(crate) fn words_changed(a: &str, b: &str) -> usize {
     let (wa, wb) = (words(a), words(b));
     let mut ids: HashMap<String, i64> = HashMap::new();
     let mut id_of = |ws: &[String]| -> Vec<i64> {

@@ -30,7 +30,7 @@ use serde::Serialize;
 use std::path::{Path, PathBuf};
 
 /// The n-gram orders of the paper's tables.
-pub const ORDERS: [usize; 4] = [1, 2, 3, 4];
+pub(crate) const ORDERS: [usize; 4] = [1, 2, 3, 4];
 
 /// The split folders of a variant, in the release's order.
 const SPLITS: [&str; 3] = ["train", "dev", "test"];

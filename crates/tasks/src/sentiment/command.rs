@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 
 /// `indolm finetune sentiment`'s own arguments.
 #[derive(clap::Args, Debug)]
-pub struct SentimentArgs {
+pub(crate) struct SentimentArgs {
     /// The fine-tuning recipe (TOML).
     pub recipe: PathBuf,
     /// Start from this model directory (overrides the recipe's `init`).
@@ -38,7 +38,7 @@ pub(crate) fn run_command(matches: &clap::ArgMatches, launcher: &dyn Launcher) -
 
 /// `indolm finetune sentiment`: the recipe's setting, or with `--from-run` the sweep over a
 /// pretraining run's checkpoints.
-pub fn finetune(args: SentimentArgs, launcher: &dyn Launcher) -> Result<()> {
+pub(crate) fn finetune(args: SentimentArgs, launcher: &dyn Launcher) -> Result<()> {
     match args.from_run {
         Some(from_run) => {
             let request = SweepRequest { run: from_run, every: args.every.unwrap_or(1), tensorboard: args.logdir };

@@ -95,7 +95,7 @@ pub fn score(model: &SequenceClassifier, data: &[Example], max_len: usize) -> Re
 }
 
 /// The `split` of every language in `langs`, one after another.
-pub fn concat(root: &Path, langs: &[String], split: &str) -> Result<Vec<Example>> {
+pub(crate) fn concat(root: &Path, langs: &[String], split: &str) -> Result<Vec<Example>> {
     let mut out = Vec::new();
     for l in langs {
         out.extend(load_split(root, l, split)?);

@@ -5,11 +5,11 @@
 //! fine-tuned from every kept checkpoint of a pretraining run, its utility beside its bias
 //! ([`sweep`]), and the command (`indolm finetune sentiment`, [`command`]); [`TASK`] declares it.
 pub mod baselines;
-pub mod command;
+pub(crate) mod command;
 pub mod data;
-pub mod recipe;
+pub(crate) mod recipe;
 pub mod run;
-pub mod sweep;
+pub(crate) mod sweep;
 pub mod task;
 
 pub use data::{load_split, score, Example, Scores, LABELS, NUSAX_LANGUAGES};
@@ -20,11 +20,11 @@ use crate::registry::{Salt, TaskDeclaration};
 use indolm_core::recipe::{OldRecipes, RecipeKind};
 
 /// The salts of sentiment fine-tuning's random purposes (see [`indolm_core::seeds`]).
-pub mod salt {
+pub(crate) mod salt {
     /// The order of sentiment training examples (stream: the epoch).
-    pub const SENTIMENT_SHUFFLE: u64 = 7;
+    pub(crate) const SENTIMENT_SHUFFLE: u64 = 7;
     /// libtorch's generator in sentiment fine-tuning: the head's initialisation, then per step.
-    pub const SENTIMENT_TORCH: u64 = 8;
+    pub(crate) const SENTIMENT_TORCH: u64 = 8;
 }
 
 /// A recipe without `kind` is a sentiment recipe when it has a `[data] setting` (and no
@@ -35,7 +35,7 @@ fn is_old_sentiment_recipe(table: &toml::Table) -> bool {
 
 /// NusaX sentiment fine-tuning as the registry knows it: `kind = "sentiment"`, run by
 /// `indolm finetune sentiment`.
-pub const TASK: TaskDeclaration = TaskDeclaration {
+pub(crate) const TASK: TaskDeclaration = TaskDeclaration {
     kind: RecipeKind {
         name: "sentiment",
         command: "indolm finetune sentiment",

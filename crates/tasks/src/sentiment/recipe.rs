@@ -177,7 +177,7 @@ impl SentimentRecipe {
     }
 
     /// The learning rates and batch sizes to train with: the grid's, or the optimizer's own.
-    pub fn grid_points(&self) -> Vec<(f64, usize)> {
+    pub(crate) fn grid_points(&self) -> Vec<(f64, usize)> {
         match &self.grid {
             Some(g) => g.lr.iter().flat_map(|&lr| g.batch_size.iter().map(move |&b| (lr, b))).collect(),
             None => vec![(self.optimizer.lr, self.optimizer.batch_size)],
@@ -187,7 +187,7 @@ impl SentimentRecipe {
     /// The settings whose change makes a resumed run another run, with the model the run starts
     /// from by its content ([`indolm_torch::model::model_dir::content_sha256`]), not by its path: a run
     /// resumed from another base model is another run, one whose model folder moved is not.
-    pub(crate) fn fingerprint(&self, base_model_sha256: &str) -> Fingerprint {
+    pub fn fingerprint(&self, base_model_sha256: &str) -> Fingerprint {
         let v = |x: serde_json::Result<serde_json::Value>| x.expect("recipe sections serialize to JSON");
         Fingerprint::of(&[
             ("seed", v(serde_json::to_value(self.seed))),
@@ -201,7 +201,7 @@ impl SentimentRecipe {
     }
 
     /// The sections every recipe shares, as the engine reads them.
-    pub fn shared(&self) -> indolm_core::recipe::SharedSections<'_> {
+    pub(crate) fn shared(&self) -> indolm_core::recipe::SharedSections<'_> {
         indolm_core::recipe::SharedSections {
             name: &self.name,
             seed: self.seed,
@@ -211,12 +211,12 @@ impl SentimentRecipe {
     }
 
     /// `<output_dir>/<name>`: the run folder.
-    pub fn run_dir(&self) -> PathBuf {
+    pub(crate) fn run_dir(&self) -> PathBuf {
         self.output_dir.join(&self.name)
     }
 
     /// `<tensorboard>/<name>`: the run's TensorBoard folder.
-    pub fn tensorboard_dir(&self) -> PathBuf {
+    pub(crate) fn tensorboard_dir(&self) -> PathBuf {
         self.logging.tensorboard.join(&self.name)
     }
 }

@@ -33,29 +33,29 @@ use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
 /// The sweep's manifest, in its folder.
-pub const SWEEP_FILE: &str = "sweep.json";
+pub(crate) const SWEEP_FILE: &str = "sweep.json";
 /// The `kind` of a sweep's manifest.
 const SWEEP_KIND: &str = "sentiment-sweep";
 /// The TensorBoard tag of a step's test macro-F1, the mean over the recipe's test sets; the tag
 /// of one language's is `<this>/<language>`.
-pub const MACRO_F1_TAG: &str = "utility/sentiment/macro_f1";
+pub(crate) const MACRO_F1_TAG: &str = "utility/sentiment/macro_f1";
 
 indolm_core::declare_run_files!(SWEEP_FILES: RunFile::Named(SWEEP_FILE));
 
 /// The sub-run fine-tuned from the checkpoint of `step`: `from-step-<N>`.
-pub fn sub_run_name(step: u64) -> String {
+pub(crate) fn sub_run_name(step: u64) -> String {
     format!("from-{}", step_dir_name(step))
 }
 
 /// The TensorBoard run of a sweep's utility curves, under the pretraining run's TensorBoard
 /// folder: `utility-<sweep name>`.
-pub fn board_dir(tensorboard: &Path, sweep_name: &str) -> PathBuf {
+pub(crate) fn board_dir(tensorboard: &Path, sweep_name: &str) -> PathBuf {
     tensorboard.join(format!("utility-{sweep_name}"))
 }
 
 /// What `sweep.json` records.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct SweepManifest {
+pub(crate) struct SweepManifest {
     /// `sentiment-sweep`.
     pub kind: String,
     /// The pretraining run, as it was given.
@@ -78,7 +78,7 @@ pub struct SweepManifest {
 }
 
 /// Reads the `sweep.json` of the sweep in `sweep_dir`.
-pub fn read_manifest(sweep_dir: &Path) -> Result<SweepManifest> {
+pub(crate) fn read_manifest(sweep_dir: &Path) -> Result<SweepManifest> {
     let path = sweep_dir.join(SWEEP_FILE);
     let text = read_to_string(&path)?;
     let manifest: SweepManifest = serde_json::from_str(&text).map_err(|e| Error::json(&path, &e))?;
@@ -90,7 +90,7 @@ pub fn read_manifest(sweep_dir: &Path) -> Result<SweepManifest> {
 
 /// One step's utility: the test macro-F1 (0 to 1) of the model fine-tuned from its checkpoint.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Utility {
+pub(crate) struct Utility {
     /// The pretraining step.
     pub step: u64,
     /// The mean over the recipe's test sets: every (trained set, test language) of the results.
@@ -136,7 +136,7 @@ fn is_complete(results: &SentimentResults, setting: Setting, languages: &[String
 
 /// The results of the sub-run in `dir` when they are there and complete for `setting` and
 /// `languages`; `None` when it has not finished (not started, or interrupted).
-pub fn finished_results(dir: &Path, setting: Setting, languages: &[String]) -> Result<Option<SentimentResults>> {
+pub(crate) fn finished_results(dir: &Path, setting: Setting, languages: &[String]) -> Result<Option<SentimentResults>> {
     let path = dir.join(RESULTS_JSON);
     if !path.is_file() {
         return Ok(None);
@@ -147,7 +147,7 @@ pub fn finished_results(dir: &Path, setting: Setting, languages: &[String]) -> R
 }
 
 /// Every `every`-th of the steps `kept` (ascending), from the first, and the last.
-pub fn select_steps(kept: &[u64], every: usize) -> Vec<u64> {
+pub(crate) fn select_steps(kept: &[u64], every: usize) -> Vec<u64> {
     let mut steps: Vec<u64> = kept.iter().step_by(every.max(1)).copied().collect();
     if let Some(&last) = kept.last() {
         if steps.last() != Some(&last) {
@@ -159,7 +159,7 @@ pub fn select_steps(kept: &[u64], every: usize) -> Vec<u64> {
 
 /// What `finetune sentiment --from-run` is asked, besides the recipe and the run flags.
 #[derive(Debug, Clone)]
-pub struct SweepRequest {
+pub(crate) struct SweepRequest {
     /// The pretraining run folder (`checkpoints/<run>`).
     pub run: PathBuf,
     /// Every this many kept checkpoints, from the first (1: all); the last is always swept.
@@ -171,7 +171,7 @@ pub struct SweepRequest {
 
 /// How a sweep ended.
 #[derive(Debug, Clone)]
-pub struct SweepOutcome {
+pub(crate) struct SweepOutcome {
     /// Each finished step's utility, by step.
     pub utilities: Vec<Utility>,
     /// Steps whose fine-tuning this command ran (or finished).
@@ -189,7 +189,7 @@ pub struct SweepOutcome {
 /// documentation), each into its own sub-run, skipping those finished earlier, and writes each
 /// step's macro-F1 into the pretraining run's TensorBoard. One process: every fine-tuning of the
 /// sweep runs on `opts.device`.
-pub fn sweep(recipe: &SentimentRecipe, request: &SweepRequest, opts: &TrainOptions) -> Result<SweepOutcome> {
+pub(crate) fn sweep(recipe: &SentimentRecipe, request: &SweepRequest, opts: &TrainOptions) -> Result<SweepOutcome> {
     if request.every == 0 {
         return Err(Error::argument("--every", "must be at least 1 (1: every kept checkpoint)"));
     }

@@ -468,7 +468,7 @@ impl BertAbs {
     }
 
     /// Whole targets (see [`encode_target`]) cut to `max_target_tokens` and padded.
-    pub fn targets(&self, whole: &[&[i64]]) -> Tensor {
+    pub(crate) fn targets(&self, whole: &[&[i64]]) -> Tensor {
         let pad = self.tokenizer.special.pad;
         targets_of(whole, self.abs.max_target_tokens, self.markers.eos, pad, self.vs.device())
     }
@@ -527,7 +527,7 @@ impl BertAbs {
     /// device: the loss at every position masked to the non-padding targets, so that nothing is
     /// read back and no size depends on the data (the host never waits for the device). The
     /// vocabulary projection runs at every position, padding included.
-    pub fn token_loss(&self, batch: &ArticleBatch, targets: &Tensor, train: bool) -> (Tensor, Tensor) {
+    pub(crate) fn token_loss(&self, batch: &ArticleBatch, targets: &Tensor, train: bool) -> (Tensor, Tensor) {
         let hidden = self.teacher_forced_hidden(batch, targets, train);
         let len = targets.size()[1];
         let gold = targets.narrow(1, 1, len - 1).reshape([-1]);
@@ -586,7 +586,7 @@ impl BertAbs {
 
     /// Generated tokens as sentences of words (split at the sentence marker, markers and
     /// special tokens dropped, word pieces joined).
-    pub fn sentences_of(&self, tokens: &[i64]) -> Vec<Vec<String>> {
+    pub(crate) fn sentences_of(&self, tokens: &[i64]) -> Vec<Vec<String>> {
         let s = &self.tokenizer.special;
         let special = [s.pad, s.cls, s.sep, s.mask, self.markers.bos, self.markers.eos];
         tokens

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 
 /// `indolm finetune summarize`'s own arguments.
 #[derive(clap::Args, Debug)]
-pub struct SummarizeArgs {
+pub(crate) struct SummarizeArgs {
     /// The fine-tuning recipe (TOML).
     pub recipe: PathBuf,
     /// Start from this model directory (overrides the recipe's `init`).
@@ -25,7 +25,7 @@ pub(crate) fn run_command(matches: &clap::ArgMatches, launcher: &dyn Launcher) -
 }
 
 /// `finetune summarize`: a BertExt, BertAbs or BertExtAbs, then its Table 4 rows.
-pub fn finetune(args: &SummarizeArgs, launcher: &dyn Launcher) -> Result<()> {
+pub(crate) fn finetune(args: &SummarizeArgs, launcher: &dyn Launcher) -> Result<()> {
     let recipe_path = args.recipe.as_path();
     let recipe = SummarizeRecipe::load(recipe_path)?;
     let init = resolve_init(recipe_path, args.init.as_deref(), recipe.init.as_deref())?;

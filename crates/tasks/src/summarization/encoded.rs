@@ -97,7 +97,7 @@ pub struct EncodedSplit {
 
 impl EncodedSplit {
     /// Articles in the split.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.meta.articles
     }
 
@@ -133,7 +133,7 @@ impl EncodedSplit {
     }
 
     /// Article `i`'s encoder input, as `input::encode_article` gives it.
-    pub fn article(&self, i: usize) -> EncodedArticle {
+    pub(crate) fn article(&self, i: usize) -> EncodedArticle {
         let ([ids, _, cls], [ids_end, _, cls_end]) = (self.starts(i), self.starts(i + 1));
         let at = self.meta.cls_at();
         let positions = self.bytes[at + cls as usize * 4..at + cls_end as usize * 4]
@@ -144,7 +144,7 @@ impl EncodedSplit {
     }
 
     /// Article `i`'s whole target, as `input::encode_target` gives it.
-    pub fn target(&self, i: usize) -> Vec<i64> {
+    pub(crate) fn target(&self, i: usize) -> Vec<i64> {
         let ([_, from, _], [_, to, _]) = (self.starts(i), self.starts(i + 1));
         self.ids(self.meta.targets_at(), from, to)
     }

@@ -25,7 +25,7 @@ pub enum Summarizer {
 
 impl Summarizer {
     /// The model's variables (every trainable tensor).
-    pub fn vs(&self) -> &tch::nn::VarStore {
+    pub(crate) fn vs(&self) -> &tch::nn::VarStore {
         match self {
             Summarizer::Ext(m) => &m.vs,
             Summarizer::Abs(m) => &m.vs,

@@ -31,7 +31,7 @@ pub struct ArticleBatch {
 impl ArticleBatch {
     /// The batch on `device`, each tensor's copy asked for as non-blocking (queued from the
     /// pinned memory [`staged_batch_of`] uses on CUDA; no copy on the CPU).
-    pub(crate) fn upload(&self, device: Device) -> ArticleBatch {
+    pub fn upload(&self, device: Device) -> ArticleBatch {
         ArticleBatch {
             input_ids: upload(&self.input_ids, device),
             segments: upload(&self.segments, device),
@@ -56,7 +56,7 @@ impl ArticleBatch {
 }
 
 /// One article encoded: ids, segment ids and each sentence's `[CLS]` position.
-pub struct EncodedArticle {
+pub(crate) struct EncodedArticle {
     ids: Vec<i64>,
     segments: Vec<i64>,
     cls: Vec<usize>,
@@ -80,23 +80,18 @@ impl EncodedArticle {
     }
 
     /// Its token ids.
-    pub fn ids(&self) -> &[i64] {
+    pub(crate) fn ids(&self) -> &[i64] {
         &self.ids
     }
 
     /// Where each sentence's `[CLS]` sits.
-    pub fn cls(&self) -> &[usize] {
+    pub(crate) fn cls(&self) -> &[usize] {
         &self.cls
     }
 
     /// Its length in tokens.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.ids.len()
-    }
-
-    /// Whether no sentence fitted.
-    pub fn is_empty(&self) -> bool {
-        self.ids.is_empty()
     }
 }
 

@@ -9,17 +9,17 @@
 //! The command (`indolm finetune summarize`) is [`command`]; [`TASK`] declares the task.
 pub mod abs;
 pub mod beam;
-pub mod command;
+pub(crate) mod command;
 pub mod data;
 pub mod encoded;
 pub mod ext;
 pub mod inference;
-pub mod input;
+pub(crate) mod input;
 pub mod oracle;
 pub mod prepared;
-pub mod recipe;
+pub(crate) mod recipe;
 pub mod train;
-pub mod transformer;
+pub(crate) mod transformer;
 
 use data::Article;
 use indolm_core::recipe::{OldRecipes, RecipeKind};
@@ -29,14 +29,14 @@ use indolm_metrics::stats::Interval;
 use indolm_torch::error::Result;
 
 /// The salts of summarization fine-tuning's random purposes (see [`indolm_core::seeds`]).
-pub mod salt {
+pub(crate) mod salt {
     /// libtorch's generator when a summarizer's new layers are initialised.
-    pub const SUMMARIZATION_INIT: u64 = 10;
+    pub(crate) const SUMMARIZATION_INIT: u64 = 10;
     /// The order of summarization training articles (stream: the step a new pass starts at).
-    pub const SUMMARIZATION_SHUFFLE: u64 = 11;
+    pub(crate) const SUMMARIZATION_SHUFFLE: u64 = 11;
     /// libtorch's generator before each summarization step (dropout), see
     /// [`indolm_core::seeds::per_step`].
-    pub const SUMMARIZATION_TORCH: u64 = 12;
+    pub(crate) const SUMMARIZATION_TORCH: u64 = 12;
 }
 
 /// A recipe without `kind` is a summarization recipe when it has a top-level `task`.
@@ -46,7 +46,7 @@ fn is_old_summarization_recipe(table: &toml::Table) -> bool {
 
 /// Liputan6 summarization fine-tuning as the registry knows it: `kind = "summarize"`, run by
 /// `indolm finetune summarize`.
-pub const TASK: crate::registry::TaskDeclaration = crate::registry::TaskDeclaration {
+pub(crate) const TASK: crate::registry::TaskDeclaration = crate::registry::TaskDeclaration {
     kind: RecipeKind {
         name: "summarize",
         command: "indolm finetune summarize",
@@ -65,7 +65,7 @@ pub const TASK: crate::registry::TaskDeclaration = crate::registry::TaskDeclarat
 };
 
 /// Prediction and reference summary lines, aligned ([`summary_line`]: sentences separated by `<q>`).
-pub type SummaryPairs = Vec<(String, String)>;
+pub(crate) type SummaryPairs = Vec<(String, String)>;
 
 /// One row of the results table: system name and ROUGE-1/2/L F1 (×100) as the official
 /// ROUGE-1.5.5 script reports them with the Liputan6 paper's options (`Average_F`), and their
@@ -128,7 +128,7 @@ impl RowBertScore {
 
 /// A summary line as BERTScore reads it: `<q>` (the sentence separator of PreSumm's files) as a
 /// space, so that the sentences are one text.
-pub fn bertscore_text(line: &str) -> String {
+pub(crate) fn bertscore_text(line: &str) -> String {
     line.replace(SENTENCE_SEPARATOR, " ")
 }
 
@@ -160,7 +160,7 @@ pub struct RowIntervals {
 
 impl Row {
     /// `system`'s row from a ROUGE report: each variant's F1 and its interval, ×100.
-    pub fn from_report(system: &str, report: &Report) -> Row {
+    pub(crate) fn from_report(system: &str, report: &Report) -> Row {
         let percent = |i: Interval| Interval { low: report.percent(i.low), high: report.percent(i.high) };
         Row {
             system: system.into(),
@@ -181,13 +181,13 @@ impl Row {
 /// The row of `system` for (prediction, reference) summary lines ([`summary_line`]): official
 /// ROUGE-1.5.5 as the Liputan6 paper ran it (PreSumm's pyrouge, `-c 95 -m -r 1000 -n 2 -a`),
 /// with the script's own resampling, so that every figure is the script's.
-pub fn rouge_row(system: &str, pairs: &[(String, String)]) -> Row {
+pub(crate) fn rouge_row(system: &str, pairs: &[(String, String)]) -> Row {
     Row::from_report(system, &evaluate_official(pairs))
 }
 
 /// The row of `system` for (prediction, reference) summary lines: official ROUGE
 /// ([`rouge_row`]), and BERTScore with `bertscore` when given ([`RowBertScore::of`]).
-pub fn scored_row(system: &str, pairs: &[(String, String)], bertscore: Option<&BertScorer>) -> Result<Row> {
+pub(crate) fn scored_row(system: &str, pairs: &[(String, String)], bertscore: Option<&BertScorer>) -> Result<Row> {
     let mut row = rouge_row(system, pairs);
     row.bertscore = bertscore.map(|scorer| RowBertScore::of(scorer, pairs)).transpose()?;
     Ok(row)

@@ -126,7 +126,7 @@ impl SummarizeData {
 
 /// The folder under a run that holds the best weights on the dev split `dev`: `best` for the
 /// primary dev split (`primary`), `best-<dev>` (a `/` or `\` in its name as `_`) for another.
-pub fn best_dir_name(primary: &str, dev: &str) -> String {
+pub(crate) fn best_dir_name(primary: &str, dev: &str) -> String {
     if dev == primary {
         indolm_core::run::layout::BEST_DIR.to_string()
     } else {
@@ -135,7 +135,7 @@ pub fn best_dir_name(primary: &str, dev: &str) -> String {
 }
 
 /// A split's name as one file-name part: a `/` or `\` becomes `_` (`xtreme/dev` → `xtreme_dev`).
-pub fn split_stem(split: &str) -> String {
+pub(crate) fn split_stem(split: &str) -> String {
     split.replace(['/', '\\'], "_")
 }
 
@@ -263,7 +263,7 @@ impl SummarizeRecipe {
 
     /// Refuses, naming the recipe and its key, a dev split that is not a folder of `[data] root`
     /// (before anything is trained; the articles in it are checked as they are read).
-    pub fn check_dev_folders(&self) -> Result<()> {
+    pub(crate) fn check_dev_folders(&self) -> Result<()> {
         let d = &self.data;
         let missing = |split: &str| !d.root.join(split).is_dir();
         if missing(&d.dev_split) {
@@ -306,14 +306,14 @@ impl SummarizeRecipe {
     }
 
     /// Updates in the whole run (checked present when the recipe is read).
-    pub fn max_steps(&self) -> u64 {
+    pub(crate) fn max_steps(&self) -> u64 {
         self.optimizer.max_steps.unwrap_or(0)
     }
 
     /// The settings whose change makes a resumed run another run, with the model the run starts
     /// from by its content ([`indolm_torch::model::model_dir::content_sha256`]), not by its path: a run
     /// resumed from another base model is another run, one whose model folder moved is not.
-    pub(crate) fn fingerprint(&self, base_model_sha256: &str) -> Fingerprint {
+    pub fn fingerprint(&self, base_model_sha256: &str) -> Fingerprint {
         let v = |x: serde_json::Result<serde_json::Value>| x.expect("recipe sections serialize to JSON");
         // BERTScore of the test rows is not part of what a run trains: changing it resumes.
         let mut eval = v(serde_json::to_value(&self.eval));
@@ -335,7 +335,7 @@ impl SummarizeRecipe {
     }
 
     /// The sections every recipe shares, as the engine reads them.
-    pub fn shared(&self) -> indolm_core::recipe::SharedSections<'_> {
+    pub(crate) fn shared(&self) -> indolm_core::recipe::SharedSections<'_> {
         indolm_core::recipe::SharedSections {
             name: &self.name,
             seed: self.seed,
@@ -345,12 +345,12 @@ impl SummarizeRecipe {
     }
 
     /// `<output_dir>/<name>`: the run folder.
-    pub fn run_dir(&self) -> PathBuf {
+    pub(crate) fn run_dir(&self) -> PathBuf {
         self.output_dir.join(&self.name)
     }
 
     /// `<tensorboard>/<name>`: the run's TensorBoard folder.
-    pub fn tensorboard_dir(&self) -> PathBuf {
+    pub(crate) fn tensorboard_dir(&self) -> PathBuf {
         self.logging.tensorboard.join(&self.name)
     }
 }

@@ -54,7 +54,7 @@ impl MultiHeadAttention {
     /// Attention of `queries` [batch, len, hidden] over keys/values from `keys_values`;
     /// `mask` (true = may attend) broadcasts to [batch, heads, len, keys]; `causal` adds the
     /// decoder's no-peeking-ahead mask.
-    pub fn attend(
+    pub(crate) fn attend(
         &self,
         queries: &Tensor,
         kv: &(Tensor, Tensor),

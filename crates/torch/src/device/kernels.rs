@@ -42,7 +42,7 @@ static DETERMINISTIC: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicB
 
 /// Asks libtorch for deterministic algorithms: every operation then takes its deterministic path
 /// (flash attention's backward among them) or raises where it has none.
-pub fn set_deterministic(on: bool) -> Result<()> {
+pub(crate) fn set_deterministic(on: bool) -> Result<()> {
     let mut error = std::ptr::null_mut();
     // SAFETY: sets a process-wide flag; `error` is set only on failure.
     if unsafe { indolm_set_deterministic(on as c_int, &mut error) } == 0 {

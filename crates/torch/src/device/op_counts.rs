@@ -62,7 +62,7 @@ pub struct OpCounts {
 
 impl OpCounts {
     /// Every operation run, at any depth.
-    pub fn total(&self) -> u64 {
+    pub(crate) fn total(&self) -> u64 {
         self.ops.iter().map(|o| o.count).sum()
     }
 
@@ -101,7 +101,7 @@ impl OpCounts {
     }
 
     /// The host's time in all the operations.
-    pub fn seconds(&self) -> f64 {
+    pub(crate) fn seconds(&self) -> f64 {
         self.ops.iter().map(|o| o.self_seconds).sum()
     }
 

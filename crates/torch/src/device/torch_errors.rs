@@ -58,7 +58,7 @@ pub fn guard<T>(context: impl FnOnce() -> String, out_of_memory: &str, work: imp
 }
 
 /// The exit code of a process whose command panicked (a failure nothing caught).
-pub const PANIC_EXIT: i32 = 101;
+pub(crate) const PANIC_EXIT: i32 = 101;
 
 /// Runs the command `main` (its exit code) as the process's last resort against panics: one
 /// that nothing caught (a libtorch failure outside the guarded steps and hooks, or a bug) is

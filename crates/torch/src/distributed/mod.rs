@@ -5,9 +5,9 @@
 //! C++ shim (`c10d_shim.cpp`, compiled by `crates/torch/build.rs`), and so are the hooks that all-reduce the
 //! gradients bucket by bucket during backward (`reducer_shim.cpp`, [`GradientReducer`]).
 pub mod join;
-pub mod launch;
+pub(crate) mod launch;
 pub mod process_group;
-pub mod reducer;
+pub(crate) mod reducer;
 
 pub use join::{join, join_if_launched, Backend, JoinSettings};
 pub use launch::Launch;

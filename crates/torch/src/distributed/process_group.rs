@@ -95,7 +95,7 @@ const LEFT: i64 = 1 << 40;
 
 /// The default limit of a wait for rank 0 (`--rank0-wait-timeout`): two hours, a slow
 /// evaluation or the preparation of a corpus; a lost rank is named long before, by its heartbeat.
-pub const DEFAULT_RANK0_WAIT: Duration = Duration::from_secs(7200);
+pub(crate) const DEFAULT_RANK0_WAIT: Duration = Duration::from_secs(7200);
 
 /// The heartbeat's interval: [`HEARTBEAT`], or (test-only, not a user option)
 /// `INDOLM_TEST_HEARTBEAT_MS` milliseconds, so that a test sees a silent rank named in seconds.
@@ -338,7 +338,7 @@ impl ProcessGroup {
     /// Joins the Gloo process group the launch describes, its collectives taking tensors on
     /// `device`: the CPU, or a CUDA device (Gloo stages them through the host, so several ranks
     /// may share one GPU, which NCCL refuses). `timeout` bounds the join and each collective.
-    pub fn gloo_on(launch: &Launch, device: Device, timeout: Duration) -> Result<Self> {
+    pub(crate) fn gloo_on(launch: &Launch, device: Device, timeout: Duration) -> Result<Self> {
         let host = c_text(&launch.master_addr, "MASTER_ADDR")?;
         let prefix = c_text(&launch.store_prefix("gloo"), "TORCHELASTIC_RESTART_COUNT")?;
         let interface = c_text(launch.gloo_interface.as_deref().unwrap_or(""), "GLOO_SOCKET_IFNAME")?;
@@ -371,7 +371,7 @@ impl ProcessGroup {
 
     /// Joins the NCCL process group the launch describes, on CUDA device `device` (which becomes
     /// this process's current device); `timeout` bounds the join and each collective.
-    pub fn nccl(launch: &Launch, device: usize, timeout: Duration) -> Result<Self> {
+    pub(crate) fn nccl(launch: &Launch, device: usize, timeout: Duration) -> Result<Self> {
         if !Self::has_nccl() {
             return Err(Error::argument(
                 "--device",
@@ -494,7 +494,7 @@ impl ProcessGroup {
 
     /// Sets the limit of each [`ProcessGroup::wait_for_all`] (`--rank0-wait-timeout`; default
     /// [`DEFAULT_RANK0_WAIT`]).
-    pub fn set_rank0_wait_timeout(&mut self, limit: Duration) {
+    pub(crate) fn set_rank0_wait_timeout(&mut self, limit: Duration) {
         self.rank0_wait = limit;
     }
 

@@ -7,7 +7,7 @@ use std::path::Path;
 
 /// Activation functions of the feed-forward block and the MLM head transform (HF `hidden_act`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Activation {
+pub(crate) enum Activation {
     /// Exact GELU (erf), HF `"gelu"`.
     Gelu,
     /// Tanh approximation, HF `"gelu_new"` and `"gelu_pytorch_tanh"`.
@@ -24,7 +24,7 @@ impl Activation {
         &["gelu", "gelu_new", "gelu_pytorch_tanh", "relu", "silu", "swish"];
 
     /// The activation HF calls `name`, or `None` if indolm does not implement it.
-    pub fn parse(name: &str) -> Option<Self> {
+    pub(crate) fn parse(name: &str) -> Option<Self> {
         Some(match name {
             "gelu" => Activation::Gelu,
             "gelu_new" | "gelu_pytorch_tanh" => Activation::GeluTanh,
@@ -35,7 +35,7 @@ impl Activation {
     }
 
     /// Applies the activation elementwise.
-    pub fn apply(self, x: &tch::Tensor) -> tch::Tensor {
+    pub(crate) fn apply(self, x: &tch::Tensor) -> tch::Tensor {
         match self {
             Activation::Gelu => x.gelu("none"),
             Activation::GeluTanh => x.gelu("tanh"),
@@ -261,7 +261,7 @@ impl BertConfig {
     }
 
     /// The parsed `hidden_act`; panics on an unknown name, so only call it on a validated config.
-    pub fn activation(&self) -> Activation {
+    pub(crate) fn activation(&self) -> Activation {
         Activation::parse(&self.hidden_act).expect("validated in from_file/validate")
     }
 

@@ -54,7 +54,7 @@ pub(crate) fn check_tokenizer_fits(config_path: &Path, source: &Path, tokens: us
 
 /// `text` encoded by `tokenizer` (loaded from `source`), with the post-processor's special tokens
 /// when `special`.
-pub(crate) fn encode(tokenizer: &Tokenizer, source: &Path, text: &str, special: bool) -> Result<Encoding> {
+pub fn encode(tokenizer: &Tokenizer, source: &Path, text: &str, special: bool) -> Result<Encoding> {
     tokenizer.encode(text, special).map_err(|e| Error::Tokenizer {
         path: source.to_path_buf(),
         message: format!("encoding {}: {e}", indolm_core::files::quoted(text)),

@@ -76,7 +76,7 @@ impl LayerNorm {
 }
 
 /// HF `nn.Embedding`: `weight` [n, dim] ~ N(0, initializer_range), the padding row zeroed.
-pub fn embedding(p: Path, n: i64, dim: i64, init_std: f64, padding_idx: Option<i64>) -> Tensor {
+pub(crate) fn embedding(p: Path, n: i64, dim: i64, init_std: f64, padding_idx: Option<i64>) -> Tensor {
     let weight = p.var("weight", &[n, dim], Init::Randn { mean: 0.0, stdev: init_std });
     if let Some(pad) = padding_idx {
         tch::no_grad(|| {

@@ -6,7 +6,7 @@
 pub mod bert;
 pub mod config;
 pub mod decoder;
-pub mod hf_folder;
+pub(crate) mod hf_folder;
 pub mod layers;
 pub mod model_dir;
 pub mod notes;

@@ -32,7 +32,7 @@ pub struct LoadedModel {
 }
 
 /// What every output of a score from a randomly initialised MLM head carries.
-pub const RANDOM_HEAD_WARNING: &str = "the MLM head was initialised randomly (the checkpoint has none, e.g. an encoder-only or sentence-embedding model such as multilingual-E5): these scores come from an untrained projection, not from the model";
+pub(crate) const RANDOM_HEAD_WARNING: &str = "the MLM head was initialised randomly (the checkpoint has none, e.g. an encoder-only or sentence-embedding model such as multilingual-E5): these scores come from an untrained projection, not from the model";
 
 impl LoadedModel {
     /// Refuses a model whose MLM head was initialised randomly for anything scored through the

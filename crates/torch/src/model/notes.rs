@@ -22,7 +22,7 @@ pub enum Component {
 
 impl Component {
     /// The prefix of its tensors' names.
-    pub fn prefix(self) -> &'static str {
+    pub(crate) fn prefix(self) -> &'static str {
         match self {
             Component::MlmHead => "cls.predictions.",
             Component::Pooler => "bert.pooler.",
@@ -89,7 +89,7 @@ pub enum LoadNote {
 
 impl LoadNote {
     /// The note for the missing tensors of `component`, if it has one.
-    pub fn initialised(component: Component, tensors: Vec<String>) -> Option<Self> {
+    pub(crate) fn initialised(component: Component, tensors: Vec<String>) -> Option<Self> {
         component.when_missing().map(|_| LoadNote::Initialised { component, tensors })
     }
 

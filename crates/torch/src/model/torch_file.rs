@@ -35,23 +35,23 @@ use tch::{Kind, Tensor};
 /// The most bytes a pickle may have (the zip layout's `data.pkl`, each pickle of the legacy
 /// stream): a state dict's pickle takes about 200 bytes a tensor, so this is some 300,000
 /// tensors.
-pub const MAX_PICKLE_BYTES: usize = 64 << 20;
+pub(crate) const MAX_PICKLE_BYTES: usize = 64 << 20;
 
 /// The most opcodes a pickle may run (a state dict's takes about 33 a tensor). Each makes at
 /// most one value, so this bounds the machine's memory (some 100 bytes a value, beside the
 /// pickle's own strings) and time.
-pub const MAX_PICKLE_OPS: usize = 4_000_000;
+pub(crate) const MAX_PICKLE_OPS: usize = 4_000_000;
 
 /// How deep a pickle's tuples, lists and dicts may nest (a state dict nests 3 or 4 levels: the
 /// dict, a tensor's arguments, their sizes; `_metadata` a dict of dicts).
-pub const MAX_NESTING: usize = 100;
+pub(crate) const MAX_NESTING: usize = 100;
 
 /// The most dimensions a tensor may have.
-pub const MAX_DIMS: usize = 64;
+pub(crate) const MAX_DIMS: usize = 64;
 
 /// The tensors read from a file may hold at most this many times its bytes together (tied
 /// weights are several views of one storage; more is a file made to multiply memory).
-pub const MAX_COPIES_OF_FILE: u64 = 8;
+pub(crate) const MAX_COPIES_OF_FILE: u64 = 8;
 
 /// The callables a state dict's pickle may name.
 const ALLOWED_CALLABLES: [&str; 6] = [
@@ -205,7 +205,7 @@ impl fmt::Debug for Value {
 
 /// Reads a `torch.save`d state dict (zip or legacy layout) into named tensors on the CPU, in
 /// their saved dtypes.
-pub fn read_file(path: &Path) -> Result<BTreeMap<String, Tensor>> {
+pub(crate) fn read_file(path: &Path) -> Result<BTreeMap<String, Tensor>> {
     let mut file = std::fs::File::open(path).with_path(path)?;
     let len = file.metadata().with_path(path)?.len();
     let mut magic = [0u8; 4];

@@ -1,17 +1,15 @@
 //! safetensors files: read any HF-style weight file (single or sharded, fp32/fp16/bf16) into
-//! named tch tensors, and write named tensors atomically with `{"format": "pt"}` metadata; and
-//! [`Snapshot`], an in-memory copy of a model's weights (the best ones seen while fine-tuning).
+//! named tch tensors, and write named tensors atomically with `{"format": "pt"}` metadata.
 use crate::error::{Error, IoContext, Result};
 use indolm_core::files::Staging;
 use safetensors::{Dtype, SafeTensors, View};
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
-use tch::nn::VarStore;
 use tch::{Device, Kind, Tensor};
 
 /// The tch kind of a safetensors dtype (none for dtypes tch lacks).
-pub(crate) fn kind_of(dtype: Dtype) -> Option<Kind> {
+pub fn kind_of(dtype: Dtype) -> Option<Kind> {
     Some(match dtype {
         Dtype::F32 => Kind::Float,
         Dtype::F16 => Kind::Half,
@@ -201,27 +199,4 @@ pub fn write_file(path: &Path, tensors: &[(String, Tensor)]) -> Result<()> {
         .map_err(|e| Error::invalid(tmp, format!("writing safetensors: {e}")))?;
     std::fs::File::open(tmp).and_then(|f| f.sync_all()).with_path(tmp)?;
     staging.commit()
-}
-
-/// A copy of every variable of a `VarStore`, detached from the autograd graph, on the variables'
-/// own device: the fine-tuning tasks take one whenever validation improves and restore the
-/// best at the end.
-pub struct Snapshot(Vec<(String, Tensor)>);
-
-impl Snapshot {
-    /// Copies the current value of every variable in `vs`.
-    pub fn take(vs: &VarStore) -> Self {
-        Snapshot(vs.variables().into_iter().map(|(name, t)| (name, t.detach().copy())).collect())
-    }
-
-    /// Writes the copied values back into `vs`'s variables, in place and without recording
-    /// gradients (the variables the optimizers hold keep pointing at the same tensors).
-    pub fn restore(&self, vs: &VarStore) {
-        tch::no_grad(|| {
-            let vars = vs.variables();
-            for (name, t) in &self.0 {
-                vars[name].shallow_clone().copy_(t);
-            }
-        });
-    }
 }

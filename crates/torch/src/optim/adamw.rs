@@ -54,7 +54,7 @@ pub struct AdamW {
 }
 
 /// Whether a parameter gets weight decay: not biases, not LayerNorm weights.
-pub fn decays(name: &str) -> bool {
+pub(crate) fn decays(name: &str) -> bool {
     !(name.ends_with(".bias") || name.contains("LayerNorm."))
 }
 
@@ -396,7 +396,7 @@ impl AdamW {
     }
 
     /// The moments, named `exp_avg.<param>` and `exp_avg_sq.<param>`, for a checkpoint.
-    pub fn state_tensors(&self) -> Vec<(String, Tensor)> {
+    pub(crate) fn state_tensors(&self) -> Vec<(String, Tensor)> {
         let mut out = Vec::with_capacity(self.params.len() * 2);
         for p in &self.params {
             out.push((format!("exp_avg.{}", p.name), p.exp_avg.shallow_clone()));

@@ -32,9 +32,9 @@ pub const DEFAULT_KEY_ENV: &str = "OPENAI_API_KEY";
 /// The environment variable that gives the base URL when no flag does.
 pub const BASE_URL_ENV: &str = "OPENAI_BASE_URL";
 /// Retries of a request after its first try, by default.
-pub const DEFAULT_RETRIES: u32 = 6;
+pub(crate) const DEFAULT_RETRIES: u32 = 6;
 /// How long a request may take, its answer included, by default.
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(300);
+pub(crate) const DEFAULT_TIMEOUT: Duration = Duration::from_secs(300);
 /// The first pause of the backoff (doubled at each retry).
 const BACKOFF_START: Duration = Duration::from_secs(1);
 /// The longest pause of the backoff.
@@ -72,7 +72,7 @@ impl std::fmt::Debug for ApiKey {
 
 /// `url` with the credentials of its authority hidden: `http://user:secret@host/v1` →
 /// `http://user:***@host/v1` (a user name alone, which may be a token, → `***@`).
-pub fn redact_url(url: &str) -> String {
+pub(crate) fn redact_url(url: &str) -> String {
     match split_credentials(url) {
         Some((before, credentials, after)) => {
             let shown = match credentials.split_once(':') {
@@ -289,7 +289,7 @@ impl OpenAiChat {
     /// The request body for `messages`: `{model, messages, temperature, max_tokens, seed}`, with
     /// `top_p` when given, `stop` when there are stop strings and `chat_template_kwargs` when there
     /// are variables (a request without them has the body, so the cache key, it always had).
-    pub fn request_body(&self, messages: &Messages) -> Result<Value> {
+    pub(crate) fn request_body(&self, messages: &Messages) -> Result<Value> {
         let messages = serde_json::to_value(messages)
             .map_err(|e| Error::data("chat", format!("a conversation cannot be written as JSON: {e}")))?;
         let mut body = Map::new();
@@ -796,7 +796,7 @@ fn found(value: &Value) -> String {
 }
 
 /// `value` as canonical JSON: object keys sorted, no spaces (what is sent, hashed and cached).
-pub fn canonical_json(value: &Value) -> String {
+pub(crate) fn canonical_json(value: &Value) -> String {
     /// Appends `value` to `out`.
     fn write(value: &Value, out: &mut String) {
         match value {
@@ -833,7 +833,7 @@ pub fn canonical_json(value: &Value) -> String {
 }
 
 /// The cache key of a request: the SHA-256 (hex) of `POST {url}`, a newline and the canonical body.
-pub fn cache_key(url: &str, body: &str) -> String {
+pub(crate) fn cache_key(url: &str, body: &str) -> String {
     let mut hasher = Sha256::new();
     hasher.update(format!("POST {url}\n").as_bytes());
     hasher.update(body.as_bytes());

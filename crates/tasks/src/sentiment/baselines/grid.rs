@@ -38,7 +38,7 @@ impl Model {
     }
 
     /// Table 3's row label.
-    pub fn title(self) -> &'static str {
+    pub(crate) fn title(self) -> &'static str {
         match self {
             Model::Nb => "Naive Bayes",
             Model::Svm => "SVM",
@@ -85,7 +85,7 @@ impl std::fmt::Display for Params {
 
 /// numpy's `linspace(start, stop, num)`: `start + i × step` with `step = (stop − start) / (num
 /// − 1)`, the last value `stop` exactly.
-pub fn linspace(start: f64, stop: f64, num: usize) -> Vec<f64> {
+pub(crate) fn linspace(start: f64, stop: f64, num: usize) -> Vec<f64> {
     if num == 1 {
         return vec![start];
     }

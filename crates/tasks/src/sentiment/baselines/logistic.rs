@@ -11,7 +11,7 @@ use super::sparse::Csr;
 
 /// The largest gradient entry at which the solution is taken as optimal (the objective is a sum
 /// over the texts, so this is about 1e-11 of a mean gradient).
-pub const TOLERANCE: f64 = 1e-8;
+pub(crate) const TOLERANCE: f64 = 1e-8;
 /// The most Newton steps.
 const MAX_NEWTON: usize = 500;
 /// The most conjugate-gradient steps per Newton step.
@@ -134,7 +134,7 @@ impl Logistic {
     /// Fits on `x` with labels `y` (each below `n_classes`) and inverse penalty `c`, starting from
     /// `start` when given (the solution of a neighbouring `c` on the same features: the optimum
     /// does not depend on the start, only the number of steps does).
-    pub fn fit(x: &Csr, y: &[usize], n_classes: usize, c: f64, start: Option<&Logistic>) -> Logistic {
+    pub(crate) fn fit(x: &Csr, y: &[usize], n_classes: usize, c: f64, start: Option<&Logistic>) -> Logistic {
         let (k, m) = (n_classes, x.n_cols);
         let problem = Problem { x, y, k, m, lambda: 1.0 / c };
         let (w0, b0) = match start {

@@ -15,11 +15,11 @@
 //! figures comes out. The cross-lingual matrix tests each language's selected model on every
 //! language's test split (through its own vocabulary).
 pub mod grid;
-pub mod logistic;
-pub mod naive_bayes;
-pub mod sparse;
+pub(crate) mod logistic;
+pub(crate) mod naive_bayes;
+pub(crate) mod sparse;
 pub mod svm;
-pub mod text;
+pub(crate) mod text;
 
 pub use grid::{authors_grid, grid_search, Fitted, Model, Params, Search, SelectBy, Split};
 pub use text::{FeatureKind, Vectorizer};
@@ -49,19 +49,19 @@ pub const PAPER_LANGUAGES: [(&str, &str); 12] = [
 
 /// Table 3's classical rows: test macro-F1 ×100 per language in [`PAPER_LANGUAGES`] order, and
 /// the row's average.
-pub const PAPER_TABLE3: [(Model, [f64; 12], f64); 3] = [
+pub(crate) const PAPER_TABLE3: [(Model, [f64; 12], f64); 3] = [
     (Model::Nb, [72.5, 72.6, 73.0, 71.9, 73.7, 76.5, 73.1, 69.4, 66.8, 73.2, 68.8, 71.9], 72.0),
     (Model::Svm, [75.7, 75.3, 76.7, 74.8, 77.2, 75.0, 78.7, 71.3, 73.8, 76.7, 75.1, 74.3], 75.4),
     (Model::Lr, [77.4, 76.3, 76.3, 75.0, 77.2, 75.9, 74.7, 73.7, 74.7, 74.8, 73.4, 75.8], 75.4),
 ];
 
 /// The code Table 3 heads a language's column with (the folder name for a language it lacks).
-pub fn language_code(language: &str) -> &str {
+pub(crate) fn language_code(language: &str) -> &str {
     PAPER_LANGUAGES.iter().find(|(l, _)| *l == language).map_or(language, |(_, code)| code)
 }
 
 /// Table 3's figure (macro-F1 ×100) for `model` on `language`.
-pub fn paper_figure(model: Model, language: &str) -> Option<f64> {
+pub(crate) fn paper_figure(model: Model, language: &str) -> Option<f64> {
     let column = PAPER_LANGUAGES.iter().position(|(l, _)| *l == language)?;
     PAPER_TABLE3.iter().find(|(m, _, _)| *m == model).map(|(_, row, _)| row[column])
 }
@@ -238,7 +238,7 @@ pub struct LanguageOutcome {
 
 /// A language's selected model of one kind, kept to test it on the other languages.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Chosen {
+pub(crate) struct Chosen {
     /// The model kind.
     pub model: Model,
     /// The vectorizer of its feature kind.
@@ -248,7 +248,7 @@ pub struct Chosen {
 }
 
 /// Runs every model of `settings` on one language: both feature kinds searched, one chosen.
-pub fn run_language(data: &LanguageData, settings: &Settings) -> Result<(LanguageOutcome, Vec<Chosen>)> {
+pub(crate) fn run_language(data: &LanguageData, settings: &Settings) -> Result<(LanguageOutcome, Vec<Chosen>)> {
     let features: Vec<Features> =
         FeatureKind::ALL.iter().map(|&kind| Features::build(data, kind)).collect::<Result<_>>()?;
     let mut models = Vec::new();

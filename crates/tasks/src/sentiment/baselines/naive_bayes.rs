@@ -16,7 +16,7 @@ pub struct MultinomialNb {
 
 impl MultinomialNb {
     /// Fits on `x` with labels `y` (each below `n_classes`) and additive smoothing `alpha`.
-    pub fn fit(x: &Csr, y: &[usize], n_classes: usize, alpha: f64) -> MultinomialNb {
+    pub(crate) fn fit(x: &Csr, y: &[usize], n_classes: usize, alpha: f64) -> MultinomialNb {
         let mut feature_count = vec![vec![0.0; x.n_cols]; n_classes];
         let mut class_count = vec![0.0; n_classes];
         // scikit-learn sums Y.T @ X: per class, the texts' values in text order.
@@ -63,7 +63,7 @@ impl MultinomialNb {
 }
 
 /// The index of the largest score, the first of equal maxima (numpy's `argmax`); 0 for none.
-pub fn first_argmax(scores: &[f64]) -> usize {
+pub(crate) fn first_argmax(scores: &[f64]) -> usize {
     let mut best = 0;
     for (i, s) in scores.iter().enumerate() {
         if *s > scores[best] {

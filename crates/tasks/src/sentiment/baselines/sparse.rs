@@ -28,7 +28,7 @@ pub struct Row<'a> {
 
 impl<'a> Row<'a> {
     /// The (column, value) entries, by column.
-    pub fn entries(self) -> impl Iterator<Item = (usize, f64)> + 'a {
+    pub(crate) fn entries(self) -> impl Iterator<Item = (usize, f64)> + 'a {
         self.indices.iter().copied().zip(self.values.iter().copied())
     }
 }
@@ -40,7 +40,7 @@ impl Csr {
     }
 
     /// Appends a row from its entries, which must be by increasing column.
-    pub fn push_row(&mut self, entries: impl IntoIterator<Item = (usize, f64)>) {
+    pub(crate) fn push_row(&mut self, entries: impl IntoIterator<Item = (usize, f64)>) {
         for (column, value) in entries {
             debug_assert!(column < self.n_cols, "column {column} of {}", self.n_cols);
             self.indices.push(column);
@@ -55,14 +55,14 @@ impl Csr {
     }
 
     /// Row `i`.
-    pub fn row(&self, i: usize) -> Row<'_> {
+    pub(crate) fn row(&self, i: usize) -> Row<'_> {
         let (start, end) = (self.indptr[i], self.indptr[i + 1]);
         Row { indices: &self.indices[start..end], values: &self.values[start..end] }
     }
 
     /// The rows of `self` followed by those of `other` (scipy's `vstack`), which must have as
     /// many columns.
-    pub fn stack(&self, other: &Csr) -> Csr {
+    pub(crate) fn stack(&self, other: &Csr) -> Csr {
         debug_assert_eq!(self.n_cols, other.n_cols);
         let mut out = self.clone();
         let offset = out.indices.len();
@@ -84,7 +84,7 @@ impl Csr {
 
 /// The dot product of two rows, as libsvm's sparse `Kernel::dot` sums it: the products of the
 /// columns both rows hold, by increasing column.
-pub fn dot(a: Row, b: Row) -> f64 {
+pub(crate) fn dot(a: Row, b: Row) -> f64 {
     let (mut i, mut j, mut sum) = (0, 0, 0.0);
     while i < a.indices.len() && j < b.indices.len() {
         match a.indices[i].cmp(&b.indices[j]) {
@@ -103,7 +103,7 @@ pub fn dot(a: Row, b: Row) -> f64 {
 /// The squared Euclidean distance of two rows, as libsvm's sparse `k_function` sums it for the
 /// RBF kernel at prediction: by increasing column, a shared column adding its squared difference
 /// and a column of one row only its square, then the rest of either row.
-pub fn squared_distance(a: Row, b: Row) -> f64 {
+pub(crate) fn squared_distance(a: Row, b: Row) -> f64 {
     let (mut i, mut j, mut sum) = (0, 0, 0.0);
     while i < a.indices.len() && j < b.indices.len() {
         match a.indices[i].cmp(&b.indices[j]) {
@@ -135,7 +135,7 @@ pub fn squared_distance(a: Row, b: Row) -> f64 {
 /// numpy's pairwise summation of a contiguous `float64` array (`np.sum`, `np.add.reduce`): runs
 /// under 8 summed in order, blocks up to 128 with eight accumulators, longer runs split in two
 /// halves cut at a multiple of 8; then numpy's initial 0.0 added (which only turns −0 into 0).
-pub fn numpy_sum(values: &[f64]) -> f64 {
+pub(crate) fn numpy_sum(values: &[f64]) -> f64 {
     let sum = pairwise(values);
     if sum == 0.0 {
         0.0

@@ -48,7 +48,7 @@ const MAX_ITER: usize = 50_000_000;
 /// scikit-learn's `gamma="scale"` for training matrix `x`: 1 / (columns × var), var the mean of
 /// the squared entries minus the squared mean over all rows × columns entries (scipy's sparse
 /// `mean`: each stored value times 1/(rows × columns), summed by numpy); 1 when var is 0.
-pub fn scale_gamma(x: &Csr) -> f64 {
+pub(crate) fn scale_gamma(x: &Csr) -> f64 {
     let r = 1.0 / (x.rows() * x.n_cols) as f64;
     let squares: Vec<f64> = x.values.iter().map(|v| v * v * r).collect();
     let values: Vec<f64> = x.values.iter().map(|v| v * r).collect();
@@ -95,7 +95,7 @@ pub struct Svc {
 impl Svc {
     /// Trains on `x` with labels `y` (each below `n_classes`; every class present), penalty `c`
     /// and `kernel`.
-    pub fn fit(x: &Csr, y: &[usize], n_classes: usize, c: f64, kernel: Kernel) -> Result<Svc> {
+    pub(crate) fn fit(x: &Csr, y: &[usize], n_classes: usize, c: f64, kernel: Kernel) -> Result<Svc> {
         let gamma = match kernel {
             Kernel::Rbf => scale_gamma(x),
             Kernel::Linear => 0.0,

@@ -76,7 +76,7 @@ const CONTRACTIONS: [(&str, usize); 5] = [("cannot", 3), ("gimme", 3), ("gonna",
 
 /// scikit-learn's `CountVectorizer` tokens (lowercased, `\b\w\w+\b`) of
 /// `" ".join(nltk.word_tokenize(text))`, in order (see the module's documentation).
-pub fn word_tokens(text: &str) -> Vec<String> {
+pub(crate) fn word_tokens(text: &str) -> Vec<String> {
     let chars: Vec<char> = text.chars().collect();
     let n = chars.len();
     let mut pieces: Vec<(usize, usize)> = Vec::new();
@@ -165,7 +165,7 @@ pub struct Vectorizer {
 impl Vectorizer {
     /// Fits on `texts` (the training split): every token seen is a column; the idf counts the
     /// texts holding each. An error when no text has a token (scikit-learn's "empty vocabulary").
-    pub fn fit(texts: &[&str], kind: FeatureKind) -> Result<Vectorizer> {
+    pub(crate) fn fit(texts: &[&str], kind: FeatureKind) -> Result<Vectorizer> {
         let tokenized: Vec<Vec<String>> = texts.iter().map(|t| word_tokens(t)).collect();
         let mut vocabulary: Vec<String> = tokenized.iter().flatten().cloned().collect();
         vocabulary.sort_unstable();
@@ -195,7 +195,7 @@ impl Vectorizer {
     }
 
     /// The feature kind.
-    pub fn kind(&self) -> FeatureKind {
+    pub(crate) fn kind(&self) -> FeatureKind {
         self.kind
     }
 
@@ -210,7 +210,7 @@ impl Vectorizer {
     }
 
     /// The texts' features: one row per text; tokens not in the vocabulary are left out.
-    pub fn transform(&self, texts: &[&str]) -> Csr {
+    pub(crate) fn transform(&self, texts: &[&str]) -> Csr {
         let tokenized: Vec<Vec<String>> = texts.iter().map(|t| word_tokens(t)).collect();
         let mut x = self.counts(&tokenized);
         if let Some(idf) = &self.idf {

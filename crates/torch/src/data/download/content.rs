@@ -24,7 +24,7 @@ pub enum Content {
 
 impl Content {
     /// A CSV with these columns.
-    pub fn csv(columns: &[&str]) -> Self {
+    pub(crate) fn csv(columns: &[&str]) -> Self {
         Content::Csv { columns: columns.iter().map(|c| c.to_string()).collect() }
     }
 
@@ -38,7 +38,7 @@ impl Content {
     }
 
     /// `Ok(None)` when the file at `path` is this content, else why not.
-    pub fn check(&self, path: &Path) -> Result<Option<String>> {
+    pub(crate) fn check(&self, path: &Path) -> Result<Option<String>> {
         match self {
             Content::Xz => check_xz(path),
             Content::Parquet => Ok(check_parquet(path)),
@@ -48,7 +48,7 @@ impl Content {
 }
 
 /// What a file that failed its check holds: `an HTML page (296 bytes)`, `text starting "…"`.
-pub fn describe(path: &Path) -> Result<String> {
+pub(crate) fn describe(path: &Path) -> Result<String> {
     let len = std::fs::metadata(path).with_path(path)?.len();
     let mut head = Vec::new();
     std::fs::File::open(path).with_path(path)?.take(512).read_to_end(&mut head).with_path(path)?;

@@ -5,10 +5,10 @@
 //! host (`<mirror>/<host>/<path>`), for offline mirrors and for the tests' loopback server.
 //! Every request has connect and read timeouts, and a failed transfer is retried (resuming
 //! from what arrived) with growing pauses, so a stalled mirror never hangs a job.
-pub mod content;
+pub(crate) mod content;
 
 use crate::error::{Error, IoContext, Result};
-pub use content::Content;
+pub(crate) use content::Content;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::io::{IsTerminal, Read, Write};
 use std::path::{Path, PathBuf};
@@ -402,7 +402,7 @@ fn content_length(resp: &ureq::http::Response<ureq::Body>) -> Option<u64> {
 
 /// Checks a file against the expected size and SHA-256 (when known), then its content; an
 /// error names the file and what it holds instead.
-pub fn verify(spec: &FileSpec, path: &Path) -> Result<()> {
+pub(crate) fn verify(spec: &FileSpec, path: &Path) -> Result<()> {
     let len = std::fs::metadata(path).with_path(path)?.len();
     if let Some(size) = spec.size {
         if len != size {

@@ -309,7 +309,7 @@ impl Adapter {
     /// reduced to the text model for a `multimodal` checkpoint): modules saved whole replace
     /// the base's tensors, then each LoRA pair is added to its base weight. Every adapter tensor
     /// must name a base tensor of the right shape.
-    pub fn merge_into(&self, weights: &mut Weights, multimodal: bool) -> Result<MergedAdapter> {
+    pub(crate) fn merge_into(&self, weights: &mut Weights, multimodal: bool) -> Result<MergedAdapter> {
         let file = ADAPTER_WEIGHTS.iter().map(|f| self.dir.join(f)).find(|p| p.is_file()).ok_or_else(|| {
             Error::MissingFile {
                 path: self.dir.join(ADAPTER_WEIGHTS[0]),

@@ -135,20 +135,26 @@ pub(crate) struct Step {
 
 impl Step {
     /// A whole right-padded batch without a cache, `mask` [batch, seq] marking its real tokens.
-    pub fn full(mask: &Tensor) -> Self {
+    pub(crate) fn full(mask: &Tensor) -> Self {
         Step { key_real: mask.shallow_clone(), past: 0, positions: None }
     }
 
     /// Where each new token may look over the `past + s` keys, in the form `attention` takes
     /// (see [`Mask::new`]): with `window`, an additive `bias` [batch, heads, 1, past + s] (ALiBi)
     /// and a logit `softcap`.
-    pub fn mask(&self, attention: Attention, window: Option<i64>, bias: Option<Tensor>, softcap: Option<f64>) -> Mask {
+    pub(crate) fn mask(
+        &self,
+        attention: Attention,
+        window: Option<i64>,
+        bias: Option<Tensor>,
+        softcap: Option<f64>,
+    ) -> Mask {
         Mask::new(attention, &self.key_real, self.past, window, bias, softcap)
     }
 
     /// cos and sin of the new tokens' rotary embedding from the inverse frequencies `inv`: [s,
     /// head_dim] for positions 0..s, [batch, 1, s, head_dim] at each row's positions.
-    pub fn rope_tables(&self, inv: &Tensor, scaling: f64, s: i64, kind: Kind) -> (Tensor, Tensor) {
+    pub(crate) fn rope_tables(&self, inv: &Tensor, scaling: f64, s: i64, kind: Kind) -> (Tensor, Tensor) {
         match &self.positions {
             None => rope_tables(inv, scaling, s, kind),
             Some(positions) => rope_tables_at(inv, scaling, positions, kind),

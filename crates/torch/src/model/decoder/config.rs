@@ -77,7 +77,7 @@ impl Family {
     }
 
     /// The supported `model_type` values, comma-separated (for messages).
-    pub fn supported() -> String {
+    pub(crate) fn supported() -> String {
         MODEL_TYPES.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", ")
     }
 }
@@ -134,7 +134,7 @@ pub enum RopeScaling {
 
 impl Rope {
     /// The multiplier of cos and sin (YaRN's attention factor; 1 otherwise).
-    pub fn attention_scaling(&self) -> f64 {
+    pub(crate) fn attention_scaling(&self) -> f64 {
         match self.scaling {
             RopeScaling::Yarn { attention_factor, .. } => attention_factor,
             _ => 1.0,

@@ -24,13 +24,13 @@ impl Linear {
     }
 
     /// A linear layer over an existing weight (an output projection tied to the embeddings).
-    pub fn tied(weight: &Tensor) -> Self {
+    pub(crate) fn tied(weight: &Tensor) -> Self {
         Linear { weight: weight.shallow_clone(), bias: None }
     }
 
     /// The output projection onto the vocabulary: `lm_head.weight` [vocab, hidden], or the
     /// `embeddings` when the config ties them and the checkpoint has no head of its own.
-    pub fn lm_head(
+    pub(crate) fn lm_head(
         w: &mut Weights,
         vs: &VarStore,
         embeddings: &Tensor,
@@ -222,7 +222,7 @@ pub fn allowed(key_real: &Tensor, window: Option<i64>) -> Tensor {
 /// and, with a window, keys fewer than `window` indices back. In a left-padded batch a row's
 /// indices and positions differ by its padding, the same for a query and its keys, so the window
 /// is the one transformers' masks draw over cache indices.
-pub fn allowed_from(key_real: &Tensor, past: i64, window: Option<i64>) -> Tensor {
+pub(crate) fn allowed_from(key_real: &Tensor, past: i64, window: Option<i64>) -> Tensor {
     let (q, k) = query_key_indices(key_real, past);
     let mut ok = k.le_tensor(&q);
     if let Some(w) = window {
@@ -259,7 +259,7 @@ pub enum Attention {
 
 impl Attention {
     /// The environment variable read at load time: `fused` (the default when unset) or `eager`.
-    pub const VARIABLE: &'static str = "INDOLM_ATTENTION";
+    pub(crate) const VARIABLE: &'static str = "INDOLM_ATTENTION";
 
     /// The attention [`Attention::VARIABLE`] asks for (fused when unset or empty); any other
     /// value is an error naming the variable.
@@ -295,7 +295,7 @@ impl Attention {
 /// What one forward pass's attention adds to and masks out of the scores, built once for every
 /// layer that shares it, in the form its [`Attention`] takes.
 #[derive(Debug)]
-pub struct Mask {
+pub(crate) struct Mask {
     form: MaskForm,
 }
 
@@ -356,7 +356,7 @@ fn lowest(kind: Kind) -> f64 {
 /// Eager: scores plus the bias (broadcast), soft-capped, masked (the dtype's lowest value where a
 /// query may not look, as transformers does), softmax in fp32. Fused: libtorch's
 /// `scaled_dot_product_attention` with the mask, grouped heads read in place (`enable_gqa`).
-pub fn attend(q: &Tensor, k: &Tensor, v: &Tensor, scale: f64, mask: &Mask) -> Tensor {
+pub(crate) fn attend(q: &Tensor, k: &Tensor, v: &Tensor, scale: f64, mask: &Mask) -> Tensor {
     let (b, heads, s, d) = q.size4().expect("[batch, heads, seq, head_dim]");
     let groups = heads / k.size()[1];
     let out = match &mask.form {

@@ -93,7 +93,7 @@ impl Weights {
     }
 
     /// Whether the checkpoint has `name`.
-    pub fn has(&self, name: &str) -> bool {
+    pub(crate) fn has(&self, name: &str) -> bool {
         self.tensors.contains_key(name)
     }
 
@@ -138,7 +138,7 @@ impl Weights {
     }
 
     /// The dtype the network computes in.
-    pub(crate) fn compute_kind(&self) -> Kind {
+    pub fn compute_kind(&self) -> Kind {
         self.kind
     }
 
@@ -220,7 +220,7 @@ impl Weights {
     }
 
     /// Names left untaken, sorted (for a note).
-    pub fn leftover(&self) -> Vec<String> {
+    pub(crate) fn leftover(&self) -> Vec<String> {
         self.tensors.keys().cloned().collect()
     }
 }

@@ -10,17 +10,17 @@
 //! `cache`), the same code for both, with libtorch's fused attention or eager attention
 //! ([`Attention`], fused unless `INDOLM_ATTENTION=eager`).
 pub mod adapter;
-pub mod bloom;
-pub mod cache;
+pub(crate) mod bloom;
+pub(crate) mod cache;
 pub mod config;
-pub mod falcon;
+pub(crate) mod falcon;
 pub mod layers;
 pub mod load;
-pub mod rope;
+pub(crate) mod rope;
 pub mod tokenizer;
-pub mod xglm;
+pub(crate) mod xglm;
 
-pub use cache::KvCache;
+pub(crate) use cache::KvCache;
 pub use config::{DecoderConfig, Family};
 pub use layers::Attention;
 pub use tokenizer::{CausalTokenizer, SpecialToken};

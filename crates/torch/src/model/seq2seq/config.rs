@@ -149,7 +149,7 @@ impl Seq2SeqConfig {
     }
 
     /// Checks a parsed `config.json`, with `T5Config`'s or `MT5Config`'s defaults.
-    pub fn from_json(path: &Path, v: &Value) -> Result<Self> {
+    pub(crate) fn from_json(path: &Path, v: &Value) -> Result<Self> {
         let family = Seq2SeqFamily::of(v).ok_or_else(|| {
             Error::field(
                 path,

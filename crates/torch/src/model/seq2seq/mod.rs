@@ -6,7 +6,7 @@
 //! ([`crate::model::decoder::load::Weights`]: single or sharded safetensors, or
 //! `pytorch_model.bin`) and keep HF's names as `VarStore` paths.
 pub mod config;
-pub mod t5;
+pub(crate) mod t5;
 pub mod tokenizer;
 
 pub use config::{FeedForwardAct, Seq2SeqConfig, Seq2SeqFamily};
@@ -50,7 +50,7 @@ pub fn load_seq2seq_lm(dir: &Path, device: Device) -> Result<Seq2SeqLm> {
 }
 
 /// Loads the encoder-decoder in `dir` onto `device`, its weights cast to `kind`.
-pub fn load_seq2seq_lm_as(dir: &Path, device: Device, kind: Kind) -> Result<Seq2SeqLm> {
+pub(crate) fn load_seq2seq_lm_as(dir: &Path, device: Device, kind: Kind) -> Result<Seq2SeqLm> {
     let config_path = hf_folder::config_path(
         dir,
         "an encoder-decoder directory holds config.json, model.safetensors (or shards, or pytorch_model.bin) and tokenizer.json",

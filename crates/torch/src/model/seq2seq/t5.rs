@@ -232,7 +232,7 @@ struct DecoderBlock {
 
 /// The encoder-decoder with its head.
 #[derive(Debug)]
-pub struct T5 {
+pub(crate) struct T5 {
     encoder_embeddings: Tensor,
     decoder_embeddings: Tensor,
     encoder_bias: RelativeBias,
