@@ -46,7 +46,10 @@ setup: build
 test-light:
 	cargo test --release -p indolm-core -p indolm-metrics
 
-test: setup
+# Not `setup`: its `cargo build --release` is the binary without the test hooks, and a second
+# build of every crate with the tests' features and dev-dependencies (#51: CI's time doubled).
+# `cargo test` builds the binary the tests run.
+test: $(VENV)/.installed $(VENV)/.cuda-headers
 	cargo test --release --workspace --features indolm/test-hooks -- --test-threads=1
 
 # The gate every commit passes: formatting (rustfmt.toml) and clippy with warnings as errors,
