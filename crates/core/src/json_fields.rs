@@ -6,14 +6,26 @@
 //! another field, a choice between two layouts) stay small explicit checks in each reader.
 //!
 //! It imports only `error` and `files`, and nothing of libtorch.
-use crate::error::{Error, Result};
+use crate::error::{Error, IoContext, Result};
 use serde::de::{DeserializeOwned, Error as _};
 use serde::{Deserialize, Deserializer};
 use serde_json::Value;
 use std::path::Path;
 
-/// The JSON in `path`, which must parse (its line and column named otherwise).
+/// The most bytes a JSON config file is read to: model and generation configs are a few KB, and
+/// a file from outside is refused before it is read whole (serde_json bounds its nesting at 128).
+pub const MAX_CONFIG_BYTES: u64 = 16 << 20;
+
+/// The JSON in `path`, which must parse (its line and column named otherwise) and hold at most
+/// [`MAX_CONFIG_BYTES`].
 pub(crate) fn read_value(path: &Path) -> Result<Value> {
+    let size = std::fs::metadata(path).with_path(path)?.len();
+    if size > MAX_CONFIG_BYTES {
+        return Err(Error::invalid(
+            path,
+            format!("{size} bytes, more than the {MAX_CONFIG_BYTES} a JSON config file is read to"),
+        ));
+    }
     let text = crate::files::read_to_string(path)?;
     serde_json::from_str(&text).map_err(|e| Error::json(path, &e))
 }
@@ -221,6 +233,16 @@ impl<'de> Deserialize<'de> for FirstTokenId {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_config_larger_than_the_bound_is_refused_before_it_is_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("config.json");
+        let file = std::fs::File::create(&path).unwrap();
+        file.set_len(MAX_CONFIG_BYTES + 1).unwrap();
+        let err = read_object(&path).unwrap_err().to_string();
+        assert!(err.contains("config.json") && err.contains("more than the 16777216"), "{err}");
+    }
 
     #[derive(Debug, Deserialize)]
     struct Scaling {
