@@ -19,7 +19,7 @@ pub fn check(megabytes: usize, timeout: Duration, device: Device, backend: DistB
     let launch = Launch::from_env()?.ok_or_else(|| {
         Error::argument(
             "dist-check",
-            "not launched by torchrun or srun (neither WORLD_SIZE nor SLURM_NTASKS is set): run it as `torchrun --nproc-per-node N --no-python indolm dist-check`",
+            "not launched by torchrun or srun (neither WORLD_SIZE nor SLURM_NTASKS is set, or SLURM_NTASKS is 1: a one-task Slurm step runs as a plain process): run it as `torchrun --nproc-per-node N --no-python indolm dist-check`",
         )
     })?;
     let started = Instant::now();

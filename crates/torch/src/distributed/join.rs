@@ -31,21 +31,20 @@ pub struct JoinSettings {
     pub deterministic: bool,
 }
 
-/// Joins the process group of `launch` for `device`'s kind: on CUDA, NCCL with each rank on the
-/// GPU of its local rank, or with `backend` Gloo each rank on the GPU of its local rank modulo
-/// the GPUs present (ranks may share one); on the CPU, Gloo. `timeout` bounds the join and each
-/// collective. Returns the rank's device and its group.
+/// Joins the process group of `launch` for `device`'s kind: on CUDA, NCCL or Gloo with each rank
+/// on the GPU [`gpu_of`] its local rank (with Gloo ranks may share one); on the CPU, Gloo.
+/// `timeout` bounds the join and each collective. Returns the rank's device and its group.
 pub fn join(launch: &Launch, device: Device, backend: Backend, timeout: Duration) -> Result<(Device, ProcessGroup)> {
     let on_cuda = |index: usize| crate::device::parse_device(&format!("cuda:{index}"));
+    let visible = || if tch::Cuda::is_available() { tch::Cuda::device_count() as usize } else { 0 };
     match (device, backend) {
         (Device::Cuda(_), Backend::Gloo) => {
-            let visible = if tch::Cuda::is_available() { tch::Cuda::device_count().max(1) as usize } else { 1 };
-            let device = on_cuda(launch.local_rank % visible)?;
+            let device = on_cuda(gpu_of(launch.local_rank, visible()))?;
             Ok((device, ProcessGroup::gloo_on(launch, device, timeout)?))
         }
         (Device::Cuda(_), _) => {
             let local = launch.local_rank;
-            let device = on_cuda(local).map_err(|e| {
+            let device = on_cuda(gpu_of(local, visible())).map_err(|e| {
                 Error::argument(
                     "backend nccl",
                     format!("{e}; NCCL takes one GPU per rank (local rank {local} here): launch one rank per GPU, or share GPUs with the gloo backend (--dist-backend gloo, dist-check --backend gloo)"),
@@ -59,6 +58,18 @@ pub fn join(launch: &Launch, device: Device, backend: Backend, timeout: Duration
             "NCCL runs on CUDA devices (--device cuda); on the CPU the backend is gloo",
         )),
         _ => Ok((device, ProcessGroup::gloo(launch, timeout)?)),
+    }
+}
+
+/// The GPU a rank takes among the `visible` ones: its local rank, modulo the GPUs it sees. Under
+/// torchrun or `srun --gpus-per-node` every rank of a node sees all of its GPUs and takes
+/// `cuda:LOCAL_RANK`; under `srun --gpus-per-task=1` or `--gpu-bind` each task sees only its own
+/// GPU, as `cuda:0`, whatever its local rank. With no GPU visible, the local rank (the device
+/// check then names the missing device).
+pub(crate) fn gpu_of(local_rank: usize, visible: usize) -> usize {
+    match visible {
+        0 => local_rank,
+        n => local_rank % n,
     }
 }
 
@@ -80,4 +91,19 @@ pub fn join_if_launched(device: Device, settings: JoinSettings) -> Result<(Devic
     let (device, mut group) = join(&launch, device, settings.backend, settings.collective_timeout)?;
     group.set_rank0_wait_timeout(settings.rank0_wait_timeout);
     Ok((device, Some(group)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::gpu_of;
+
+    /// Every GPU of the node visible: each rank takes its local rank's; one GPU bound to each task
+    /// (`--gpus-per-task=1`): every rank takes `cuda:0`; two per task: alternating.
+    #[test]
+    fn a_rank_takes_its_local_rank_modulo_the_visible_gpus() {
+        assert_eq!((0..8).map(|r| gpu_of(r, 8)).collect::<Vec<_>>(), vec![0, 1, 2, 3, 4, 5, 6, 7]);
+        assert_eq!((0..8).map(|r| gpu_of(r, 1)).collect::<Vec<_>>(), vec![0; 8]);
+        assert_eq!((0..4).map(|r| gpu_of(r, 2)).collect::<Vec<_>>(), vec![0, 1, 0, 1]);
+        assert_eq!(gpu_of(3, 0), 3);
+    }
 }

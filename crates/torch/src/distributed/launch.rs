@@ -1,8 +1,10 @@
 //! How a data-parallel job was launched, read from the environment its launcher sets:
 //! torchrun (`RANK`, `WORLD_SIZE`, `LOCAL_RANK`, `MASTER_ADDR`, `MASTER_PORT`) or Slurm's
 //! `srun` (`SLURM_PROCID`, `SLURM_NTASKS`, `SLURM_LOCALID`, with `MASTER_ADDR` defaulting to
-//! the first host of `SLURM_JOB_NODELIST`). A process started by neither is a single process.
-//! The ranks on one node (`LOCAL_WORLD_SIZE`, or Slurm's tasks per node) share its cores.
+//! the first host of `SLURM_JOB_NODELIST`). A process started by neither is a single process, and
+//! so is a Slurm step of one task (a job array's task, several packed on one node: none of them
+//! may serve a store on the one default port). The ranks on one node (`LOCAL_WORLD_SIZE`, or
+//! Slurm's tasks per node) share its cores.
 use crate::error::{Error, Result};
 
 /// One process's place in a data-parallel job.
@@ -82,6 +84,12 @@ impl Launch {
                     first_host(&nodes)?
                 }
             };
+            if world == 1 {
+                // One task is no job to join: run as a plain process, with no store to serve.
+                // Packed one-GPU array tasks (recipes/slurm/compositions.sbatch) would otherwise
+                // all serve theirs on MASTER_ADDR:29500, and all but the first fail.
+                return Ok(None);
+            }
             ("slurm", rank, world, local, addr)
         } else {
             return Ok(None);
@@ -251,6 +259,12 @@ mod tests {
         .unwrap()
         .unwrap();
         assert_eq!((s.launcher, s.master_addr.as_str(), s.master_port), ("slurm", "gpu003", DEFAULT_PORT));
+        // A Slurm step of one task is a plain process (no store, no port); torchrun's world of
+        // one stays a group (the device check's one-rank NCCL step is launched so).
+        let one_task = [("SLURM_PROCID", "0"), ("SLURM_NTASKS", "1"), ("SLURM_LOCALID", "0"), ("MASTER_ADDR", "h")];
+        assert_eq!(launch(&one_task).unwrap(), None);
+        let one_rank = [("RANK", "0"), ("WORLD_SIZE", "1"), ("MASTER_ADDR", "h"), ("MASTER_PORT", "1")];
+        assert!(launch(&one_rank).unwrap().is_some());
         assert!(s.serves_store());
         assert_eq!(s.local_world_size, 1);
         let on_node = |node: &str| {
