@@ -370,6 +370,65 @@ fn the_slurm_job_prepares_its_corpus_before_it_trains() {
     assert!(lines[2].contains("--dist-timeout 300 --rank0-wait-timeout 7200"), "{text}");
 }
 
+/// `recipes/slurm/compositions.sbatch` packed on one node: two array tasks at once, each a
+/// one-task Slurm step (a stand-in `srun` sets Slurm's variables for one task, runs indolm on the
+/// CPU, and points both at a port this test holds, so that a task serving a rendezvous store there
+/// would fail with "address already in use"). Both train their recipe as plain processes and
+/// finish; the script gave each task a port of its own all the same.
+#[test]
+fn packed_one_task_slurm_jobs_share_a_node() {
+    let dir = crate::common::scratch("compositions-packed");
+    let bin = dir.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let held = std::net::TcpListener::bind(("127.0.0.1", 0)).unwrap();
+    let port = held.local_addr().unwrap().port();
+    let srun = format!(
+        "#!/bin/bash\necho \"srun MASTER_PORT=$MASTER_PORT $*\"\nshift\nargs=()\nfor a in \"$@\"; do [ \"$a\" = cuda ] && a=cpu; args+=(\"$a\"); done\n\
+         SLURM_NTASKS=1 SLURM_PROCID=0 SLURM_LOCALID=0 SLURM_JOB_NODELIST=localhost MASTER_PORT={port} exec {} \"${{args[@]}}\"\n",
+        env!("CARGO_BIN_EXE_indolm")
+    );
+    std::fs::write(bin.join("srun"), srun).unwrap();
+    assert!(Command::new("chmod").arg("+x").arg(bin.join("srun")).status().unwrap().success());
+    let recipes = dir.join("recipes");
+    std::fs::create_dir_all(&recipes).unwrap();
+    for i in 0..2 {
+        let run = "lr = 1e-3\nbatch_size = 8\nwarmup_steps = 2\nmax_steps = 4";
+        let path = crate::train::write_recipe(&recipes, &format!("packed-{i}"), crate::train::SMALL_MODEL, run, 4, "");
+        let text = std::fs::read_to_string(&path)
+            .unwrap()
+            .replace("corpus = \"shared-id\"", &format!("corpus = \"packed-{i}\""));
+        std::fs::write(&path, text).unwrap();
+    }
+    let started = Instant::now();
+    let tasks: Vec<_> = (0..2)
+        .map(|task| {
+            Command::new("bash")
+                .arg(crate::common::root().join("recipes/slurm/compositions.sbatch"))
+                .arg(format!("{}/*.toml", recipes.display()))
+                .current_dir(&dir)
+                .env("PATH", format!("{}:{}", bin.display(), std::env::var("PATH").unwrap()))
+                .env("SLURM_ARRAY_TASK_ID", task.to_string())
+                .env("SLURM_CPUS_PER_TASK", "1")
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let outputs: Vec<Output> = tasks.into_iter().map(|t| t.wait_with_output().unwrap()).collect();
+    drop(held);
+    for (task, out) in outputs.iter().enumerate() {
+        let text = String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "array task {task}:\n{text}");
+        assert!(text.contains(&format!("srun MASTER_PORT={} ", 29500 + task)), "{text}");
+        assert!(text.contains(&format!("packed-{task}.toml --resume auto")), "{text}");
+        assert!(!text.contains("address already in use") && !text.contains("data parallel"), "{text}");
+        let run = recipes.join(format!("checkpoints/packed-{task}"));
+        assert!(run.join("step-4").is_dir(), "array task {task} wrote no checkpoint at step 4:\n{text}");
+    }
+    println!("two packed one-task Slurm jobs trained side by side in {:.1}s", started.elapsed().as_secs_f64());
+}
+
 /// Two torchrun-style ranks of `indolm train` on loopback; returns their outputs.
 pub(crate) fn train_two_ranks(recipe: &std::path::Path, extra: &[&str]) -> Vec<Output> {
     on_a_free_port(|port| {
@@ -377,6 +436,41 @@ pub(crate) fn train_two_ranks(recipe: &std::path::Path, extra: &[&str]) -> Vec<O
             (0..2).map(|rank| rank_command(recipe, rank, 2, &port, 60).args(extra).spawn().unwrap()).collect();
         children.into_iter().map(|c| c.wait_with_output().unwrap()).collect()
     })
+}
+
+/// Rank 1 records its gradients in another order than rank 0 (the test-only
+/// `INDOLM_TEST_SWAP_GRADIENT_ORDER` swaps its first two, as a backward that differs between ranks
+/// would): both ranks refuse at the first update, before any bucket is summed, naming the
+/// parameter and its two positions, within seconds.
+#[test]
+fn ranks_that_record_different_gradient_orders_are_refused() {
+    let dir = crate::common::scratch("dist-order");
+    let recipe = no_dropout_recipe(&dir, "order", 4);
+    let started = Instant::now();
+    let outputs = on_a_free_port(|port| {
+        let children: Vec<_> = (0..2)
+            .map(|rank| {
+                let mut command = rank_command(&recipe, rank, 2, &port, 60);
+                if rank == 1 {
+                    command.env("INDOLM_TEST_SWAP_GRADIENT_ORDER", "1");
+                }
+                command.spawn().unwrap()
+            })
+            .collect();
+        children.into_iter().map(|c| c.wait_with_output().unwrap()).collect()
+    });
+    let seconds = started.elapsed().as_secs_f64();
+    for (rank, out) in outputs.iter().enumerate() {
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "rank {rank}: {err}");
+        let line = err.lines().find(|l| l.starts_with("error:")).unwrap_or_else(|| panic!("rank {rank}: {err}"));
+        assert!(line.contains(&format!("rank {rank} of 2: the ranks' backward passes differ: parameter ")), "{line}");
+        assert!(line.contains("at position 0 on some ranks and 1 on others"), "{line}");
+        assert!(!line.contains("stopped") && !line.contains("lost"), "{line}");
+        println!("rank {rank}: {line}");
+    }
+    assert!(!dir.join("checkpoints/order/step-4").exists());
+    assert!(seconds < 45.0, "the refusal took {seconds:.1}s");
 }
 
 /// Two Gloo ranks on the same global batch train as one process does: the same losses to 4

@@ -14,11 +14,12 @@
 //! is in, during the backward of the update's last micro-batch, while the earlier layers' gradients
 //! are still being computed ([`GradientReducer`]). With `--grad-reduce bf16` the buckets are
 //! summed in bf16 (half the bytes; each rank's gradients rounded to bf16, and the sum too).
-use super::buckets::plan_buckets;
+use super::buckets::{plan_buckets, BucketPlan};
 use super::task::Slice;
 use indolm_torch::distributed::{GradientReducer, ProcessGroup, ReduceOp};
 use indolm_torch::error::{Error, Result};
 use indolm_torch::optim::AdamW;
+use std::hash::{Hash, Hasher};
 use tch::{Kind, Tensor};
 
 /// How the ranks sum their gradients (`--bucket-mb`, `--grad-reduce`).
@@ -178,7 +179,7 @@ impl DataParallel {
                     })
                     .collect();
                 let mut ready = vec![usize::MAX; optimizers.iter().map(|o| o.parameter_tensors()).sum()];
-                for (position, &index) in reducer.order().iter().enumerate() {
+                for (position, &index) in recorded_order(&mut reducer).iter().enumerate() {
                     ready[index] = position;
                 }
                 for (o, &start) in optimizers.iter_mut().zip(&starts) {
@@ -239,6 +240,7 @@ impl DataParallel {
             }
         }
         let plans = plan_buckets(&layouts, ready, self.reduction.bucket_bytes);
+        self.check_same_plan(optimizers, ready, &plans)?;
         let mut bucket_of = vec![None; ready.len()];
         for (b, plan) in plans.iter().enumerate() {
             for &m in &plan.members {
@@ -248,6 +250,53 @@ impl DataParallel {
         let slices: Vec<Tensor> = plans.iter().map(|p| buffers[p.layout].narrow(0, p.offset, p.len)).collect();
         reducer.set_buckets(&slices, &bucket_of, self.reduction.bf16)?;
         Ok(Overlap::Armed { reducer, buckets: plans.len() })
+    }
+
+    /// Stops the job unless every rank recorded the same order of gradients (`ready`: per
+    /// parameter, its position in backward, `usize::MAX` for none) and made the same bucket plan,
+    /// before any bucket is summed: a parameter that gets a gradient on some ranks only, or a
+    /// branch that depends on the data, would otherwise sum mismatched slices of the buffers, or
+    /// hang. The positions and a hash of the plan are all-reduced with MIN and with MAX (once,
+    /// at the first update); where they differ, the first parameter whose position differs is
+    /// named.
+    fn check_same_plan(&mut self, optimizers: &[&mut AdamW], ready: &[usize], plans: &[BucketPlan]) -> Result<()> {
+        let device = self.group.device();
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        for p in plans {
+            (p.layout, p.offset, p.len, &p.members).hash(&mut hasher);
+        }
+        let mut values: Vec<i64> = ready.iter().map(|&r| if r == usize::MAX { -1 } else { r as i64 }).collect();
+        values.push(hasher.finish() as i64);
+        let mut low = Tensor::from_slice(&values).to_device(device);
+        let mut high = low.copy();
+        for (tensor, op, what) in [
+            (&mut low, ReduceOp::Min, "the check of the gradient order (min)"),
+            (&mut high, ReduceOp::Max, "the check of the gradient order (max)"),
+        ] {
+            if let Err(e) = self.group.all_reduce(tensor, op, what) {
+                return Err(self.lost(e));
+            }
+        }
+        let read = |t: &Tensor| Vec::<i64>::try_from(t.to_device(tch::Device::Cpu));
+        let (low, high) = match (read(&low), read(&high)) {
+            (Ok(low), Ok(high)) => (low, high),
+            (Err(e), _) | (_, Err(e)) => {
+                return Err(Error::torch(format!("reading the gradient order's check on rank {}", self.rank()), e))
+            }
+        };
+        let Some(at) = (0..values.len()).find(|&i| low[i] != high[i]) else { return Ok(()) };
+        let names: Vec<String> = optimizers.iter().flat_map(|o| o.parameter_names()).collect();
+        let position = |p: i64| if p < 0 { "none (no gradient)".to_string() } else { p.to_string() };
+        let why = match names.get(at) {
+            Some(name) if at < ready.len() => format!(
+                "the ranks' backward passes differ: parameter {name} got its gradient at position {} on some ranks and {} on others (this rank: {}); every rank must compute the same graph (no parameter used on some ranks only, no branch on the data)",
+                position(low[at]),
+                position(high[at]),
+                position(values[at]),
+            ),
+            _ => "the ranks made different gradient bucket plans from the same gradient order (this is a bug in indolm; please report it)".to_string(),
+        };
+        Err(Error::training(format!("rank {} of {}", self.rank(), self.world_size()), why))
     }
 
     /// Lets go of the data parallelism, handing back its group (the hooks removed first).
@@ -321,4 +370,15 @@ impl DataParallel {
     fn lost(&self, e: Error) -> Error {
         self.group.lost(e)
     }
+}
+
+/// The order the reducer recorded; test-only (not a user option): with
+/// `INDOLM_TEST_SWAP_GRADIENT_ORDER` set, its first two entries swapped, as a rank whose backward
+/// differs would record it.
+fn recorded_order(reducer: &mut GradientReducer) -> Vec<usize> {
+    let mut order = reducer.order();
+    if std::env::var_os("INDOLM_TEST_SWAP_GRADIENT_ORDER").is_some() && order.len() > 1 {
+        order.swap(0, 1);
+    }
+    order
 }

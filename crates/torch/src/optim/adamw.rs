@@ -380,6 +380,11 @@ impl AdamW {
         self.params.iter().map(|p| p.tensor.shallow_clone()).collect()
     }
 
+    /// The parameters' names, in the optimizer's (name) order.
+    pub fn parameter_names(&self) -> Vec<String> {
+        self.params.iter().map(|p| p.name.clone()).collect()
+    }
+
     /// The number of parameter tensors.
     pub fn parameter_tensors(&self) -> usize {
         self.params.len()
