@@ -429,6 +429,20 @@ fn packed_one_task_slurm_jobs_share_a_node() {
     println!("two packed one-task Slurm jobs trained side by side in {:.1}s", started.elapsed().as_secs_f64());
 }
 
+/// Two torchrun-style ranks of `indolm train` on loopback, each with the variables `env` gives
+/// for its rank and `timeout` as `--dist-timeout`; returns their outputs.
+pub(crate) fn train_two_ranks_with(
+    recipe: &std::path::Path,
+    timeout: u64,
+    env: impl Fn(usize) -> Vec<(&'static str, String)>,
+) -> Vec<Output> {
+    on_a_free_port(|port| {
+        let children: Vec<_> =
+            (0..2).map(|rank| rank_command(recipe, rank, 2, &port, timeout).envs(env(rank)).spawn().unwrap()).collect();
+        children.into_iter().map(|c| c.wait_with_output().unwrap()).collect()
+    })
+}
+
 /// Two torchrun-style ranks of `indolm train` on loopback; returns their outputs.
 pub(crate) fn train_two_ranks(recipe: &std::path::Path, extra: &[&str]) -> Vec<Output> {
     on_a_free_port(|port| {

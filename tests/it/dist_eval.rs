@@ -1,7 +1,8 @@
 //! Evaluations shared by every rank: a tiny pretraining run evaluated by two Gloo ranks writes
 //! byte for byte what one process writes (the bias records and reports, IndoMMLU's, the
 //! held-out loss, the TensorBoard curves), at a checkpoint and between checkpoints, while each
-//! rank scores about half of the batches; only rank 0 writes and speaks.
+//! rank scores about half of the batches; only rank 0 writes and speaks. A failure in a shared
+//! evaluation on one rank only fails it on both, within seconds, and training goes on.
 use crate::common::{indolm_ok, reference, reference_model, root, scratch, test_data};
 use std::path::{Path, PathBuf};
 use std::process::Output;
@@ -247,4 +248,64 @@ fn two_ranks_share_the_evaluations_and_write_what_one_process_writes() {
     // only) was evaluated by both, shared likewise.
     split_in_half(&two, 2, "bias evaluation");
     assert!(dir.join("ck/between-2/step-2/bias.json").is_file() && one.contains("step 2: bias evaluation took"));
+}
+
+/// A failure on rank 1 alone inside the shared evaluations, with `--dist-timeout 300`: at step
+/// 2 a real libtorch out-of-memory error (the test-only `INDOLM_TEST_TORCH_FAILURE`) before rank 1
+/// scores anything, while rank 0 waits in the bias evaluation's first combine; at step 4 the bias
+/// evaluation fails on rank 1 only (`INDOLM_TEST_FAIL_HOOK`), and the IndoMMLU evaluation after
+/// it still runs on both. Every time both ranks leave the evaluations together and warn (rank 0 on
+/// its log, rank 1 on stderr), training goes on, rank 0 redoes both checkpoints' evaluations at
+/// step 6, and both exit 0: seconds, not the collectives' timeout.
+#[test]
+fn a_failure_on_one_rank_in_a_shared_evaluation_fails_it_on_every_rank_and_training_goes_on() {
+    let dir = scratch("dist-eval-failure");
+    let indommlu = format!(
+        "[eval.indommlu]\ndata = \"{}\"\nmode = \"letter\"\nsubsample = 0",
+        root().join("tests/fixtures/indommlu/indoMMLU-fixture.csv").display()
+    );
+    let path = recipe(&dir, "fails", (6, 2), "", &indommlu);
+    let started = std::time::Instant::now();
+    let outputs = crate::dist::train_two_ranks_with(&path, 300, |rank| match rank {
+        1 => vec![
+            ("INDOLM_TEST_TORCH_FAILURE", "checkpoint@2".to_string()),
+            ("INDOLM_TEST_FAIL_HOOK", "bias evaluation@4@1".to_string()),
+        ],
+        _ => vec![],
+    });
+    let seconds = started.elapsed().as_secs_f64();
+    let text = |b: &[u8]| String::from_utf8_lossy(b).to_string();
+    let (out0, err0, err1) = (text(&outputs[0].stdout), text(&outputs[0].stderr), text(&outputs[1].stderr));
+    for (rank, out) in outputs.iter().enumerate() {
+        assert!(out.status.success(), "rank {rank} failed after {seconds:.1}s:\n{out0}\n{err0}\n{err1}");
+    }
+    let warning = |step: u64| {
+        let head = format!("warning: step {step}: the checkpoint's evaluations failed");
+        out0.lines().find(|l| l.starts_with(&head)).unwrap_or_else(|| panic!("no {head:?} in:\n{out0}")).to_string()
+    };
+    let (w2, w4) = (warning(2), warning(4));
+    assert!(w2.contains("rank 1 failed in its share"), "{w2}");
+    assert!(w4.contains("on rank 0 of 2: rank 1 failed in its share"), "{w4}");
+    let rank1 = |step: u64| {
+        let head = format!("warning: rank 1 of 2: step {step}: the checkpoint's evaluations failed");
+        err1.lines().find(|l| l.starts_with(&head)).unwrap_or_else(|| panic!("no {head:?} in:\n{err1}")).to_string()
+    };
+    let (r2, r4) = (rank1(2), rank1(4));
+    assert!(r2.contains("can't allocate memory") && r2.contains("ran out of memory in an evaluation"), "{r2}");
+    assert!(r4.contains("failure injected by INDOLM_TEST_FAIL_HOOK"), "{r4}");
+    // Step 4: the IndoMMLU evaluation ran on both ranks after the failed bias evaluation.
+    assert!(out0.contains("step 4: IndoMMLU evaluation took"), "{out0}");
+    split_in_half(&out0, 4, "IndoMMLU evaluation");
+    // Both checkpoints redone by rank 0 at step 6; nothing left pending.
+    for step in [2, 4] {
+        assert!(
+            out0.contains(&format!("step {step}: the evaluations of this checkpoint did not complete; redoing them")),
+            "{out0}"
+        );
+        let ck = dir.join(format!("ck/fails/step-{step}"));
+        assert!(ck.join("bias.json").is_file() && !ck.join("evaluation.pending").exists(), "step {step}");
+    }
+    assert!(!err0.contains("stopped") && !err1.contains("stopped"), "no rank was named lost:\n{err0}\n{err1}");
+    println!("rank 0 at step 2: {w2}\nrank 1 at step 4: {r4}\nthe run of 6 steps took {seconds:.1}s");
+    assert!(seconds < 150.0, "{seconds:.1}s: a rank waited for a collective's timeout");
 }

@@ -742,8 +742,10 @@ impl<T: Task + Evaluations> Engine<T> {
         let mut exhausted = false;
         let evaluation = {
             let ranks = Ranks::of(self.parallel.as_mut().map(DataParallel::group));
-            guarded_hook(&self.settings.name, "evaluation", step, self.device, || {
-                self.task.evaluate_on(step, &mut self.run.logger, &ranks)
+            ranks.settled("the evaluation", || {
+                guarded_hook(&self.settings.name, "evaluation", step, self.device, || {
+                    self.task.evaluate_on(step, &mut self.run.logger, &ranks)
+                })
             })?
         };
         if let Some((metric, score)) = evaluation.score.filter(|_| self.run.leader) {
@@ -787,9 +789,14 @@ impl<T: Task + Evaluations> Engine<T> {
             if self.plan.checkpoint_evaluations {
                 // The checkpoint written first (in the store, not in the evaluations' collectives).
                 self.wait_for_rank0("checkpoint")?;
-                // Rank 0 reports a failure (every rank meets the same, but for rank 0's writes).
+                // Rank 0 keeps the checkpoint pending on a failure (every rank meets the same,
+                // agreed, but for rank 0's writes); each rank says so.
                 let dir = self.run.layout().step_dir(self.state.step);
-                let _ = self.checkpoint_evaluations(&dir);
+                if let Err(e) = self.checkpoint_evaluations(&dir) {
+                    let (step, rank, world) =
+                        (self.state.step, self.rank(), self.parallel.as_ref().map_or(1, |p| p.world_size()));
+                    eprintln!("warning: rank {rank} of {world}: step {step}: the checkpoint's evaluations failed ({e}); rank 0 keeps them pending and training goes on");
+                }
             }
             return self.wait_for_rank0("checkpoint");
         }
@@ -837,8 +844,10 @@ impl<T: Task + Evaluations> Engine<T> {
             return Err(e);
         }
         let ranks = Ranks::of(self.parallel.as_mut().map(DataParallel::group));
-        guarded_hook(&self.settings.name, "checkpoint", step, self.device, || {
-            self.task.at_checkpoint(step, dir, &mut self.run.logger, &ranks)
+        ranks.settled("the checkpoint's evaluations", || {
+            guarded_hook(&self.settings.name, "checkpoint", step, self.device, || {
+                self.task.at_checkpoint(step, dir, &mut self.run.logger, &ranks)
+            })
         })
     }
 
@@ -878,8 +887,10 @@ impl<T: Task + Evaluations> Engine<T> {
                     false => Ok(()),
                 };
                 let ranks = Ranks::of(self.parallel.as_mut().map(DataParallel::group));
-                let scored = guarded_hook(&self.settings.name, "between", step, self.device, || {
-                    self.task.evaluate_between_checkpoints(step, &dir, &mut self.run.logger, &ranks)
+                let scored = ranks.settled("the evaluations between checkpoints", || {
+                    guarded_hook(&self.settings.name, "between", step, self.device, || {
+                        self.task.evaluate_between_checkpoints(step, &dir, &mut self.run.logger, &ranks)
+                    })
                 });
                 made.and(scored)
             }

@@ -314,8 +314,9 @@ impl Evaluations for MaskedLm {
 impl MaskedLm {
     /// Runs the hooks on the model in memory at `step`: every hook at a checkpoint (each timed),
     /// or those due `between` checkpoints; in a data-parallel run each rank's share is logged
-    /// too. Every due hook runs on every rank even after one has failed, so that all ranks make
-    /// the same collective calls; the first failure is returned.
+    /// too. Each hook is a scope of shared work ([`Ranks::settled`]): a hook that fails on some
+    /// ranks only fails on every rank, and the next hooks still run on all of them; the first
+    /// failure is returned.
     fn run_hooks(
         &mut self,
         between: bool,
@@ -328,7 +329,11 @@ impl MaskedLm {
         let mut failure = None;
         for hook in self.hooks.iter_mut().filter(|h| due(h.every())) {
             let started = Instant::now();
-            let done = hook.run(step, &self.model, &self.tokenizer, dir, logger, ranks);
+            let name = hook.name().to_string();
+            let done = ranks.settled(&name, || {
+                fail_hook_for_test(&name, step, ranks.rank())?;
+                hook.run(step, &self.model, &self.tokenizer, dir, logger, ranks)
+            });
             let seconds = started.elapsed().as_secs_f64();
             if done.is_ok() && !between {
                 logger.println(&format!("step {step}: {} took {seconds:.1}s", hook.name()));
@@ -488,4 +493,15 @@ impl PretrainRecipe {
             ..EngineSettings::for_recipe(&self.shared(), run)
         }
     }
+}
+
+/// Test-only (not a user option): `INDOLM_TEST_FAIL_HOOK=<hook name>@<step>@<rank>` makes that
+/// hook fail on that rank alone, before it scores anything (as a libtorch failure on one rank's
+/// batch would), so that a test sees the other ranks leave the hook with it.
+fn fail_hook_for_test(name: &str, step: u64, rank: usize) -> Result<()> {
+    let Ok(spec) = std::env::var("INDOLM_TEST_FAIL_HOOK") else { return Ok(()) };
+    if spec.split(',').any(|s| s == format!("{name}@{step}@{rank}")) {
+        return Err(Error::training(format!("{name} at step {step}"), "failure injected by INDOLM_TEST_FAIL_HOOK"));
+    }
+    Ok(())
 }
