@@ -557,16 +557,17 @@ fn overlap_counts(stdout: &str) -> (u64, u64) {
     (words[at - 1].parse().expect(line), words[at + 1].parse().expect(line))
 }
 
-/// A rank killed outright: the other stops with one error line within the timeout instead of
-/// hanging, the last checkpoint stays valid, and two ranks resume from it; a global batch that
-/// does not divide among the ranks is refused with the numbers.
+/// A rank killed outright mid-step: the other stops with one error line naming it within seconds
+/// (under `--dist-timeout 300`: the collective fails when the connection drops, and the silent
+/// heartbeat names the rank), the last checkpoint stays valid, and two ranks resume from it; a
+/// global batch that does not divide among the ranks is refused with the numbers.
 #[test]
 fn a_killed_rank_stops_the_other_and_an_indivisible_batch_is_refused() {
     let dir = crate::common::scratch("ddp-kill");
     let recipe = no_dropout_recipe(&dir, "k", 100_000);
     let run = dir.join("checkpoints/k");
     let port = free_port().to_string();
-    let spawn = |rank: usize| rank_command(&recipe, rank, 2, &port, 10).stdout(Stdio::null()).spawn().unwrap();
+    let spawn = |rank: usize| rank_command(&recipe, rank, 2, &port, 300).stdout(Stdio::null()).spawn().unwrap();
     let (rank0, mut rank1) = (spawn(0), spawn(1));
     let started = Instant::now();
     while crate::train::latest(&run).as_deref() != Some("step-10") {
@@ -582,8 +583,8 @@ fn a_killed_rank_stops_the_other_and_an_indivisible_batch_is_refused() {
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(stderr.starts_with("error: ") && stderr.contains("rank 0 of 2") && stderr.lines().count() == 1, "{stderr}");
     assert!(stderr.contains("rank 1 stopped (no heartbeat in the store)"), "the lost rank is named: {stderr}");
-    // The 10 s timeout, and a loaded machine's delays: far below a hang.
-    assert!(waited < Duration::from_secs(60), "rank 0 took {waited:?} to notice");
+    // Three beats to tell a silent rank, and a loaded machine's delays: far below the timeout.
+    assert!(waited < Duration::from_secs(20), "rank 0 took {waited:?} to notice");
     println!("rank 1 killed: rank 0 stopped after {:.1}s with: {}", waited.as_secs_f64(), stderr.trim());
     let last = crate::train::latest(&run).unwrap();
     indolm_core::run::checkpoints::load_state(&run.join(&last)).unwrap();
@@ -607,6 +608,35 @@ fn a_killed_rank_stops_the_other_and_an_indivisible_batch_is_refused() {
             "{stderr}"
         );
     }
+}
+
+/// A rank that fails alone (a libtorch out-of-memory error in its update at step 5, the
+/// test-only `INDOLM_TEST_OOM_AT_STEP`, on rank 1 only) tells the other through the store before
+/// it leaves: rank 0, waiting in the gradient all-reduce, names rank 1 as failed (not lost)
+/// within seconds under `--dist-timeout 300`, each rank with one error line.
+#[test]
+fn a_rank_that_fails_alone_is_named_by_the_other_within_seconds() {
+    let dir = crate::common::scratch("ddp-fails-alone");
+    let recipe = no_dropout_recipe(&dir, "alone", 20);
+    let started = Instant::now();
+    let outputs = train_two_ranks_with(&recipe, 300, |rank| match rank {
+        1 => vec![("INDOLM_TEST_OOM_AT_STEP", "5".to_string())],
+        _ => vec![],
+    });
+    let seconds = started.elapsed().as_secs_f64();
+    let errors: Vec<String> = outputs.iter().map(|o| String::from_utf8_lossy(&o.stderr).trim().to_string()).collect();
+    for (rank, out) in outputs.iter().enumerate() {
+        assert_eq!(out.status.code(), Some(1), "rank {rank}: {}", errors[rank]);
+        assert_eq!(errors[rank].lines().count(), 1, "rank {rank}: {}", errors[rank]);
+    }
+    assert!(errors[1].contains("update of step 5") && errors[1].contains("out of memory"), "{}", errors[1]);
+    assert!(
+        errors[0].contains("on rank 0 of 2") && errors[0].contains("rank 1 failed (its own output says why)"),
+        "{}",
+        errors[0]
+    );
+    println!("rank 1: {}\nrank 0: {}\nboth ended {seconds:.1}s after the start", errors[1], errors[0]);
+    assert!(seconds < 60.0, "{seconds:.1}s: rank 0 waited for the collectives' timeout");
 }
 
 /// SIGTERM to one rank only: both ranks agree on the step, rank 0 writes one checkpoint there,

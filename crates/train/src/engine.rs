@@ -453,6 +453,21 @@ impl<T: Task + Evaluations> Engine<T> {
     /// Trains until the last step, an early stop or a stop signal, evaluating and checkpointing
     /// as the recipe says.
     pub fn run(mut self) -> Result<Finished<T>> {
+        match self.train_to_end() {
+            Ok(()) => Ok(self.finish()),
+            Err(e) => {
+                // The other ranks learn through the store that this one failed alone, and name it
+                // at once instead of waiting in a collective it will never join.
+                if let Some(p) = self.parallel.as_mut() {
+                    p.group().announce_failure();
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// [`Engine::run`]'s work: every update, evaluation and checkpoint up to the last step.
+    fn train_to_end(&mut self) -> Result<()> {
         self.announce();
         // Evaluations of earlier checkpoints that did not complete (a full disk, a kill) are
         // redone before training goes on.
@@ -502,8 +517,7 @@ impl<T: Task + Evaluations> Engine<T> {
                 break;
             }
         }
-        self.refuse_pending_evaluations()?;
-        Ok(self.finish())
+        self.refuse_pending_evaluations()
     }
 
     /// The checkpoint evaluations still pending (other than `except`, the checkpoint just

@@ -93,6 +93,10 @@ const DEPARTURE: Duration = Duration::from_secs(60);
 /// with its own error): a count at or above it means the rank left, never that it was lost.
 const LEFT: i64 = 1 << 40;
 
+/// What a rank adds to its heartbeat when it fails alone, before it leaves: a count at or above it
+/// means the rank failed, and the others' collectives with it will never finish.
+const FAILED: i64 = 1 << 42;
+
 /// The default limit of a wait for rank 0 (`--rank0-wait-timeout`): two hours, a slow
 /// evaluation or the preparation of a corpus; a lost rank is named long before, by its heartbeat.
 pub(crate) const DEFAULT_RANK0_WAIT: Duration = Duration::from_secs(7200);
@@ -157,15 +161,44 @@ impl Drop for Raised {
     }
 }
 
-/// The group's store, as the shim reaches it (the group's raw pointer). Made only from a live
-/// group, and used only while it lives: its threads are joined before the group is freed.
-#[derive(Clone, Copy)]
-struct Store(usize);
+/// How long indolm's own calls to the store (the heartbeats' readings, the waits, the marks a
+/// rank leaves) may take before the store is called unreachable: a host that died takes its
+/// connections with it silently, and a call to it would otherwise block until TCP gives up.
+const STORE_DEADLINE: Duration = Duration::from_secs(5);
+
+/// A store call handed to the group's store thread: the key, the delta, where the answer goes.
+type StoreCall = (String, i64, std::sync::mpsc::Sender<std::result::Result<i64, String>>);
+
+/// The thread that makes the group's store calls for callers that must not block (the
+/// watchers, the waits, the marks): each caller waits for its answer [`STORE_DEADLINE`] at most.
+struct StoreThread {
+    calls: std::sync::Mutex<std::sync::mpsc::Sender<StoreCall>>,
+}
+
+/// The group's store, as the shim reaches it (the group's raw pointer), with the store thread
+/// when its calls have a deadline. Made only from a live group, and used only while it lives:
+/// its threads are joined before the group is freed (the store thread too, unless a call of
+/// its is still blocked: the group is then left unfreed).
+#[derive(Clone)]
+struct Store(usize, Option<Arc<StoreThread>>);
 
 impl Store {
     /// Adds `delta` to the counter `key` (a key never set counts 0) and returns the sum; with
-    /// `delta` 0, reads the counter without waiting for it to exist.
-    fn add(self, key: &str, delta: i64) -> std::result::Result<i64, String> {
+    /// `delta` 0, reads the counter without waiting for it to exist. Through the store thread,
+    /// when there is one, waiting [`STORE_DEADLINE`] at most.
+    fn add(&self, key: &str, delta: i64) -> std::result::Result<i64, String> {
+        let Some(thread) = self.1.as_ref() else { return self.add_now(key, delta) };
+        let (answer, answered) = std::sync::mpsc::channel();
+        let sent =
+            thread.calls.lock().map_err(|_| "the store thread failed".to_string())?.send((key.into(), delta, answer));
+        sent.map_err(|_| "the store thread has ended".to_string())?;
+        answered
+            .recv_timeout(STORE_DEADLINE)
+            .unwrap_or_else(|_| Err(format!("no answer from the store within {} s", STORE_DEADLINE.as_secs())))
+    }
+
+    /// [`Store::add`] on this thread, blocking as long as the store does.
+    fn add_now(&self, key: &str, delta: i64) -> std::result::Result<i64, String> {
         let key = CString::new(key).map_err(|e| e.to_string())?;
         let (mut value, mut error) = (0i64, std::ptr::null_mut());
         // SAFETY: the group is live (see `Store`); the key outlives the call; `error` is set only
@@ -177,8 +210,8 @@ impl Store {
         }
     }
 
-    /// Removes `key`.
-    fn delete(self, key: &str) -> std::result::Result<(), String> {
+    /// Removes `key` (a clean-up: on this thread).
+    fn delete(&self, key: &str) -> std::result::Result<(), String> {
         let key = CString::new(key).map_err(|e| e.to_string())?;
         let mut error = std::ptr::null_mut();
         // SAFETY: as in `add`.
@@ -190,7 +223,7 @@ impl Store {
     }
 
     /// Every rank's heartbeat count, in rank order.
-    fn heartbeats(self, world: usize) -> std::result::Result<Vec<i64>, String> {
+    fn heartbeats(&self, world: usize) -> std::result::Result<Vec<i64>, String> {
         (0..world).map(|r| self.add(&heartbeat_key(r), 0)).collect()
     }
 }
@@ -205,6 +238,8 @@ fn heartbeat_key(rank: usize) -> String {
 struct Heard {
     /// Ranks that left the group: their process ended (normally, or with its own error).
     left: Vec<usize>,
+    /// Ranks that announced a failure of their own before leaving ([`ProcessGroup::announce_failure`]).
+    failed: Vec<usize>,
     /// Ranks whose heartbeat had not moved for the silence limit: their process or host died.
     silent: Vec<usize>,
     /// How long the longest silence was.
@@ -221,6 +256,9 @@ impl Heard {
                 ranks(&self.silent),
                 self.silent_for.as_secs_f64()
             ));
+        }
+        if !self.failed.is_empty() {
+            parts.push(format!("{} failed (its own output says why)", ranks(&self.failed)));
         }
         if !self.left.is_empty() {
             parts.push(format!("{} left the job before this point (its own output says why)", ranks(&self.left)));
@@ -249,7 +287,7 @@ struct Watch {
 
 impl Watch {
     /// Reads every heartbeat once.
-    fn start(store: Store, rank: usize, world: usize) -> std::result::Result<Self, String> {
+    fn start(store: &Store, rank: usize, world: usize) -> std::result::Result<Self, String> {
         let now = Instant::now();
         let last = store.heartbeats(world)?.into_iter().map(|count| (count, now)).collect();
         Ok(Watch { rank, last, read_at: now })
@@ -258,7 +296,7 @@ impl Watch {
     /// Reads the heartbeats again: the ranks that left, and those whose count has not moved for
     /// `silent_after` (a rank that has not beaten yet, still starting, is not silent); an error
     /// when the store cannot be reached.
-    fn check(&mut self, store: Store, silent_after: Duration) -> std::result::Result<Heard, String> {
+    fn check(&mut self, store: &Store, silent_after: Duration) -> std::result::Result<Heard, String> {
         let counts = store.heartbeats(self.last.len())?;
         let now = Instant::now();
         self.read_at = now;
@@ -267,7 +305,9 @@ impl Watch {
             if r == self.rank {
                 continue;
             }
-            if count >= LEFT {
+            if count >= FAILED {
+                heard.failed.push(r);
+            } else if count >= LEFT {
                 heard.left.push(r);
             } else if count != last.0 {
                 *last = (count, now);
@@ -314,9 +354,14 @@ pub struct ProcessGroup {
     waiting: Arc<AtomicBool>,
     /// `heartbeat/<rank>` in the store, counting up every beat.
     heartbeat: Option<Background>,
-    /// On NCCL: the thread that ends the process, with one line, when NCCL's watchdog finds a
-    /// failure or a rank's heartbeat stops.
-    watcher: Option<Background>,
+    /// On NCCL: the threads that end the process, with one line, when NCCL's watchdog finds a
+    /// failure (one thread), or a rank's heartbeat stops or it announces a failure (the other).
+    watchers: Vec<Background>,
+    /// The thread that makes indolm's store calls under [`STORE_DEADLINE`] (shared by the
+    /// watchers and the waits), and its handle.
+    store_thread: Option<(Arc<StoreThread>, std::thread::JoinHandle<()>)>,
+    /// Whether this rank announced a failure of its own.
+    failed: bool,
 }
 
 // SAFETY: c10d process groups are used from any thread (PyTorch's DDP calls them from its
@@ -428,63 +473,103 @@ impl ProcessGroup {
             agent_store: launch.agent_store,
             waiting: Arc::new(AtomicBool::new(false)),
             heartbeat: None,
-            watcher: None,
+            watchers: Vec::new(),
+            store_thread: None,
+            failed: false,
         };
+        group.store_thread = Some(group.start_store_thread());
         group.heartbeat = Some(group.start_heartbeat());
         if let Backend::Nccl(_) = backend {
-            group.watcher = Some(group.start_nccl_watcher());
+            group.watchers = vec![group.start_nccl_error_watcher(), group.start_nccl_heartbeat_watcher()];
         }
         Ok(group)
     }
 
-    /// The group's store.
+    /// The group's store, its calls under [`STORE_DEADLINE`] through the store thread.
     fn store(&self) -> Store {
-        Store(self.raw as usize)
+        Store(self.raw as usize, self.store_thread.as_ref().map(|(t, _)| Arc::clone(t)))
     }
 
+    /// The thread that makes the calls of [`ProcessGroup::store`] (it ends when every sender is
+    /// gone).
+    fn start_store_thread(&self) -> (Arc<StoreThread>, std::thread::JoinHandle<()>) {
+        let (calls, received) = std::sync::mpsc::channel::<StoreCall>();
+        let direct = Store(self.raw as usize, None);
+        let handle = std::thread::spawn(move || {
+            for (key, delta, answer) in received {
+                let _ = answer.send(direct.add_now(&key, delta));
+            }
+        });
+        (Arc::new(StoreThread { calls: std::sync::Mutex::new(calls) }), handle)
+    }
+
+    /// The heartbeat: its own thread, calling the store directly (a beat that blocks on a dead
+    /// store delays only the beats).
     fn start_heartbeat(&self) -> Background {
-        let (store, key) = (self.store(), heartbeat_key(self.rank));
+        let (store, key) = (Store(self.raw as usize, None), heartbeat_key(self.rank));
         // When the store is gone, the beats stop (the collectives and waits will say so).
         Background::every(self.beat, move || store.add(&key, 1).is_ok())
+    }
+
+    /// Tells the other ranks, through the store, that this rank failed alone (its own error,
+    /// which it is about to report): their watchers and waits then name it at once rather than
+    /// wait in a collective it will never join. Called once, before the group is let go.
+    pub fn announce_failure(&mut self) {
+        if !self.failed {
+            self.failed = true;
+            let _ = self.store().add(&heartbeat_key(self.rank), FAILED);
+        }
     }
 
     /// NCCL's collectives return once queued: its errors and timeouts are found by its watchdog
     /// thread, and a peer lost over NVLink usually hangs the collective rather than failing it.
     /// With the shim's settings the watchdog records an error and aborts the communicators
     /// without taking the process down (`TORCH_NCCL_ASYNC_ERROR_HANDLING=2`). This thread asks
-    /// the group for that error every beat, and reads the other ranks' heartbeats; on an error,
-    /// or a rank silent for [`SILENT_BEATS`] beats (not a rank that left: its process ended, and
-    /// this one may still have work of its own), it ends the process as a failed collective ends
-    /// a Gloo rank: one line naming the rank that stopped, and exit status 1, even while the
-    /// main thread waits on the device for a collective that will never finish. During
-    /// [`ProcessGroup::wait_for_all`] the wait names a silent rank itself.
-    fn start_nccl_watcher(&self) -> Background {
+    /// the group for that error every beat, and nothing else (the heartbeats are read by
+    /// [`ProcessGroup::start_nccl_heartbeat_watcher`], so that no store call delays it); on an
+    /// error it ends the process as a failed collective ends a Gloo rank: one line naming the rank
+    /// that stopped, and exit status 1, even while the main thread waits on the device for a
+    /// collective that will never finish.
+    fn start_nccl_error_watcher(&self) -> Background {
         let (raw, store, rank, world, beat, agent) =
             (self.raw as usize, self.store(), self.rank, self.world_size, self.beat, self.agent_store);
-        let waiting = Arc::clone(&self.waiting);
-        let mut watch: Option<Watch> = None;
         Background::every(beat, move || {
             // SAFETY: the group outlives this thread (Drop joins it before freeing the group).
             if let Some(cause) = unsafe { nccl_error(raw as *mut c_void) } {
                 let failure = Error::system(format!("NCCL collective on rank {rank} of {world}"), cause);
-                end_process(&lost_error(failure, &lost_ranks(store, rank, world, beat, agent)));
+                end_process(&lost_error(failure, &lost_ranks(&store, rank, world, beat, agent)));
             }
+            true
+        })
+    }
+
+    /// The other half of the NCCL watch, on a thread of its own so that a store that answers
+    /// late (each reading waits [`STORE_DEADLINE`] at most) never delays NCCL's error check:
+    /// the other ranks' heartbeats, read every beat. A rank silent for [`SILENT_BEATS`] beats, or
+    /// one that announced a failure of its own (not a rank that left normally: its process ended,
+    /// and this one may still have work of its own), ends the process as a failed collective ends
+    /// a Gloo rank. During [`ProcessGroup::wait_for_all`] the wait names them itself.
+    fn start_nccl_heartbeat_watcher(&self) -> Background {
+        let (store, rank, world, beat) = (self.store(), self.rank, self.world_size, self.beat);
+        let waiting = Arc::clone(&self.waiting);
+        let mut watch: Option<Watch> = None;
+        Background::every(beat, move || {
             if waiting.load(Ordering::SeqCst) {
                 watch = None;
                 return true;
             }
-            let current = watch.take().map_or_else(|| Watch::start(store, rank, world), Ok);
+            let current = watch.take().map_or_else(|| Watch::start(&store, rank, world), Ok);
             // A store that cannot be read is left to the collectives: it ends with rank 0's
             // process, which may have finished its run normally.
             let Ok(mut current) = current else { return true };
-            if let Ok(heard) = current.check(store, beat * SILENT_BEATS) {
-                if !heard.silent.is_empty() {
-                    let silent = Heard { left: Vec::new(), ..heard };
+            if let Ok(heard) = current.check(&store, beat * SILENT_BEATS) {
+                if !heard.silent.is_empty() || !heard.failed.is_empty() {
+                    let gone = Heard { left: Vec::new(), ..heard };
                     let failure = Error::system(
                         format!("NCCL collectives on rank {rank} of {world}"),
-                        "a rank stopped while the job runs (its collectives cannot finish)",
+                        "a rank stopped or failed while the job runs (its collectives cannot finish)",
                     );
-                    end_process(&lost_error(failure, &silent.describe().unwrap_or_default()));
+                    end_process(&lost_error(failure, &gone.describe().unwrap_or_default()));
                 }
             }
             watch = Some(current);
@@ -517,14 +602,14 @@ impl ProcessGroup {
         let _waiting = Raised::new(&self.waiting);
         store.add(&key, 1).map_err(|e| lost(store_gone(agent, &e)))?;
         let started = Instant::now();
-        let mut watch = Watch::start(store, self.rank, self.world_size).map_err(|e| lost(store_gone(agent, &e)))?;
+        let mut watch = Watch::start(&store, self.rank, self.world_size).map_err(|e| lost(store_gone(agent, &e)))?;
         let mut pause = Duration::from_millis(1);
         loop {
             if store.add(&key, 0).map_err(|e| lost(store_gone(agent, &e)))? >= world {
                 break;
             }
             if watch.read_at.elapsed() >= beat {
-                let heard = watch.check(store, beat * SILENT_BEATS).map_err(|e| lost(store_gone(agent, &e)))?;
+                let heard = watch.check(&store, beat * SILENT_BEATS).map_err(|e| lost(store_gone(agent, &e)))?;
                 if let Some(who) = heard.describe() {
                     // The last rank may have arrived, then left, between the two reads.
                     if store.add(&key, 0).is_ok_and(|n| n >= world) {
@@ -555,7 +640,7 @@ impl ProcessGroup {
     /// A failed collective's error, naming the rank that stopped when its heartbeat did (this
     /// waits three beats, a second and a half, to tell), with how to go on.
     pub fn lost(&self, e: Error) -> Error {
-        lost_error(e, &lost_ranks(self.store(), self.rank, self.world_size, self.beat, self.agent_store))
+        lost_error(e, &lost_ranks(&self.store(), self.rank, self.world_size, self.beat, self.agent_store))
     }
 
     /// This process's rank.
@@ -634,11 +719,13 @@ impl ProcessGroup {
     /// otherwise find the store gone with this process, and fail a run that succeeded.
     fn await_departures(&self) {
         let store = self.store();
-        let Ok(mut watch) = Watch::start(store, self.rank, self.world_size) else { return };
+        let Ok(mut watch) = Watch::start(&store, self.rank, self.world_size) else { return };
         let started = Instant::now();
         while started.elapsed() < DEPARTURE {
-            match watch.check(store, self.beat * DEPARTURE_SILENT_BEATS) {
-                Ok(heard) if heard.left.len() + heard.silent.len() + 1 >= self.world_size => return,
+            match watch.check(&store, self.beat * DEPARTURE_SILENT_BEATS) {
+                Ok(heard) if heard.left.len() + heard.failed.len() + heard.silent.len() + 1 >= self.world_size => {
+                    return
+                }
                 Ok(_) => std::thread::sleep(self.beat / 5),
                 Err(_) => return,
             }
@@ -648,7 +735,7 @@ impl ProcessGroup {
 
 impl Drop for ProcessGroup {
     fn drop(&mut self) {
-        for thread in [self.watcher.take(), self.heartbeat.take()].into_iter().flatten() {
+        for thread in self.watchers.drain(..).chain(self.heartbeat.take()) {
             thread.finish();
         }
         // The others, waiting or watching, now know this rank left rather than died.
@@ -658,6 +745,19 @@ impl Drop for ProcessGroup {
         unsafe { indolm_c10d_release_backend(self.raw) };
         if marked && self.serves_store {
             self.await_departures();
+        }
+        // The store thread ends once its sender is gone, unless a call of its still blocks on a
+        // store that does not answer: then the group is left unfreed (the process is ending).
+        if let Some((thread, handle)) = self.store_thread.take() {
+            drop(thread);
+            let started = Instant::now();
+            while !handle.is_finished() && started.elapsed() < STORE_DEADLINE {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            if !handle.is_finished() {
+                return;
+            }
+            let _ = handle.join();
         }
         // SAFETY: `raw` came from `indolm_c10d_gloo_new` or `_nccl_new` and is freed once.
         unsafe { indolm_c10d_free(self.raw) }
@@ -710,7 +810,7 @@ pub fn check_collective_tensor(tensor: &Tensor, device: Device, what: &str, rank
 /// Who stopped, from the heartbeats: every rank's count is read, then again three beats later; a
 /// rank that left the group, or whose count did not move, is named. When the store itself cannot
 /// be reached, that is said (it lives in rank 0's process, or in torchrun's agent).
-fn lost_ranks(store: Store, rank: usize, world: usize, beat: Duration, agent: bool) -> String {
+fn lost_ranks(store: &Store, rank: usize, world: usize, beat: Duration, agent: bool) -> String {
     let heard = Watch::start(store, rank, world).and_then(|mut watch| {
         std::thread::sleep(beat * 3);
         watch.check(store, beat * 3)
