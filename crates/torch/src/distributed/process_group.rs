@@ -874,12 +874,12 @@ mod tests {
     #[test]
     fn the_ranks_that_are_gone_are_named_in_one_phrase() {
         assert_eq!(Heard::default().describe(), None);
-        let one = Heard { left: vec![], silent: vec![3], silent_for: Duration::from_millis(10_200) };
+        let one = Heard { left: vec![], failed: vec![], silent: vec![3], silent_for: Duration::from_millis(10_200) };
         assert_eq!(one.describe().unwrap(), "rank 3 stopped (no heartbeat in the store): silent for 10.2 s");
-        let many = Heard { left: vec![1], silent: vec![8, 9], silent_for: Duration::from_secs(10) };
+        let many = Heard { left: vec![1], failed: vec![4], silent: vec![8, 9], silent_for: Duration::from_secs(10) };
         assert_eq!(
             many.describe().unwrap(),
-            "ranks 8, 9 stopped (no heartbeat in the store): silent for 10.0 s; rank 1 left the job before this point (its own output says why)"
+            "ranks 8, 9 stopped (no heartbeat in the store): silent for 10.0 s; rank 4 failed (its own output says why); rank 1 left the job before this point (its own output says why)"
         );
         assert!(store_gone(true, "reset").contains("torchrun's agent (which serves it)"));
         assert!(store_gone(false, "reset").contains("rank 0 (whose launch serves it) or its host stopped (reset)"));
