@@ -336,6 +336,8 @@ mod tests {
     /// ones (as the trainer's evaluations hold their hooks): whether each scope failed, and the
     /// values a final combine outside them gives (the ranks still in step).
     fn rounds(rank: usize, port: u16) -> Vec<String> {
+        // The operation counter's test, beside this one, counts every thread's operations.
+        crate::device::op_counts::exclude_this_thread();
         let mut group = join(rank, port);
         let ranks = Ranks::of(Some(&mut group));
         let mut seen = Vec::new();
