@@ -6,16 +6,47 @@
 //! - the optimizer shim (`src/optim/optim_shim.cpp`: setting a parameter's `.grad`, fused AdamW)
 //!   and the device shim (`src/device/torch_shim.cpp`: operation counts, the attention backend,
 //!   determinism) with the same flags. `src/shim.h` is what they share.
-use std::path::PathBuf;
+//!
+//! What the build was made against is handed to the crate as environment variables
+//! (`device::build_info` reads them): the torch wheel's version and CUDA version
+//! (`INDOLM_BUILT_TORCH`, `INDOLM_BUILT_CUDA`) and the version of the `nccl.h` the c10d shim was
+//! compiled with (`INDOLM_BUILT_NCCL`, `none` without NCCL).
+use std::path::{Path, PathBuf};
 
 fn main() {
     let Some(lib) = indolm_build::link_torch() else {
         return;
     };
     println!("cargo:rerun-if-changed=src/shim.h");
-    compile_c10d_shim(&lib);
+    let nccl = compile_c10d_shim(&lib);
     compile_torch_shim(&lib, "src/optim/optim_shim.cpp", "indolm_optim");
     compile_torch_shim(&lib, "src/device/torch_shim.cpp", "indolm_device");
+    record_versions(&lib, nccl.as_deref());
+}
+
+/// Hands the crate the torch version and CUDA version of the wheel at `lib` (its `version.py`)
+/// and the NCCL version of the `nccl.h` in `nccl` (none when the shim was built without NCCL).
+fn record_versions(lib: &Path, nccl: Option<&Path>) {
+    let version_py = lib.parent().expect("torch/lib has a parent").join("version.py");
+    println!("cargo:rerun-if-changed={}", version_py.display());
+    let text = std::fs::read_to_string(&version_py).unwrap_or_default();
+    // `__version__ = '2.11.0+cu130'` and `cuda: Optional[str] = '13.0'` (or `= None`).
+    let value = |name: &str| {
+        text.lines()
+            .find(|l| l.split([' ', ':', '=']).next() == Some(name))
+            .and_then(|l| l.split('\'').nth(1))
+            .map_or("none".to_string(), str::to_string)
+    };
+    println!("cargo:rustc-env=INDOLM_BUILT_TORCH={}", value("__version__"));
+    println!("cargo:rustc-env=INDOLM_BUILT_CUDA={}", value("cuda"));
+    let header = nccl.map(|dir| std::fs::read_to_string(dir.join("nccl.h")).unwrap_or_default());
+    let define = |header: &str, name: &str| {
+        header.lines().find_map(|l| l.strip_prefix(&format!("#define {name} ")).map(|v| v.trim().to_string()))
+    };
+    let version = header.and_then(|h| {
+        Some(format!("{}.{}.{}", define(&h, "NCCL_MAJOR")?, define(&h, "NCCL_MINOR")?, define(&h, "NCCL_PATCH")?))
+    });
+    println!("cargo:rustc-env=INDOLM_BUILT_NCCL={}", version.as_deref().unwrap_or("none"));
 }
 
 /// Compiles one shim over libtorch's ATen (no c10d) into the static library `name`.
@@ -38,7 +69,8 @@ fn compile_torch_shim(lib: &std::path::Path, file: &str, name: &str) {
 
 /// Compiles `src/distributed/c10d_shim.cpp` (the process group) and `reducer_shim.cpp` (the
 /// gradient all-reduce overlapped with backward) into a static library linked before libtorch.
-fn compile_c10d_shim(lib: &std::path::Path) {
+/// Returns the folder of the `nccl.h` it was compiled with, if NCCL was built in.
+fn compile_c10d_shim(lib: &std::path::Path) -> Option<PathBuf> {
     println!("cargo:rerun-if-changed=src/distributed/c10d_shim.cpp");
     println!("cargo:rerun-if-changed=src/distributed/c10d_shim.h");
     println!("cargo:rerun-if-changed=src/distributed/reducer_shim.cpp");
@@ -74,6 +106,7 @@ fn compile_c10d_shim(lib: &std::path::Path) {
     if nccl.is_some() {
         println!("cargo:rustc-link-lib=dylib=c10_cuda");
     }
+    nccl.and_then(|dirs| dirs.into_iter().find(|d| d.join("nccl.h").exists()))
 }
 
 /// The include folders ProcessGroupNCCL.hpp needs, when this torch has CUDA and the CUDA headers

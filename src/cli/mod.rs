@@ -257,10 +257,31 @@ pub enum Command {
         #[arg(long)]
         overwrite: bool,
     },
-    /// Describe a model directory: configuration, parameter count, tokenizer, loading notes.
+    /// Describe a model directory (configuration, parameter count, tokenizer, loading notes),
+    /// this build (the torch, CUDA and NCCL it was made against), or the attention kernels
+    /// libtorch picks for the decoders' grouped-query shapes on --device.
+    #[command(group(clap::ArgGroup::new("what").required(true).multiple(true).args(["model", "build", "attention"])))]
     Info {
+        /// A model directory to describe.
         #[arg(long)]
-        model: PathBuf,
+        model: Option<PathBuf>,
+        /// The versions this binary was built against: torch, the CUDA that torch was built
+        /// for, and the NCCL headers of its c10d shim.
+        #[arg(long)]
+        build: bool,
+        /// The kernel libtorch's scaled_dot_product_attention picks on --device for the
+        /// decoders' attention at --attention-shape, without a mask and with their boolean and
+        /// additive padding masks, the grouped key/value heads read in place and expanded, and
+        /// which of the two the decoders use.
+        #[arg(long)]
+        attention: bool,
+        /// With --attention: batch,query heads,key/value heads,tokens,head dim (default:
+        /// Llama-3-8B-like at 512 tokens).
+        #[arg(long, default_value = "4,32,8,512,128", requires = "attention")]
+        attention_shape: String,
+        /// With --attention: the dtype of queries, keys and values.
+        #[arg(long, value_enum, default_value_t = model_cmds::AttentionDtype::Bf16, requires = "attention")]
+        attention_dtype: model_cmds::AttentionDtype,
     },
     // The training commands at the top (`train`), as the tasks declare them.
     #[command(flatten)]
@@ -368,7 +389,15 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Init { config, tokenizer, out, seed, overwrite } => {
             model_cmds::init(&config, &tokenizer, &out, seed, overwrite)
         }
-        Command::Info { model } => model_cmds::info(&model),
+        Command::Info { model, build, attention, attention_shape, attention_dtype } => {
+            if build {
+                model_cmds::build_info();
+            }
+            if attention {
+                model_cmds::attention_kernels(&attention_shape, attention_dtype, device()?)?;
+            }
+            model.map_or(Ok(()), |model| model_cmds::info(&model))
+        }
         Command::Tokenize { tokenizer, text } => model_cmds::tokenize(&tokenizer, &text),
         Command::FillMask { model, text, top_k } => model_cmds::fill_mask(&model, &text, top_k, device()?),
         Command::Train(command) => command.run(device()?),

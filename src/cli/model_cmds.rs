@@ -1,5 +1,5 @@
-//! Model subcommands: import/export between HF and indolm directories, random init, info,
-//! tokenize and fill-mask.
+//! Model subcommands: import/export between HF and indolm directories, random init, info (of a
+//! model, of the build, of the attention kernels libtorch picks), tokenize and fill-mask.
 use indolm_core::outln;
 use indolm_torch::data::tokenizer::TextTokenizer;
 use indolm_torch::error::{Error, Result};
@@ -111,6 +111,66 @@ pub fn info(model: &Path) -> Result<()> {
     );
     outln!("parameters    {n}");
     print_notes(&loaded.notes);
+    Ok(())
+}
+
+/// `info --build`: the versions this binary was built against, one `name  value (what)` line
+/// each (the GPU check's preflight reads them).
+pub fn build_info() {
+    let info = indolm_torch::device::build_info::build_info();
+    outln!("indolm        {}", env!("CARGO_PKG_VERSION"));
+    outln!("torch         {} (the wheel it was built against)", info.torch);
+    outln!("cuda          {} (the CUDA that torch was built for)", info.cuda);
+    outln!("nccl          {} (the nccl.h its c10d shim was compiled with)", info.nccl);
+}
+
+/// The dtype `info --attention` asks about.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AttentionDtype {
+    /// bf16, as the decoders run on CUDA.
+    Bf16,
+    /// fp16.
+    Fp16,
+    /// fp32, as the decoders run on the CPU.
+    Fp32,
+}
+
+/// `info --attention`: the kernels libtorch picks on `device` for the decoders' attention at
+/// `shape` ("batch,heads,kv_heads,tokens,head_dim") in `dtype`, for each mask, the grouped heads
+/// read in place and expanded, and the form the decoders take
+/// ([`indolm_torch::model::decoder::layers::GroupedKernels`]).
+pub fn attention_kernels(shape: &str, dtype: AttentionDtype, device: Device) -> Result<()> {
+    use indolm_torch::model::decoder::layers::{attention_kernels, AttentionShape, GroupedHeads};
+    let sizes: Vec<i64> = shape.split(',').map(|n| n.trim().parse().ok()).collect::<Option<_>>().unwrap_or_default();
+    let [batch, heads, kv_heads, seq, head_dim] = sizes[..] else {
+        return Err(Error::argument(
+            "--attention-shape",
+            format!("expected five numbers, batch,heads,kv_heads,tokens,head_dim, found {shape:?}"),
+        ));
+    };
+    let kind = match dtype {
+        AttentionDtype::Bf16 => Kind::BFloat16,
+        AttentionDtype::Fp16 => Kind::Half,
+        AttentionDtype::Fp32 => Kind::Float,
+    };
+    let found = attention_kernels(AttentionShape { batch, heads, kv_heads, seq, head_dim }, kind, device)?;
+    outln!(
+        "attention kernels libtorch picks on {} for batch {batch}, {heads} query heads over {kv_heads} key/value heads, {seq} tokens, head dim {head_dim}, {kind:?}:",
+        indolm_torch::device::describe(device)
+    );
+    for case in found {
+        let g = case.kernels;
+        let used = match g.heads() {
+            GroupedHeads::InPlace => "read in place",
+            GroupedHeads::Expanded => "expanded",
+        };
+        outln!(
+            "attention, {}: {} with the grouped heads in place, {} with them expanded; the decoders' heads: {used}",
+            case.mask,
+            g.in_place.name(),
+            g.expanded.name()
+        );
+    }
     Ok(())
 }
 

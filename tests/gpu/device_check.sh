@@ -4,43 +4,63 @@
 # there and run with that machine's own torch, from the repository root, under one command limit
 # of 10 minutes (docs/architecture.md#the-gpu-device-check says how to build, strip and carry it,
 # and how to call the device tool). First a preflight (one line, and no step runs, when the
-# binary is missing or does not run, torch does not import or sees no CUDA, or libtorch is not
-# found), then the steps, most valuable first, each under its own budget (seconds):
-#   prepare     40  tokenizers (`tokenizer train`, with CUDA hidden: it needs none) and a BERT-base
+# binary is missing, stale or does not run, torch does not import or sees no CUDA, libtorch is
+# not found, or torch's CUDA or NCCL major version differs from the one the binary was built
+# against; it prints torch's CUDA and NCCL versions, the loaded NCCL library's and the binary's,
+# and skips a step, with a line, whose Python packages do not import), then the steps, most
+# valuable first, each under its own budget (seconds):
+#   prepare     30  tokenizers (`tokenizer train`, with CUDA hidden: it needs none) and a BERT-base
+#   nccl        35  one rank of NCCL (RANK=0 WORLD_SIZE=1, as torchrun sets them; the CPU
+#                   rehearsal runs Gloo, and says so): dist-check (ProcessGroupNCCL made against
+#                   the installed library, the collectives, the hooks all-reducing buckets from
+#                   autograd's thread, Work::wait ordering the streams, fp32 and bf16), then the
+#                   tiny model trained a few updates with --grad-reduce bf16 --op-counts (host
+#                   waits under NCCL: 0?) and its exit (the communicator released; the error
+#                   path's abort and _exit need a failure, which this step does not make)
+#   attention   15  the kernel scaled_dot_product_attention picks for the decoders' grouped-query
+#                   shapes (batch 4, 32 query heads over 8 key/value heads, 512 tokens, head dim
+#                   128, bf16), without a mask and with their padding masks, the key/value heads
+#                   in place and expanded, and which of the two the decoders take
 #   throughput 100  BERT-base (vocabulary 31,923, seq 512, batch 64, bf16) in one process: tokens/s
 #                   and MFU against the H200's bf16 peak with --op-counts (host waits: 0?), then a
 #                   shorter run with --step-times (batch, forward, backward, optimizer)
-#   two_ranks   85  two ranks on the one GPU under torchrun, Gloo over CUDA tensors (NCCL refuses
+#   two_ranks   70  two ranks on the one GPU under torchrun, Gloo over CUDA tensors (NCCL refuses
 #                   two ranks on one device): dist-check (collective values, a store wait, the
 #                   gradient buckets all-reduced by hooks on autograd's CUDA thread during
 #                   backward, fp32 and bf16), the tiny model trained by both (collectives in the
 #                   same order on both, buckets launched during backward), and the
 #                   lost-rank path (rank 0 killed while it evaluates: rank 1 names it, and when)
-#   op_counts   60  `finetune sentiment`, BertExt and BertAbs (`finetune summarize`) with
+#   op_counts   50  `finetune sentiment`, BertExt and BertAbs (`finetune summarize`) with
 #                   --op-counts: host waits per update (skipped, with a line, where the flag is
 #                   missing)
-#   causal      55  a random Llama-shaped causal LM (bf16, built by transformers there): sentence
+#   causal      50  a random Llama-shaped causal LM (bf16, built by transformers there): sentence
 #                   log-likelihoods and IndoMMLU two-shot letter scores on the GPU (bf16) against
-#                   the CPU (fp32), and the GPU's scoring tokens/s
-#   pll         35  pseudo-log-likelihoods of the BERT-base on the GPU (bf16) against the CPU (fp32)
+#                   the CPU (fp32), and the GPU's scoring tokens/s (skipped, with a line, where
+#                   transformers, tokenizers or safetensors does not import)
+#   pll         30  pseudo-log-likelihoods of the BERT-base on the GPU (bf16) against the CPU (fp32)
 #   bias        40  the time of one IndoBias-Pairs evaluation of the BERT-base (the fixture pairs)
-#   decode      60  a tiny BertAbs fine-tuned a few steps, then decoded one article at a time and 8
+#   decode      65  a tiny BertAbs fine-tuned a few steps, then decoded one article at a time and 8
 #                   at a time (articles/s, identical output?)
 #   tiny        50  the tiny pretraining with its bias hook at a checkpoint, then BertExt
-# The budgets add up to 525 s (at most 540: the preflight refuses more), inside the script's
-# DEADLINE (570 s) and the device's 600 s command limit. A failing or timed-out step is
+# The budgets add up to 535 s (at most 540: the preflight refuses more), inside the script's
+# DEADLINE (570 s) and the device's 600 s command limit. No GPU has run them yet: they are
+# estimates, each above its step's time in the CPU rehearsal. A failing or timed-out step is
 # recorded and the next one runs. Every step is timed; $OUT receives at most three files, written
 # as the script goes: device_check.log (every step's output, appended), summary.json (rewritten
 # after every step: status, seconds, budget, figures, GPU memory peak) and gpu_memory.csv
 # (sampled every 0.5 s on a GPU).
 #
 # The CPU rehearsal (`device_check.sh --rehearse`, or DEVICE=cpu SIZE=tiny; make test runs it):
-# every step at tiny sizes on the CPU, printing each step's time. HANG_STEP=<step> makes a step
+# every step at tiny sizes on the CPU, printing each step's time (OpenMP's threads wait
+# passively there, OMP_WAIT_POLICY=PASSIVE unless set, so that a busy machine slows it less). HANG_STEP=<step> makes a step
 # hang (to see its timeout), FAIL_STEP=<step> makes it fail, BUDGET_<step>=<s> sets a step's
-# budget. WORK (default: the repository root) is where checkpoints and prepared corpora go; the
-# recipes and sample data are read from the repository. BIN (default: .device/indolm, else
-# target/release/indolm), PYTHON (default: python3) and TORCH_EXPECTED (the libtorch version the
-# binary was built against, default 2.11) can be set.
+# budget, ONLY=<step>,<step> runs only those (after the whole preflight: a rerun of the steps
+# that failed, while the machine is still lent; a step's own inputs, such as prepare's, must be
+# in WORK already). WORK (default: the repository root) is where checkpoints and prepared corpora
+# go; the recipes and sample data are read from the repository. BIN (default: .device/indolm,
+# else target/release/indolm), PYTHON (default: python3) and TORCH_EXPECTED (the libtorch version
+# the binary was built against, default 2.11) can be set; CAUSAL_PACKAGES (default: transformers
+# tokenizers safetensors) are the modules the causal step needs, imported by the preflight.
 set -uo pipefail
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
 if [ "${1:-}" = "--rehearse" ]; then
@@ -57,6 +77,12 @@ BIN=$(realpath -m "$BIN")
 PYTHON=$(realpath -m -s "$(command -v "${PYTHON:-python3}" || echo "${PYTHON:-python3}")")
 DEVICE=${DEVICE:-cuda}
 SIZE=${SIZE:-full}
+# On a shared CPU, libtorch's OpenMP threads spinning at their barriers while other programs hold
+# the cores made rehearsal steps 3 to 5 times slower (decode past its 65 s budget beside two busy
+# processes, 21 s with passive waits): the rehearsal checks the script, not the CPU's speed.
+if [ "$DEVICE" = cpu ]; then
+  export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
+fi
 WORK=${WORK:-$REPO}
 DEADLINE=${DEADLINE:-570}
 # The torch the binary was built against (tch 0.24: libtorch 2.11).
@@ -67,19 +93,21 @@ SUMMARY="$OUT/summary.json"
 MEMORY="$OUT/gpu_memory.csv"
 STARTED=$(date +%s)
 # Each step's budget, in the order the steps run (most valuable first).
-STEPS=(prepare:40 throughput:100 two_ranks:85 op_counts:60 causal:55 pll:35 bias:40 decode:60 tiny:50)
+STEPS=(prepare:30 nccl:35 attention:15 throughput:100 two_ranks:70 op_counts:50 causal:50 pll:30 bias:40 decode:65
+  tiny:50)
 BUDGET_LIMIT=540
 
 # Sizes: the real ones on a GPU, tiny ones for the CPU rehearsal.
 if [ "$SIZE" = tiny ]; then
   RECIPE=$REPO/recipes/tiny/sample.toml THROUGHPUT_STEPS=5 TIMES_STEPS=4 ABS_STEPS=3 TINY_STEPS=10 TWO_STEPS=8
+  NCCL_STEPS=6
   DIST_MB=1 RANK_THREADS=(--threads 1)
   # Heartbeats 100 ms apart (test-only), so that the lost rank is named in 2 s, not 10.
   LOST_BEAT_MS=100
   BASE_CONFIG='{"vocab_size": 3200, "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 128, "max_position_embeddings": 128}'
 else
   RECIPE=$REPO/recipes/gpu/indobert-base-throughput.toml THROUGHPUT_STEPS=60 TIMES_STEPS=20 ABS_STEPS=40
-  TINY_STEPS=200 TWO_STEPS=30 DIST_MB=64 LOST_BEAT_MS= RANK_THREADS=()
+  TINY_STEPS=200 TWO_STEPS=30 NCCL_STEPS=10 DIST_MB=64 LOST_BEAT_MS= RANK_THREADS=()
   BASE_CONFIG='{"vocab_size": 31923, "hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12, "intermediate_size": 3072, "max_position_embeddings": 512}'
 fi
 
@@ -110,10 +138,61 @@ step_prepare() {
     --out checkpoints/device-check-base --overwrite || return 1
 }
 
+# One rank of a data-parallel job, launched as torchrun would launch it (RANK=0 WORLD_SIZE=1
+# LOCAL_RANK=0, a store on a free port) but without torchrun's Python start: NCCL on a GPU,
+# Gloo on the CPU (NCCL needs CUDA). Prints the dist-check verdict, then trains the tiny model a
+# few updates with the gradients summed in bf16 in buckets of 0.25 MiB (several for the tiny
+# model) and prints the host waits of a steady-state update; fails unless both pass and the
+# waits are 0.
+step_nccl() {
+  cd "$WORK" || return 1
+  local name=NCCL check=(--backend nccl) train=(--dist-backend nccl) failed=0 verdict syncs
+  if [ "$DEVICE" = cpu ]; then
+    name=Gloo check=() train=()
+    echo "nccl: rehearsed with one Gloo rank on the CPU (NCCL needs CUDA)"
+  fi
+  local one=(env RANK=0 WORLD_SIZE=1 LOCAL_RANK=0 LOCAL_WORLD_SIZE=1 MASTER_ADDR=127.0.0.1)
+  "${one[@]}" MASTER_PORT="$(free_port)" "$BIN" "${RANK_THREADS[@]}" --device "$DEVICE" dist-check "${check[@]}" \
+    --megabytes "$DIST_MB" --timeout 60 > "$SCRATCH/nccl-check.log" 2>&1
+  verdict=$?
+  cat "$SCRATCH/nccl-check.log"
+  if [ $verdict = 0 ]; then
+    echo "dist-check on one $name rank: passed"
+  else
+    echo "dist-check on one $name rank: failed (exit $verdict): $(grep -m1 "^error: " "$SCRATCH/nccl-check.log")"
+    failed=1
+  fi
+  # The run renamed (the first `name`, not the source's: its corpus is the one the other steps
+  # use), no bias evaluation.
+  sed -e '0,/^name = .*/s//name = "device-check-nccl"/' -e '/^\[eval.bias\]/,$d' "$REPO/recipes/tiny/sample.toml" \
+    > "$SCRATCH/nccl.toml"
+  "${one[@]}" MASTER_PORT="$(free_port)" "$BIN" "${RANK_THREADS[@]}" --device "$DEVICE" train "$SCRATCH/nccl.toml" \
+    --overwrite --stop-after "$NCCL_STEPS" --op-counts --grad-reduce bf16 --bucket-mb 0.25 --dist-timeout 60 \
+    "${train[@]}" > "$SCRATCH/nccl-train.log" 2>&1 || { cat "$SCRATCH/nccl-train.log"; return 1; }
+  cat "$SCRATCH/nccl-train.log"
+  syncs=$(grep -m1 -o "^host syncs per update: [0-9]*" "$SCRATCH/nccl-train.log" | grep -o "[0-9]*$")
+  echo "one-rank $name training, gradients summed in bf16: host syncs per update: ${syncs:-none printed}"
+  [ "${syncs:-}" = 0 ] || { echo "expected no host wait in an update"; failed=1; }
+  return $failed
+}
+
+# The kernels scaled_dot_product_attention picks for the decoders' grouped-query attention at a
+# Llama-3-8B-like shape (IndoMMLU's padded batches), and whether the decoders expand the heads.
+step_attention() {
+  "$BIN" --device "$DEVICE" info --attention --attention-shape 4,32,8,512,128 --attention-dtype bf16
+}
+
 step_throughput() {
   cd "$WORK" || return 1
-  "$BIN" --device "$DEVICE" train "$RECIPE" --overwrite --stop-after "$THROUGHPUT_STEPS" --op-counts || return 1
-  "$BIN" --device "$DEVICE" train "$RECIPE" --overwrite --stop-after "$TIMES_STEPS" --step-times
+  local recipe=$RECIPE
+  # The BERT-base recipe evaluates nothing at its checkpoint; the tiny one evaluates bias there,
+  # which the rehearsal leaves out (tens of seconds on a loaded CPU, no part of a throughput).
+  if [ "$SIZE" = tiny ]; then
+    recipe=$SCRATCH/throughput.toml
+    sed -e '/^\[eval.bias\]/,$d' "$RECIPE" > "$recipe"
+  fi
+  "$BIN" --device "$DEVICE" train "$recipe" --overwrite --stop-after "$THROUGHPUT_STEPS" --op-counts || return 1
+  "$BIN" --device "$DEVICE" train "$recipe" --overwrite --stop-after "$TIMES_STEPS" --step-times
 }
 
 step_two_ranks() {
@@ -285,8 +364,35 @@ done
 [ -e "$BIN" ] || preflight_fails "no indolm binary at $BIN: build and strip it here, carry it as .device/indolm (docs/architecture.md#the-gpu-device-check), or set BIN"
 [ -x "$BIN" ] || preflight_fails "$BIN is not executable (chmod +x it before carrying it)"
 command -v "$PYTHON" > /dev/null || preflight_fails "no python at $PYTHON (set PYTHON to the machine's python3 with torch)"
-TORCH_FACTS=$($PYTHON -c 'import os, torch; print(os.path.join(os.path.dirname(torch.__file__), "lib"), torch.__version__, int(torch.cuda.is_available()), torch.version.cuda)' 2>&1 | tail -1)
-read -r TORCH_LIB TORCH_VERSION TORCH_CUDA TORCH_CUDA_VERSION <<< "$TORCH_FACTS"
+# One Python start: torch's library folder and versions (its CUDA; the NCCL it reports, that is
+# the one it was built with, and the NCCL library loaded), then which of the causal step's
+# packages do not import ("-": none).
+CAUSAL_PACKAGES=${CAUSAL_PACKAGES:-transformers tokenizers safetensors}
+TORCH_FACTS=$($PYTHON - "$CAUSAL_PACKAGES" 2>&1 <<'PY' | tail -1
+import ctypes, importlib, os, sys
+import torch
+try:
+    nccl = ".".join(map(str, torch.cuda.nccl.version())) if torch.version.cuda else "none"
+except Exception:
+    nccl = "none"
+try:
+    version = ctypes.c_int()
+    ctypes.CDLL("libnccl.so.2").ncclGetVersion(ctypes.byref(version))
+    code = version.value
+    loaded = f"{code // 10000}.{code // 100 % 100}.{code % 100}" if code >= 10000 else f"{code // 1000}.{code // 100 % 10}.{code % 100}"
+except Exception:
+    loaded = "none"
+missing = []
+for name in sys.argv[1].split():
+    try:
+        importlib.import_module(name)
+    except Exception:
+        missing.append(name)
+print(os.path.join(os.path.dirname(torch.__file__), "lib"), torch.__version__, int(torch.cuda.is_available()),
+      torch.version.cuda, nccl, loaded, ",".join(missing) or "-")
+PY
+)
+read -r TORCH_LIB TORCH_VERSION TORCH_CUDA TORCH_CUDA_VERSION TORCH_NCCL NCCL_LOADED PACKAGES_MISSING <<< "$TORCH_FACTS"
 [ -f "${TORCH_LIB:-}/libtorch_cpu.so" ] \
   || preflight_fails "torch does not import with $PYTHON (it said: $TORCH_FACTS)"
 [[ "$TORCH_VERSION" == "$TORCH_EXPECTED"* ]] \
@@ -297,13 +403,34 @@ if command -v ldd > /dev/null; then
   [ -z "$MISSING" ] || preflight_fails "libraries not found for $BIN with LD_LIBRARY_PATH=$TORCH_LIB: $MISSING"
 fi
 VERSION=$("$BIN" --version 2>&1) || preflight_fails "$BIN does not run: $(echo "$VERSION" | head -1)"
+# What the binary was built against (`indolm info --build`: `torch`, `cuda` and `nccl` lines).
+BUILD=$("$BIN" info --build 2>&1) \
+  || preflight_fails "$BIN does not say what it was built against (info --build: $(echo "$BUILD" | head -1)): a binary older than this script? build, strip and carry it again"
+built() { echo "$BUILD" | awk -v name="$1" '$1 == name { print $2 }'; }
+BUILT_TORCH=$(built torch) BUILT_CUDA=$(built cuda) BUILT_NCCL=$(built nccl)
+major() { echo "${1%%.*}"; }
 if [ "$DEVICE" != cpu ]; then
   [ "$TORCH_CUDA" = 1 ] || preflight_fails "torch $TORCH_VERSION at $TORCH_LIB sees no CUDA device (driver? CUDA_VISIBLE_DEVICES?)"
   if command -v ldd > /dev/null; then
     ldd "$BIN" | grep -q "libtorch_cuda.so" \
       || preflight_fails "$BIN does not load libtorch_cuda.so: CUDA would be silently off (rebuild: crates/torch/build.rs forces it in when torch has it)"
   fi
+  [ "$(major "$TORCH_CUDA_VERSION")" = "$(major "$BUILT_CUDA")" ] \
+    || preflight_fails "torch $TORCH_VERSION here is built for CUDA $TORCH_CUDA_VERSION, but $BIN against torch $BUILT_TORCH for CUDA $BUILT_CUDA (its shims use that CUDA's headers)"
+  if [ "$BUILT_NCCL" != none ]; then
+    # torch's NCCL (the one it was built with), else the library loaded.
+    TORCH_SIDE=$TORCH_NCCL
+    [ "$TORCH_SIDE" = none ] && TORCH_SIDE=$NCCL_LOADED
+    [ "$(major "$TORCH_SIDE")" = "$(major "$BUILT_NCCL")" ] \
+      || preflight_fails "torch $TORCH_VERSION here has NCCL $TORCH_SIDE, but $BIN's c10d shim was compiled with NCCL $BUILT_NCCL's headers"
+  fi
 fi
+# Steps that cannot run here, skipped with a line: name -> why.
+declare -A SKIP=()
+[ "$PACKAGES_MISSING" = - ] \
+  || SKIP[causal]="Python packages missing with $PYTHON: ${PACKAGES_MISSING//,/, } (the causal LM is built by transformers there)"
+[ "$DEVICE" != cpu ] && [ "$BUILT_NCCL" = none ] \
+  && SKIP[nccl]="$BIN was built without NCCL (CUDA's headers were not found when it was built)"
 # The driver's scratch folder and torch's library folder, handed to every step it runs
 # (`$0 --step NAME`) through the environment.
 SCRATCH=${DEVICE_CHECK_SCRATCH:-$(mktemp -d)}
@@ -318,7 +445,12 @@ if [ "$DEVICE" != cpu ] && command -v nvidia-smi > /dev/null; then
 fi
 {
   echo "indolm device check: DEVICE=$DEVICE SIZE=$SIZE DEADLINE=${DEADLINE}s; $VERSION at $BIN"
-  echo "torch $TORCH_VERSION (CUDA ${TORCH_CUDA_VERSION}, available: $TORCH_CUDA) at $TORCH_LIB"
+  echo "torch $TORCH_VERSION (CUDA ${TORCH_CUDA_VERSION}, available: $TORCH_CUDA; NCCL $TORCH_NCCL, library loaded: $NCCL_LOADED) at $TORCH_LIB"
+  echo "binary built against torch $BUILT_TORCH (CUDA $BUILT_CUDA), its c10d shim with NCCL $BUILT_NCCL's headers"
+  if [ "$BUILT_NCCL" != none ] && [ "$TORCH_NCCL" != none ] && [ "${TORCH_NCCL%.*}" != "${BUILT_NCCL%.*}" ]; then
+    echo "note: torch's NCCL $TORCH_NCCL and the shim's headers ($BUILT_NCCL) differ in their minor version"
+  fi
+  echo "python packages of the causal step (${CAUSAL_PACKAGES}): $([ "$PACKAGES_MISSING" = - ] && echo "all import" || echo "missing: $PACKAGES_MISSING")"
   echo "budgets: $BUDGET_LIST = ${BUDGET_TOTAL}s of at most ${BUDGET_LIMIT}s"
 } | tee -a "$LOG"
 
@@ -329,13 +461,18 @@ import csv, datetime, json, os, re, sys
 scratch, summary, memory, device, size = sys.argv[1:6]
 budget_total, budget_limit = int(sys.argv[6]), int(sys.argv[7])
 patterns = {
+    "nccl": [r"nccl: rehearsed .*", r"rank 0 of 1 .*", r"rank 0: gradients all-reduced .*", r"all-reduce of .* over 1 .*",
+             r"dist-check on one .*", r"data parallel: .*", r"one-rank .* training, .*", r"expected no host wait.*",
+             r"error: .*"],
+    "attention": [r"attention kernels .*", r"attention, no mask: .*", r"attention, boolean padding mask: .*",
+                  r"attention, additive padding mask: .*", r"error: .*"],
     "throughput": [r"[\d.]+ tok/s.*", r"host syncs per update: \d+", r"operations: \d+", r"step times .*",
                    r"attention: .*", r"determinism: .{0,60}", r"error: .*"],
     "two_ranks": [r"all-reduce of .*", r"rank 0: gradients all-reduced .*", r"data parallel: .*", r"data parallel over .*", r"step times .*", r"lost rank: .*", r"error: .*"],
     "op_counts": [r"sentiment: .*", r"BertExt: .*", r"BertAbs: .*", r"error: .*"],
     "pll": [r"PLL on .*", r"error: .*"],
     "bias": [r"bias evaluation of .*", r"error: .*"],
-    "causal": [r"causal LM: .*", r"causal scoring on .*", r"causal log-likelihoods .*", r"causal IndoMMLU .*", r"error: .*"],
+    "causal": [r"causal: skipped: .*", r"causal LM: .*", r"causal scoring on .*", r"causal log-likelihoods .*", r"causal IndoMMLU .*", r"error: .*"],
     "decode": [r"batch 1: .*", r"batch 8: .*", r"summaries (identical|differ)", r"error: .*"],
     "tiny": [r"bias win rate .*", r"finished at step .*", r"ROUGE.*", r"error: .*"],
     "prepare": [r"error: .*"],
@@ -352,7 +489,7 @@ steps = []
 for row in csv.DictReader(open(os.path.join(scratch, "results.csv"))):
     text = open(os.path.join(scratch, f"step-{row['step']}.log"), errors="replace").read()
     figures = {}
-    for p in patterns.get(row["step"], []):
+    for p in patterns.get(row["step"], []) + [rf"{row['step']}: skipped: .*"]:
         found = re.findall(p, text)
         if found:
             figures[p] = found[-1] if isinstance(found[-1], str) else " ".join(found[-1])
@@ -388,6 +525,13 @@ run_step() {
     summarize
     return
   fi
+  if [ -n "${SKIP[$name]:-}" ]; then
+    echo "$name: skipped: ${SKIP[$name]}" > "$SCRATCH/step-$name.log"
+    echo "=== $name: skipped: ${SKIP[$name]}" | tee -a "$LOG"
+    echo "$name,skipped,0,$started,$(date +%s.%N),0,$planned" >> "$SCRATCH/results.csv"
+    summarize
+    return
+  fi
   [ "$budget" -gt "$left" ] && budget=$left
   echo "=== $name (budget ${budget}s)" | tee -a "$LOG"
   timeout --kill-after=5 "$budget" "$0" --step "$name" > "$SCRATCH/step-$name.log" 2>&1
@@ -404,6 +548,9 @@ run_step() {
 }
 
 for entry in "${STEPS[@]}"; do
+  if [ -n "${ONLY:-}" ] && [[ " ${ONLY//,/ } " != *" ${entry%%:*} "* ]]; then
+    continue
+  fi
   run_step "${entry%%:*}" "${entry#*:}"
 done
 [ -n "${SAMPLER:-}" ] && kill "$SAMPLER" 2> /dev/null

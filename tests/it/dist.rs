@@ -1,8 +1,9 @@
 //! Data-parallel plumbing on libtorch's c10d: two `indolm dist-check` processes on loopback,
 //! launched with torchrun's and with Slurm's variables, join one Gloo process group and agree
-//! on every collective; bad launches end in one-line errors within their timeout; a rank lost
-//! while the others wait for rank 0 (under torchrun itself too) is named within the stated limit;
-//! the Slurm job prepares its corpus before it trains.
+//! on every collective, and one alone runs every check but the bandwidth; bad launches end in
+//! one-line errors within their timeout; a rank lost while the others wait for rank 0 (under
+//! torchrun itself too) is named within the stated limit; the Slurm job prepares its corpus
+//! before it trains.
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
@@ -141,6 +142,36 @@ fn two_gloo_processes_agree_on_every_collective() {
         assert!(out.status.success(), "rank {rank}: {stdout}\n{}", String::from_utf8_lossy(&out.stderr));
         assert!(stdout.contains(&format!("rank {rank} of 2 (local rank {rank}, slurm)")), "{stdout}");
     }
+}
+
+/// A world of one rank (the GPU check's one-rank NCCL run, rehearsed here on Gloo) runs every
+/// check, the hooks' buckets during backward among them, and says that it measured no
+/// bandwidth rather than printing one.
+#[test]
+fn one_rank_runs_every_check_but_the_bandwidth() {
+    let outputs = on_a_free_port(|port| {
+        let vars = vec![
+            ("RANK", "0".to_string()),
+            ("LOCAL_RANK", "0".to_string()),
+            ("WORLD_SIZE", "1".to_string()),
+            ("MASTER_ADDR", "127.0.0.1".to_string()),
+            ("MASTER_PORT", port),
+        ];
+        run_job(vec![vars], &["--megabytes", "1", "--timeout", "60"])
+    });
+    let (stdout, stderr) = (String::from_utf8_lossy(&outputs[0].stdout), String::from_utf8_lossy(&outputs[0].stderr));
+    println!("{stdout}");
+    assert!(outputs[0].status.success(), "{stdout}\n{stderr}");
+    for line in [
+        "rank 0 of 1 (local rank 0, torchrun): Gloo on cpu",
+        "sum, max, broadcast, barrier and store wait correct",
+        "rank 0: gradients all-reduced during backward (fp32 and bf16) equal the expected sums; 10 of 10 buckets launched during backward",
+        "all-reduce of 1 MB over 1 Gloo rank: median ",
+        "(one rank: no link crossed, no bandwidth measured)",
+    ] {
+        assert!(stdout.contains(line), "{line:?} missing from:\n{stdout}");
+    }
+    assert!(!stdout.contains("bus bandwidth"), "{stdout}");
 }
 
 /// One line on stderr, exit 1, within the timeout (plus start-up), for each bad launch.

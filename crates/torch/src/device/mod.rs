@@ -1,8 +1,9 @@
 //! Device and thread selection (`--device auto|cpu|cuda|cuda:N`, `--threads N`), the compute
 //! precision ([`Precision`]), and what the device layer offers the layers above: counting the
 //! operations of an update and the waits among them ([`op_counts`]), libtorch's exceptions as
-//! values ([`torch_errors`]), and which kernels libtorch runs ([`kernels`]: the attention
-//! backend, deterministic algorithms).
+//! values ([`torch_errors`]), which kernels libtorch runs ([`kernels`]: the attention
+//! backend, deterministic algorithms), and what the build was made against ([`build_info`]).
+pub mod build_info;
 pub mod kernels;
 pub mod op_counts;
 pub mod torch_errors;

@@ -237,16 +237,27 @@ void indolm_ops_exclude_this_thread() {
   at::enableRecordFunction(false);
 }
 
-// The backend scaled_dot_product_attention would pick for these tensors (torch's SDPBackend:
-// -1 error, 0 math, 1 flash, 2 efficient, 3 cuDNN, 4 overrideable); -2 with *error on failure.
-int64_t indolm_sdp_choice(at::Tensor* q, at::Tensor* k, at::Tensor* v, at::Tensor* mask, double dropout, char** error) {
+// The backend scaled_dot_product_attention would pick for these tensors, with this mask (none
+// when null), dropout, causal flag and grouped key/value heads (`enable_gqa`): libtorch's own
+// `_fused_sdp_choice`, the function scaled_dot_product_attention itself asks, so the answer is
+// the kernel that would run (torch's SDPBackend: -1 error, 0 math, 1 flash, 2 efficient,
+// 3 cuDNN, 4 overrideable); -2 with *error on failure.
+int64_t indolm_sdp_choice(
+    at::Tensor* q,
+    at::Tensor* k,
+    at::Tensor* v,
+    at::Tensor* mask,
+    double dropout,
+    int is_causal,
+    int enable_gqa,
+    char** error) {
   int64_t choice = -2;
   indolm_shim::guarded(error, [&] {
     std::optional<at::Tensor> m;
     if (mask != nullptr) {
       m = *mask;
     }
-    choice = at::_fused_sdp_choice(*q, *k, *v, m, dropout, false);
+    choice = at::_fused_sdp_choice(*q, *k, *v, m, dropout, is_causal != 0, std::nullopt, enable_gqa != 0);
   });
   return choice;
 }

@@ -3,13 +3,16 @@
 //! bias, rotary embeddings (default, linear, Llama 3.1 and YaRN scaling) at positions 0..seq or
 //! at each row's own, the causal mask with padding and sliding windows (a whole batch, or the new
 //! tokens after a cache), and attention ([`Attention`]): libtorch's fused scaled-dot-product
-//! attention with grouped key/value heads read in place, or eager attention with grouped-query
-//! heads, an additive bias (ALiBi) and soft-capping, its softmax in fp32.
+//! attention with grouped key/value heads read in place, or expanded where only that lets a fused
+//! kernel run ([`GroupedKernels`]), or eager attention with grouped-query heads, an additive bias
+//! (ALiBi) and soft-capping, its softmax in fp32.
 use super::config::{Activation, Rope, RopeScaling};
 use super::load::{as_compute, Weights};
+use crate::device::kernels::{sdp_choice, SdpBackend};
 use crate::error::{Error, Result};
+use std::cell::RefCell;
 use tch::nn::VarStore;
-use tch::{Kind, Tensor};
+use tch::{Device, Kind, Tensor};
 
 pub use crate::model::layers::{LayerNorm, Linear};
 
@@ -246,9 +249,11 @@ fn query_key_indices(key_real: &Tensor, past: i64) -> (Tensor, Tensor) {
 pub enum Attention {
     /// libtorch's `scaled_dot_product_attention` with the mask of padding, causality and
     /// windows (ALiBi folded into it as an additive mask): grouped key/value heads are read in
-    /// place (`enable_gqa`), never repeated, and the kernel (flash on the CPU; memory-efficient or
-    /// cuDNN on CUDA) does not materialise the scores. Where a family's attention cannot be
-    /// fused (Gemma 2's logit soft-capping), its layers take [`Attention::Eager`].
+    /// place (`enable_gqa`), or repeated to the query heads where libtorch would otherwise fall
+    /// back to its math kernel and picks a fused one for them repeated ([`GroupedKernels`]), so
+    /// that the kernel (flash on the CPU; memory-efficient or cuDNN on CUDA) does not
+    /// materialise the scores. Where a family's attention cannot be fused (Gemma 2's logit
+    /// soft-capping), its layers take [`Attention::Eager`].
     #[default]
     Fused,
     /// The scores written out as a tensor [batch, heads, queries, keys], grouped key/value heads
@@ -297,6 +302,34 @@ impl Attention {
 #[derive(Debug)]
 pub(crate) struct Mask {
     form: MaskForm,
+    /// The fused path's form of grouped key/value heads, and the layout of the inputs it was
+    /// decided for: every layer of a forward pass hands [`attend`] the same layout, so libtorch
+    /// is asked once a pass.
+    grouped: RefCell<Option<(Layout, GroupedHeads)>>,
+}
+
+/// What libtorch's kernel choice reads of attention's inputs: each tensor's sizes, strides and
+/// alignment (its address modulo 256 bytes: libtorch's allocators align storages to at least
+/// that, so this is where its storage offset puts it), and their dtype, device and whether
+/// gradients flow.
+#[derive(Debug, PartialEq)]
+struct Layout {
+    geometry: Vec<i64>,
+    kind: Kind,
+    device: Device,
+    requires_grad: bool,
+}
+
+impl Layout {
+    /// The layout of q, k and v.
+    fn of(q: &Tensor, k: &Tensor, v: &Tensor) -> Self {
+        let geometry = [q, k, v]
+            .iter()
+            .flat_map(|t| [t.size(), t.stride(), vec![(t.data_ptr() as usize % 256) as i64]].concat())
+            .collect();
+        let requires_grad = q.requires_grad() || k.requires_grad() || v.requires_grad();
+        Layout { geometry, kind: q.kind(), device: q.device(), requires_grad }
+    }
 }
 
 /// A [`Mask`]'s tensors.
@@ -329,7 +362,7 @@ impl Mask {
     ) -> Self {
         let allowed = allowed_from(key_real, past, window);
         if attention == Attention::Eager || softcap.is_some() {
-            return Mask { form: MaskForm::Eager { allowed, bias, softcap } };
+            return Mask { form: MaskForm::Eager { allowed, bias, softcap }, grouped: RefCell::new(None) };
         }
         let (q, k) = query_key_indices(key_real, past);
         let allowed = allowed.logical_or(&k.eq_tensor(&q).unsqueeze(0).unsqueeze(0));
@@ -337,8 +370,154 @@ impl Mask {
             Some(bias) => bias.where_scalarother(&allowed, lowest(bias.kind())),
             None => allowed,
         };
-        Mask { form: MaskForm::Fused(mask) }
+        Mask { form: MaskForm::Fused(mask), grouped: RefCell::new(None) }
     }
+
+    /// The form in which the fused path hands grouped heads k and v to libtorch for queries q
+    /// under this mask ([`GroupedKernels::heads`]), asked once for each layout of the inputs.
+    fn grouped_heads(&self, q: &Tensor, k: &Tensor, v: &Tensor, mask: &Tensor) -> GroupedHeads {
+        let layout = Layout::of(q, k, v);
+        let mut known = self.grouped.borrow_mut();
+        match known.as_ref() {
+            Some((seen, heads)) if *seen == layout => *heads,
+            _ => {
+                // Where libtorch cannot say, the heads stay in place, and the attention call
+                // itself raises what libtorch raises.
+                let heads = GroupedKernels::of(q, k, v, Some(mask)).map_or(GroupedHeads::InPlace, |g| g.heads());
+                *known = Some((layout, heads));
+                heads
+            }
+        }
+    }
+}
+
+/// How the fused path hands grouped key/value heads (fewer than the query heads) to libtorch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GroupedHeads {
+    /// Read in place (`enable_gqa`): no copy.
+    InPlace,
+    /// Each key/value head repeated over the query heads that read it, a copy [batch, heads,
+    /// keys, head_dim] of k and of v (transformers' `repeat_kv`, which libtorch's math kernel
+    /// also does under `enable_gqa`).
+    Expanded,
+}
+
+/// The kernels libtorch picks for one attention call with grouped key/value heads, read in place
+/// (`enable_gqa`) and expanded to the query heads.
+///
+/// What libtorch 2.11 does on CUDA, as read from torch's `sdp_utils.cpp` and the strings of the
+/// wheel's libtorch_cuda.so (no GPU has run this yet): cuDNN attention is tried first only on
+/// sm90/sm100 with cuDNN newer than 9.15 (an H100 or H200 with the cu13 wheel's cuDNN 9.19), and
+/// never under deterministic algorithms; it takes a mask (and, in torch's current source,
+/// grouped heads). Then flash attention, which reads grouped heads in place but takes no mask;
+/// then the memory-efficient kernel, which takes a mask but not grouped heads (its forward checks
+/// `query.size(2) == key.size(2)`); then math. So a padded batch of a grouped-query model (Llama
+/// 3, Mistral, Qwen, Gemma, multi-query Falcon) may fall back to the math kernel, which repeats
+/// the heads itself and writes out the scores [batch, heads, queries, keys] in fp32 (4 rows of
+/// 512 tokens, 32 heads: 128 MiB a layer, growing with the square of the length), where repeating
+/// them first lets the memory-efficient kernel run. On the CPU, libtorch's flash kernel takes
+/// both, and nothing is repeated. Which holds is never assumed: [`GroupedKernels::of`] asks
+/// libtorch ([`sdp_choice`]) for both forms.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GroupedKernels {
+    /// The kernel for the heads read in place.
+    pub in_place: SdpBackend,
+    /// The kernel for the heads expanded to the query heads.
+    pub expanded: SdpBackend,
+}
+
+impl GroupedKernels {
+    /// The kernels libtorch picks for q [b, heads, queries, d] over k and v [b, kv_heads, keys,
+    /// d] under `mask`, no dropout: in place, and for tensors laid out as [`repeat_heads`] makes
+    /// them (contiguous, unfilled: the choice reads no values).
+    pub fn of(q: &Tensor, k: &Tensor, v: &Tensor, mask: Option<&Tensor>) -> Result<Self> {
+        let in_place = sdp_choice(q, k, v, mask, 0.0, false, true)?;
+        let heads = q.size()[1];
+        let like = |t: &Tensor| {
+            let mut size = t.size();
+            size[1] = heads;
+            Tensor::empty(size.as_slice(), (t.kind(), t.device())).set_requires_grad(t.requires_grad())
+        };
+        let expanded = sdp_choice(q, &like(k), &like(v), mask, 0.0, false, false)?;
+        Ok(GroupedKernels { in_place, expanded })
+    }
+
+    /// Expanded where only that gives a fused kernel (the heads in place would take the math
+    /// kernel), in place otherwise.
+    pub fn heads(&self) -> GroupedHeads {
+        if !self.in_place.is_fused() && self.expanded.is_fused() {
+            GroupedHeads::Expanded
+        } else {
+            GroupedHeads::InPlace
+        }
+    }
+}
+
+/// The shapes `indolm info --attention` asks libtorch about.
+#[derive(Debug, Clone, Copy)]
+pub struct AttentionShape {
+    /// Rows of a batch.
+    pub batch: i64,
+    /// Query heads.
+    pub heads: i64,
+    /// Key/value heads (dividing `heads`).
+    pub kv_heads: i64,
+    /// Tokens a row (queries and keys).
+    pub seq: i64,
+    /// Dimension of a head.
+    pub head_dim: i64,
+}
+
+/// One mask [`attention_kernels`] asks about, and libtorch's kernels for it.
+#[derive(Debug, Clone)]
+pub struct MaskedKernels {
+    /// The mask, in words.
+    pub mask: &'static str,
+    /// The kernels, grouped heads in place and expanded.
+    pub kernels: GroupedKernels,
+}
+
+/// The kernels libtorch picks for the decoders' fused attention at `shape` in `kind` on
+/// `device`: with no mask, with the decoders' own boolean mask of a padded batch (causal, the
+/// second half of every other row padding) and with the additive form they give ALiBi families
+/// (a zero bias: its values do not matter to the choice), each with the heads in place and
+/// expanded. An error for heads that do not divide, or when libtorch cannot say.
+pub fn attention_kernels(shape: AttentionShape, kind: Kind, device: Device) -> Result<Vec<MaskedKernels>> {
+    let AttentionShape { batch, heads, kv_heads, seq, head_dim } = shape;
+    if [batch, heads, kv_heads, seq, head_dim].iter().any(|&n| n < 1) || heads % kv_heads != 0 {
+        return Err(Error::argument(
+            "--attention-shape",
+            format!(
+                "expected positive sizes with the key/value heads dividing the query heads, found {batch},{heads},{kv_heads},{seq},{head_dim}"
+            ),
+        ));
+    }
+    let q = Tensor::empty([batch, heads, seq, head_dim], (kind, device));
+    let kv = Tensor::empty([batch, kv_heads, seq, head_dim], (kind, device));
+    let rows: Vec<i64> = (0..batch).map(|r| if r % 2 == 1 { seq / 2 } else { seq }).collect();
+    let key_real = Tensor::arange(seq, (Kind::Int64, device))
+        .unsqueeze(0)
+        .lt_tensor(&Tensor::from_slice(&rows).to_device(device).unsqueeze(1));
+    let masks = [
+        ("boolean padding mask", Mask::new(Attention::Fused, &key_real, 0, None, None, None)),
+        (
+            "additive padding mask",
+            Mask::new(
+                Attention::Fused,
+                &key_real,
+                0,
+                None,
+                Some(Tensor::zeros([batch, heads, 1, seq], (kind, device))),
+                None,
+            ),
+        ),
+    ];
+    let mut found = vec![MaskedKernels { mask: "no mask", kernels: GroupedKernels::of(&q, &kv, &kv, None)? }];
+    for (name, mask) in &masks {
+        let MaskForm::Fused(m) = &mask.form else { unreachable!("a fused mask without a soft-cap") };
+        found.push(MaskedKernels { mask: name, kernels: GroupedKernels::of(&q, &kv, &kv, Some(m))? });
+    }
+    Ok(found)
 }
 
 /// The lowest finite value of a score dtype (bf16's exactly: a value past it does not convert).
@@ -355,12 +534,16 @@ fn lowest(kind: Kind) -> f64 {
 ///
 /// Eager: scores plus the bias (broadcast), soft-capped, masked (the dtype's lowest value where a
 /// query may not look, as transformers does), softmax in fp32. Fused: libtorch's
-/// `scaled_dot_product_attention` with the mask, grouped heads read in place (`enable_gqa`).
+/// `scaled_dot_product_attention` with the mask, grouped heads read in place (`enable_gqa`) or
+/// expanded where only that lets a fused kernel run ([`GroupedKernels`]).
 pub(crate) fn attend(q: &Tensor, k: &Tensor, v: &Tensor, scale: f64, mask: &Mask) -> Tensor {
     let (b, heads, s, d) = q.size4().expect("[batch, heads, seq, head_dim]");
     let groups = heads / k.size()[1];
     let out = match &mask.form {
-        MaskForm::Fused(m) => Tensor::scaled_dot_product_attention(q, k, v, Some(m), 0.0, false, scale, groups > 1),
+        MaskForm::Fused(m) => {
+            let form = if groups > 1 { mask.grouped_heads(q, k, v, m) } else { GroupedHeads::InPlace };
+            fused(q, k, v, m, scale, form)
+        }
         MaskForm::Eager { allowed, bias, softcap } => {
             let (k, v) = if groups > 1 {
                 (k.repeat_interleave_self_int(groups, 1, None), v.repeat_interleave_self_int(groups, 1, None))
@@ -379,4 +562,106 @@ pub(crate) fn attend(q: &Tensor, k: &Tensor, v: &Tensor, scale: f64, mask: &Mask
         }
     };
     out.transpose(1, 2).reshape([b, s, heads * d])
+}
+
+/// libtorch's `scaled_dot_product_attention` of q over k and v under the fused `mask`, the grouped
+/// heads handed over in `form`.
+fn fused(q: &Tensor, k: &Tensor, v: &Tensor, mask: &Tensor, scale: f64, form: GroupedHeads) -> Tensor {
+    let groups = q.size()[1] / k.size()[1];
+    match form {
+        GroupedHeads::Expanded if groups > 1 => {
+            let (k, v) = (repeat_heads(k, groups), repeat_heads(v, groups));
+            Tensor::scaled_dot_product_attention(q, &k, &v, Some(mask), 0.0, false, scale, false)
+        }
+        _ => Tensor::scaled_dot_product_attention(q, k, v, Some(mask), 0.0, false, scale, groups > 1),
+    }
+}
+
+/// x [b, kv_heads, keys, d] with each head repeated `groups` times in a row [b, kv_heads ·
+/// groups, keys, d]: query head h reads key/value head h / groups, as under `enable_gqa`. One
+/// copy, by a broadcast view (no host wait, unlike a repeat count held in a tensor).
+fn repeat_heads(x: &Tensor, groups: i64) -> Tensor {
+    let (b, kv_heads, keys, d) = x.size4().expect("[batch, kv_heads, keys, head_dim]");
+    x.unsqueeze(2).expand([b, kv_heads, groups, keys, d], false).reshape([b, kv_heads * groups, keys, d])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Queries [2, 8, 6, 16] over 2 key/value heads (groups of 4), fp32, and a batch whose first
+    /// row has two padding keys at the left.
+    fn grouped_inputs() -> (Tensor, Tensor, Tensor, Tensor) {
+        tch::manual_seed(7);
+        let options = (Kind::Float, Device::Cpu);
+        let (q, k, v) = (
+            Tensor::randn([2, 8, 6, 16], options),
+            Tensor::randn([2, 2, 6, 16], options),
+            Tensor::randn([2, 2, 6, 16], options),
+        );
+        let key_real = Tensor::from_slice2(&[[0i64, 0, 1, 1, 1, 1], [1, 1, 1, 1, 1, 1]]);
+        (q, k, v, key_real)
+    }
+
+    #[test]
+    fn expanded_heads_attend_as_heads_read_in_place_under_a_mask() {
+        let (q, k, v, key_real) = grouped_inputs();
+        let bias = Tensor::randn([2, 8, 1, 6], (Kind::Float, Device::Cpu));
+        for bias in [None, Some(bias)] {
+            let additive = bias.is_some();
+            let mask = Mask::new(Attention::Fused, &key_real, 0, None, bias, None);
+            let MaskForm::Fused(m) = &mask.form else { panic!("a fused mask") };
+            assert_eq!(m.kind(), if additive { Kind::Float } else { Kind::Bool });
+            let in_place = fused(&q, &k, &v, m, 0.25, GroupedHeads::InPlace);
+            let expanded = fused(&q, &k, &v, m, 0.25, GroupedHeads::Expanded);
+            let differs = (&in_place - &expanded).abs().max().double_value(&[]);
+            assert!(differs <= 1e-5, "additive {additive}: expanded heads differ by {differs}");
+            // Each kv head read by its own group of query heads: the other order differs.
+            let tiled = Tensor::scaled_dot_product_attention(
+                &q,
+                &k.repeat([1, 4, 1, 1]),
+                &v.repeat([1, 4, 1, 1]),
+                Some(m),
+                0.0,
+                false,
+                0.25,
+                false,
+            );
+            assert!((&in_place - &tiled).abs().max().double_value(&[]) > 1e-2);
+        }
+    }
+
+    #[test]
+    fn grouped_heads_are_expanded_only_where_that_gives_a_fused_kernel() {
+        use SdpBackend as B;
+        let heads = |in_place, expanded| GroupedKernels { in_place, expanded }.heads();
+        assert_eq!(heads(B::Math, B::MemoryEfficient), GroupedHeads::Expanded);
+        assert_eq!(heads(B::Math, B::CuDnn), GroupedHeads::Expanded);
+        assert_eq!(heads(B::Flash, B::Flash), GroupedHeads::InPlace);
+        assert_eq!(heads(B::CuDnn, B::CuDnn), GroupedHeads::InPlace);
+        assert_eq!(heads(B::Math, B::Math), GroupedHeads::InPlace);
+        // On the CPU libtorch's flash kernel takes the mask and the grouped heads: nothing to
+        // expand, asked once for the layers of a pass.
+        let (q, k, v, key_real) = grouped_inputs();
+        let mask = Mask::new(Attention::Fused, &key_real, 0, None, None, None);
+        let MaskForm::Fused(m) = &mask.form else { panic!("a fused mask") };
+        assert_eq!(
+            GroupedKernels::of(&q, &k, &v, Some(m)).unwrap(),
+            GroupedKernels { in_place: B::Flash, expanded: B::Flash }
+        );
+        assert_eq!(mask.grouped_heads(&q, &k, &v, m), GroupedHeads::InPlace);
+        assert!(mask.grouped.borrow().is_some());
+    }
+
+    #[test]
+    fn the_kernel_report_covers_no_mask_and_both_padding_masks() {
+        let shape = AttentionShape { batch: 2, heads: 8, kv_heads: 2, seq: 32, head_dim: 16 };
+        let report = attention_kernels(shape, Kind::Float, Device::Cpu).unwrap();
+        let masks: Vec<&str> = report.iter().map(|r| r.mask).collect();
+        assert_eq!(masks, ["no mask", "boolean padding mask", "additive padding mask"]);
+        assert!(report.iter().all(|r| r.kernels.in_place == SdpBackend::Flash), "{report:?}");
+        let bad = AttentionShape { kv_heads: 3, ..shape };
+        let err = attention_kernels(bad, Kind::Float, Device::Cpu).unwrap_err().to_string();
+        assert!(err.contains("key/value heads dividing the query heads"), "{err}");
+    }
 }
