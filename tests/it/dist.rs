@@ -460,27 +460,25 @@ fn packed_one_task_slurm_jobs_share_a_node() {
     println!("two packed one-task Slurm jobs trained side by side in {:.1}s", started.elapsed().as_secs_f64());
 }
 
-/// Two torchrun-style ranks of `indolm train` on loopback, each with the variables `env` gives
-/// for its rank and `timeout` as `--dist-timeout`; returns their outputs.
+/// Two torchrun-style ranks of `indolm train` on loopback, with `extra` arguments, each with the
+/// variables `env` gives for its rank and `timeout` as `--dist-timeout`; returns their outputs.
 pub(crate) fn train_two_ranks_with(
     recipe: &std::path::Path,
     timeout: u64,
+    extra: &[&str],
     env: impl Fn(usize) -> Vec<(&'static str, String)>,
 ) -> Vec<Output> {
     on_a_free_port(|port| {
-        let children: Vec<_> =
-            (0..2).map(|rank| rank_command(recipe, rank, 2, &port, timeout).envs(env(rank)).spawn().unwrap()).collect();
+        let children: Vec<_> = (0..2)
+            .map(|rank| rank_command(recipe, rank, 2, &port, timeout).args(extra).envs(env(rank)).spawn().unwrap())
+            .collect();
         children.into_iter().map(|c| c.wait_with_output().unwrap()).collect()
     })
 }
 
 /// Two torchrun-style ranks of `indolm train` on loopback; returns their outputs.
 pub(crate) fn train_two_ranks(recipe: &std::path::Path, extra: &[&str]) -> Vec<Output> {
-    on_a_free_port(|port| {
-        let children: Vec<_> =
-            (0..2).map(|rank| rank_command(recipe, rank, 2, &port, 60).args(extra).spawn().unwrap()).collect();
-        children.into_iter().map(|c| c.wait_with_output().unwrap()).collect()
-    })
+    train_two_ranks_with(recipe, 60, extra, |_| Vec::new())
 }
 
 /// Rank 1 records its gradients in another order than rank 0 (the test-only
@@ -492,17 +490,9 @@ fn ranks_that_record_different_gradient_orders_are_refused() {
     let dir = crate::common::scratch("dist-order");
     let recipe = no_dropout_recipe(&dir, "order", 4);
     let started = Instant::now();
-    let outputs = on_a_free_port(|port| {
-        let children: Vec<_> = (0..2)
-            .map(|rank| {
-                let mut command = rank_command(&recipe, rank, 2, &port, 60);
-                if rank == 1 {
-                    command.env("INDOLM_TEST_SWAP_GRADIENT_ORDER", "1");
-                }
-                command.spawn().unwrap()
-            })
-            .collect();
-        children.into_iter().map(|c| c.wait_with_output().unwrap()).collect()
+    let outputs = train_two_ranks_with(&recipe, 60, &[], |rank| match rank {
+        1 => vec![("INDOLM_TEST_SWAP_GRADIENT_ORDER", "1".to_string())],
+        _ => vec![],
     });
     let seconds = started.elapsed().as_secs_f64();
     for (rank, out) in outputs.iter().enumerate() {
@@ -650,7 +640,7 @@ fn a_rank_that_fails_alone_is_named_by_the_other_within_seconds() {
     let dir = crate::common::scratch("ddp-fails-alone");
     let recipe = no_dropout_recipe(&dir, "alone", 20);
     let started = Instant::now();
-    let outputs = train_two_ranks_with(&recipe, 300, |rank| match rank {
+    let outputs = train_two_ranks_with(&recipe, 300, &[], |rank| match rank {
         1 => vec![("INDOLM_TEST_OOM_AT_STEP", "5".to_string())],
         _ => vec![],
     });

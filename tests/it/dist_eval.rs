@@ -173,13 +173,18 @@ fn event_files(dir: &Path) -> Vec<(String, usize)> {
     out
 }
 
+/// `[eval.indommlu]` over the fixture, letter mode, every question.
+fn indommlu_section() -> String {
+    format!(
+        "[eval.indommlu]\ndata = \"{}\"\nmode = \"letter\"\nsubsample = 0",
+        root().join("tests/fixtures/indommlu/indoMMLU-fixture.csv").display()
+    )
+}
+
 #[test]
 fn two_ranks_share_the_evaluations_and_write_what_one_process_writes() {
     let dir = scratch("dist-eval");
-    let indommlu = format!(
-        "[eval.indommlu]\ndata = \"{}\"\nmode = \"letter\"\nsubsample = 0\n[eval.mlm]\nsequences_per_source = 16",
-        root().join("tests/fixtures/indommlu/indoMMLU-fixture.csv").display()
-    );
+    let indommlu = format!("{}\n[eval.mlm]\nsequences_per_source = 16", indommlu_section());
 
     // At a checkpoint: one update (learning rate 0), a checkpoint at step 1 with its hooks, the
     // held-out loss at steps 0 and 1.
@@ -260,13 +265,9 @@ fn two_ranks_share_the_evaluations_and_write_what_one_process_writes() {
 #[test]
 fn a_failure_on_one_rank_in_a_shared_evaluation_fails_it_on_every_rank_and_training_goes_on() {
     let dir = scratch("dist-eval-failure");
-    let indommlu = format!(
-        "[eval.indommlu]\ndata = \"{}\"\nmode = \"letter\"\nsubsample = 0",
-        root().join("tests/fixtures/indommlu/indoMMLU-fixture.csv").display()
-    );
-    let path = recipe(&dir, "fails", (6, 2), "", &indommlu);
+    let path = recipe(&dir, "fails", (6, 2), "", &indommlu_section());
     let started = std::time::Instant::now();
-    let outputs = crate::dist::train_two_ranks_with(&path, 300, |rank| match rank {
+    let outputs = crate::dist::train_two_ranks_with(&path, 300, &[], |rank| match rank {
         1 => vec![
             ("INDOLM_TEST_TORCH_FAILURE", "checkpoint@2".to_string()),
             ("INDOLM_TEST_FAIL_HOOK", "bias evaluation@4@1".to_string()),

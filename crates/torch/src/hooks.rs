@@ -97,6 +97,16 @@ struct Unwinding {
     failed: Vec<usize>,
 }
 
+impl Unwinding {
+    /// What a header showed (`failures`: the ranks that failed, with the depth of their scope),
+    /// seen from a scope `depth` deep: the shallower of the failed scopes and this one is left
+    /// together; `None` when no rank failed.
+    fn from_header(failures: &[(usize, usize)], depth: usize) -> Option<Self> {
+        let shallowest = failures.iter().map(|&(_, d)| d).min()?;
+        Some(Unwinding { depth: shallowest.min(depth), failed: failures.iter().map(|&(r, _)| r).collect() })
+    }
+}
+
 /// The processes that share an evaluation: one process alone, or the ranks of a
 /// data-parallel run's process group.
 pub struct Ranks<'g> {
@@ -160,9 +170,8 @@ impl<'g> Ranks<'g> {
             return Err(done.err().unwrap_or_else(|| self.peer_failure(&u, what)));
         }
         let failures = self.header(if done.is_err() { depth } else { 0 }, what)?;
-        let Some(shallowest) = failures.iter().map(|&(_, d)| d).min() else { return done };
-        let u = Unwinding { depth: shallowest, failed: failures.iter().map(|&(r, _)| r).collect() };
-        if shallowest < depth {
+        let Some(u) = Unwinding::from_header(&failures, depth) else { return done };
+        if u.depth < depth {
             *self.unwinding.borrow_mut() = Some(u.clone());
         }
         Err(done.err().unwrap_or_else(|| self.peer_failure(&u, what)))
@@ -270,11 +279,7 @@ impl Share for Ranks<'_> {
             .and_then(|t| t.f_to_device(group.borrow().device()))
             .map_err(|e| Error::torch(format!("{what} on rank {} of {}", self.rank, self.world), e))?;
         let failures = self.header(0, what)?;
-        if let Some(shallowest) = failures.iter().map(|&(_, d)| d).min() {
-            let u = Unwinding {
-                depth: shallowest.min(self.depth.get()),
-                failed: failures.iter().map(|&(r, _)| r).collect(),
-            };
+        if let Some(u) = Unwinding::from_header(&failures, self.depth.get()) {
             let error = self.peer_failure(&u, what);
             if self.depth.get() > 0 {
                 *self.unwinding.borrow_mut() = Some(u);

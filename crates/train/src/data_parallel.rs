@@ -267,16 +267,9 @@ impl DataParallel {
         }
         let mut values: Vec<i64> = ready.iter().map(|&r| if r == usize::MAX { -1 } else { r as i64 }).collect();
         values.push(hasher.finish() as i64);
-        let mut low = Tensor::from_slice(&values).to_device(device);
-        let mut high = low.copy();
-        for (tensor, op, what) in [
-            (&mut low, ReduceOp::Min, "the check of the gradient order (min)"),
-            (&mut high, ReduceOp::Max, "the check of the gradient order (max)"),
-        ] {
-            if let Err(e) = self.group.all_reduce(tensor, op, what) {
-                return Err(self.lost(e));
-            }
-        }
+        let values_here = Tensor::from_slice(&values).to_device(device);
+        let (low, high) =
+            self.min_and_max(&values_here, "the check of the gradient order").map_err(|e| self.lost(e))?;
         let read = |t: &Tensor| Vec::<i64>::try_from(t.to_device(tch::Device::Cpu));
         let (low, high) = match (read(&low), read(&high)) {
             (Ok(low), Ok(high)) => (low, high),
@@ -327,10 +320,7 @@ impl DataParallel {
             sum += p.sum(Kind::Double);
             squares += (&p * &p).sum(Kind::Double);
         }
-        let mut high = Tensor::stack(&[sum, squares], 0);
-        let mut low = high.copy();
-        self.group.all_reduce(&mut high, ReduceOp::Max, "the weight checksum (max)")?;
-        self.group.all_reduce(&mut low, ReduceOp::Min, "the weight checksum (min)")?;
+        let (low, high) = self.min_and_max(&Tensor::stack(&[sum, squares], 0), "the weight checksum")?;
         let equal = Vec::<f64>::try_from(high.to_device(tch::Device::Cpu)).ok()
             == Vec::<f64>::try_from(low.to_device(tch::Device::Cpu)).ok();
         if !equal {
@@ -340,6 +330,15 @@ impl DataParallel {
             ));
         }
         Ok(())
+    }
+
+    /// `values` all-reduced with MIN and with MAX (`what (min)`, `what (max)`): the two are equal
+    /// exactly where every rank holds the same value.
+    fn min_and_max(&mut self, values: &Tensor, what: &str) -> Result<(Tensor, Tensor)> {
+        let (mut low, mut high) = (values.copy(), values.copy());
+        self.group.all_reduce(&mut low, ReduceOp::Min, &format!("{what} (min)"))?;
+        self.group.all_reduce(&mut high, ReduceOp::Max, &format!("{what} (max)"))?;
+        Ok((low, high))
     }
 
     /// Whether rank 0 decided `decision` (the others pass anything): every rank gets rank 0's

@@ -172,7 +172,7 @@ type StoreCall = (String, i64, std::sync::mpsc::Sender<std::result::Result<i64, 
 /// The thread that makes the group's store calls for callers that must not block (the
 /// watchers, the waits, the marks): each caller waits for its answer [`STORE_DEADLINE`] at most.
 struct StoreThread {
-    calls: std::sync::Mutex<std::sync::mpsc::Sender<StoreCall>>,
+    calls: std::sync::mpsc::Sender<StoreCall>,
 }
 
 /// The group's store, as the shim reaches it (the group's raw pointer), with the store thread
@@ -189,9 +189,7 @@ impl Store {
     fn add(&self, key: &str, delta: i64) -> std::result::Result<i64, String> {
         let Some(thread) = self.1.as_ref() else { return self.add_now(key, delta) };
         let (answer, answered) = std::sync::mpsc::channel();
-        let sent =
-            thread.calls.lock().map_err(|_| "the store thread failed".to_string())?.send((key.into(), delta, answer));
-        sent.map_err(|_| "the store thread has ended".to_string())?;
+        thread.calls.send((key.into(), delta, answer)).map_err(|_| "the store thread has ended".to_string())?;
         answered
             .recv_timeout(STORE_DEADLINE)
             .unwrap_or_else(|_| Err(format!("no answer from the store within {} s", STORE_DEADLINE.as_secs())))
@@ -500,7 +498,7 @@ impl ProcessGroup {
                 let _ = answer.send(direct.add_now(&key, delta));
             }
         });
-        (Arc::new(StoreThread { calls: std::sync::Mutex::new(calls) }), handle)
+        (Arc::new(StoreThread { calls }), handle)
     }
 
     /// The heartbeat: its own thread, calling the store directly (a beat that blocks on a dead

@@ -546,7 +546,7 @@ pub(crate) fn attend(q: &Tensor, k: &Tensor, v: &Tensor, scale: f64, mask: &Mask
         }
         MaskForm::Eager { allowed, bias, softcap } => {
             let (k, v) = if groups > 1 {
-                (k.repeat_interleave_self_int(groups, 1, None), v.repeat_interleave_self_int(groups, 1, None))
+                (repeat_heads(k, groups), repeat_heads(v, groups))
             } else {
                 (k.shallow_clone(), v.shallow_clone())
             };
