@@ -477,6 +477,9 @@ pub struct MaskedKernels {
     pub kernels: GroupedKernels,
 }
 
+/// The most elements a tensor of [`attention_kernels`]'s question may have (2 GiB in bf16).
+const MAX_ASKED_ELEMENTS: i64 = 1 << 30;
+
 /// The kernels libtorch picks for the decoders' fused attention at `shape` in `kind` on
 /// `device`: with no mask, with the decoders' own boolean mask of a padded batch (causal, the
 /// second half of every other row padding) and with the additive form they give ALiBi families
@@ -489,6 +492,18 @@ pub fn attention_kernels(shape: AttentionShape, kind: Kind, device: Device) -> R
             "--attention-shape",
             format!(
                 "expected positive sizes with the key/value heads dividing the query heads, found {batch},{heads},{kv_heads},{seq},{head_dim}"
+            ),
+        ));
+    }
+    // The question is asked of real (unfilled) tensors, the padding mask [batch, 1, seq, seq]
+    // among them: sizes past a 7B model's longest batches are refused before they are allocated.
+    let elements = |dims: &[i64]| dims.iter().try_fold(1i64, |n, &d| n.checked_mul(d));
+    let largest = [elements(&[batch, heads, seq, head_dim]), elements(&[batch, seq, seq])];
+    if largest.iter().any(|n| n.is_none_or(|n| n > MAX_ASKED_ELEMENTS)) {
+        return Err(Error::argument(
+            "--attention-shape",
+            format!(
+                "{batch},{heads},{kv_heads},{seq},{head_dim} asks for tensors past {MAX_ASKED_ELEMENTS} elements (the queries, or the padding mask batch x tokens x tokens): ask about a smaller batch or fewer tokens"
             ),
         ));
     }
@@ -663,5 +678,10 @@ mod tests {
         let bad = AttentionShape { kv_heads: 3, ..shape };
         let err = attention_kernels(bad, Kind::Float, Device::Cpu).unwrap_err().to_string();
         assert!(err.contains("key/value heads dividing the query heads"), "{err}");
+        // Hostile sizes are refused before anything is allocated: past the bound, and past i64.
+        for huge in [AttentionShape { seq: 1 << 20, ..shape }, AttentionShape { batch: i64::MAX, ..shape }] {
+            let err = attention_kernels(huge, Kind::Float, Device::Cpu).unwrap_err().to_string();
+            assert!(err.contains("asks for tensors past 1073741824 elements"), "{err}");
+        }
     }
 }
