@@ -20,6 +20,7 @@ mod bf16_cpu;
 mod bias_eval;
 mod bias_qa;
 mod bias_science;
+mod bleu;
 mod common;
 mod corpora;
 mod cuda;

@@ -81,6 +81,11 @@ from indolm_reference import utility  # noqa: E402
 MODULES.append(utility)
 COMMANDS.update({"utility-stats": utility.utility_stats})
 
+# Corpus BLEU and chrF: the sacrebleu package's scores, printouts and signatures.
+from indolm_reference import sacrebleu_ref  # noqa: E402
+MODULES.append(sacrebleu_ref)
+COMMANDS.update({"sacrebleu": sacrebleu_ref.sacrebleu})
+
 
 def usage():
     """This docstring, then each module's, which describe the subcommands."""

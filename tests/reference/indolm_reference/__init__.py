@@ -32,4 +32,5 @@ targets set it; tests/gpu/device_check.sh too).
                     Wilson intervals and SP_σ with numpy
   openai_server     OpenAI-compatible servers for the API backend: transformers serve on a tiny
                     model, the openai client's answers, a fake server that fails as busy ones do
+  sacrebleu_ref     sacrebleu's corpus BLEU and chrF (chrF++) with their printouts and signatures
 """
