@@ -37,7 +37,7 @@ pub enum Tokenize {
     #[default]
     #[value(name = "13a")]
     #[serde(rename = "13a")]
-    Thirteen,
+    Mteval13a,
     /// None: the line's own whitespace-separated words.
     #[value(name = "none")]
     #[serde(rename = "none")]
@@ -48,7 +48,7 @@ impl Tokenize {
     /// Its name in sacrebleu's signature (`tok:`).
     pub fn name(self) -> &'static str {
         match self {
-            Tokenize::Thirteen => "13a",
+            Tokenize::Mteval13a => "13a",
             Tokenize::None => "none",
         }
     }
@@ -56,7 +56,7 @@ impl Tokenize {
     /// `line` tokenized, its words separated by single spaces.
     pub fn apply(self, line: &str) -> String {
         match self {
-            Tokenize::Thirteen => tokenize_13a(line),
+            Tokenize::Mteval13a => tokenize_13a(line),
             Tokenize::None => line.to_string(),
         }
     }
@@ -122,7 +122,7 @@ impl Default for BleuOptions {
     fn default() -> Self {
         BleuOptions {
             lowercase: false,
-            tokenize: Tokenize::Thirteen,
+            tokenize: Tokenize::Mteval13a,
             smoothing: Smoothing::Exp,
             smooth_value: None,
             max_ngram_order: MAX_NGRAM_ORDER,
@@ -169,9 +169,10 @@ impl BleuOptions {
 pub struct BleuScore {
     /// BLEU, 0–100.
     pub score: f64,
-    /// Matched n-grams of each order (clipped by the reference counts), from unigrams up.
+    /// Matched n-grams of each order (clipped by the reference counts), from unigrams up; as
+    /// counted, also with add-k smoothing (whose k sacrebleu adds to its `counts` from order 2).
     pub counts: Vec<u64>,
-    /// The hypotheses' n-grams of each order.
+    /// The hypotheses' n-grams of each order (as counted, like `counts`).
     pub totals: Vec<u64>,
     /// The (smoothed) precision of each order in percent; 0 past the first order without n-grams.
     pub precisions: Vec<f64>,
