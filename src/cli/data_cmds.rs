@@ -26,7 +26,8 @@ pub enum DownloadCommand {
         #[arg(long, default_value = "20231101")]
         date: String,
     },
-    /// NusaX sentiment, all 12 languages.
+    /// NusaX: sentiment (all 12 languages), the translation corpus (`mt/`) and the bilingual
+    /// lexicon (`lexicon/`).
     Nusax,
     /// The IndoMMLU CSV from its authors' repository.
     Indommlu,

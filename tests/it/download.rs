@@ -200,6 +200,23 @@ fn nusax_lands_in_the_test_data_layout() {
             );
         }
     }
+    // The translation corpus (tests/data has no test split: the validation file stands in) and
+    // the lexicon, Indonesian to each other language.
+    let datasets = "raw.githubusercontent.com/IndoNLP/nusax/main/datasets";
+    let nusax = test_data().join("nusax");
+    for (split, file) in [("train", "train"), ("valid", "valid"), ("test", "valid")] {
+        put(
+            &root,
+            &format!("{datasets}/mt/{split}.csv"),
+            &std::fs::read(nusax.join(format!("mt/{file}.csv"))).unwrap(),
+        );
+    }
+    let lexicons: Vec<_> =
+        indolm_torch::data::download::NUSAX_LANGUAGES.iter().filter(|l| **l != "indonesian").collect();
+    for lang in &lexicons {
+        let bytes = std::fs::read(nusax.join(format!("lexicon/{lang}.csv"))).unwrap();
+        put(&root, &format!("{datasets}/lexicon/{lang}.csv"), &bytes);
+    }
     let server = serve(root, vec![]);
     let out = work.join("out");
     indolm_ok(&["download", "nusax", "--out", out.to_str().unwrap(), "--mirror", &server.base]);
@@ -208,6 +225,13 @@ fn nusax_lands_in_the_test_data_layout() {
             std::fs::read(out.join("nusax/sentiment").join(lang).join("test.csv")).unwrap(),
             std::fs::read(shared.join(lang).join("test.csv")).unwrap()
         );
+    }
+    let read = |p: &std::path::Path| std::fs::read(p).unwrap();
+    assert_eq!(read(&out.join("nusax/mt/train.csv")), read(&nusax.join("mt/train.csv")));
+    assert_eq!(read(&out.join("nusax/mt/test.csv")), read(&nusax.join("mt/valid.csv")));
+    for lang in &lexicons {
+        let name = format!("lexicon/{lang}.csv");
+        assert_eq!(read(&out.join("nusax").join(&name)), read(&nusax.join(&name)));
     }
 }
 

@@ -240,20 +240,36 @@ impl Downloader {
         Ok(files)
     }
 
-    /// NusaX sentiment (12 languages × train/valid/test) in the layout of `tests/data/nusax/sentiment`.
+    /// NusaX in the layout of `tests/data/nusax`: sentiment (12 languages × train/valid/test,
+    /// `sentiment/<language>/<split>.csv`), the translation corpus (`mt/<split>.csv`, one column
+    /// per language) and the bilingual lexicon (`lexicon/<language>.csv`, Indonesian to each of
+    /// the other 11).
     pub fn nusax(&self, out: &Path) -> Vec<FileSpec> {
-        NUSAX_LANGUAGES
-            .iter()
-            .flat_map(|lang| {
-                ["train", "valid", "test"].map(|split| FileSpec {
-                    url: format!("{NUSAX}/sentiment/{lang}/{split}.csv"),
-                    dest: out.join("nusax").join("sentiment").join(lang).join(format!("{split}.csv")),
-                    size: None,
-                    sha256: None,
-                    content: Content::csv(&["text", "label"]),
-                })
+        let root = out.join("nusax");
+        let sentiment = NUSAX_LANGUAGES.iter().flat_map(|lang| {
+            ["train", "valid", "test"].map(|split| FileSpec {
+                url: format!("{NUSAX}/sentiment/{lang}/{split}.csv"),
+                dest: root.join("sentiment").join(lang).join(format!("{split}.csv")),
+                size: None,
+                sha256: None,
+                content: Content::csv(&["text", "label"]),
             })
-            .collect()
+        });
+        let mt = ["train", "valid", "test"].map(|split| FileSpec {
+            url: format!("{NUSAX}/mt/{split}.csv"),
+            dest: root.join("mt").join(format!("{split}.csv")),
+            size: None,
+            sha256: None,
+            content: Content::csv(&NUSAX_LANGUAGES),
+        });
+        let lexicon = NUSAX_LANGUAGES.iter().filter(|l| **l != "indonesian").map(|lang| FileSpec {
+            url: format!("{NUSAX}/lexicon/{lang}.csv"),
+            dest: root.join("lexicon").join(format!("{lang}.csv")),
+            size: None,
+            sha256: None,
+            content: Content::csv(&["indonesian", lang]),
+        });
+        sentiment.chain(mt).chain(lexicon).collect()
     }
 
     /// IndoMMLU's CSV: `<out>/indommlu/indoMMLU.csv`.
@@ -443,9 +459,13 @@ mod tests {
         let cc = d.cc100("su", out);
         assert_eq!(cc[0].dest, Path::new("data/cc100/su.txt.xz"));
         let nusax = d.nusax(out);
-        assert_eq!(nusax.len(), 36);
+        assert_eq!(nusax.len(), 36 + 3 + 11);
         assert_eq!(nusax[0].url, format!("{NUSAX}/sentiment/acehnese/train.csv"));
         assert_eq!(nusax[35].dest, Path::new("data/nusax/sentiment/toba_batak/test.csv"));
+        assert_eq!(nusax[38].url, format!("{NUSAX}/mt/test.csv"));
+        assert_eq!(nusax[38].dest, Path::new("data/nusax/mt/test.csv"));
+        assert_eq!(nusax[49].url, format!("{NUSAX}/lexicon/toba_batak.csv"));
+        assert!(nusax.iter().all(|f| !f.dest.ends_with("lexicon/indonesian.csv")));
         assert_eq!(d.indommlu(out)[0].dest, Path::new("data/indommlu/indoMMLU.csv"));
     }
 
