@@ -1,5 +1,5 @@
 //! `indolm eval …`: pseudo-log-likelihoods (log-likelihoods for causal LMs), bias win rates (one
-//! model, causal LMs included, or every checkpoint of a run), ROUGE, BERTScore, the Liputan6
+//! model, causal LMs included, or every checkpoint of a run), ROUGE, BLEU and chrF, BERTScore, the Liputan6
 //! extractive baselines and IndoMMLU.
 use clap::{Args, Subcommand};
 use indolm_core::files::write_json;
@@ -70,6 +70,33 @@ pub enum EvalCommand {
         #[arg(long, default_value_t = indolm_metrics::rouge::DEFAULT_RESAMPLES)]
         resamples: usize,
         /// Also write the figures as JSON (every pair's too) to this file.
+        #[arg(long)]
+        json: Option<PathBuf>,
+    },
+    /// Corpus BLEU and chrF of translations against one or more references, as the sacrebleu
+    /// package (2.6.0) computes them by default (13a tokens, exponential smoothing; chrF2), with
+    /// its printouts and signatures.
+    Bleu {
+        /// One translation a line.
+        #[arg(long)]
+        pred: PathBuf,
+        /// One reference a line, aligned with --pred; several files (`--ref a b`) are several
+        /// references of each sentence.
+        #[arg(long = "ref", required = true, num_args = 1..)]
+        references: Vec<PathBuf>,
+        /// Lowercase hypotheses and references first (sacrebleu's `-lc`).
+        #[arg(long)]
+        lowercase: bool,
+        /// BLEU's tokenizer: `13a` (mteval-v13a.pl's, sacrebleu's default) or `none`.
+        #[arg(long, value_enum, default_value = "13a")]
+        tokenize: indolm_metrics::bleu::Tokenize,
+        /// BLEU's smoothing of a zero n-gram precision (sacrebleu's `--smooth-method`).
+        #[arg(long, value_enum, default_value = "exp")]
+        smooth: indolm_metrics::bleu::Smoothing,
+        /// chrF's word n-gram order: 0 is chrF (sacrebleu's default), 2 is chrF++.
+        #[arg(long, default_value_t = 0)]
+        chrf_word_order: usize,
+        /// Also write both scores (counts, precisions, lengths, signatures) as JSON to this file.
         #[arg(long)]
         json: Option<PathBuf>,
     },
@@ -441,6 +468,41 @@ fn rouge(args: RougeArgs) -> Result<()> {
     Ok(())
 }
 
+/// `eval bleu`: corpus BLEU and chrF of the translations in `pred` against the reference files,
+/// printed as sacrebleu prints them with their signatures, and as JSON on request.
+fn bleu_command(
+    pred: &Path,
+    references: &[PathBuf],
+    bleu: &indolm_metrics::bleu::BleuOptions,
+    chrf: &indolm_metrics::chrf::ChrfOptions,
+    json: Option<&Path>,
+) -> Result<()> {
+    bleu.check()?;
+    chrf.check()?;
+    let inputs: Vec<&Path> = std::iter::once(pred).chain(references.iter().map(PathBuf::as_path)).collect();
+    super::check_outputs(&json.map(|j| Output::file("--json", j)).into_iter().collect::<Vec<_>>(), &inputs)?;
+    let (hypotheses, streams) = indolm_metrics::translations::read_streams(pred, references)?;
+    let b = indolm_metrics::bleu::corpus_bleu(&hypotheses, &streams, bleu)?;
+    let c = indolm_metrics::chrf::corpus_chrf(&hypotheses, &streams, chrf)?;
+    outln!(
+        "{b}
+  signature: {}
+{c}
+  signature: {}",
+        b.signature(),
+        c.signature()
+    );
+    if let Some(path) = json {
+        let report = serde_json::json!({
+            "sentences": hypotheses.len(),
+            "bleu": { "score": b.score, "printed": b.to_string(), "signature": b.signature(), "detail": b },
+            "chrf": { "score": c.score, "printed": c.to_string(), "signature": c.signature(), "detail": c },
+        });
+        write_json(path, &report)?;
+    }
+    Ok(())
+}
+
 /// `eval bertscore`: mean BERTScore P, R and F1 (×100) of aligned prediction and reference
 /// lines, with every pair's scores (fractions, as bert-score gives them) in --json.
 fn bertscore(args: &BertscoreArgs, device: Device) -> Result<()> {
@@ -497,6 +559,13 @@ pub fn run(command: EvalCommand, device: &dyn Fn() -> Result<Device>) -> Result<
         EvalCommand::Rouge { pred, reference, rouge: scorer, seed, resamples, json } => {
             let options = indolm_metrics::rouge::RougeOptions { scorer, seed, resamples, ..Default::default() };
             rouge(RougeArgs { pred: &pred, reference: &reference, options, json: json.as_deref() })
+        }
+        EvalCommand::Bleu { pred, references, lowercase, tokenize, smooth, chrf_word_order, json } => {
+            let bleu =
+                indolm_metrics::bleu::BleuOptions { lowercase, tokenize, smoothing: smooth, ..Default::default() };
+            let chrf =
+                indolm_metrics::chrf::ChrfOptions { lowercase, word_order: chrf_word_order, ..Default::default() };
+            bleu_command(&pred, &references, &bleu, &chrf, json.as_deref())
         }
         EvalCommand::Bertscore(args) => bertscore(&args, device()?),
         EvalCommand::SummarizationBaselines { data, split, bertscore_model, bertscore_layer } => {
