@@ -51,5 +51,6 @@ mod tokenizer_parity;
 mod torch_failures;
 mod train;
 mod training_kernels;
+mod translation;
 mod utility;
 mod xlmr;

@@ -1,6 +1,7 @@
 //! indolm's tasks and reports. The tasks the training engine drives, one folder each: masked-LM pretraining (`pretrain`),
 //! NusaX sentiment on a sequence classifier (`sentiment`, `classifier`), and Liputan6
-//! summarization (`summarization`: BertExt, BertAbs, BertExtAbs). Each task owns its recipe
+//! summarization (`summarization`: BertExt, BertAbs, BertExtAbs). NusaX translation's data,
+//! lexicon and model-free baselines live in `translation`. Each task owns its recipe
 //! schema (read through `recipe::parse_toml`, with the sections every recipe shares), its
 //! `train::task::Task` implementation and its inference; they share `optim`, `logger` and
 //! `eval`'s metrics. Each declares itself in its folder (`TASK`: its recipe kind, seed salts,
@@ -23,6 +24,7 @@ pub mod registry;
 pub mod report;
 pub mod sentiment;
 pub mod summarization;
+pub mod translation;
 
 /// Every task, one line each, in the guide's order: the command line's training commands, the
 /// recipe kinds and `recipe check` come from this list.
