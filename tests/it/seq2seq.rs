@@ -4,7 +4,8 @@
 //! tokenizer. `eval indommlu` on it is held to IndoMMLU's own utils.py functions for mT0 run in
 //! Python one question at a time (`indommlu-mt0`): the prompts' ids, every option's score within
 //! 1e-4 relative and every prediction, by letter and by full answer; bias and sentence scores
-//! are refused in one line.
+//! are refused in one line. mBART (a tiny random `MBartForConditionalGeneration`) is held to
+//! transformers in logits, loss, every gradient and one AdamW step.
 use crate::common::*;
 use indolm_eval::indommlu::{load_all, read_question_records, IndommluReport, QuestionSet};
 use serde_json::Value;
@@ -133,4 +134,81 @@ fn bias_and_sentence_scores_are_refused_for_an_encoder_decoder() {
     let err = indolm_fails(&["eval", "pll", "--model", model, "--text", text.to_str().unwrap()]);
     assert_eq!(err.trim_end().lines().count(), 1, "{err}");
     assert!(err.contains("mt5 encoder-decoder LM") && err.contains("masked and causal LMs only"), "{err}");
+}
+
+/// mBART (IndoBART's and mBART-50's layout) against transformers' `MBartForConditionalGeneration`
+/// on a tiny random model (`make-mbart`) and one right-padded batch with -100 label padding: the
+/// decoder inputs `shift_tokens_right` makes, the logits, the loss, every parameter's gradient,
+/// and the loss after one AdamW step (torch's defaults, lr 1e-3, weight decay 0.01).
+#[test]
+fn mbart_loss_gradients_and_one_step_match_transformers() {
+    use indolm_torch::device::Precision;
+    use indolm_torch::model::seq2seq::mbart::{load_mbart, shift_tokens_right, Mbart};
+    use tch::{Kind, Tensor};
+
+    let dir = scratch("seq2seq-mbart");
+    reference(&["make-mbart", dir.to_str().unwrap()]);
+    // IndoNLG's layout: `<sent></s><lang>` in, labels `<sent></s><lang>`, padding 1 / -100.
+    let input_ids: Vec<Vec<i64>> =
+        vec![vec![5, 17, 33, 8, 2, 90], vec![44, 12, 2, 91, 1, 1], vec![7, 7, 61, 23, 70, 2]];
+    let attention_mask: Vec<Vec<i64>> =
+        input_ids.iter().map(|r| r.iter().map(|&t| i64::from(t != 1)).collect()).collect();
+    let labels: Vec<Vec<i64>> = vec![vec![9, 14, 2, 92, -100], vec![30, 31, 32, 2, 92], vec![50, 2, 93, -100, -100]];
+    let batch = serde_json::json!({"input_ids": input_ids, "attention_mask": attention_mask, "labels": labels});
+    let (batch_path, out_path) = (dir.join("batch.json"), dir.join("step.json"));
+    std::fs::write(&batch_path, batch.to_string()).unwrap();
+    reference(&["mbart-step", dir.to_str().unwrap(), batch_path.to_str().unwrap(), out_path.to_str().unwrap()]);
+    let theirs: Value = serde_json::from_str(&std::fs::read_to_string(&out_path).unwrap()).unwrap();
+
+    let tensor = |rows: &Vec<Vec<i64>>| Tensor::from_slice2(rows);
+    let (ids, mask, labels) = (tensor(&input_ids), tensor(&attention_mask), tensor(&labels));
+    let (vs, net) = load_mbart(&dir, Device::Cpu).unwrap();
+    let decoder_ids = shift_tokens_right(&labels, net.config.pad_token_id);
+    let expected: Vec<Vec<i64>> = serde_json::from_value(theirs["decoder_input_ids"].clone()).unwrap();
+    assert_eq!(Vec::<Vec<i64>>::try_from(&decoder_ids).unwrap(), expected);
+
+    let precision = Precision::Fp32;
+    let encoded = net.encode(&ids, &mask, true, precision).unwrap();
+    let hidden = net.decode(&decoder_ids, None, &encoded, &mask, true, precision).unwrap();
+    let logits = net.logits(&hidden);
+    let loss = Mbart::loss(&logits, &labels);
+    let flat = |v: &Value| v.as_array().unwrap().iter().map(|x| x.as_f64().unwrap()).collect::<Vec<f64>>();
+    let ours: Vec<f64> = Vec::<f64>::try_from(logits.to_kind(Kind::Double).flatten(0, -1)).unwrap();
+    let max_diff = |a: &[f64], b: &[f64]| a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0, f64::max);
+    let logit_diff = max_diff(&ours, &flat(&theirs["logits"]));
+    let loss_diff = (loss.double_value(&[]) - theirs["loss"].as_f64().unwrap()).abs();
+    loss.backward();
+    let grads = theirs["grads"].as_object().unwrap();
+    let mut worst_grad = (0.0f64, String::new());
+    let variables = vs.trainable_variables().len();
+    for (name, var) in vs.variables() {
+        if name == "final_logits_bias" {
+            assert!(!grads.contains_key(&name));
+            continue;
+        }
+        let theirs = flat(grads.get(&name).unwrap_or_else(|| panic!("transformers has no gradient for {name}")));
+        let ours = Vec::<f64>::try_from(var.grad().to_kind(Kind::Double).flatten(0, -1)).unwrap();
+        assert_eq!(ours.len(), theirs.len(), "{name}");
+        let d = max_diff(&ours, &theirs);
+        if d > worst_grad.0 {
+            worst_grad = (d, name);
+        }
+    }
+    assert_eq!(variables, grads.len(), "one gradient per trainable tensor, as transformers' named_parameters");
+    let mut optimizer = tch::nn::OptimizerConfig::build(tch::nn::AdamW::default(), &vs, 1e-3).unwrap();
+    optimizer.set_weight_decay(0.01);
+    optimizer.step();
+    let after = tch::no_grad(|| {
+        let encoded = net.encode(&ids, &mask, false, precision).unwrap();
+        let hidden = net.decode(&decoder_ids, None, &encoded, &mask, false, precision).unwrap();
+        Mbart::loss(&net.logits(&hidden), &labels).double_value(&[])
+    });
+    let after_diff = (after - theirs["loss_after_step"].as_f64().unwrap()).abs();
+    println!(
+        "mBART vs transformers: max |Δ logit| {logit_diff:.2e}, |Δ loss| {loss_diff:.2e}, max |Δ grad| {:.2e} ({}), |Δ loss after one AdamW step| {after_diff:.2e}",
+        worst_grad.0, worst_grad.1
+    );
+    assert!(logit_diff < 1e-5 && loss_diff < 1e-6, "{logit_diff} {loss_diff}");
+    assert!(worst_grad.0 < 1e-6, "{worst_grad:?}");
+    assert!(after_diff < 1e-6, "{after_diff}");
 }

@@ -33,6 +33,8 @@ COMMANDS = {
     "indommlu-causal": indommlu.indommlu_causal,
     "make-mt5": seq2seq.make_mt5,
     "indommlu-mt0": seq2seq.indommlu_mt0,
+    "make-mbart": seq2seq.make_mbart,
+    "mbart-step": seq2seq.mbart_step,
     "make-decoder": decoders.make_decoder,
     "causal-ref": decoders.causal_ref,
     "decoder-to-bf16": decoders.decoder_to_bf16,

@@ -1,6 +1,7 @@
-"""Encoder-decoder (mT5 / mT0) references: a tiny random MT5ForConditionalGeneration built with
-transformers' own class, with a T5-style Unigram tokenizer trained here with `tokenizers`; and
-IndoMMLU's own evaluate.py/utils.py (fajri91/IndoMMLU) scoring it as it scores mT0.
+"""Encoder-decoder references: a tiny random MT5ForConditionalGeneration built with
+transformers' own class, with a T5-style Unigram tokenizer trained here with `tokenizers`;
+IndoMMLU's own evaluate.py/utils.py (fajri91/IndoMMLU) scoring it as it scores mT0; and a tiny
+random MBartForConditionalGeneration with one training step of it.
 
   make-mt5 DIR            a tiny random MT5ForConditionalGeneration (seeded, eager attention,
                           gated-gelu, 2 encoder and 3 decoder layers, relative-position buckets
@@ -16,6 +17,15 @@ IndoMMLU's own evaluate.py/utils.py (fajri91/IndoMMLU) scoring it as it scores m
                           in fp32 on the CPU: per-question scores (full-answer: each option's
                           mean label log-probability; letter: each letter's log-probability at
                           the last decoder position), confidence, prediction and key. OUT JSON.
+  make-mbart DIR          a tiny random MBartForConditionalGeneration (seeded, eager attention,
+                          2 encoder and 3 decoder layers, 4 heads, scale_embedding, gelu, every
+                          weight and final_logits_bias moved off its init value, dropout 0)
+                          saved with safetensors; no tokenizer (the tests feed ids).
+  mbart-step DIR BATCH OUT  BATCH JSON {"input_ids", "attention_mask", "labels" (-100 padding)}:
+                          the model's loss with labels (decoder inputs from shift_tokens_right),
+                          the decoder inputs, the logits, every parameter's gradient after
+                          loss.backward(), and the loss after one torch.optim.AdamW step
+                          (lr 1e-3, weight decay 0.01). OUT JSON.
 """
 import json
 import math
@@ -193,3 +203,58 @@ def indommlu_mt0(model_dir, csv_path, strategy, out_path):
                                  "scores": [float(x) for x in scores], "confidence": float(conf[pred]),
                                  "pred": int(pred), "key": key2id[row['kunci']], "ids": ids, **extra})
     json.dump(out, open(out_path, "w"))
+
+
+def make_mbart(out_dir):
+    import transformers as tr
+
+    torch.set_num_threads(1)
+    os.makedirs(out_dir, exist_ok=True)
+    torch.manual_seed(1357)
+    config = tr.MBartConfig(vocab_size=97, d_model=32, encoder_layers=2, decoder_layers=3, encoder_attention_heads=4,
+                            decoder_attention_heads=4, encoder_ffn_dim=48, decoder_ffn_dim=40,
+                            max_position_embeddings=40, scale_embedding=True, activation_function="gelu",
+                            dropout=0.0, attention_dropout=0.0, activation_dropout=0.0, pad_token_id=1,
+                            bos_token_id=0, eos_token_id=2, decoder_start_token_id=2)
+    config._attn_implementation = "eager"
+    model = tr.MBartForConditionalGeneration(config)
+    with torch.no_grad():
+        for p in model.parameters():  # off the init values: layer norms not 1 and 0
+            p.add_(torch.randn_like(p) * 0.1)
+        model.final_logits_bias.copy_(torch.randn_like(model.final_logits_bias) * 0.5)
+    model.eval()
+    model.save_pretrained(out_dir)
+    loaded = tr.MBartForConditionalGeneration.from_pretrained(out_dir, attn_implementation="eager",
+                                                              dtype=torch.float32).eval()
+    ids = torch.tensor([[5, 9, 13, 2, 60]])
+    with torch.no_grad():
+        a = model(input_ids=ids, decoder_input_ids=ids).logits
+        b = loaded(input_ids=ids, decoder_input_ids=ids).logits
+    assert torch.equal(a, b), "the saved folder does not reproduce the model"
+    print(json.dumps({"dir": out_dir, "params": sum(p.numel() for p in model.parameters())}))
+
+
+def mbart_step(model_dir, batch_path, out_path):
+    import transformers as tr
+    from transformers.models.mbart.modeling_mbart import shift_tokens_right
+
+    torch.set_num_threads(1)
+    model = tr.MBartForConditionalGeneration.from_pretrained(model_dir, attn_implementation="eager",
+                                                             dtype=torch.float32)
+    model.train()  # dropout 0: train mode changes nothing but is how a step runs
+    batch = json.load(open(batch_path))
+    ids, mask, labels = (torch.tensor(batch[k]) for k in ("input_ids", "attention_mask", "labels"))
+    out = model(input_ids=ids, attention_mask=mask, labels=labels)
+    out.loss.backward()
+    grads = {name: p.grad.flatten().tolist() for name, p in model.named_parameters() if p.grad is not None}
+    result = {
+        "loss": out.loss.item(),
+        "decoder_input_ids": shift_tokens_right(labels, model.config.pad_token_id).tolist(),
+        "logits": out.logits.detach().flatten().tolist(),
+        "grads": grads,
+    }
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)
+    optimizer.step()
+    with torch.no_grad():
+        result["loss_after_step"] = model(input_ids=ids, attention_mask=mask, labels=labels).loss.item()
+    json.dump(result, open(out_path, "w"))

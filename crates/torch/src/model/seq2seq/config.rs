@@ -62,8 +62,23 @@ pub enum FeedForwardAct {
 }
 
 impl FeedForwardAct {
+    /// The activation as transformers' `ACT2FN` computes it.
+    pub(crate) fn apply(self, x: &tch::Tensor) -> tch::Tensor {
+        match self {
+            FeedForwardAct::Relu => x.relu(),
+            FeedForwardAct::Gelu => x.gelu("none"),
+            FeedForwardAct::GeluTanh => x.gelu("tanh"),
+            FeedForwardAct::Silu => x.silu(),
+            // NewGELUActivation: 0.5 · x · (1 + tanh(√(2/π) · (x + 0.044715 · x³))), op for op.
+            FeedForwardAct::GeluNew => {
+                let inner = (x + x.pow_tensor_scalar(3.0) * 0.044715) * (2.0 / std::f64::consts::PI).sqrt();
+                (x * 0.5) * (inner.tanh() + 1.0)
+            }
+        }
+    }
+
     /// The activation `name` names, if indolm computes it.
-    fn parse(name: &str) -> Option<Self> {
+    pub(crate) fn parse(name: &str) -> Option<Self> {
         Some(match name {
             "relu" => FeedForwardAct::Relu,
             "gelu" => FeedForwardAct::Gelu,

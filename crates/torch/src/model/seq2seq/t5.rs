@@ -185,27 +185,12 @@ impl FeedForward {
 
     /// wo(act(wi · x)), gated by wi_1 · x.
     fn forward(&self, x: &Tensor) -> Tensor {
-        let h = activate(&self.wi.forward(x), self.act);
+        let h = self.act.apply(&self.wi.forward(x));
         let h = match &self.gate {
             Some(gate) => h * gate.forward(x),
             None => h,
         };
         self.wo.forward(&h)
-    }
-}
-
-/// The activation as transformers' `ACT2FN` computes it.
-fn activate(x: &Tensor, act: FeedForwardAct) -> Tensor {
-    match act {
-        FeedForwardAct::Relu => x.relu(),
-        FeedForwardAct::Gelu => x.gelu("none"),
-        FeedForwardAct::GeluTanh => x.gelu("tanh"),
-        FeedForwardAct::Silu => x.silu(),
-        // NewGELUActivation: 0.5 · x · (1 + tanh(√(2/π) · (x + 0.044715 · x³))), op for op.
-        FeedForwardAct::GeluNew => {
-            let inner = (x + x.pow_tensor_scalar(3.0) * 0.044715) * (2.0 / std::f64::consts::PI).sqrt();
-            (x * 0.5) * (inner.tanh() + 1.0)
-        }
     }
 }
 
