@@ -136,6 +136,16 @@ fn bias_and_sentence_scores_are_refused_for_an_encoder_decoder() {
     assert!(err.contains("mt5 encoder-decoder LM") && err.contains("masked and causal LMs only"), "{err}");
 }
 
+/// The tiny mBART (`make-mbart`), built once and shared by the tests (which only read it).
+fn mbart() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir = scratch("seq2seq-mbart");
+        reference(&["make-mbart", dir.to_str().unwrap()]);
+        dir
+    })
+}
+
 /// mBART (IndoBART's and mBART-50's layout) against transformers' `MBartForConditionalGeneration`
 /// on a tiny random model (`make-mbart`) and one right-padded batch with -100 label padding: the
 /// decoder inputs `shift_tokens_right` makes, the logits, the loss, every parameter's gradient,
@@ -146,8 +156,7 @@ fn mbart_loss_gradients_and_one_step_match_transformers() {
     use indolm_torch::model::seq2seq::mbart::{load_mbart, shift_tokens_right, Mbart};
     use tch::{Kind, Tensor};
 
-    let dir = scratch("seq2seq-mbart");
-    reference(&["make-mbart", dir.to_str().unwrap()]);
+    let dir = mbart();
     // IndoNLG's layout: `<sent></s><lang>` in, labels `<sent></s><lang>`, padding 1 / -100.
     let input_ids: Vec<Vec<i64>> =
         vec![vec![5, 17, 33, 8, 2, 90], vec![44, 12, 2, 91, 1, 1], vec![7, 7, 61, 23, 70, 2]];
@@ -162,7 +171,7 @@ fn mbart_loss_gradients_and_one_step_match_transformers() {
 
     let tensor = |rows: &Vec<Vec<i64>>| Tensor::from_slice2(rows);
     let (ids, mask, labels) = (tensor(&input_ids), tensor(&attention_mask), tensor(&labels));
-    let (vs, net) = load_mbart(&dir, Device::Cpu).unwrap();
+    let (vs, net) = load_mbart(dir, Device::Cpu).unwrap();
     let decoder_ids = shift_tokens_right(&labels, net.config.pad_token_id);
     let expected: Vec<Vec<i64>> = serde_json::from_value(theirs["decoder_input_ids"].clone()).unwrap();
     assert_eq!(Vec::<Vec<i64>>::try_from(&decoder_ids).unwrap(), expected);
@@ -211,4 +220,69 @@ fn mbart_loss_gradients_and_one_step_match_transformers() {
     assert!(logit_diff < 1e-5 && loss_diff < 1e-6, "{logit_diff} {loss_diff}");
     assert!(worst_grad.0 < 1e-6, "{worst_grad:?}");
     assert!(after_diff < 1e-6, "{after_diff}");
+}
+
+/// Beam search on the tiny mBART against transformers' `generate` (a fresh GenerationConfig each
+/// time, no sampling): three settings that between them finish beams early and at max_length,
+/// pad after an early end, force the last token and the first, and use each early-stopping rule
+/// with length penalties below, at and above 1. Every sequence equal, every score within 1e-5.
+#[test]
+fn mbart_beam_search_matches_transformers_generate() {
+    use indolm_torch::device::Precision;
+    use indolm_torch::model::seq2seq::beam::{BeamSettings, EarlyStopping};
+    use indolm_torch::model::seq2seq::mbart::load_mbart;
+    use tch::Tensor;
+
+    let dir = mbart();
+    let input_ids: Vec<Vec<i64>> =
+        vec![vec![5, 17, 33, 8, 2, 90], vec![44, 12, 2, 91, 1, 1], vec![7, 7, 61, 23, 70, 2]];
+    let attention_mask: Vec<Vec<i64>> =
+        input_ids.iter().map(|r| r.iter().map(|&t| i64::from(t != 1)).collect()).collect();
+    let settings = serde_json::json!([
+        {"decoder_start": [[2, 92], [2, 93], [2, 92]], "num_beams": 3, "max_length": 12, "length_penalty": 1.0,
+         "early_stopping": true, "forced_bos_token_id": null, "forced_eos_token_id": 2},
+        {"decoder_start": [[2], [2], [2]], "num_beams": 4, "max_length": 10, "length_penalty": 0.6,
+         "early_stopping": false, "forced_bos_token_id": 90, "forced_eos_token_id": null},
+        {"decoder_start": [[2, 92], [2, 93], [2, 92]], "num_beams": 2, "max_length": 9, "length_penalty": 2.0,
+         "early_stopping": "never", "forced_bos_token_id": null, "forced_eos_token_id": null},
+    ]);
+    let spec = serde_json::json!({"input_ids": input_ids, "attention_mask": attention_mask, "settings": settings});
+    let work = scratch("seq2seq-mbart-generate");
+    let (spec_path, out_path) = (work.join("generate.json"), work.join("generated.json"));
+    std::fs::write(&spec_path, spec.to_string()).unwrap();
+    reference(&["mbart-generate", dir.to_str().unwrap(), spec_path.to_str().unwrap(), out_path.to_str().unwrap()]);
+    let theirs: Vec<Value> = serde_json::from_str(&std::fs::read_to_string(&out_path).unwrap()).unwrap();
+
+    let (_vs, net) = load_mbart(dir, Device::Cpu).unwrap();
+    let (ids, mask) = (Tensor::from_slice2(&input_ids), Tensor::from_slice2(&attention_mask));
+    let mut worst: f64 = 0.0;
+    for (setting, expected) in settings.as_array().unwrap().iter().zip(&theirs) {
+        let start: Vec<Vec<i64>> = serde_json::from_value(setting["decoder_start"].clone()).unwrap();
+        let early_stopping = match &setting["early_stopping"] {
+            Value::Bool(true) => EarlyStopping::Yes,
+            Value::Bool(false) => EarlyStopping::No,
+            _ => EarlyStopping::Never,
+        };
+        let beam = BeamSettings {
+            num_beams: setting["num_beams"].as_i64().unwrap(),
+            max_length: setting["max_length"].as_i64().unwrap(),
+            length_penalty: setting["length_penalty"].as_f64().unwrap(),
+            early_stopping,
+            eos_token_ids: vec![2],
+            pad_token_id: Some(1),
+            forced_bos_token_id: setting["forced_bos_token_id"].as_i64(),
+            forced_eos_token_id: setting["forced_eos_token_id"].as_i64(),
+        };
+        let out = net.generate(&ids, &mask, &Tensor::from_slice2(&start), &beam, Precision::Fp32).unwrap();
+        let sequences = Vec::<Vec<i64>>::try_from(&out.sequences).unwrap();
+        let want: Vec<Vec<i64>> = serde_json::from_value(expected["sequences"].clone()).unwrap();
+        assert_eq!(sequences, want, "{setting}");
+        let scores = Vec::<f64>::try_from(out.scores.to_kind(tch::Kind::Double)).unwrap();
+        for (a, b) in scores.iter().zip(expected["scores"].as_array().unwrap()) {
+            worst = worst.max((a - b.as_f64().unwrap()).abs());
+        }
+        println!("{}: {sequences:?}", setting["early_stopping"]);
+    }
+    println!("beam search vs transformers generate: sequences equal, max |Δ score| {worst:.2e}");
+    assert!(worst < 1e-5, "{worst}");
 }

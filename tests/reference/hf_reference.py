@@ -35,6 +35,7 @@ COMMANDS = {
     "indommlu-mt0": seq2seq.indommlu_mt0,
     "make-mbart": seq2seq.make_mbart,
     "mbart-step": seq2seq.mbart_step,
+    "mbart-generate": seq2seq.mbart_generate,
     "make-decoder": decoders.make_decoder,
     "causal-ref": decoders.causal_ref,
     "decoder-to-bf16": decoders.decoder_to_bf16,

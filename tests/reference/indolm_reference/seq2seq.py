@@ -26,6 +26,12 @@ random MBartForConditionalGeneration with one training step of it.
                           the decoder inputs, the logits, every parameter's gradient after
                           loss.backward(), and the loss after one torch.optim.AdamW step
                           (lr 1e-3, weight decay 0.01). OUT JSON.
+  mbart-generate DIR INPUT OUT  INPUT JSON {"input_ids", "attention_mask", "settings":
+                          [{"decoder_start" (ids per row, starting with 2), "num_beams",
+                          "max_length", "length_penalty", "early_stopping" (true, false or
+                          "never"), "forced_bos_token_id", "forced_eos_token_id"}]}: model.generate with exactly those settings
+                          (a fresh GenerationConfig: eos 2, pad 1, no other processor), each
+                          setting's sequences and sequences_scores. OUT JSON.
 """
 import json
 import math
@@ -222,6 +228,7 @@ def make_mbart(out_dir):
         for p in model.parameters():  # off the init values: layer norms not 1 and 0
             p.add_(torch.randn_like(p) * 0.1)
         model.final_logits_bias.copy_(torch.randn_like(model.final_logits_bias) * 0.5)
+        model.final_logits_bias[0, 2] = 1.5  # </s> likely enough that beams finish at varied lengths
     model.eval()
     model.save_pretrained(out_dir)
     loaded = tr.MBartForConditionalGeneration.from_pretrained(out_dir, attn_implementation="eager",
@@ -258,3 +265,27 @@ def mbart_step(model_dir, batch_path, out_path):
     with torch.no_grad():
         result["loss_after_step"] = model(input_ids=ids, attention_mask=mask, labels=labels).loss.item()
     json.dump(result, open(out_path, "w"))
+
+
+def mbart_generate(model_dir, input_path, out_path):
+    import transformers as tr
+
+    torch.set_num_threads(1)
+    model = tr.MBartForConditionalGeneration.from_pretrained(model_dir, attn_implementation="eager",
+                                                             dtype=torch.float32).eval()
+    # Nothing from the saved generation config (MBartConfig's forced_eos_token_id=2) fills in what
+    # a setting leaves unset.
+    model.generation_config = tr.GenerationConfig(eos_token_id=2, pad_token_id=1, decoder_start_token_id=2)
+    spec = json.load(open(input_path))
+    ids, mask = (torch.tensor(spec[k]) for k in ("input_ids", "attention_mask"))
+    results = []
+    for setting in spec["settings"]:
+        setting = dict(setting)
+        start = torch.tensor(setting.pop("decoder_start"))
+        config = tr.GenerationConfig(do_sample=False, eos_token_id=2, pad_token_id=1, decoder_start_token_id=2,
+                                     num_return_sequences=1, return_dict_in_generate=True, output_scores=True,
+                                     **setting)
+        with torch.no_grad():
+            out = model.generate(input_ids=ids, attention_mask=mask, decoder_input_ids=start, generation_config=config)
+        results.append({"sequences": out.sequences.tolist(), "scores": out.sequences_scores.tolist()})
+    json.dump(results, open(out_path, "w"))

@@ -439,6 +439,29 @@ impl Mbart {
         hidden.to_kind(Kind::Float).linear(&self.shared, None::<&Tensor>) + &self.final_logits_bias
     }
 
+    /// Beam search (transformers' `generate` with `num_beams`, see [`super::beam`]) from each
+    /// row's `decoder_start` ids [b, p] over the encoding of `ids` [b, s] (real tokens 1 in
+    /// `mask`), without dropout or gradients.
+    pub fn generate(
+        &self,
+        ids: &Tensor,
+        mask: &Tensor,
+        decoder_start: &Tensor,
+        settings: &super::beam::BeamSettings,
+        precision: Precision,
+    ) -> Result<super::beam::BeamOutput> {
+        tch::no_grad(|| {
+            let k = settings.num_beams.max(1);
+            let encoded = self.encode(ids, mask, false, precision)?.repeat_interleave_self_int(k, 0, None);
+            let mask = mask.repeat_interleave_self_int(k, 0, None);
+            super::beam::beam_search(decoder_start, settings, |flat| {
+                let hidden = self.decode(flat, None, &encoded, &mask, false, precision)?;
+                let last = hidden.size()[1] - 1;
+                Ok(self.logits(&hidden.select(1, last)))
+            })
+        })
+    }
+
     /// Transformers' loss: mean cross-entropy of `logits` [b, t, vocab] at the `labels` [b, t]
     /// that are not -100.
     pub fn loss(logits: &Tensor, labels: &Tensor) -> Tensor {

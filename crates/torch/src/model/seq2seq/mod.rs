@@ -1,11 +1,13 @@
 //! Encoder-decoder LMs from Hugging Face directories: T5 and mT5 (`T5ForConditionalGeneration`,
 //! `MT5ForConditionalGeneration`; mT0 is an mT5) as transformers 5 computes them, for scoring;
-//! and mBART (`mbart`: mBART-50 and IndoBART's layout), a trainable network of its own. The family and
+//! and mBART (`mbart`: mBART-50 and IndoBART's layout), a trainable network of its own, with
+//! transformers' beam search (`beam`). The family and
 //! sizes come from `config.json` (`config`), the network is `t5`, the tokenizer the directory's
 //! own `tokenizer.json` (`tokenizer`), opened, like `config.json`, through what causal LMs share
 //! ([`crate::model::hf_folder`]). The weights are memory-mapped by the decoders' loader
 //! ([`crate::model::decoder::load::Weights`]: single or sharded safetensors, or
 //! `pytorch_model.bin`) and keep HF's names as `VarStore` paths.
+pub mod beam;
 pub mod config;
 pub mod mbart;
 pub(crate) mod t5;
