@@ -3,14 +3,17 @@
 //! sliding windows shorter than the sentences, soft-capping for Gemma 2, tied and untied
 //! embeddings, Llama 3.1 RoPE scaling, sharded weights for two, Gemma 3 also as gemma-3-4b's
 //! multimodal folder with a sparse config, XGLM's sinusoidal positions, Falcon in falcon-7b's,
-//! falcon-40b's and falcon-rw's layouts, the last with ALiBi against transformers' SDPA path)
+//! falcon-40b's and falcon-rw's layouts, the last with ALiBi against transformers' SDPA path,
+//! GPT-2 (IndoGPT's layout) also as the hub's bare checkpoints with their causal-mask buffers)
 //! and a tokenizer trained with `tokenizers` (byte-level BPE, Metaspace BPE, Unigram). indolm's
 //! token ids must equal `AutoTokenizer`'s, its per-token log-probabilities transformers' (batch
 //! of one, no padding) within 1e-4 relative while indolm scores all sentences in one right-padded
 //! batch, and its sentence sums lm-evaluation-harness's rule computed in Python.
 use crate::common::*;
 use indolm_eval::causal::CausalScorer;
-use indolm_torch::model::decoder::config::{FalconNorms, FalconOptions, FalconQkv, FamilyOptions, XglmOptions};
+use indolm_torch::model::decoder::config::{
+    FalconNorms, FalconOptions, FalconQkv, FamilyOptions, Gpt2Options, XglmOptions,
+};
 use indolm_torch::model::decoder::load_causal_lm;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -279,13 +282,59 @@ fn falcon_rw_alibi_layout_matches_transformers() {
     assert_eq!(c.options, FamilyOptions::Falcon(options));
 }
 
+/// GPT-2 in IndoGPT's layout (`GPT2LMHeadModel`): learned positions, `Conv1D` projections
+/// ([in, out] weights), `gelu_new`, an MLP narrower than 4 × n_embd, the head tied to `wte`. The
+/// hub's GPT-2 files are saved from the bare `GPT2Model` (no `transformer.` prefix) with each
+/// layer's causal-mask buffers (`attn.bias`, `attn.masked_bias`): such a copy scores the same, the
+/// buffers not reported as unused. A sentence or a cached step past `n_positions` is refused.
+#[test]
+fn gpt2_matches_transformers() {
+    use tch::{Kind, Tensor};
+    let dir = fixture("gpt2");
+    check(&dir, "gpt2");
+    let lm = load_causal_lm(&dir, Device::Cpu).unwrap();
+    let c = &lm.config;
+    assert_eq!((c.intermediate_size, c.max_positions, c.tie_word_embeddings), (112, Some(128), true));
+    assert_eq!(c.options, FamilyOptions::Gpt2(Gpt2Options { scale_by_inverse_layer_idx: false }));
+    assert!(lm.vs.variables().contains_key("transformer.h.0.attn.c_attn.weight"), "HF's names");
+    // The hub's bare layout with its buffers.
+    let bare = copy_dir(&dir, "decoder-gpt2-bare");
+    let file = bare.join("model.safetensors");
+    let mut tensors: Vec<(String, Tensor)> = Tensor::read_safetensors(&file)
+        .unwrap()
+        .into_iter()
+        .map(|(name, t)| (name.strip_prefix("transformer.").unwrap_or(&name).to_string(), t))
+        .collect();
+    assert!(tensors.iter().any(|(n, _)| n == "wte.weight") && tensors.iter().all(|(n, _)| n != "lm_head.weight"));
+    for i in 0..c.layers.len() {
+        tensors.push((format!("h.{i}.attn.bias"), Tensor::ones([1, 1, 128, 128], (Kind::Float, Device::Cpu)).tril(0)));
+        tensors.push((format!("h.{i}.attn.masked_bias"), Tensor::scalar_tensor(-1e4, (Kind::Float, Device::Cpu))));
+    }
+    Tensor::write_safetensors(&tensors, &file).unwrap();
+    check(&bare, "gpt2 saved bare, with its causal-mask buffers");
+    // Past the learned positions: the scorer refuses the sentence, a cached pass the step.
+    let scorer = CausalScorer::new(&lm).unwrap();
+    let long = "kota ".repeat(200);
+    let err = scorer.score_texts(&[long.as_str()]).unwrap_err().to_string();
+    assert!(err.contains("more than the model's 128 positions"), "{err}");
+    let ids = Tensor::ones([1, 129], (Kind::Int64, Device::Cpu));
+    let mut cache = lm.new_cache(1, 200);
+    let err = lm.hidden_cached(&ids, &ids, &mut cache).unwrap_err().to_string();
+    assert!(err.contains("129 tokens a row pass the model's 128 learned positions"), "{err}");
+    assert!(cache.is_empty(), "nothing written");
+    assert!(lm.hidden_cached(&ids.narrow(1, 0, 128), &ids.narrow(1, 0, 128), &mut cache).is_ok());
+    let err = lm.hidden_cached(&ids.narrow(1, 0, 1), &ids.narrow(1, 0, 1), &mut cache).unwrap_err().to_string();
+    assert!(err.contains("129 tokens a row pass"), "{err}");
+}
+
 #[test]
 fn unknown_model_types_are_refused() {
     let dir = scratch("decoder-unknown");
-    std::fs::write(dir.join("config.json"), r#"{"model_type": "gpt2", "architectures": ["GPT2LMHeadModel"]}"#).unwrap();
+    let config = r#"{"model_type": "gpt_neox", "architectures": ["GPTNeoXForCausalLM"]}"#;
+    std::fs::write(dir.join("config.json"), config).unwrap();
     let err = load_causal_lm(&dir, Device::Cpu).err().expect("refused").to_string();
     assert!(
-        err.ends_with("config.json: field `model_type`: `gpt2` is not a supported causal LM (supported: llama, mistral, qwen2, qwen3, gemma2, gemma3_text, gemma3, olmo2, olmo3, bloom, xglm, falcon)"),
+        err.ends_with("config.json: field `model_type`: `gpt_neox` is not a supported causal LM (supported: llama, mistral, qwen2, qwen3, gemma2, gemma3_text, gemma3, olmo2, olmo3, bloom, xglm, falcon, gpt2)"),
         "{err}"
     );
 }

@@ -37,7 +37,7 @@ const PROMPTS: &str = r#"{"id": "a", "prompt": "Ibu kota Indonesia adalah"}
 "#;
 
 /// The `make-decoder` families built for this module (Llama's fixture is the decoders module's).
-const FAMILIES: [&str; 13] = [
+const FAMILIES: [&str; 14] = [
     "llama3",
     "mistral",
     "qwen2",
@@ -51,6 +51,7 @@ const FAMILIES: [&str; 13] = [
     "falcon",
     "falcon40b",
     "falconalibi",
+    "gpt2",
 ];
 
 /// Every family's fixture folder, built once.
@@ -199,6 +200,7 @@ greedy_parity! {
     falcon_generates_as_transformers: "falcon",
     falcon40b_generates_as_transformers: "falcon40b",
     falconalibi_generates_as_transformers: "falconalibi",
+    gpt2_generates_as_transformers: "gpt2",
 }
 
 /// Mistral (a window of 7 keys on every layer) and Gemma 3 (6, on three layers of four) writing 24
@@ -476,20 +478,20 @@ fn bad_generation_input_is_refused_in_one_line() {
     }
     assert!(!out.exists(), "nothing written");
     // Not a causal LM; no prompt file.
-    let gpt2 = scratch("generation-bad-model");
-    std::fs::write(gpt2.join("config.json"), r#"{"model_type": "gpt2"}"#).unwrap();
+    let neox = scratch("generation-bad-model");
+    std::fs::write(neox.join("config.json"), r#"{"model_type": "gpt_neox"}"#).unwrap();
     let path = work.join("prompts.jsonl");
     std::fs::write(&path, good).unwrap();
     let err = indolm_fails(&[
         "generate",
         "--model",
-        gpt2.to_str().unwrap(),
+        neox.to_str().unwrap(),
         "--prompts",
         path.to_str().unwrap(),
         "--out",
         out.to_str().unwrap(),
     ]);
-    assert!(err.contains("`gpt2` is not a supported causal LM"), "{err}");
+    assert!(err.contains("`gpt_neox` is not a supported causal LM"), "{err}");
     let missing = work.join("nowhere.jsonl");
     let err = indolm_fails(&[
         "generate",

@@ -10,7 +10,8 @@ computes them; a bf16 copy and a Llama-style BOS template.
                           multi-query, parallel attention, no biases); falcon40b: falcon-40b's (the new
                           decoder architecture, 2 key/value groups over 4 heads, ln_attn and ln_mlp);
                           falconalibi: falcon-rw's (ALiBi, biases, sequential attention and MLP, one key
-                          and value per head)) built with transformers' own class
+                          and value per head); gpt2: GPT2LMHeadModel, IndoGPT's layout (learned positions,
+                          Conv1D projections, gelu_new, tied head)) built with transformers' own class
                           (seeded, eager attention, GQA 4:2 where the family has it, a sliding
                           window shorter than the test sentences), saved with safetensors (sharded
                           for some), and a tokenizer.json trained here with `tokenizers` (byte-level
@@ -48,7 +49,8 @@ DECODER_SENTENCES = [
 DECODER_TOKENIZERS = {"llama": "metaspace", "llama3": "bytelevel", "mistral": "metaspace", "qwen2": "bytelevel",
                       "qwen3": "bytelevel", "gemma2": "unigram", "gemma3": "unigram", "olmo2": "bytelevel",
                       "olmo3": "metaspace", "olmo3yarn": "metaspace", "bloom": "bytelevel", "gemma3mm": "unigram",
-                      "xglm": "unigram", "falcon": "bytelevel", "falcon40b": "bytelevel", "falconalibi": "bytelevel"}
+                      "xglm": "unigram", "falcon": "bytelevel", "falcon40b": "bytelevel", "falconalibi": "bytelevel",
+                      "gpt2": "bytelevel"}
 
 
 def _decoder_tokenizer(kind, out_dir, bos=True):
@@ -163,6 +165,10 @@ def make_decoder(family, out_dir, positions="128"):
         else:  # falcon-rw-1b: ALiBi, biases, attention then MLP, a key and value per head
             extra = dict(alibi=True, bias=True, parallel_attn=False, multi_query=False, new_decoder_architecture=False)
         config, cls = tr.FalconConfig(**shared, **extra), tr.FalconForCausalLM
+    elif family == "gpt2":  # IndoGPT's layout (GPT2LMHeadModel); n_inner narrower than 4 × n_embd
+        config = tr.GPT2Config(vocab_size=vocab, n_embd=64, n_layer=3, n_head=4, n_inner=112,
+                               n_positions=int(positions), activation_function="gelu_new", **ids)
+        cls = tr.GPT2LMHeadModel
     else:
         sys.exit(f"unknown family {family}")
     config._attn_implementation = "eager"

@@ -2,8 +2,8 @@
 //! chosen by `model_type` (or `architectures`), then each layer's attention kind (sliding window
 //! or full) and rotary frequencies, in both of transformers' layouts (`rope_theta` +
 //! `rope_scaling` of older configs, `rope_parameters` of transformers 5, per layer type for
-//! Gemma 3 and OLMo 3). XGLM and Falcon, whose configs name things their own way, are read by
-//! their own functions into the same shape, with what only they have in [`FamilyOptions`].
+//! Gemma 3 and OLMo 3). XGLM, Falcon and GPT-2, whose configs name things their own way, are read
+//! by their own functions into the same shape, with what only they have in [`FamilyOptions`].
 use crate::error::{Error, Result};
 use indolm_core::json_fields::{self, FirstTokenId, Flag, Lenient, Number, PositiveInt, TokenId};
 use serde::Deserialize;
@@ -36,6 +36,8 @@ pub enum Family {
     /// Falcon: rotary or ALiBi, a fused query/key/value projection of multi-query, grouped or
     /// per-head layout, attention and MLP in parallel or in sequence.
     Falcon,
+    /// GPT-2 (IndoGPT): learned absolute positions, LayerNorms, `Conv1D` projections.
+    Gpt2,
 }
 
 /// `model_type` values and the family each names (the first per family is its canonical name).
@@ -52,6 +54,7 @@ const MODEL_TYPES: &[(&str, Family)] = &[
     ("bloom", Family::Bloom),
     ("xglm", Family::Xglm),
     ("falcon", Family::Falcon),
+    ("gpt2", Family::Gpt2),
 ];
 
 /// `architectures` entries and their family (for a config without `model_type`).
@@ -68,6 +71,7 @@ const ARCHITECTURES: &[(&str, Family)] = &[
     ("BloomForCausalLM", Family::Bloom),
     ("XGLMForCausalLM", Family::Xglm),
     ("FalconForCausalLM", Family::Falcon),
+    ("GPT2LMHeadModel", Family::Gpt2),
 ];
 
 impl Family {
@@ -171,6 +175,16 @@ pub enum FamilyOptions {
     Xglm(XglmOptions),
     /// Falcon's.
     Falcon(FalconOptions),
+    /// GPT-2's.
+    Gpt2(Gpt2Options),
+}
+
+/// What GPT-2's attention does beside the shared scale ([`DecoderConfig::attn_scale`]: 1/√head_dim
+/// with `scale_attn_weights`, else 1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Gpt2Options {
+    /// `scale_attn_by_inverse_layer_idx`: layer i's scores are further divided by i + 1.
+    pub scale_by_inverse_layer_idx: bool,
 }
 
 /// XGLM's embeddings, as transformers' `XGLMModel` makes them.
@@ -270,7 +284,7 @@ pub struct DecoderConfig {
     /// The text model of a multimodal checkpoint (Gemma 3's `gemma3`): its tensors are named
     /// under `language_model.` and the vision tower's are not read.
     pub multimodal: bool,
-    /// What only XGLM or Falcon has.
+    /// What only XGLM, Falcon or GPT-2 has.
     pub options: FamilyOptions,
 }
 
@@ -376,6 +390,34 @@ struct XglmFields {
     scale_embedding: Option<Flag>,
     #[serde(default)]
     activation_function: Lenient<String>,
+    #[serde(default)]
+    bos_token_id: FirstTokenId,
+    #[serde(default)]
+    eos_token_id: FirstTokenId,
+}
+
+/// GPT-2's `config.json` fields (`GPT2Config`'s names first, the usual ones beside them).
+#[derive(Debug, Deserialize)]
+struct Gpt2Fields {
+    vocab_size: Option<PositiveInt>,
+    n_embd: Option<PositiveInt>,
+    hidden_size: Option<PositiveInt>,
+    n_head: Option<PositiveInt>,
+    num_attention_heads: Option<PositiveInt>,
+    n_layer: Option<PositiveInt>,
+    num_hidden_layers: Option<PositiveInt>,
+    n_positions: Option<PositiveInt>,
+    max_position_embeddings: Option<PositiveInt>,
+    /// `None` when absent or `null` (4 × n_embd).
+    n_inner: Option<PositiveInt>,
+    #[serde(default)]
+    activation_function: Lenient<String>,
+    layer_norm_epsilon: Option<Number>,
+    scale_attn_weights: Option<Flag>,
+    scale_attn_by_inverse_layer_idx: Option<Flag>,
+    reorder_and_upcast_attn: Option<Flag>,
+    add_cross_attention: Option<Flag>,
+    tie_word_embeddings: Option<Flag>,
     #[serde(default)]
     bos_token_id: FirstTokenId,
     #[serde(default)]
@@ -503,6 +545,7 @@ impl DecoderConfig {
         let family = family_of(path, v)?;
         match family {
             Family::Xglm => return xglm_config(path, json_fields::from_value(path, v)?),
+            Family::Gpt2 => return gpt2_config(path, json_fields::from_value(path, v)?),
             Family::Falcon => {
                 let rope_fields = json_fields::from_value(path, v)?;
                 return falcon_config(path, json_fields::from_value(path, v)?, &rope_fields);
@@ -672,6 +715,91 @@ fn xglm_config(path: &Path, f: XglmFields) -> Result<DecoderConfig> {
     })
 }
 
+/// The largest GPT-2 size (`n_embd`, `n_inner`, `n_positions`, `vocab_size`) read: 2^31, so that
+/// every product of two sizes fits an i64.
+const GPT2_MAX_SIZE: i64 = 1 << 31;
+
+/// The most GPT-2 layers read (a description of each is made before any weight is read).
+const GPT2_MAX_LAYERS: i64 = 4096;
+
+/// GPT-2's config.json, with `GPT2Config`'s names (`n_embd`, `n_head`, `n_layer`, `n_positions`,
+/// `n_inner`, `activation_function`, `layer_norm_epsilon`; `hidden_size` and the other usual
+/// names beside them) and defaults (`n_positions` 1024, `n_inner` 4 × n_embd, `gelu_new`,
+/// epsilon 1e-5, `scale_attn_weights` true, tied embeddings), biases on every projection, no
+/// RoPE (learned positions). Sizes past [`GPT2_MAX_SIZE`] and layers past [`GPT2_MAX_LAYERS`] are
+/// refused before anything is allocated; so are `reorder_and_upcast_attn` (its fp32 upcast of
+/// the scores is not implemented) and `add_cross_attention` (an encoder-decoder's layers).
+fn gpt2_config(path: &Path, f: Gpt2Fields) -> Result<DecoderConfig> {
+    let hidden_size = required(path, &[("n_embd", f.n_embd), ("hidden_size", f.hidden_size)])?;
+    let num_heads = required(path, &[("n_head", f.n_head), ("num_attention_heads", f.num_attention_heads)])?;
+    let num_layers = required(path, &[("n_layer", f.n_layer), ("num_hidden_layers", f.num_hidden_layers)])?;
+    let vocab_size = required(path, &[("vocab_size", f.vocab_size)])?;
+    let positions = optional(&[("n_positions", f.n_positions), ("max_position_embeddings", f.max_position_embeddings)])
+        .unwrap_or(1024);
+    let intermediate_size = f.n_inner.map_or(hidden_size.saturating_mul(4), |n| n.0);
+    for (field, size) in [
+        ("n_embd", hidden_size),
+        ("n_inner", intermediate_size),
+        ("n_positions", positions),
+        ("vocab_size", vocab_size),
+    ] {
+        if size > GPT2_MAX_SIZE {
+            return Err(Error::field(path, field, format!("{size} is past the largest size read ({GPT2_MAX_SIZE})")));
+        }
+    }
+    if num_layers > GPT2_MAX_LAYERS {
+        let why = format!("{num_layers} layers: at most {GPT2_MAX_LAYERS} are read");
+        return Err(Error::field(path, "n_layer", why));
+    }
+    if hidden_size % num_heads != 0 {
+        return Err(Error::field(path, "n_embd", format!("{hidden_size} is not a multiple of n_head {num_heads}")));
+    }
+    let refused = [
+        (
+            "reorder_and_upcast_attn",
+            f.reorder_and_upcast_attn,
+            "true: the fp32 upcast and reordering of the attention scores are not supported",
+        ),
+        (
+            "add_cross_attention",
+            f.add_cross_attention,
+            "true: cross-attention layers over an encoder's states are not supported",
+        ),
+    ];
+    if let Some((field, _, why)) = refused.into_iter().find(|(_, set, _)| flag(*set, false)) {
+        return Err(Error::field(path, field, why));
+    }
+    let head_dim = hidden_size / num_heads;
+    let activation = f.activation_function.0.as_deref().unwrap_or("gelu_new");
+    Ok(DecoderConfig {
+        path: path.to_path_buf(),
+        family: Family::Gpt2,
+        vocab_size,
+        hidden_size,
+        intermediate_size,
+        num_heads,
+        num_kv_heads: num_heads,
+        head_dim,
+        layers: vec![LayerKind { window: None, rope: None }; num_layers as usize],
+        norm_eps: positive(path, "layer_norm_epsilon", f.layer_norm_epsilon.map_or(1e-5, |e| e.0))?,
+        max_positions: Some(positions),
+        tie_word_embeddings: flag(f.tie_word_embeddings, true),
+        qkv_bias: true,
+        o_bias: true,
+        mlp_bias: true,
+        activation: activation_named(path, "activation_function", activation)?,
+        attn_scale: if flag(f.scale_attn_weights, true) { (head_dim as f64).powf(-0.5) } else { 1.0 },
+        attn_softcap: None,
+        final_softcap: None,
+        bos_token_id: f.bos_token_id.0,
+        eos_token_id: f.eos_token_id.0,
+        multimodal: false,
+        options: FamilyOptions::Gpt2(Gpt2Options {
+            scale_by_inverse_layer_idx: flag(f.scale_attn_by_inverse_layer_idx, false),
+        }),
+    })
+}
+
 /// Falcon's config.json, with `FalconConfig`'s names (`n_embed`, `n_head`, `n_layer` of older
 /// files too) and defaults (`multi_query` and `parallel_attn` true; `alibi`, `bias` and
 /// `new_decoder_architecture` false; `ffn_hidden_size` 4 × hidden; epsilon 1e-5; exact GELU),
@@ -786,7 +914,7 @@ fn layer_types(path: &Path, f: &CommonFields, family: Family, n: i64) -> Result<
                 (i + 1) % pattern != 0
             }
             Family::Olmo3 => (i + 1) % 4 != 0,
-            Family::Llama | Family::Olmo2 | Family::Bloom | Family::Xglm | Family::Falcon => false,
+            Family::Llama | Family::Olmo2 | Family::Bloom | Family::Xglm | Family::Falcon | Family::Gpt2 => false,
         }
     };
     Ok((0..n).map(|i| if sliding(i) { "sliding_attention" } else { "full_attention" }.to_string()).collect())
@@ -899,14 +1027,14 @@ mod tests {
 
     #[test]
     fn unknown_model_types_are_refused_naming_the_supported_ones() {
-        let err = parse(json!({"model_type": "gpt2"})).unwrap_err().to_string();
+        let err = parse(json!({"model_type": "gpt_neox"})).unwrap_err().to_string();
         assert!(
             err.starts_with(
-                "config.json: field `model_type`: `gpt2` is not a supported causal LM (supported: llama, mistral"
+                "config.json: field `model_type`: `gpt_neox` is not a supported causal LM (supported: llama, mistral"
             ),
             "{err}"
         );
-        let err = parse(json!({"architectures": ["GPT2LMHeadModel"]})).unwrap_err().to_string();
+        let err = parse(json!({"architectures": ["GPTNeoXForCausalLM"]})).unwrap_err().to_string();
         assert!(err.contains("names no supported causal LM"), "{err}");
     }
 
@@ -1106,6 +1234,64 @@ mod tests {
         let err = parse(v).unwrap_err().to_string();
         assert!(err.ends_with("field `d_model`: 1024 is not a multiple of attention_heads 15"), "{err}");
         assert_eq!((Family::Xglm.name(), Family::Falcon.name()), ("xglm", "falcon"));
-        assert!(Family::supported().ends_with("bloom, xglm, falcon"), "{}", Family::supported());
+        assert!(Family::supported().ends_with("bloom, xglm, falcon, gpt2"), "{}", Family::supported());
+    }
+
+    /// openai-community/gpt2's config.json (GPT2Config's names, `n_inner` absent), IndoGPT's
+    /// special ids (BOS 0, EOS 1, `n_inner` null), and the layouts and sizes refused.
+    #[test]
+    fn the_gpt2_config_gives_gpt2_names_and_defaults() {
+        let hub = json!({"activation_function": "gelu_new", "architectures": ["GPT2LMHeadModel"], "attn_pdrop": 0.1,
+            "bos_token_id": 50_256, "embd_pdrop": 0.1, "eos_token_id": 50_256, "initializer_range": 0.02,
+            "layer_norm_epsilon": 1e-5, "model_type": "gpt2", "n_ctx": 1024, "n_embd": 768, "n_head": 12,
+            "n_layer": 12, "n_positions": 1024, "resid_pdrop": 0.1, "summary_activation": null,
+            "summary_first_dropout": 0.1, "summary_proj_to_labels": true, "summary_type": "cls_index",
+            "summary_use_proj": true, "vocab_size": 50_257});
+        let c = parse(hub.clone()).unwrap();
+        assert_eq!(c.family, Family::Gpt2);
+        assert_eq!(
+            (c.vocab_size, c.hidden_size, c.intermediate_size, c.num_heads, c.num_kv_heads, c.head_dim),
+            (50_257, 768, 3072, 12, 12, 64)
+        );
+        assert_eq!(
+            (c.layers.len(), c.norm_eps, c.max_positions, c.activation),
+            (12, 1e-5, Some(1024), Activation::GeluTanh)
+        );
+        assert!(c.layers.iter().all(|l| l.rope.is_none() && l.window.is_none()));
+        assert!(c.tie_word_embeddings && c.qkv_bias && c.o_bias && c.mlp_bias);
+        assert_eq!((c.bos_token_id, c.eos_token_id, c.attn_scale), (Some(50_256), Some(50_256), 0.125));
+        assert_eq!(c.options, FamilyOptions::Gpt2(Gpt2Options { scale_by_inverse_layer_idx: false }));
+        let with = |extra: Value| {
+            let mut v = hub.clone();
+            v.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+            parse(v)
+        };
+        let c = with(json!({"bos_token_id": 0, "eos_token_id": 1, "n_inner": null, "scale_attn_weights": false,
+            "scale_attn_by_inverse_layer_idx": true}))
+        .unwrap();
+        assert_eq!((c.bos_token_id, c.eos_token_id, c.intermediate_size, c.attn_scale), (Some(0), Some(1), 3072, 1.0));
+        assert_eq!(c.options, FamilyOptions::Gpt2(Gpt2Options { scale_by_inverse_layer_idx: true }));
+        let mut bare = hub.clone();
+        bare.as_object_mut().unwrap().remove("n_positions");
+        bare.as_object_mut().unwrap().remove("model_type");
+        let c = parse(bare).unwrap();
+        assert_eq!((c.family, c.max_positions), (Family::Gpt2, Some(1024)), "by architecture, GPT2Config's default");
+        let refused = |extra: Value| with(extra).unwrap_err().to_string();
+        let err = refused(json!({"reorder_and_upcast_attn": true}));
+        assert!(err.contains("field `reorder_and_upcast_attn`: true: the fp32 upcast"), "{err}");
+        let err = refused(json!({"add_cross_attention": true}));
+        assert!(err.contains("field `add_cross_attention`: true: cross-attention"), "{err}");
+        let err = refused(json!({"activation_function": "relu"}));
+        assert!(err.ends_with("field `activation_function`: `relu` is not supported (silu, gelu, gelu_pytorch_tanh)"));
+        let err = refused(json!({"n_head": 5}));
+        assert!(err.ends_with("field `n_embd`: 768 is not a multiple of n_head 5"), "{err}");
+        let err = refused(json!({"n_layer": 1_000_000_000_000i64}));
+        assert!(err.ends_with("field `n_layer`: 1000000000000 layers: at most 4096 are read"), "{err}");
+        let err = refused(json!({"n_embd": i64::MAX, "n_head": 1}));
+        assert!(err.contains("field `n_embd`: 9223372036854775807 is past the largest size read"), "{err}");
+        let err = refused(json!({"n_inner": 1i64 << 40}));
+        assert!(err.contains("field `n_inner`"), "{err}");
+        let err = refused(json!({"layer_norm_epsilon": 0.0}));
+        assert!(err.contains("field `layer_norm_epsilon`: expected a positive number"), "{err}");
     }
 }

@@ -97,6 +97,12 @@ impl Weights {
         self.tensors.contains_key(name)
     }
 
+    /// Drops the tensor `name` if the checkpoint has it (a buffer the network does not read,
+    /// such as GPT-2's saved causal masks), so that it is not reported as unused.
+    pub(crate) fn discard(&mut self, name: &str) {
+        self.tensors.remove(name);
+    }
+
     /// Renames every tensor without `prefix` to `prefix` + its name (BLOOM checkpoints saved
     /// from the bare model lack `transformer.`).
     pub(crate) fn add_prefix_if_bare(&mut self, prefix: &str, probe: &str) {

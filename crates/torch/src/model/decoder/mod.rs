@@ -2,9 +2,9 @@
 //! `config.json` (`config`), the weights memory-mapped from single or sharded safetensors
 //! (`load`), the shared pieces (`layers`), the RoPE families in one network with per-family
 //! switches (`rope`: Llama, Mistral, Qwen2/3, Gemma 2/3, OLMo 2/3), BLOOM (`bloom`), XGLM
-//! (`xglm`), Falcon (`falcon`), and the directory's own `tokenizer.json` with its BOS/EOS
-//! (`tokenizer`). Weights keep HF's names as `VarStore` paths. BERT directories are loaded by
-//! `model_dir`, untouched by this. A PEFT LoRA adapter folder loads as its base model with the
+//! (`xglm`), Falcon (`falcon`), GPT-2 (`gpt2`: IndoGPT's layout), and the directory's own
+//! `tokenizer.json` with its BOS/EOS (`tokenizer`). Weights keep HF's names as `VarStore` paths.
+//! BERT directories are loaded by `model_dir`, untouched by this. A PEFT LoRA adapter folder loads as its base model with the
 //! adapter merged into the weights (`adapter`). Each family's forward pass runs over a whole
 //! right-padded batch (scoring) or over the new tokens after a key/value cache (generation,
 //! `cache`), the same code for both, with libtorch's fused attention or eager attention
@@ -14,6 +14,7 @@ pub(crate) mod bloom;
 pub(crate) mod cache;
 pub mod config;
 pub(crate) mod falcon;
+pub(crate) mod gpt2;
 pub mod layers;
 pub mod load;
 pub(crate) mod rope;
@@ -38,6 +39,7 @@ enum Net {
     Bloom(bloom::Bloom),
     Xglm(xglm::Xglm),
     Falcon(falcon::Falcon),
+    Gpt2(gpt2::Gpt2),
 }
 
 /// A causal LM ready to score: network, variables, configuration, tokenizer.
@@ -126,6 +128,7 @@ pub fn load_causal_lm_as(dir: &Path, device: Device, kind: Kind) -> Result<Causa
             Family::Bloom => Net::Bloom(bloom::Bloom::take(&mut weights, &vs, &config)?),
             Family::Xglm => Net::Xglm(xglm::Xglm::take(&mut weights, &vs, &config)?),
             Family::Falcon => Net::Falcon(falcon::Falcon::take(&mut weights, &vs, &config)?),
+            Family::Gpt2 => Net::Gpt2(gpt2::Gpt2::take(&mut weights, &vs, &config)?),
             _ => Net::Rope(rope::RopeDecoder::take(&mut weights, &vs, &config)?),
         })
     })?;
@@ -147,7 +150,9 @@ pub fn load_causal_lm_as(dir: &Path, device: Device, kind: Kind) -> Result<Causa
 
 impl CausalLm {
     /// Final hidden states [batch, seq, hidden] of right-padded `ids` [batch, seq] whose real
-    /// tokens are marked 1 in `mask`.
+    /// tokens are marked 1 in `mask`. Rows no longer than the model's positions
+    /// ([`DecoderConfig::max_positions`]): the scorers refuse longer sentences first
+    /// ([`Self::check_positions`]).
     pub fn hidden(&self, ids: &Tensor, mask: &Tensor) -> Tensor {
         self.forward(ids, &Step::full(mask), None)
     }
@@ -160,6 +165,7 @@ impl CausalLm {
             Net::Bloom(n) => n.forward(ids, step, cache, attention),
             Net::Xglm(n) => n.forward(ids, step, cache, attention),
             Net::Falcon(n) => n.forward(ids, step, cache, attention),
+            Net::Gpt2(n) => n.forward(ids, step, cache, attention),
         }
     }
 
@@ -173,7 +179,8 @@ impl CausalLm {
     /// whose keys and values are added to it: the whole prompt of a left-padded batch at first,
     /// then each new token. `mask` [batch, s] marks the real tokens (0 at a prompt's left
     /// padding); positions count from each row's first real token, as transformers' `generate`
-    /// counts them. An error if the shapes do not match the cache or the tokens overflow it.
+    /// counts them. An error if the shapes do not match the cache, the tokens overflow it, or a
+    /// family with learned positions has none for them ([`Self::check_positions`]).
     pub fn hidden_cached(&self, ids: &Tensor, mask: &Tensor, cache: &mut KvCache) -> Result<Tensor> {
         if ids.size() != mask.size() || ids.dim() != 2 {
             return Err(Error::unsupported(
@@ -182,10 +189,23 @@ impl CausalLm {
             ));
         }
         let s = ids.size()[1];
+        self.check_positions(cache.len() + s)?;
         let step = cache.begin(mask)?;
         let hidden = self.forward(ids, &step, Some(&mut *cache));
         cache.advance(s);
         Ok(hidden)
+    }
+
+    /// Refuses `tokens` tokens a row where the family reads positions from a table (GPT-2's
+    /// `wpe`, `n_positions` rows) and they pass it; the other families compute any position.
+    pub fn check_positions(&self, tokens: i64) -> Result<()> {
+        match self.config.max_positions {
+            Some(max) if self.config.family == Family::Gpt2 && tokens > max => Err(Error::unsupported(
+                "a forward pass",
+                format!("{tokens} tokens a row pass the model's {max} learned positions (config.json's n_positions)"),
+            )),
+            _ => Ok(()),
+        }
     }
 
     /// Next-token logits (fp32) [batch, s, vocab] of `ids` after the tokens `cache` holds, as
@@ -201,6 +221,7 @@ impl CausalLm {
             Net::Bloom(n) => n.logits(hidden),
             Net::Xglm(n) => n.logits(hidden),
             Net::Falcon(n) => n.logits(hidden),
+            Net::Gpt2(n) => n.logits(hidden),
         }
     }
 }
