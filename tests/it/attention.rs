@@ -1,7 +1,8 @@
 //! Fused attention for causal LMs against eager attention, on the tiny random models of every
 //! family the generation tests build (`hf_reference.py make-decoders`: grouped key/value heads,
 //! sliding windows, Gemma's query scaling, Gemma 2's soft-capping, ALiBi for BLOOM and falcon-rw,
-//! XGLM's pre-scaled queries, Falcon's multi-query and grouped layouts). libtorch's
+//! XGLM's pre-scaled queries, Falcon's multi-query and grouped layouts, GPT-2's fused projections
+//! and learned positions). libtorch's
 //! `scaled_dot_product_attention` with a mask (the default, `Attention::Fused`) scores every
 //! sentence of a right-padded batch as the eager product does within 1e-5 (fp32, CPU), and greedy
 //! generation (a left-padded batch and one prompt at a time, through the key/value cache) writes
