@@ -115,12 +115,7 @@ fn nusax(args: &NusaxArgs) -> Result<()> {
             return Err(Error::argument("--languages", format!("`{l}` is named twice")));
         }
     }
-    let mut models: Vec<Model> = Vec::new();
-    for &m in if args.models.is_empty() { &Model::ALL[..] } else { &args.models[..] } {
-        if !models.contains(&m) {
-            models.push(m);
-        }
-    }
+    let models = distinct(if args.models.is_empty() { &Model::ALL[..] } else { &args.models[..] });
     if let Some(png) = &args.png {
         let ext = png.extension().map(|e| e.to_string_lossy().to_lowercase()).unwrap_or_default();
         if ext != "png" && ext != "svg" {

@@ -7,8 +7,9 @@ use super::lexicon::Lexicon;
 use super::paper::{self, System};
 use indolm_metrics::bleu::{corpus_bleu, BleuOptions};
 use indolm_metrics::chrf::{corpus_chrf, ChrfOptions};
-use indolm_torch::error::{Error, Result};
+use indolm_torch::error::{Error, IoContext, Result};
 use serde::Serialize;
+use std::collections::HashMap;
 use std::path::Path;
 
 /// The systems `baseline nusax-mt` runs.
@@ -68,13 +69,6 @@ pub fn one_line(text: &str) -> String {
     text.replace("\r\n", " ").replace(['\n', '\r'], " ")
 }
 
-/// BLEU and chrF of `hypotheses` against one reference each.
-fn score(hypotheses: &[String], references: &[String]) -> Result<(f64, String, f64, String, String)> {
-    let bleu = corpus_bleu(hypotheses, &[references], &BleuOptions::default())?;
-    let chrf = corpus_chrf(hypotheses, &[references], &ChrfOptions::default())?;
-    Ok((bleu.score, bleu.to_string(), chrf.score, bleu.signature(), chrf.signature()))
-}
-
 /// Runs `systems` over the directions of `tables` on `split` of the NusaX folder `root`
 /// (`<root>/mt/<split>.csv`, and `<root>/lexicon/` for word substitution); writes each
 /// system's translations to `<hypotheses>/<system>/<direction>.txt` when asked. `progress`
@@ -88,6 +82,8 @@ pub fn run(
     mut progress: impl FnMut(&SystemRow),
 ) -> Result<BaselineReport> {
     let corpus = ParallelSplit::load(root, split)?;
+    // Each lexicon is read once, whichever tables and directions use it.
+    let mut lexicons: HashMap<&'static str, Lexicon> = HashMap::new();
     let mut rows = Vec::new();
     let mut signatures = (String::new(), String::new());
     for &table in tables {
@@ -96,20 +92,24 @@ pub fn run(
             for direction in table.directions() {
                 let source: Vec<String> = corpus.column(direction.source)?.into_iter().map(one_line).collect();
                 let references: Vec<String> = corpus.column(direction.target)?.into_iter().map(one_line).collect();
-                let translations = translate(root, system, direction, &source)?;
+                let translations = translate(root, &mut lexicons, system, direction, &source)?;
                 if let Some(dir) = hypotheses {
-                    let file = dir.join(system.name());
-                    std::fs::create_dir_all(&file).map_err(|e| Error::invalid(&file, e.to_string()))?;
+                    let folder = dir.join(system.name());
+                    std::fs::create_dir_all(&folder).with_path(&folder)?;
                     let text: String = translations.iter().map(|t| format!("{t}\n")).collect();
-                    indolm_core::files::write_atomic(&file.join(format!("{}.txt", direction.name())), text.as_bytes())?;
+                    indolm_core::files::write_atomic(
+                        &folder.join(format!("{}.txt", direction.name())),
+                        text.as_bytes(),
+                    )?;
                 }
-                let (bleu, bleu_detail, chrf, bleu_signature, chrf_signature) = score(&translations, &references)?;
-                signatures = (bleu_signature, chrf_signature);
+                let bleu = corpus_bleu(&translations, &[&references], &BleuOptions::default())?;
+                let chrf = corpus_chrf(&translations, &[&references], &ChrfOptions::default())?;
+                signatures = (bleu.signature(), chrf.signature());
                 directions.push(DirectionScore {
                     direction: direction.name(),
-                    bleu,
-                    bleu_detail,
-                    chrf,
+                    bleu: bleu.score,
+                    bleu_detail: bleu.to_string(),
+                    chrf: chrf.score,
                     paper_bleu: paper::figure(table, system, table.column(&direction)),
                 });
             }
@@ -135,13 +135,24 @@ pub fn run(
     })
 }
 
-/// `system`'s translations of `source` (one sentence each) in `direction`.
-fn translate(root: &Path, system: System, direction: Direction, source: &[String]) -> Result<Vec<String>> {
+/// `system`'s translations of `source` (one sentence each) in `direction`; a lexicon is read
+/// into `lexicons` the first time a direction needs it.
+fn translate(
+    root: &Path,
+    lexicons: &mut HashMap<&'static str, Lexicon>,
+    system: System,
+    direction: Direction,
+    source: &[String],
+) -> Result<Vec<String>> {
     match system {
         System::Copy => Ok(source.to_vec()),
         System::WordSubstitution => {
             let other = if direction.source == super::data::INDONESIAN { direction.target } else { direction.source };
-            let substitution = Lexicon::load(root, other)?.substitution(direction)?;
+            let lexicon = match lexicons.entry(other) {
+                std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+                std::collections::hash_map::Entry::Vacant(e) => e.insert(Lexicon::load(root, other)?),
+            };
+            let substitution = lexicon.substitution(direction)?;
             Ok(source.iter().map(|s| substitution.translate(s)).collect())
         }
         other => Err(Error::argument(
