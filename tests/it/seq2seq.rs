@@ -286,3 +286,47 @@ fn mbart_beam_search_matches_transformers_generate() {
     println!("beam search vs transformers generate: sequences equal, max |Δ score| {worst:.2e}");
     assert!(worst < 1e-5, "{worst}");
 }
+
+/// mBART in bf16 on the CPU (CUDA's compute dtype: bf16 matrix products, fp32 norms, softmax and
+/// loss), so a dtype mix-up on the GPU path shows here: the loss within 2% of fp32's, every
+/// gradient finite, and beam search runs.
+#[test]
+fn mbart_in_bf16_on_the_cpu_stays_near_fp32() {
+    use indolm_torch::device::Precision;
+    use indolm_torch::model::seq2seq::beam::{BeamSettings, EarlyStopping};
+    use indolm_torch::model::seq2seq::mbart::{load_mbart, shift_tokens_right, Mbart};
+    use tch::Tensor;
+
+    let (vs, net) = load_mbart(mbart(), Device::Cpu).unwrap();
+    let ids = Tensor::from_slice2(&[[5i64, 17, 33, 8, 2, 90], [44, 12, 2, 91, 1, 1]]);
+    let mask = ids.ne(1).to_kind(tch::Kind::Int64);
+    let labels = Tensor::from_slice2(&[[9i64, 14, 2, 92, -100], [30, 31, 32, 2, 92]]);
+    let decoder_ids = shift_tokens_right(&labels, net.config.pad_token_id);
+    let loss = |precision: Precision| {
+        let encoded = net.encode(&ids, &mask, true, precision).unwrap();
+        let hidden = net.decode(&decoder_ids, None, &encoded, &mask, true, precision).unwrap();
+        Mbart::loss(&net.logits(&hidden), &labels)
+    };
+    let fp32 = tch::no_grad(|| loss(Precision::Fp32)).double_value(&[]);
+    let bf16 = loss(Precision::Bf16);
+    bf16.backward();
+    let relative = (bf16.double_value(&[]) - fp32).abs() / fp32;
+    println!("mBART loss fp32 {fp32:.5}, bf16 {:.5} (relative {relative:.2e})", bf16.double_value(&[]));
+    assert!(relative < 0.02, "{relative}");
+    for (name, var) in vs.trainable_variables().iter().enumerate() {
+        assert!(var.grad().isfinite().all().int64_value(&[]) == 1, "gradient {name} is not finite");
+    }
+    let settings = BeamSettings {
+        num_beams: 2,
+        max_length: 8,
+        length_penalty: 1.0,
+        early_stopping: EarlyStopping::Yes,
+        eos_token_ids: vec![2],
+        pad_token_id: Some(1),
+        forced_bos_token_id: None,
+        forced_eos_token_id: Some(2),
+    };
+    let out =
+        net.generate(&ids, &mask, &Tensor::from_slice2(&[[2i64, 92], [2, 93]]), &settings, Precision::Bf16).unwrap();
+    assert_eq!(out.sequences.size()[0], 2);
+}
