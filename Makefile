@@ -144,6 +144,10 @@ bench-data: setup
 bench-finetune: setup
 	$(BENCH_PYTHON) tests/bench/bench_finetune.py
 
+.PHONY: bench-translation
+bench-translation: setup
+	$(BENCH_PYTHON) tests/bench/bench_translation.py
+
 .PHONY: bench-liputan6-data
 bench-liputan6-data: setup
 	$(BENCH_PYTHON) tests/bench/bench_liputan6_data.py

@@ -54,6 +54,11 @@ const TINY: &[Tiny] = &[
         ratios: &["examples/s, ", "articles/s, "],
     },
     Tiny {
+        target: "bench-translation",
+        env: &[("BENCH_ROUNDS", "1"), ("BENCH_PAIRS", "32"), ("BENCH_EPOCHS", "1")],
+        ratios: &["pairs/s, ratio "],
+    },
+    Tiny {
         target: "bench-liputan6-data",
         env: &[("BENCH_ARTICLES", "64"), ("REF_ARTICLES", "64")],
         ratios: &["; ratios ", "; ratio "],

@@ -52,5 +52,6 @@ mod torch_failures;
 mod train;
 mod training_kernels;
 mod translation;
+mod translation_finetune;
 mod utility;
 mod xlmr;

@@ -325,8 +325,8 @@ fn paper_recipes() -> Vec<String> {
 /// A folder of stand-ins for the downloads the paper recipes name under `corpora/downloads/`,
 /// enough for `indolm recipe check` run in it: empty CC-100 and Wikipedia files (the check
 /// counts a source's files, it does not read them), the Liputan6 split folders with one sample
-/// article, the fixture IndoBias pairs, and the complete NusaX of `tests/data` (the check reads
-/// every file). IndoLEM's vocabulary is left out: without it the check notes the missing
+/// article, the fixture IndoBias pairs, and the NusaX of `tests/data` (the check reads every
+/// file; NusaX-MT's validation split stands in for its test split, which `tests/data` lacks). IndoLEM's vocabulary is left out: without it the check notes the missing
 /// tokenizer and passes.
 fn downloads_stand_in() -> PathBuf {
     let dir = scratch("paper-recipes");
@@ -353,6 +353,12 @@ fn downloads_stand_in() -> PathBuf {
     }
     std::fs::create_dir_all(downloads.join("nusax")).unwrap();
     std::os::unix::fs::symlink(test_data().join("nusax/sentiment"), downloads.join("nusax/sentiment")).unwrap();
+    // NusaX-MT's training and validation splits, the latter also standing in for its test split.
+    let mt = downloads.join("nusax/mt");
+    std::fs::create_dir_all(&mt).unwrap();
+    for (from, to) in [("train", "train"), ("valid", "valid"), ("valid", "test")] {
+        std::fs::copy(test_data().join(format!("nusax/mt/{from}.csv")), mt.join(format!("{to}.csv"))).unwrap();
+    }
     dir
 }
 

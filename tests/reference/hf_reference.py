@@ -36,6 +36,8 @@ COMMANDS = {
     "make-mbart": seq2seq.make_mbart,
     "mbart-step": seq2seq.mbart_step,
     "mbart-generate": seq2seq.mbart_generate,
+    "make-mt-model": seq2seq.make_mt_model,
+    "mt-generate": seq2seq.mt_generate,
     "make-decoder": decoders.make_decoder,
     "causal-ref": decoders.causal_ref,
     "decoder-to-bf16": decoders.decoder_to_bf16,

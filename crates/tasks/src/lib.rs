@@ -32,6 +32,7 @@ pub const TASKS: &[&registry::TaskDeclaration] = &[
     &pretrain::TASK,
     &sentiment::TASK,
     &summarization::TASK,
+    &translation::TASK,
     #[cfg(test)]
     &example::TASK,
 ];

@@ -32,6 +32,21 @@ random MBartForConditionalGeneration with one training step of it.
                           "never"), "forced_bos_token_id", "forced_eos_token_id"}]}: model.generate with exactly those settings
                           (a fresh GenerationConfig: eos 2, pad 1, no other processor), each
                           setting's sequences and sequences_scores. OUT JSON.
+  make-mt-model DIR CSV    a tiny random MBartForConditionalGeneration to fine-tune on NusaX-MT
+                          (2 encoder and 2 decoder layers, d_model 64, 4 heads, dropout 0.1,
+                          scale_embedding, 128 positions, forced_eos_token_id 2), with a
+                          tokenizer.json trained here (BPE on every column of CSV lowercased,
+                          <s>=0 <pad>=1 </s>=2 <unk>=3 as mBART, then one language token a
+                          NusaX language: [ace] … [sun], whitespace split then Metaspace) saved
+                          by transformers' PreTrainedTokenizerFast.
+  mt-generate DIR INPUT OUT  INPUT JSON {"texts", "source_token", "target_token", "num_beams",
+                          "max_length", "length_penalty"}: each text lowercased and tokenized by
+                          the folder's tokenizer without special tokens, cut and closed as
+                          IndoNLG's mBART collate does (`<sent></s><src>`, at most max_length),
+                          translated alone by the folder's model with model.generate
+                          (decoder_start_token_id the target token, early_stopping=True, the
+                          saved generation config's forced_eos_token_id), decoded with
+                          skip_special_tokens=True. OUT JSON list.
 """
 import json
 import math
@@ -289,3 +304,67 @@ def mbart_generate(model_dir, input_path, out_path):
             out = model.generate(input_ids=ids, attention_mask=mask, decoder_input_ids=start, generation_config=config)
         results.append({"sequences": out.sequences.tolist(), "scores": out.sequences_scores.tolist()})
     json.dump(results, open(out_path, "w"))
+
+
+# The language tokens of make-mt-model's tokenizer, by NusaX code.
+MT_LANGUAGE_CODES = ["ace", "ban", "bbc", "bjn", "bug", "eng", "ind", "jav", "mad", "min", "nij", "sun"]
+
+
+def make_mt_model(out_dir, csv_path):
+    import csv
+
+    import transformers as tr
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    torch.set_num_threads(1)
+    os.makedirs(out_dir, exist_ok=True)
+    with open(csv_path, newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    texts = [v.lower() for row in rows for k, v in row.items() if k]
+    tok = Tokenizer(models.BPE(unk_token="<unk>"))
+    tok.normalizer = normalizers.NFKC()
+    tok.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.WhitespaceSplit(),
+        pre_tokenizers.Metaspace(replacement="\u2581", prepend_scheme="always", split=True),
+    ])
+    tok.decoder = decoders.Metaspace(replacement="\u2581", prepend_scheme="always", split=True)
+    specials = ["<s>", "<pad>", "</s>", "<unk>"] + [f"[{c}]" for c in MT_LANGUAGE_CODES]
+    trainer = trainers.BpeTrainer(vocab_size=2000, min_frequency=2, special_tokens=specials)
+    tok.train_from_iterator(texts, trainer=trainer)
+    assert [tok.token_to_id(t) for t in specials] == list(range(len(specials)))
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>", pad_token="<pad>",
+                                   unk_token="<unk>", additional_special_tokens=specials[4:])
+    fast.save_pretrained(out_dir)
+    torch.manual_seed(2468)
+    config = tr.MBartConfig(vocab_size=len(fast), d_model=64, encoder_layers=2, decoder_layers=2,
+                            encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=128,
+                            decoder_ffn_dim=128, max_position_embeddings=128, scale_embedding=True,
+                            activation_function="gelu", dropout=0.1, attention_dropout=0.0, activation_dropout=0.0,
+                            pad_token_id=1, bos_token_id=0, eos_token_id=2, decoder_start_token_id=2,
+                            forced_eos_token_id=2)
+    model = tr.MBartForConditionalGeneration(config)
+    model.save_pretrained(out_dir)
+    print(json.dumps({"dir": out_dir, "vocab": len(fast), "params": sum(p.numel() for p in model.parameters())}))
+
+
+def mt_generate(model_dir, input_path, out_path):
+    import transformers as tr
+
+    torch.set_num_threads(1)
+    model = tr.MBartForConditionalGeneration.from_pretrained(model_dir, attn_implementation="eager",
+                                                             dtype=torch.float32).eval()
+    tokenizer = tr.AutoTokenizer.from_pretrained(model_dir)
+    spec = json.load(open(input_path))
+    src, tgt = (tokenizer.convert_tokens_to_ids(spec[k]) for k in ("source_token", "target_token"))
+    out = []
+    for text in spec["texts"]:
+        words = tokenizer.encode(" ".join(text.splitlines()).lower(), add_special_tokens=False)
+        ids = torch.tensor([words[:spec["max_length"] - 2] + [tokenizer.eos_token_id, src]])
+        with torch.no_grad():
+            hyp = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), num_beams=spec["num_beams"],
+                                 max_length=spec["max_length"], early_stopping=True,
+                                 length_penalty=spec["length_penalty"], decoder_start_token_id=tgt,
+                                 pad_token_id=1, eos_token_id=2, do_sample=False)
+        out.append(tokenizer.decode(hyp[0], skip_special_tokens=True))
+    json.dump(out, open(out_path, "w"))

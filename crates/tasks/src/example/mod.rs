@@ -136,7 +136,7 @@ mod tests {
         );
         let bad = recipe(dir.path(), "kind = \"exmaple\"\n");
         let err = crate::registry::check_recipe(&bad).unwrap_err().to_string();
-        assert!(err.contains("expected one of pretrain, sentiment, summarize, example"), "{err}");
+        assert!(err.contains("expected one of pretrain, sentiment, summarize, translation, example"), "{err}");
         // `recipe check` dispatches to it.
         let path = recipe(dir.path(), "kind = \"example\"\nname = \"ex\"\ndraws = 2\n");
         crate::registry::check_recipe(&path).unwrap();

@@ -45,6 +45,15 @@ pub struct Direction {
 }
 
 impl Direction {
+    /// The direction a name of [`Direction::name`]'s form (`sun-ind`) names; `None` for an
+    /// unknown code or a language into itself.
+    pub fn parse(name: &str) -> Option<Direction> {
+        let language = |c: &str| LANGUAGES.iter().copied().find(|l| code(l) == c);
+        let (source, target) = name.split_once('-')?;
+        let (source, target) = (language(source)?, language(target)?);
+        (source != target).then_some(Direction { source, target })
+    }
+
     /// `ace-ind`: the paper's codes joined by a hyphen (file names and JSON keys).
     pub fn name(&self) -> String {
         format!("{}-{}", code(self.source), code(self.target))
@@ -52,7 +61,7 @@ impl Direction {
 }
 
 /// The directions of one of the paper's tables.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize, clap::ValueEnum)]
 pub enum Table {
     /// Table 4: every other language into Indonesian (x → ind).
     #[value(name = "x-ind")]
@@ -65,6 +74,15 @@ pub enum Table {
 }
 
 impl Table {
+    /// The table whose columns are `direction`'s kind (into or from Indonesian), if either.
+    pub fn of(direction: &Direction) -> Option<Table> {
+        match (direction.source == INDONESIAN, direction.target == INDONESIAN) {
+            (false, true) => Some(Table::IntoIndonesian),
+            (true, false) => Some(Table::FromIndonesian),
+            _ => None,
+        }
+    }
+
     /// Both tables, in the paper's order.
     pub const ALL: [Table; 2] = [Table::IntoIndonesian, Table::FromIndonesian];
 

@@ -4,7 +4,7 @@
 use super::data::{non_pivot_languages, Table};
 
 /// A system of the tables.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "kebab-case")]
 pub enum System {
     /// The source sentence as its own translation.

@@ -67,6 +67,30 @@ impl Seq2SeqTokenizer {
         self.ids(text, true)
     }
 
+    /// The id of `token` when the vocabulary (added tokens included) holds it.
+    pub fn token_id(&self, token: &str) -> Option<i64> {
+        self.inner.token_to_id(token).map(i64::from)
+    }
+
+    /// The text of `ids`, special tokens left out when `skip_special_tokens` (transformers' fast
+    /// `decode` without `clean_up_tokenization_spaces`); ids outside the vocabulary are refused.
+    pub fn decode(&self, ids: &[i64], skip_special_tokens: bool) -> Result<String> {
+        let vocab = self.vocab_size() as i64;
+        let ids: Vec<u32> = ids
+            .iter()
+            .map(|&id| match (0..vocab).contains(&id) {
+                true => Ok(id as u32),
+                false => Err(Error::Tokenizer {
+                    path: self.source.clone(),
+                    message: format!("decoding id {id}, outside the vocabulary of {vocab}"),
+                }),
+            })
+            .collect::<Result<_>>()?;
+        self.inner
+            .decode(&ids, skip_special_tokens)
+            .map_err(|e| Error::Tokenizer { path: self.source.clone(), message: format!("decoding: {e}") })
+    }
+
     /// The ids of `text`, with the post-processor's special tokens when `special`.
     fn ids(&self, text: &str, special: bool) -> Result<Vec<i64>> {
         Ok(hf_folder::ids(&hf_folder::encode(&self.inner, &self.source, text, special)?))

@@ -1,0 +1,491 @@
+//! `finetune translation`: one model per direction, as the NusaX paper and IndoNLG train them,
+//! each direction a unit of one run trained by the engine (checkpoints, resume, signals, data
+//! parallelism): under `<output_dir>/<name>/`, one run folder per direction (`<direction>/`, its
+//! selected weights in `best/`, with `result.json`, `test.hyp.txt` and `test.ref.txt` once
+//! tested). The selected weights translate the test split by beam search; SacreBLEU and chrF
+//! against the references as IndoNLG scores them (its labels decoded) go into `results.json` and
+//! `results.md`, in Table 4's and Table 6's layout with the paper's figures beside. A killed run,
+//! run again with `--resume auto`, redoes no finished direction.
+use super::data::{code, non_pivot_languages, Direction, ParallelSplit, Table};
+use super::decoding::{translate, Decoding};
+use super::format::{MbartFormat, Pair};
+use super::model::TranslationModel;
+use super::paper::{self, System};
+use super::recipe::TranslationRecipe;
+use super::salt;
+use super::task::{Hyper, TranslationTask, Validation};
+use indolm_core::files::{write_atomic, write_json};
+use indolm_core::recipe::Fingerprint;
+use indolm_core::run::units::{BaseModel, Rerun, UnitRun};
+use indolm_core::run::{Run, RunLayout, RunOptions};
+use indolm_metrics::bleu::{corpus_bleu, BleuOptions};
+use indolm_metrics::chrf::{corpus_chrf, ChrfOptions};
+use indolm_torch::device::seed_torch;
+use indolm_torch::distributed::ProcessGroup;
+use indolm_torch::error::{Error, Result};
+use indolm_torch::model::model_dir::content_sha256;
+use indolm_torch::model::Precision;
+use indolm_train::data_parallel::DataParallel;
+use indolm_train::engine::{Engine, EngineSettings, TaskRun, TrainOptions};
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+
+/// The file a finished direction writes.
+const DIRECTION_RESULT: &str = "result.json";
+/// The test split's translations, one a line.
+const TEST_HYPOTHESES: &str = "test.hyp.txt";
+/// The references they were scored against, one a line.
+const TEST_REFERENCES: &str = "test.ref.txt";
+
+indolm_core::declare_run_files!(
+    TRANSLATION_FILES: indolm_core::outputs::RunFile::Named(DIRECTION_RESULT),
+    indolm_core::outputs::RunFile::Named(TEST_HYPOTHESES),
+    indolm_core::outputs::RunFile::Named(TEST_REFERENCES),
+);
+
+/// One direction's fine-tuning and test scores (`<direction>/result.json`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct DirectionResult {
+    /// `sun-ind`.
+    pub direction: String,
+    /// The update whose weights were kept.
+    pub best_step: u64,
+    /// Its epoch, from 1.
+    pub best_epoch: u64,
+    /// Updates run before stopping.
+    pub steps: u64,
+    /// Updates per epoch.
+    pub updates_per_epoch: u64,
+    /// The kept weights' validation SacreBLEU (as `[eval] selection` measures it).
+    pub valid_bleu: f64,
+    /// Test SacreBLEU of beam search.
+    pub test_bleu: f64,
+    /// The BLEU line as sacrebleu prints it.
+    pub test_bleu_detail: String,
+    /// Test chrF.
+    pub test_chrf: f64,
+    /// The paper's figure for the recipe's system in this direction, where it prints one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paper_bleu: Option<f64>,
+    /// The content SHA-256 of the model it started from.
+    pub base_model_sha256: String,
+}
+
+/// What `finetune translation` measured (`results.json`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct TranslationResults {
+    /// The paper's system the recipe reproduces, if it names one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub system: Option<System>,
+    /// Whether the text was lowercased (IndoNLG's BLEU is then lowercased BLEU).
+    pub lowercase: bool,
+    /// SacreBLEU's signature of the BLEU figures.
+    pub bleu_signature: String,
+    /// One entry per direction, in the recipe's order.
+    pub directions: Vec<DirectionResult>,
+}
+
+/// The splits of the corpus, read once.
+struct Splits {
+    train: ParallelSplit,
+    valid: ParallelSplit,
+    test: ParallelSplit,
+}
+
+impl Splits {
+    /// Reads the three splits and checks that every direction's columns are in each.
+    fn load(root: &Path, directions: &[Direction]) -> Result<Splits> {
+        let splits = Splits {
+            train: ParallelSplit::load(root, "train")?,
+            valid: ParallelSplit::load(root, "valid")?,
+            test: ParallelSplit::load(root, "test")?,
+        };
+        for split in [&splits.train, &splits.valid, &splits.test] {
+            for d in directions {
+                split.column(d.source)?;
+                split.column(d.target)?;
+            }
+        }
+        Ok(splits)
+    }
+}
+
+/// A sentence as the model reads it: on one line, lowercased when the recipe says so.
+fn prepared(text: &str, lowercase: bool) -> String {
+    let line = super::baselines::one_line(text);
+    match lowercase {
+        true => line.to_lowercase(),
+        false => line,
+    }
+}
+
+/// The rows of one split in one direction.
+fn encode_pairs(
+    model: &TranslationModel,
+    format: &MbartFormat,
+    split: &ParallelSplit,
+    direction: &Direction,
+    lowercase: bool,
+) -> Result<Vec<Pair>> {
+    let (sources, targets) = (split.column(direction.source)?, split.column(direction.target)?);
+    sources
+        .iter()
+        .zip(&targets)
+        .map(|(s, t)| {
+            let s = model.tokenizer.encode(&prepared(s, lowercase))?;
+            let t = model.tokenizer.encode(&prepared(t, lowercase))?;
+            Ok(format.pair(&s, &t))
+        })
+        .collect()
+}
+
+/// The format of `direction` for `model`: its `</s>`, the recipe's language tokens as ids.
+fn format_of(recipe: &TranslationRecipe, model: &TranslationModel, direction: &Direction) -> Result<MbartFormat> {
+    let id = |language: &str| {
+        let field = format!("model.language_tokens.{}", code(language));
+        model.language_id(recipe.language_token(language), &field, &recipe.path)
+    };
+    Ok(MbartFormat {
+        eos: model.net.config.eos_token_id,
+        source_lang: id(direction.source)?,
+        target_lang: id(direction.target)?,
+        max_len: recipe.data.max_len,
+    })
+}
+
+/// Runs the recipe's directions from `init` (every rank of a data-parallel launch calls this);
+/// `None` when a stop signal (or `--stop-after`) ended it before every direction was tested:
+/// run it again with `--resume auto`.
+pub fn run(
+    recipe: &TranslationRecipe,
+    init: &Path,
+    opts: &TrainOptions,
+    group: Option<ProcessGroup>,
+) -> Result<Option<TranslationResults>> {
+    let precision = recipe.compute_precision(opts.device)?;
+    let directions = recipe.directions()?;
+    let splits = Splits::load(&recipe.data.root, &directions)?;
+    // The model and its language tokens are checked before the run's folder is touched.
+    let probe = TranslationModel::load(init, tch::Device::Cpu)?;
+    for d in &directions {
+        format_of(recipe, &probe, d)?;
+    }
+    if recipe.data.max_len as i64 > probe.net.config.max_position_embeddings {
+        return Err(Error::field(
+            &recipe.path,
+            "data.max_len",
+            format!(
+                "{}: more than the model's max_position_embeddings {}",
+                recipe.data.max_len, probe.net.config.max_position_embeddings
+            ),
+        ));
+    }
+    drop(probe);
+    let base = BaseModel { path: init.display().to_string(), sha256: content_sha256(init)? };
+    let mut parallel = group.map(DataParallel::new).transpose()?;
+    let leader = parallel.as_ref().is_none_or(|p| p.rank() == 0);
+    let rerun =
+        Rerun { resume: opts.resume.clone(), overwrite: opts.overwrite, force: opts.force, inputs: vec![init.into()] };
+    let fingerprint = recipe.fingerprint(&base.sha256);
+    let layout = RunLayout::new(recipe.run_dir());
+    let resume_at = checkpoint_to_resume(opts.resume.as_deref(), &layout, &directions)?;
+    let units = UnitRun::open(layout, "translation", &fingerprint, &base, &rerun, &recipe.tensorboard_dir(), leader)?;
+    let mut results = Vec::new();
+    for direction in &directions {
+        let unit = units.layout().unit(&direction.name());
+        if let Some(done) = units.done::<DirectionResult>(&unit, DIRECTION_RESULT)? {
+            results.push(done);
+            continue;
+        }
+        let resume = match &resume_at {
+            Some((dir, at)) if at.dir() == unit.dir() => Some(dir.display().to_string()),
+            // `--resume DIR` names one direction's checkpoint; the others continue strictly.
+            Some(_) => Some("latest".to_string()),
+            None => opts.resume.clone(),
+        };
+        let job = DirectionJob { direction, unit: &unit, resume, base: &base, precision, splits: &splits };
+        let (trained, back) = train_direction(recipe, init, opts, &job, parallel)?;
+        parallel = back;
+        let Some(trained) = trained else { return Ok(None) };
+        if let Some(trained) = trained.filter(|_| leader) {
+            let result = test_direction(recipe, &job, trained)?;
+            units.finish(&unit, DIRECTION_RESULT, &result)?;
+            // A finished direction needs only its selected weights (`best/`): its checkpoints'
+            // weights and optimizer states go, but those the recipe keeps for good.
+            let retention = indolm_train::engine::retention(&recipe.checkpoint);
+            indolm_core::run::checkpoints::release_checkpoint_weights(&unit, &retention)?;
+            results.push(result);
+        }
+        if let Some(p) = parallel.as_mut() {
+            p.barrier()?;
+        }
+    }
+    if !leader {
+        return Ok(None);
+    }
+    let results = TranslationResults {
+        system: recipe.model.system,
+        lowercase: recipe.data.lowercase,
+        bleu_signature: corpus_bleu(&["x"], &[["x"]], &BleuOptions::default())?.signature(),
+        directions: results,
+    };
+    let dir = recipe.run_dir();
+    write_json(&dir.join(crate::RESULTS_JSON), &results)?;
+    write_atomic(&dir.join(crate::RESULTS_MD), results.markdown().as_bytes())?;
+    Ok(Some(results))
+}
+
+/// What `--resume DIR` names in a translation run: one unfinished direction's checkpoint
+/// (`<run>/<direction>/step-<N>`) with that unit's layout; `None` for `latest`, `auto` or no
+/// `--resume`. Any other folder is refused.
+fn checkpoint_to_resume(
+    resume: Option<&str>,
+    layout: &RunLayout,
+    directions: &[Direction],
+) -> Result<Option<(std::path::PathBuf, RunLayout)>> {
+    let Some(dir) = resume.filter(|r| !matches!(*r, "latest" | "auto")) else { return Ok(None) };
+    let dir = Path::new(dir);
+    let refuse = |why: String| {
+        Err(Error::argument(
+            "--resume",
+            format!(
+                "{}: {why}; a translation run resumes with `latest`, `auto`, or one unfinished direction's checkpoint folder (<run>/<direction>/step-<N>)",
+                dir.display()
+            ),
+        ))
+    };
+    let Ok(canonical) = dir.canonicalize() else { return refuse("no such folder".into()) };
+    let is_step =
+        dir.file_name().and_then(|n| n.to_str()).and_then(indolm_core::run::layout::parse_step_dir_name).is_some();
+    for d in directions {
+        let unit = layout.unit(&d.name());
+        let Ok(unit_dir) = unit.dir().canonicalize() else { continue };
+        if canonical.parent() != Some(unit_dir.as_path()) || !is_step {
+            continue;
+        }
+        if unit.dir().join(DIRECTION_RESULT).exists() {
+            return refuse(format!("its direction ({}) is finished", unit.dir().display()));
+        }
+        return Ok(Some((dir.to_path_buf(), unit)));
+    }
+    refuse(format!("not a checkpoint of one of this run's directions (under {})", layout.dir().display()))
+}
+
+/// One direction to train.
+struct DirectionJob<'a> {
+    direction: &'a Direction,
+    unit: &'a RunLayout,
+    /// How its run folder is resumed when the run is continued.
+    resume: Option<String>,
+    base: &'a BaseModel,
+    precision: Precision,
+    splits: &'a Splits,
+}
+
+/// A direction's training as it ended on this rank: the task (its model), the best step and
+/// score (rank 0's), the steps run.
+struct Trained {
+    task: TranslationTask,
+    best: (u64, f64),
+    steps: u64,
+    updates_per_epoch: u64,
+}
+
+/// Fine-tunes one direction in its own run folder; `None` when it stopped before its end, else
+/// what rank 0 tests (`None` on the other ranks). Hands the process group back.
+fn train_direction(
+    recipe: &TranslationRecipe,
+    init: &Path,
+    opts: &TrainOptions,
+    job: &DirectionJob,
+    parallel: Option<DataParallel>,
+) -> Result<(Option<Option<Trained>>, Option<DataParallel>)> {
+    let o = &recipe.optimizer;
+    let leader = parallel.as_ref().is_none_or(|p| p.rank() == 0);
+    let model = TranslationModel::load(init, opts.device)?;
+    let format = format_of(recipe, &model, job.direction)?;
+    let lowercase = recipe.data.lowercase;
+    let train = encode_pairs(&model, &format, &job.splits.train, job.direction, lowercase)?;
+    let valid = encode_pairs(&model, &format, &job.splits.valid, job.direction, lowercase)?;
+    let micro_per_epoch = train.len().div_ceil(o.batch_size) as u64;
+    let updates_per_epoch = micro_per_epoch.div_ceil(o.grad_accumulation as u64).max(1);
+    let max_steps = o.max_epochs.unwrap_or(1) * updates_per_epoch;
+    let name = job.direction.name();
+    let tensorboard = recipe.tensorboard_dir().join(&name);
+    // A continued run resumes each unfinished direction as asked; one that has not started yet
+    // (no checkpoint) starts.
+    let resume = match job.resume.as_deref() {
+        Some("latest" | "auto") if !job.unit.has_checkpoints()? => None,
+        other => other.map(String::from),
+    };
+    let options =
+        RunOptions { resume, overwrite: false, ..opts.run_options(leader, &recipe.checkpoint, tensorboard, max_steps) };
+    let (run, resume) = Run::open(job.unit.clone(), &options)?;
+    seed_torch(recipe.seed, salt::TRANSLATION_TORCH);
+    let hyper = Hyper { batch_size: o.batch_size, max_steps, updates_per_epoch };
+    let validation = Validation { pairs: valid, selection: recipe.eval.selection, batch: recipe.eval.batch_size };
+    let task = TranslationTask::new(
+        model,
+        job.precision,
+        format,
+        train,
+        validation,
+        recipe.seed,
+        hyper,
+        o.clone(),
+        name.clone(),
+    )?;
+    let run_of_unit = TaskRun {
+        torch_salt: salt::TRANSLATION_TORCH,
+        max_steps,
+        patience: Some(recipe.eval.patience),
+        fingerprint: unit_fingerprint(recipe, job),
+    };
+    let settings = EngineSettings {
+        name: format!("{}/{name}", recipe.name),
+        ..EngineSettings::for_recipe(&recipe.shared(), run_of_unit)
+    };
+    let finished = Engine::new(task, settings, opts, run, resume, parallel)?.run()?;
+    let (summary, parallel) = (finished.summary, finished.parallel);
+    if !summary.complete {
+        return Ok((None, parallel));
+    }
+    let trained = match (summary.best, leader) {
+        (Some(best), true) => Some(Trained {
+            task: finished.task,
+            best: (best.step, best.score),
+            steps: summary.final_step,
+            updates_per_epoch,
+        }),
+        (None, true) => unreachable!("a finished fine-tuning evaluated at least once"),
+        (_, false) => None,
+    };
+    Ok((Some(trained), parallel))
+}
+
+/// What a direction's checkpoints record of the recipe: the run's fingerprint with the direction.
+fn unit_fingerprint(recipe: &TranslationRecipe, job: &DirectionJob) -> Fingerprint {
+    let mut fingerprint = recipe.fingerprint(&job.base.sha256);
+    if let Fingerprint::Values(sections) = &mut fingerprint {
+        sections.insert("unit".into(), serde_json::json!({ "direction": job.direction.name() }));
+    }
+    fingerprint
+}
+
+/// Translates the test split with the direction's selected weights (beam search), scores it and
+/// writes the translations and references beside the result.
+fn test_direction(recipe: &TranslationRecipe, job: &DirectionJob, trained: Trained) -> Result<DirectionResult> {
+    let Trained { mut task, best, steps, updates_per_epoch } = trained;
+    task.model.load_weights(&job.unit.best_dir())?;
+    let model = &task.model;
+    let format = format_of(recipe, model, job.direction)?;
+    let pairs = encode_pairs(model, &format, &job.splits.test, job.direction, recipe.data.lowercase)?;
+    let sources: Vec<&[i64]> = pairs.iter().map(|p| p.source.as_slice()).collect();
+    let e = &recipe.eval;
+    let decoding = Decoding { beams: e.beam_size, length_penalty: e.length_penalty, batch: e.batch_size };
+    let hypotheses = translate(model, &format, &sources, decoding, job.precision)?;
+    let references = pairs.iter().map(|p| model.tokenizer.decode(&p.labels, true)).collect::<Result<Vec<_>>>()?;
+    let streams = [references.as_slice()];
+    let bleu = corpus_bleu(&hypotheses, &streams, &BleuOptions::default())?;
+    let chrf = corpus_chrf(&hypotheses, &streams, &ChrfOptions::default())?;
+    let lines = |texts: &[String]| texts.iter().map(|t| super::baselines::one_line(t) + "\n").collect::<String>();
+    write_atomic(&job.unit.dir().join(TEST_HYPOTHESES), lines(&hypotheses).as_bytes())?;
+    write_atomic(&job.unit.dir().join(TEST_REFERENCES), lines(&references).as_bytes())?;
+    let paper_bleu = recipe.model.system.and_then(|system| {
+        Table::of(job.direction).and_then(|table| paper::figure(table, system, table.column(job.direction)))
+    });
+    let result = DirectionResult {
+        direction: job.direction.name(),
+        best_step: best.0,
+        best_epoch: best.0.div_ceil(updates_per_epoch.max(1)),
+        steps,
+        updates_per_epoch,
+        valid_bleu: best.1,
+        test_bleu: bleu.score,
+        test_bleu_detail: bleu.to_string(),
+        test_chrf: chrf.score,
+        paper_bleu,
+        base_model_sha256: job.base.sha256.clone(),
+    };
+    indolm_core::outln!(
+        "{}: best epoch {} of {}, valid SacreBLEU {:.2}; test {} (beam {}), chrF {:.2}{}",
+        result.direction,
+        result.best_epoch,
+        steps.div_ceil(updates_per_epoch.max(1)),
+        result.valid_bleu,
+        result.test_bleu_detail,
+        e.beam_size,
+        result.test_chrf,
+        paper_bleu.map(|p| format!(" (paper: {p:.2})")).unwrap_or_default()
+    );
+    Ok(result)
+}
+
+impl TranslationResults {
+    /// The tables' layout: for Table 4's and Table 6's directions, a column per language with
+    /// our test BLEU, the paper's row for the recipe's system beside it and our chrF; other
+    /// directions in a list.
+    pub fn markdown(&self) -> String {
+        let mut out = format!(
+            "Test SacreBLEU{} ({})\n",
+            if self.lowercase { ", lowercased text as IndoNLG" } else { "" },
+            self.bleu_signature
+        );
+        let find = |d: &Direction| self.directions.iter().find(|r| r.direction == d.name());
+        for table in Table::ALL {
+            let columns: Vec<(&str, Option<&DirectionResult>)> =
+                table.directions().iter().map(|d| (table.column(d), find(d))).collect();
+            if columns.iter().all(|(_, r)| r.is_none()) {
+                continue;
+            }
+            out.push_str(&format!("\n{}\n\n| system |", table.title()));
+            for language in non_pivot_languages() {
+                out.push_str(&format!(" {} |", code(language)));
+            }
+            out.push_str(" avg |\n|---|");
+            out.push_str(&"---:|".repeat(12));
+            out.push('\n');
+            let mut row = |label: String, value: &dyn Fn(&str, Option<&DirectionResult>) -> Option<f64>| {
+                out.push_str(&format!("| {label} |"));
+                let values: Vec<f64> = columns
+                    .iter()
+                    .map(|(l, r)| {
+                        let v = value(l, *r);
+                        out.push_str(&v.map_or(" – |".into(), |v| format!(" {v:.2} |")));
+                        v
+                    })
+                    .collect::<Vec<_>>()
+                    .into_iter()
+                    .flatten()
+                    .collect();
+                let average = values.iter().sum::<f64>() / values.len().max(1) as f64;
+                out.push_str(&format!(" {} |\n", if values.is_empty() { "–".into() } else { format!("{average:.2}") }));
+            };
+            row("indolm BLEU".into(), &|_, r| r.map(|r| r.test_bleu));
+            if let Some(system) = self.system {
+                let label = format!("{} BLEU (paper)", system.label());
+                row(label, &|l, r| r.and_then(|_| paper::figure(table, system, l)));
+            }
+            row("indolm chrF".into(), &|_, r| r.map(|r| r.test_chrf));
+        }
+        let others: Vec<&DirectionResult> = self
+            .directions
+            .iter()
+            .filter(|r| Direction::parse(&r.direction).and_then(|d| Table::of(&d)).is_none())
+            .collect();
+        if !others.is_empty() {
+            out.push_str("\nOther directions\n\n| direction | BLEU | chrF |\n|---|---:|---:|\n");
+            for r in others {
+                out.push_str(&format!("| {} | {:.2} | {:.2} |\n", r.direction, r.test_bleu, r.test_chrf));
+            }
+        }
+        out.push_str("\n| direction | best epoch | valid BLEU | test |\n|---|---:|---:|---|\n");
+        for r in &self.directions {
+            out.push_str(&format!(
+                "| {} | {} | {:.2} | {} |\n",
+                r.direction, r.best_epoch, r.valid_bleu, r.test_bleu_detail
+            ));
+        }
+        out
+    }
+}
