@@ -35,6 +35,23 @@ pub fn non_pivot_languages() -> impl Iterator<Item = &'static str> {
     LANGUAGES.iter().copied().filter(|l| *l != INDONESIAN)
 }
 
+/// English, the other pivot of Table 5.
+pub const ENGLISH: &str = "english";
+
+/// Table 5's directions on the English side: English into each of the 11 other languages
+/// (`into_english` false), or each of them into English.
+pub fn english_directions(into_english: bool) -> Vec<Direction> {
+    LANGUAGES
+        .iter()
+        .copied()
+        .filter(|l| *l != ENGLISH)
+        .map(|x| match into_english {
+            true => Direction { source: x, target: ENGLISH },
+            false => Direction { source: ENGLISH, target: x },
+        })
+        .collect()
+}
+
 /// One translation direction, by column name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Direction {

@@ -2,7 +2,7 @@
 //! `[logging]`, the top-level keys) and its own: `[data]` (the NusaX folder, the directions, the
 //! lowercasing and length of IndoNLG's data loader), `[model]` (the language-id tokens, the
 //! paper's row to print beside ours) and `[eval]` (selection, early stopping, beam search).
-use super::data::{code, Direction, Table};
+use super::data::{code, english_directions, Direction, Table};
 use super::paper::System;
 use indolm_core::recipe::{CheckpointSection, Fingerprint, LoggingSection, OptimizerSection, PrecisionSetting};
 use indolm_torch::device::resolve_precision;
@@ -65,8 +65,8 @@ pub struct TranslationRecipe {
 pub struct TranslationData {
     /// The NusaX folder (`<root>/mt/{train,valid,test}.csv`).
     pub root: PathBuf,
-    /// The directions, one model each: `sun-ind` (the paper's codes), or `x-ind` / `ind-x` for
-    /// every direction of Table 4 / Table 6.
+    /// The directions, one model each: `sun-ind` (the paper's codes), `x-ind` / `ind-x` for
+    /// every direction of Table 4 / Table 6, or `x-eng` / `eng-x` for Table 5's English side.
     pub directions: Vec<String>,
     /// Lowercase source and target before tokenizing, as IndoNLG's `MachineTranslationDataset`
     /// does (its BLEU is then lowercased BLEU).
@@ -223,29 +223,33 @@ impl TranslationRecipe {
         Ok(())
     }
 
-    /// The recipe's directions in its order (a table name expanded to its columns' directions),
-    /// each once.
+    /// The recipe's directions in its order (a set's name expanded to its directions), each once.
     pub fn directions(&self) -> Result<Vec<Direction>> {
         let mut out: Vec<Direction> = Vec::new();
-        for name in &self.data.directions {
+        for (i, name) in self.data.directions.iter().enumerate() {
+            if self.data.directions[..i].contains(name) {
+                return Err(Error::field(&self.path, "data.directions", format!("`{name}` is listed twice")));
+            }
             let expanded = match name.as_str() {
                 "x-ind" => Table::IntoIndonesian.directions(),
                 "ind-x" => Table::FromIndonesian.directions(),
+                "x-eng" => english_directions(true),
+                "eng-x" => english_directions(false),
                 _ => vec![Direction::parse(name).ok_or_else(|| {
                     Error::field(
                         &self.path,
                         "data.directions",
                         format!(
-                            "`{name}` is not a direction: `<from>-<to>` in the paper's codes (ace ban bbc bjn bug eng ind jav mad min nij sun), or x-ind / ind-x for a whole table"
+                            "`{name}` is not a direction: `<from>-<to>` in the paper's codes (ace ban bbc bjn bug eng ind jav mad min nij sun), or x-ind / ind-x (Tables 4 and 6) or x-eng / eng-x (Table 5) for a whole set"
                         ),
                     )
                 })?],
             };
+            // A direction two sets share (ind-eng is in ind-x and in x-eng) is trained once.
             for d in expanded {
-                if out.contains(&d) {
-                    return Err(Error::field(&self.path, "data.directions", format!("{} is listed twice", d.name())));
+                if !out.contains(&d) {
+                    out.push(d);
                 }
-                out.push(d);
             }
         }
         if out.is_empty() {

@@ -6,7 +6,7 @@
 //! against the references as IndoNLG scores them (its labels decoded) go into `results.json` and
 //! `results.md`, in Table 4's and Table 6's layout with the paper's figures beside. A killed run,
 //! run again with `--resume auto`, redoes no finished direction.
-use super::data::{code, non_pivot_languages, Direction, ParallelSplit, Table};
+use super::data::{code, english_directions, non_pivot_languages, Direction, ParallelSplit, Table};
 use super::decoding::{translate, Decoding};
 use super::format::{MbartFormat, Pair};
 use super::model::TranslationModel;
@@ -422,6 +422,51 @@ fn test_direction(recipe: &TranslationRecipe, job: &DirectionJob, trained: Train
 }
 
 impl TranslationResults {
+    /// Table 5's layout when the run has English-side directions: the mean test BLEU of each set
+    /// (ind → x, x → ind, eng → x, x → eng; a set not complete says how many of its 11 it
+    /// averages), the paper's averages for the recipe's system beside.
+    fn table5(&self) -> String {
+        let sets = [
+            ("ind → x", Table::FromIndonesian.directions()),
+            ("x → ind", Table::IntoIndonesian.directions()),
+            ("eng → x", english_directions(false)),
+            ("x → eng", english_directions(true)),
+        ];
+        let scores: Vec<Vec<f64>> = sets
+            .iter()
+            .map(|(_, ds)| {
+                ds.iter()
+                    .filter_map(|d| self.directions.iter().find(|r| r.direction == d.name()).map(|r| r.test_bleu))
+                    .collect()
+            })
+            .collect();
+        if scores[2].is_empty() && scores[3].is_empty() {
+            return String::new();
+        }
+        let mut out = String::from("\nTable 5 (average SacreBLEU from / to Indonesian and English)\n\n| system |");
+        for (name, _) in &sets {
+            out.push_str(&format!(" {name} |"));
+        }
+        out.push_str("\n|---|---:|---:|---:|---:|\n| indolm |");
+        for (s, (_, ds)) in scores.iter().zip(&sets) {
+            let mean = s.iter().sum::<f64>() / s.len().max(1) as f64;
+            out.push_str(&match s.len() {
+                0 => " – |".to_string(),
+                n if n == ds.len() => format!(" {mean:.2} |"),
+                n => format!(" {mean:.2} ({n} of {}) |", ds.len()),
+            });
+        }
+        out.push('\n');
+        if let Some((system, row)) = self.system.and_then(|s| paper::TABLE5.iter().find(|(t, _)| *t == s)) {
+            out.push_str(&format!("| {} (paper) |", system.label()));
+            for v in row {
+                out.push_str(&format!(" {v:.2} |"));
+            }
+            out.push('\n');
+        }
+        out
+    }
+
     /// The tables' layout: for Table 4's and Table 6's directions, a column per language with
     /// our test BLEU, the paper's row for the recipe's system beside it and our chrF; other
     /// directions in a list.
@@ -468,10 +513,14 @@ impl TranslationResults {
             }
             row("indolm chrF".into(), &|_, r| r.map(|r| r.test_chrf));
         }
+        out.push_str(&self.table5());
+        let english: Vec<Direction> = [english_directions(false), english_directions(true)].concat();
         let others: Vec<&DirectionResult> = self
             .directions
             .iter()
-            .filter(|r| Direction::parse(&r.direction).and_then(|d| Table::of(&d)).is_none())
+            .filter(|r| {
+                Direction::parse(&r.direction).is_some_and(|d| Table::of(&d).is_none() && !english.contains(&d))
+            })
             .collect();
         if !others.is_empty() {
             out.push_str("\nOther directions\n\n| direction | BLEU | chrF |\n|---|---:|---:|\n");
@@ -487,5 +536,55 @@ impl TranslationResults {
             ));
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn result(direction: &str, bleu: f64) -> DirectionResult {
+        DirectionResult {
+            direction: direction.into(),
+            best_step: 1,
+            best_epoch: 1,
+            steps: 1,
+            updates_per_epoch: 1,
+            valid_bleu: 0.0,
+            test_bleu: bleu,
+            test_bleu_detail: String::new(),
+            test_chrf: 0.0,
+            paper_bleu: None,
+            base_model_sha256: String::new(),
+        }
+    }
+
+    #[test]
+    fn the_tables_lay_out_each_direction_once_with_the_papers_rows() {
+        let mut directions = vec![result("sun-ind", 40.0), result("ind-sun", 30.0), result("eng-ind", 20.0)];
+        // English into the other 11, eng-ind (20.0) among them.
+        directions.extend(
+            english_directions(false).iter().filter(|d| d.target != "indonesian").map(|d| result(&d.name(), 5.0)),
+        );
+        directions.push(result("sun-jav", 12.5));
+        let results = TranslationResults {
+            system: Some(System::Mbart50),
+            lowercase: true,
+            bleu_signature: "sig".into(),
+            directions,
+        };
+        let md = results.markdown();
+        // Table 4: sun and eng columns, the paper's mBART-50 figures beside (35.19 and 17.92).
+        assert!(md.contains("| indolm BLEU | – | – | – | – | – | 20.00 | – | – | – | – | 40.00 | 30.00 |"), "{md}");
+        assert!(
+            md.contains("| mBART-50 BLEU (paper) | – | – | – | – | – | 17.92 | – | – | – | – | 35.19 | 26.55 |"),
+            "{md}"
+        );
+        // Table 5: eng → x complete (11 directions: (20 + 10 × 5) / 11), x → ind two of 11, the
+        // paper's averages.
+        assert!(md.contains("| indolm | 30.00 (1 of 11) | 30.00 (2 of 11) | 6.36 | – |"), "{md}");
+        assert!(md.contains("| mBART-50 (paper) | 24.69 | 30.64 | 7.20 | 6.45 |"), "{md}");
+        // A direction of no table is listed on its own.
+        assert!(md.contains("| sun-jav | 12.50 | 0.00 |"), "{md}");
     }
 }

@@ -70,11 +70,13 @@ fn penalty(mask: &Tensor) -> Tensor {
 }
 
 /// Searches from `prompt` [batch, p] (the decoder's start ids); `next_logits` maps decoder
-/// inputs [batch × beams, t] to the logits of the next token [batch × beams, vocab].
+/// inputs [batch × beams, t] to the logits of the next token [batch × beams, vocab]. From the
+/// second call on it is also told, for each row, the row of the previous call that row continues
+/// ([batch × beams] indices), so that a model keeping a cache per row can reorder it.
 pub fn beam_search(
     prompt: &Tensor,
     settings: &BeamSettings,
-    mut next_logits: impl FnMut(&Tensor) -> Result<Tensor>,
+    mut next_logits: impl FnMut(&Tensor, Option<&Tensor>) -> Result<Tensor>,
 ) -> Result<BeamOutput> {
     let s = settings;
     let (batch, p) = (prompt.size()[0], prompt.size()[1]);
@@ -106,9 +108,12 @@ pub fn beam_search(
     let mut finished_len = Tensor::zeros([batch, k], (Kind::Int64, device));
     let mut improvable = Tensor::ones([batch, 1], (Kind::Bool, device));
     let mut cur = p;
+    // The row of the previous call each running beam continues.
+    let mut continued: Option<Tensor> = None;
+    let batch_offsets = Tensor::arange(batch, (Kind::Int64, device)).unsqueeze(1) * k;
     loop {
         let flat = running.narrow(2, 0, cur).reshape([batch * k, cur]);
-        let logits = next_logits(&flat)?.to_kind(Kind::Float);
+        let logits = next_logits(&flat, continued.as_ref())?.to_kind(Kind::Float);
         let vocab = logits.size()[1];
         let mut log_probs = logits.log_softmax(-1, Kind::Float);
         let forced = if cur == 1 { s.forced_bos_token_id } else { None }.or(if cur == s.max_length - 1 {
@@ -142,6 +147,7 @@ pub fn beam_search(
         let next = running_candidates.topk(k, -1, true, true).1;
         running = gather_beams(&topk_sequences, &next);
         running_scores = gather_beams(&running_candidates, &next);
+        continued = Some((gather_beams(&from_beam, &next) + &batch_offsets).reshape([batch * k]));
 
         // Those among the top `k` that stopped compete for the finished slots.
         let just_finished = stops.logical_and(&top_mask.unsqueeze(0));

@@ -218,6 +218,17 @@ impl Attention {
         }
     }
 
+    /// `t` [b, len, d] as heads [b, heads, len, d / heads].
+    fn split(&self, t: Tensor) -> Tensor {
+        let size = t.size();
+        t.view([size[0], size[1], self.heads, size[2] / self.heads]).transpose(1, 2)
+    }
+
+    /// The keys and values [b, heads, tk, d / heads] of `kv` [b, tk, d].
+    fn keys_values(&self, kv: &Tensor, precision: Precision) -> (Tensor, Tensor) {
+        (self.split(self.k_proj.forward(kv, precision)), self.split(self.v_proj.forward(kv, precision)))
+    }
+
     /// Queries from `x` [b, tq, d] over keys and values from `kv` [b, tk, d]; `allowed` [b, 1,
     /// tq or 1, tk] marks the pairs that may attend.
     fn forward(
@@ -229,17 +240,45 @@ impl Attention {
         train: bool,
         precision: Precision,
     ) -> Tensor {
+        let (k, v) = self.keys_values(kv, precision);
+        self.attend(x, &k, &v, allowed, if train { p_drop } else { 0.0 }, precision)
+    }
+
+    /// Queries from `x` [b, tq, d] over keys and values already projected.
+    fn attend(&self, x: &Tensor, k: &Tensor, v: &Tensor, allowed: &Tensor, p: f64, precision: Precision) -> Tensor {
         let size = x.size();
         let (b, tq, d) = (size[0], size[1], size[2]);
-        let tk = kv.size()[1];
-        let split = |t: Tensor, len: i64| t.view([b, len, self.heads, d / self.heads]).transpose(1, 2);
-        let q = split(self.q_proj.forward(x, precision), tq);
-        let k = split(self.k_proj.forward(kv, precision), tk);
-        let v = split(self.v_proj.forward(kv, precision), tk);
-        let p = if train { p_drop } else { 0.0 };
+        let q = self.split(self.q_proj.forward(x, precision));
         let mask = allowed.to_kind(Kind::Bool);
-        let out = Tensor::scaled_dot_product_attention(&q, &k, &v, Some(&mask), p, false, None, false);
+        let out = Tensor::scaled_dot_product_attention(&q, k, v, Some(&mask), p, false, None, false);
         self.out_proj.forward(&out.transpose(1, 2).reshape([b, tq, d]), precision)
+    }
+}
+
+/// One decoder layer's cached keys and values: the self-attention's [rows, heads, len, d / heads]
+/// (none before the first token) and the cross-attention's [rows, heads, source, d / heads].
+type LayerCache = (Option<(Tensor, Tensor)>, (Tensor, Tensor));
+
+/// What the decoder computed for the tokens it has read, so that the next token costs one
+/// position (`generate`'s key/value cache): per layer, the self-attention's keys and values of
+/// every position so far, and the cross-attention's of the encoder output (computed once).
+pub struct DecoderCache {
+    /// Per layer, its keys and values.
+    layers: Vec<LayerCache>,
+    /// Positions read so far.
+    len: i64,
+}
+
+impl DecoderCache {
+    /// Keeps, in order, the rows `rows` [new rows] of every cached tensor (the beams a search
+    /// goes on with, each from the row it continues).
+    pub fn reorder(&mut self, rows: &Tensor) {
+        for (own, cross) in &mut self.layers {
+            if let Some((k, v)) = own {
+                *own = Some((k.index_select(0, rows), v.index_select(0, rows)));
+            }
+            *cross = (cross.0.index_select(0, rows), cross.1.index_select(0, rows));
+        }
     }
 }
 
@@ -408,6 +447,69 @@ impl Mbart {
         Ok(self.decoder.layer_norm.forward(&h))
     }
 
+    /// An empty cache over `encoded` [rows, s, d] (the encoder output of each row).
+    pub fn start_cache(&self, encoded: &Tensor, precision: Precision) -> DecoderCache {
+        let layers = self
+            .decoder
+            .layers
+            .iter()
+            .map(|block| {
+                let (attn, _) = block.encoder_attn.as_ref().expect("decoder blocks cross-attend");
+                (None, attn.keys_values(encoded, precision))
+            })
+            .collect();
+        DecoderCache { layers, len: 0 }
+    }
+
+    /// The decoder's final hidden states [rows, t, d] of the next decoder inputs `ids` [rows, t]
+    /// (positions `cache.len..`), reading the earlier positions from `cache` and adding these
+    /// to it; no dropout. The same as [`Self::decode`] over the whole prefix, a position at a
+    /// time.
+    pub fn decode_cached(
+        &self,
+        ids: &Tensor,
+        cache: &mut DecoderCache,
+        encoder_mask: &Tensor,
+        precision: Precision,
+    ) -> Result<Tensor> {
+        let (t, start) = (ids.size()[1], cache.len);
+        if start + t > self.config.max_position_embeddings {
+            return Err(Error::invalid(
+                &self.config.path,
+                format!(
+                    "a sequence of {} tokens is longer than max_position_embeddings {}",
+                    start + t,
+                    self.config.max_position_embeddings
+                ),
+            ));
+        }
+        let words = Tensor::embedding(&self.shared, ids, -1, false, false) * self.embed_scale;
+        let positions = self.decoder.embed_positions.narrow(0, POSITION_OFFSET + start, t);
+        let mut h = self.decoder.layernorm_embedding.forward(&(words + positions));
+        // Each new position sees every earlier one and itself.
+        let allowed = Tensor::ones([t, start + t], (Kind::Bool, ids.device())).tril(start).unsqueeze(0).unsqueeze(0);
+        let cross_allowed = encoder_mask.to_kind(Kind::Bool).unsqueeze(1).unsqueeze(1);
+        let c = &self.config;
+        for (block, (own, cross)) in self.decoder.layers.iter().zip(cache.layers.iter_mut()) {
+            let x = block.self_attn_layer_norm.forward(&h);
+            let (k, v) = block.self_attn.keys_values(&x, precision);
+            let (k, v) = match own.take() {
+                Some((pk, pv)) => (Tensor::cat(&[pk, k], 2), Tensor::cat(&[pv, v], 2)),
+                None => (k, v),
+            };
+            let a = block.self_attn.attend(&x, &k, &v, &allowed, 0.0, precision);
+            *own = Some((k, v));
+            h = &h + a.to_kind(Kind::Float);
+            let (attn, norm) = block.encoder_attn.as_ref().expect("decoder blocks cross-attend");
+            let x = norm.forward(&h);
+            h = &h + attn.attend(&x, &cross.0, &cross.1, &cross_allowed, 0.0, precision).to_kind(Kind::Float);
+            let x = block.final_layer_norm.forward(&h);
+            h = &h + block.ffn.forward(&x, c.activation_dropout, false, precision).to_kind(Kind::Float);
+        }
+        cache.len = start + t;
+        Ok(self.decoder.layer_norm.forward(&h))
+    }
+
     /// One pre-norm block.
     fn block(
         &self,
@@ -441,7 +543,8 @@ impl Mbart {
 
     /// Beam search (transformers' `generate` with `num_beams`, see [`super::beam`]) from each
     /// row's `decoder_start` ids [b, p] over the encoding of `ids` [b, s] (real tokens 1 in
-    /// `mask`), without dropout or gradients.
+    /// `mask`), without dropout or gradients, the decoder reading its earlier positions from a
+    /// key/value cache ([`DecoderCache`]) as `generate` does.
     pub fn generate(
         &self,
         ids: &Tensor,
@@ -454,8 +557,14 @@ impl Mbart {
             let k = settings.num_beams.max(1);
             let encoded = self.encode(ids, mask, false, precision)?.repeat_interleave_self_int(k, 0, None);
             let mask = mask.repeat_interleave_self_int(k, 0, None);
-            super::beam::beam_search(decoder_start, settings, |flat| {
-                let hidden = self.decode(flat, None, &encoded, &mask, false, precision)?;
+            let mut cache = self.start_cache(&encoded, precision);
+            super::beam::beam_search(decoder_start, settings, |flat, continued| {
+                // The rows go on from the rows `continued` names; only the new position is run.
+                if let Some(rows) = continued {
+                    cache.reorder(rows);
+                }
+                let new = flat.narrow(1, cache.len, flat.size()[1] - cache.len);
+                let hidden = self.decode_cached(&new, &mut cache, &mask, precision)?;
                 let last = hidden.size()[1] - 1;
                 Ok(self.logits(&hidden.select(1, last)))
             })
