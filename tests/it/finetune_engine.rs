@@ -37,6 +37,34 @@ fn bertabs_setup(work: &Path, name: &str, steps: u64) -> PathBuf {
     path
 }
 
+/// Runs `indolm --threads 1 --device cpu ARGS` as two ranks of a Gloo job (the variables
+/// torchrun sets) and expects both to succeed.
+pub(crate) fn two_gloo_ranks(args: &[&str]) {
+    let port = free_port().to_string();
+    let ranks: Vec<_> = (0..2)
+        .map(|rank| {
+            Command::new(env!("CARGO_BIN_EXE_indolm"))
+                .args(["--threads", "1", "--device", "cpu"])
+                .args(args)
+                .args(["--dist-timeout", "60"])
+                .env("RANK", rank.to_string())
+                .env("LOCAL_RANK", rank.to_string())
+                .env("WORLD_SIZE", "2")
+                .env("MASTER_ADDR", "127.0.0.1")
+                .env("MASTER_PORT", &port)
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let outputs: Vec<_> = ranks.into_iter().map(|c| c.wait_with_output().unwrap()).collect();
+    let errors: Vec<String> = outputs.iter().map(|o| String::from_utf8_lossy(&o.stderr).trim().to_string()).collect();
+    for (rank, out) in outputs.iter().enumerate() {
+        assert!(out.status.success(), "rank {rank} failed; the ranks' errors: {errors:?}");
+    }
+}
+
 fn finetune(kind: &str, recipe: &Path, extra: &[&str]) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_indolm"));
     command.args(["--threads", "2", "finetune", kind, recipe.to_str().unwrap()]).args(extra);
@@ -157,29 +185,7 @@ fn sentiment_on_two_gloo_ranks_trains_as_one_process() {
     };
     let (one, two) = (make("one"), make("two"));
     indolm_ok(&["--threads", "1", "--device", "cpu", "finetune", "sentiment", one.to_str().unwrap()]);
-    let port = free_port().to_string();
-    let ranks: Vec<_> = (0..2)
-        .map(|rank| {
-            Command::new(env!("CARGO_BIN_EXE_indolm"))
-                .args(["--threads", "1", "--device", "cpu", "finetune", "sentiment", two.to_str().unwrap()])
-                .args(["--dist-timeout", "60"])
-                .env("RANK", rank.to_string())
-                .env("LOCAL_RANK", rank.to_string())
-                .env("WORLD_SIZE", "2")
-                .env("MASTER_ADDR", "127.0.0.1")
-                .env("MASTER_PORT", &port)
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()
-                .unwrap()
-        })
-        .collect();
-    let outputs: Vec<_> = ranks.into_iter().map(|c| c.wait_with_output().unwrap()).collect();
-    for (rank, out) in outputs.iter().enumerate() {
-        let errors: Vec<String> =
-            outputs.iter().map(|o| String::from_utf8_lossy(&o.stderr).trim().to_string()).collect();
-        assert!(out.status.success(), "rank {rank} failed; the ranks' errors: {errors:?}");
-    }
+    two_gloo_ranks(&["finetune", "sentiment", two.to_str().unwrap()]);
     let unit = "indonesian/lr1e-3-bs32";
     let losses = |run: &str| -> Vec<f64> {
         std::fs::read_to_string(dir.join("ck").join(run).join(unit).join("train_log.jsonl"))

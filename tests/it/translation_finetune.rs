@@ -6,7 +6,6 @@
 //! two Gloo ranks train as one process does, and bad recipes are refused naming the field.
 use crate::common::*;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 
 /// The tiny mBART and its tokenizer, built once.
@@ -189,28 +188,7 @@ fn a_direction_on_two_gloo_ranks_trains_as_one_process() {
     };
     let (one, two) = (make("one"), make("two"));
     indolm_ok(&["--threads", "1", "--device", "cpu", "finetune", "translation", one.to_str().unwrap()]);
-    let port = crate::dist::free_port().to_string();
-    let ranks: Vec<_> = (0..2)
-        .map(|rank| {
-            Command::new(env!("CARGO_BIN_EXE_indolm"))
-                .args(["--threads", "1", "--device", "cpu", "finetune", "translation", two.to_str().unwrap()])
-                .args(["--dist-timeout", "60"])
-                .env("RANK", rank.to_string())
-                .env("LOCAL_RANK", rank.to_string())
-                .env("WORLD_SIZE", "2")
-                .env("MASTER_ADDR", "127.0.0.1")
-                .env("MASTER_PORT", &port)
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()
-                .unwrap()
-        })
-        .collect();
-    let outputs: Vec<_> = ranks.into_iter().map(|c| c.wait_with_output().unwrap()).collect();
-    let errors: Vec<String> = outputs.iter().map(|o| String::from_utf8_lossy(&o.stderr).trim().to_string()).collect();
-    for (rank, out) in outputs.iter().enumerate() {
-        assert!(out.status.success(), "rank {rank} failed; the ranks' errors: {errors:?}");
-    }
+    crate::finetune_engine::two_gloo_ranks(&["finetune", "translation", two.to_str().unwrap()]);
     let losses = |run: &str| -> Vec<f64> {
         std::fs::read_to_string(dir.join("out").join(run).join("ind-sun/train_log.jsonl"))
             .unwrap()

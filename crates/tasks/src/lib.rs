@@ -17,6 +17,7 @@ pub(crate) const RESULTS_MD: &str = "results.md";
 indolm_core::declare_run_files!(RESULTS_FILES: RunFile::Named(RESULTS_JSON), RunFile::Named(RESULTS_MD));
 
 pub mod classifier;
+pub(crate) mod epochs;
 #[cfg(test)]
 mod example;
 pub mod pretrain;
@@ -25,6 +26,7 @@ pub mod report;
 pub mod sentiment;
 pub mod summarization;
 pub mod translation;
+pub(crate) mod units;
 
 /// Every task, one line each, in the guide's order: the command line's training commands, the
 /// recipe kinds and `recipe check` come from this list.

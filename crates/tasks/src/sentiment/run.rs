@@ -18,7 +18,7 @@ use indolm_core::run::units::{BaseModel, Rerun, UnitRun};
 use indolm_core::run::{Run, RunLayout, RunOptions};
 use indolm_torch::device::seed_torch;
 use indolm_torch::distributed::ProcessGroup;
-use indolm_torch::error::{Error, IoContext, Result};
+use indolm_torch::error::{IoContext, Result};
 use indolm_torch::model::model_dir::content_sha256;
 use indolm_train::data_parallel::DataParallel;
 use indolm_train::engine::{Engine, EngineSettings, TaskRun, TrainOptions};
@@ -217,43 +217,22 @@ fn point_name(lr: f64, batch_size: usize) -> String {
 }
 
 /// What `--resume DIR` names in a fine-tuning run: one unfinished grid point's checkpoint
-/// (`<run>/<set>/<grid point>/step-<N>`), returned with that unit's layout; `None` for `latest`,
-/// `auto` or no `--resume`. Any other folder is refused: each unit has its own checkpoints, and a
-/// folder that is none of them would otherwise be ignored.
+/// (`<run>/<set>/<grid point>/step-<N>`), with that unit's layout (see
+/// [`crate::units::checkpoint_to_resume`]).
 fn checkpoint_to_resume(
     resume: Option<&str>,
     layout: &RunLayout,
     recipe: &SentimentRecipe,
     langs: &[String],
 ) -> Result<Option<(std::path::PathBuf, RunLayout)>> {
-    let Some(dir) = resume.filter(|r| !matches!(*r, "latest" | "auto")) else { return Ok(None) };
-    let dir = Path::new(dir);
-    let refuse = |why: String| {
-        Err(Error::argument(
-            "--resume",
-            format!(
-                "{}: {why}; a fine-tuning run resumes with `latest` (each unit from its newest checkpoint, strictly), `auto`, or one unfinished unit's checkpoint folder (<run>/<set>/<grid point>/step-<N>)",
-                dir.display()
-            ),
-        ))
-    };
-    let Ok(canonical) = dir.canonicalize() else { return refuse("no such folder".into()) };
-    let is_step =
-        dir.file_name().and_then(|n| n.to_str()).and_then(indolm_core::run::layout::parse_step_dir_name).is_some();
-    for plan in plans(recipe.data.setting, langs) {
-        for (lr, batch_size) in recipe.grid_points() {
-            let unit = layout.unit(&plan.name).unit(&point_name(lr, batch_size));
-            let Ok(unit_dir) = unit.dir().canonicalize() else { continue };
-            if canonical.parent() != Some(unit_dir.as_path()) || !is_step {
-                continue;
-            }
-            if unit.dir().join(UNIT_RESULT).exists() {
-                return refuse(format!("its unit ({}) is finished", unit.dir().display()));
-            }
-            return Ok(Some((dir.to_path_buf(), unit)));
-        }
-    }
-    refuse(format!("not a checkpoint of one of this run's units (under {})", layout.dir().display()))
+    let units: Vec<RunLayout> = plans(recipe.data.setting, langs)
+        .iter()
+        .flat_map(|plan| {
+            recipe.grid_points().into_iter().map(|(lr, b)| layout.unit(&plan.name).unit(&point_name(lr, b)))
+        })
+        .collect();
+    let pattern = "<run>/<set>/<grid point>/step-<N>";
+    crate::units::checkpoint_to_resume(resume, layout, &units, UNIT_RESULT, "unit", pattern)
 }
 
 /// One grid point of one set.

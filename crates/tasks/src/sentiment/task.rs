@@ -5,8 +5,8 @@
 use super::data::{score, Example, LABELS};
 use super::salt;
 use crate::classifier::SequenceClassifier;
+use crate::epochs::{EpochCursor, EpochOrder};
 use indolm_core::logger::Logger;
-use indolm_core::seeds::stream_rng;
 use indolm_torch::device::{staged, upload};
 use indolm_torch::error::Result;
 use indolm_torch::model::bert::Packing;
@@ -15,8 +15,6 @@ use indolm_torch::model::{weights, Precision};
 use indolm_train::task::{
     BatchSource, Drawn, Evaluation, EvaluationPlan, Evaluations, OptimizerSpec, Slice, Task, Throughput,
 };
-use rand::seq::SliceRandom;
-use serde::{Deserialize, Serialize};
 use std::path::Path;
 use std::sync::Arc;
 use tch::{Device, Kind, Tensor};
@@ -25,15 +23,6 @@ use tch::{Device, Kind, Tensor};
 struct Encoded {
     ids: Vec<i64>,
     label: i64,
-}
-
-/// Where the example order stands: the epoch, and the examples of it already drawn.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub(crate) struct EpochCursor {
-    /// The epoch, from 0 (its order is shuffled with the stream of its number).
-    pub epoch: u64,
-    /// Examples of the epoch's order drawn so far.
-    pub position: usize,
 }
 
 /// One micro-batch: this rank's texts, padded to the longest, on the host (pinned on CUDA),
@@ -50,24 +39,10 @@ pub(crate) struct TextBatch {
 pub(crate) struct ExampleSource {
     examples: Arc<Vec<Encoded>>,
     batch_size: usize,
-    seed: u64,
     slice: Slice,
     device: Device,
     pad: i64,
-    /// The order of the epoch in use.
-    order: Option<(u64, Vec<usize>)>,
-}
-
-impl ExampleSource {
-    /// The order of the examples in `epoch`.
-    fn order(&mut self, epoch: u64) -> &[usize] {
-        if self.order.as_ref().is_none_or(|(e, _)| *e != epoch) {
-            let mut order: Vec<usize> = (0..self.examples.len()).collect();
-            order.shuffle(&mut stream_rng(self.seed, salt::SENTIMENT_SHUFFLE, epoch));
-            self.order = Some((epoch, order));
-        }
-        &self.order.as_ref().expect("set above").1
-    }
+    order: EpochOrder,
 }
 
 impl BatchSource for ExampleSource {
@@ -77,15 +52,8 @@ impl BatchSource for ExampleSource {
     /// The next `batch_size` examples of the epoch's order (fewer at its end), this rank's share
     /// of them padded into tensors.
     fn next(&mut self, cursor: &mut EpochCursor) -> Drawn<TextBatch> {
-        let n = self.examples.len();
-        if cursor.position >= n {
-            cursor.epoch += 1;
-            cursor.position = 0;
-        }
-        let (start, bs, slice) = (cursor.position, self.batch_size, self.slice);
-        let chunk: Vec<usize> = self.order(cursor.epoch)[start..(start + bs).min(n)].to_vec();
-        cursor.position += chunk.len();
-        let rows = slice.rows(chunk.len());
+        let chunk = self.order.next_batch(cursor, self.batch_size);
+        let rows = self.slice.rows(chunk.len());
         let units = rows.len();
         // A rank with no example of this batch trains on the first, its loss weighted by 0.
         let mine = if units == 0 { &chunk[..1] } else { &chunk[rows] };
@@ -241,11 +209,10 @@ impl Task for SentimentTask {
         Ok(ExampleSource {
             examples: Arc::clone(&self.train),
             batch_size: self.hyper.batch_size,
-            seed: self.seed,
             slice,
             device: self.device,
             pad: self.model.tokenizer.special.pad,
-            order: None,
+            order: EpochOrder::new(self.train.len(), self.seed, salt::SENTIMENT_SHUFFLE),
         })
     }
 

@@ -236,39 +236,16 @@ pub fn run(
 }
 
 /// What `--resume DIR` names in a translation run: one unfinished direction's checkpoint
-/// (`<run>/<direction>/step-<N>`) with that unit's layout; `None` for `latest`, `auto` or no
-/// `--resume`. Any other folder is refused.
+/// (`<run>/<direction>/step-<N>`), with that unit's layout (see
+/// [`crate::units::checkpoint_to_resume`]).
 fn checkpoint_to_resume(
     resume: Option<&str>,
     layout: &RunLayout,
     directions: &[Direction],
 ) -> Result<Option<(std::path::PathBuf, RunLayout)>> {
-    let Some(dir) = resume.filter(|r| !matches!(*r, "latest" | "auto")) else { return Ok(None) };
-    let dir = Path::new(dir);
-    let refuse = |why: String| {
-        Err(Error::argument(
-            "--resume",
-            format!(
-                "{}: {why}; a translation run resumes with `latest`, `auto`, or one unfinished direction's checkpoint folder (<run>/<direction>/step-<N>)",
-                dir.display()
-            ),
-        ))
-    };
-    let Ok(canonical) = dir.canonicalize() else { return refuse("no such folder".into()) };
-    let is_step =
-        dir.file_name().and_then(|n| n.to_str()).and_then(indolm_core::run::layout::parse_step_dir_name).is_some();
-    for d in directions {
-        let unit = layout.unit(&d.name());
-        let Ok(unit_dir) = unit.dir().canonicalize() else { continue };
-        if canonical.parent() != Some(unit_dir.as_path()) || !is_step {
-            continue;
-        }
-        if unit.dir().join(DIRECTION_RESULT).exists() {
-            return refuse(format!("its direction ({}) is finished", unit.dir().display()));
-        }
-        return Ok(Some((dir.to_path_buf(), unit)));
-    }
-    refuse(format!("not a checkpoint of one of this run's directions (under {})", layout.dir().display()))
+    let units: Vec<RunLayout> = directions.iter().map(|d| layout.unit(&d.name())).collect();
+    let pattern = "<run>/<direction>/step-<N>";
+    crate::units::checkpoint_to_resume(resume, layout, &units, DIRECTION_RESULT, "direction", pattern)
 }
 
 /// One direction to train.

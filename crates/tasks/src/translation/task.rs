@@ -8,9 +8,8 @@ use super::format::{MbartFormat, Pair};
 use super::model::TranslationModel;
 use super::recipe::Selection;
 use super::salt;
-use crate::sentiment::task::EpochCursor;
+use crate::epochs::{EpochCursor, EpochOrder};
 use indolm_core::logger::Logger;
-use indolm_core::seeds::stream_rng;
 use indolm_metrics::bleu::{corpus_bleu, BleuOptions};
 use indolm_torch::device::{staged, upload};
 use indolm_torch::error::{Error, Result};
@@ -19,7 +18,6 @@ use indolm_torch::model::Precision;
 use indolm_train::task::{
     BatchSource, Drawn, Evaluation, EvaluationPlan, Evaluations, OptimizerSpec, Slice, Task, Throughput,
 };
-use rand::seq::SliceRandom;
 use std::path::Path;
 use std::sync::Arc;
 use tch::{Device, Tensor};
@@ -36,24 +34,10 @@ pub(crate) struct PairBatch {
 pub(crate) struct PairSource {
     pairs: Arc<Vec<Pair>>,
     batch_size: usize,
-    seed: u64,
     slice: Slice,
     device: Device,
     pad: i64,
-    /// The order of the epoch in use.
-    order: Option<(u64, Vec<usize>)>,
-}
-
-impl PairSource {
-    /// The order of the pairs in `epoch`.
-    fn order(&mut self, epoch: u64) -> &[usize] {
-        if self.order.as_ref().is_none_or(|(e, _)| *e != epoch) {
-            let mut order: Vec<usize> = (0..self.pairs.len()).collect();
-            order.shuffle(&mut stream_rng(self.seed, salt::TRANSLATION_SHUFFLE, epoch));
-            self.order = Some((epoch, order));
-        }
-        &self.order.as_ref().expect("set above").1
-    }
+    order: EpochOrder,
 }
 
 /// Rows right-padded with `fill` into host tensors (pinned for `device`).
@@ -73,15 +57,8 @@ impl BatchSource for PairSource {
     /// The next `batch_size` pairs of the epoch's order (fewer at its end), this rank's share of
     /// them padded; the units are target tokens (the labels).
     fn next(&mut self, cursor: &mut EpochCursor) -> Drawn<PairBatch> {
-        let n = self.pairs.len();
-        if cursor.position >= n {
-            cursor.epoch += 1;
-            cursor.position = 0;
-        }
-        let (start, bs, slice) = (cursor.position, self.batch_size, self.slice);
-        let chunk: Vec<usize> = self.order(cursor.epoch)[start..(start + bs).min(n)].to_vec();
-        cursor.position += chunk.len();
-        let rows = slice.rows(chunk.len());
+        let chunk = self.order.next_batch(cursor, self.batch_size);
+        let rows = self.slice.rows(chunk.len());
         let global_units = chunk.iter().map(|&i| self.pairs[i].labels.len()).sum();
         // A rank with no pair of this batch trains on the first, its loss weighted by 0.
         let (mine, units) = match rows.is_empty() {
@@ -249,11 +226,10 @@ impl Task for TranslationTask {
         Ok(PairSource {
             pairs: Arc::clone(&self.train),
             batch_size: self.hyper.batch_size,
-            seed: self.seed,
             slice,
             device: self.model.vs.device(),
             pad: self.model.net.config.pad_token_id,
-            order: None,
+            order: EpochOrder::new(self.train.len(), self.seed, salt::TRANSLATION_SHUFFLE),
         })
     }
 
