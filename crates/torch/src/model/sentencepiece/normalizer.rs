@@ -37,7 +37,7 @@ impl CharsMap {
             return Err(fail(format!("{} bytes, too short for a trie size and a trie", blob.len())));
         }
         let size = u32::from_le_bytes([blob[0], blob[1], blob[2], blob[3]]) as usize;
-        if size >= blob.len() - 4 + 1 || size == 0 || size % 4 != 0 {
+        if size > blob.len() - 4 || size == 0 || !size.is_multiple_of(4) {
             return Err(fail(format!(
                 "declares a trie of {size} bytes, expected a positive multiple of 4 that fits in the {} bytes after it",
                 blob.len() - 4

@@ -366,8 +366,7 @@ mod tests {
         let e = SentencePieceModel::open(&dir.path().join("none.model")).unwrap_err().to_string();
         assert!(e.contains("none.model: file not found"), "{e}");
         // One piece too many is refused while parsing.
-        let many: Vec<u8> =
-            std::iter::repeat(field(1, &field(1, b"a"))).take(proto::MAX_PIECES + 1).flatten().collect();
+        let many: Vec<u8> = std::iter::repeat_n(field(1, &field(1, b"a")), proto::MAX_PIECES + 1).flatten().collect();
         let e = SentencePieceModel::from_bytes(Path::new("m.model"), &many).unwrap_err().to_string();
         assert!(e.contains("more than 1048576 pieces"), "{e}");
     }

@@ -23,8 +23,8 @@ pub struct Seq2SeqTokenizer {
 /// The two kinds of folder tokenizer.
 #[derive(Debug, Clone)]
 enum Inner {
-    /// `tokenizer.json`.
-    Fast(Tokenizer),
+    /// `tokenizer.json` (boxed: a `Tokenizer` is over a kilobyte).
+    Fast(Box<Tokenizer>),
     /// `sentencepiece.bpe.model` read as `IndoNLGTokenizer`.
     IndoNlg(Arc<IndoNlgTokenizer>),
 }
@@ -59,7 +59,7 @@ impl Seq2SeqTokenizer {
         )?;
         inner.with_padding(None);
         inner.with_truncation(None).map_err(|e| Error::Tokenizer { path: source.clone(), message: e.to_string() })?;
-        Ok(Seq2SeqTokenizer { inner: Inner::Fast(inner), source })
+        Ok(Seq2SeqTokenizer { inner: Inner::Fast(Box::new(inner)), source })
     }
 
     /// The `tokenizer.json` tokenizer, or an error saying `what` IndoNLG's does not do.
@@ -85,7 +85,7 @@ impl Seq2SeqTokenizer {
                 message: format!("cannot truncate to {max_length} tokens (at least 8)"),
             });
         }
-        let mut inner = fast.clone();
+        let mut inner = Tokenizer::clone(fast);
         let params = TruncationParams {
             direction: TruncationDirection::Right,
             max_length,
@@ -96,7 +96,7 @@ impl Seq2SeqTokenizer {
             path: self.source.clone(),
             message: format!("truncating to {max_length} tokens: {e}"),
         })?;
-        Ok(Seq2SeqTokenizer { inner: Inner::Fast(inner), source: self.source.clone() })
+        Ok(Seq2SeqTokenizer { inner: Inner::Fast(Box::new(inner)), source: self.source.clone() })
     }
 
     /// Tokens in the vocabulary, added tokens included (IndoNLG's: its model's pieces and the
