@@ -44,6 +44,7 @@ mod pickle_fuzz;
 mod pickles;
 mod rouge;
 mod sandbox;
+mod sentencepiece;
 mod sentiment;
 mod seq2seq;
 mod summarization;

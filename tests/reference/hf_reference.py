@@ -91,6 +91,11 @@ from indolm_reference import sacrebleu_ref  # noqa: E402
 MODULES.append(sacrebleu_ref)
 COMMANDS.update({"sacrebleu": sacrebleu_ref.sacrebleu})
 
+# IndoNLG's SentencePiece tokenizer: a BPE model trained by `sentencepiece`, the authors' class.
+from indolm_reference import indonlg  # noqa: E402
+MODULES.append(indonlg)
+COMMANDS.update({"make-spm": indonlg.make_spm, "indonlg-tokenize": indonlg.indonlg_tokenize})
+
 
 def usage():
     """This docstring, then each module's, which describe the subcommands."""

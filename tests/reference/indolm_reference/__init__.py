@@ -33,4 +33,6 @@ targets set it; tests/gpu/device_check.sh too).
   openai_server     OpenAI-compatible servers for the API backend: transformers serve on a tiny
                     model, the openai client's answers, a fake server that fails as busy ones do
   sacrebleu_ref     sacrebleu's corpus BLEU and chrF (chrF++) with their printouts and signatures
+  indonlg           SentencePiece BPE models trained by `sentencepiece`, and IndoNLG's own
+                    IndoNLGTokenizer (and the PyPI class of that name) tokenizing with them
 """

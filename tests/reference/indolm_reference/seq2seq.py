@@ -32,13 +32,17 @@ random MBartForConditionalGeneration with one training step of it.
                           "never"), "forced_bos_token_id", "forced_eos_token_id"}]}: model.generate with exactly those settings
                           (a fresh GenerationConfig: eos 2, pad 1, no other processor), each
                           setting's sequences and sequences_scores. OUT JSON.
-  make-mt-model DIR CSV    a tiny random MBartForConditionalGeneration to fine-tune on NusaX-MT
+  make-mt-model DIR CSV [SPM_DIR]
+                          a tiny random MBartForConditionalGeneration to fine-tune on NusaX-MT
                           (2 encoder and 2 decoder layers, d_model 64, 4 heads, dropout 0.1,
                           scale_embedding, 128 positions, forced_eos_token_id 2), with a
                           tokenizer.json trained here (BPE on every column of CSV lowercased,
                           <s>=0 <pad>=1 </s>=2 <unk>=3 as mBART, then one language token a
                           NusaX language: [ace] … [sun], whitespace split then Metaspace) saved
-                          by transformers' PreTrainedTokenizerFast.
+                          by transformers' PreTrainedTokenizerFast. With SPM_DIR (make-mt-model
+                          DIR CSV SPM_DIR), IndoBART-v2's layout instead: SPM_DIR's
+                          sentencepiece.bpe.model and tokenizer_config.json (make-spm's, 40000
+                          pieces) copied, no tokenizer.json, vocab_size 40004.
   mt-generate DIR INPUT OUT  INPUT JSON {"texts", "source_token", "target_token", "num_beams",
                           "max_length", "length_penalty"}: each text lowercased and tokenized by
                           the folder's tokenizer without special tokens, cut and closed as
@@ -310,8 +314,9 @@ def mbart_generate(model_dir, input_path, out_path):
 MT_LANGUAGE_CODES = ["ace", "ban", "bbc", "bjn", "bug", "eng", "ind", "jav", "mad", "min", "nij", "sun"]
 
 
-def make_mt_model(out_dir, csv_path):
+def make_mt_model(out_dir, csv_path, spm_dir=None):
     import csv
+    import shutil
 
     import transformers as tr
     from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
@@ -319,6 +324,11 @@ def make_mt_model(out_dir, csv_path):
 
     torch.set_num_threads(1)
     os.makedirs(out_dir, exist_ok=True)
+    if spm_dir is not None:
+        # IndoBART-v2's layout: IndoNLG's SentencePiece files, no tokenizer.json, 40004 tokens.
+        for name in ["sentencepiece.bpe.model", "tokenizer_config.json"]:
+            shutil.copy(os.path.join(spm_dir, name), os.path.join(out_dir, name))
+        return _save_mt_model(out_dir, tr, 40004)
     with open(csv_path, newline="", encoding="utf-8") as f:
         rows = list(csv.DictReader(f))
     texts = [v.lower() for row in rows for k, v in row.items() if k]
@@ -336,8 +346,12 @@ def make_mt_model(out_dir, csv_path):
     fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>", pad_token="<pad>",
                                    unk_token="<unk>", additional_special_tokens=specials[4:])
     fast.save_pretrained(out_dir)
+    _save_mt_model(out_dir, tr, len(fast))
+
+
+def _save_mt_model(out_dir, tr, vocab_size):
     torch.manual_seed(2468)
-    config = tr.MBartConfig(vocab_size=len(fast), d_model=64, encoder_layers=2, decoder_layers=2,
+    config = tr.MBartConfig(vocab_size=vocab_size, d_model=64, encoder_layers=2, decoder_layers=2,
                             encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=128,
                             decoder_ffn_dim=128, max_position_embeddings=128, scale_embedding=True,
                             activation_function="gelu", dropout=0.1, attention_dropout=0.0, activation_dropout=0.0,
@@ -345,7 +359,7 @@ def make_mt_model(out_dir, csv_path):
                             forced_eos_token_id=2)
     model = tr.MBartForConditionalGeneration(config)
     model.save_pretrained(out_dir)
-    print(json.dumps({"dir": out_dir, "vocab": len(fast), "params": sum(p.numel() for p in model.parameters())}))
+    print(json.dumps({"dir": out_dir, "vocab": vocab_size, "params": sum(p.numel() for p in model.parameters())}))
 
 
 def mt_generate(model_dir, input_path, out_path):
