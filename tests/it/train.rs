@@ -547,7 +547,7 @@ fn a_recipe_names_its_kind_and_one_without_is_read_by_its_keys_with_a_note() {
     let bogus = dir.join("bogus.toml");
     std::fs::write(&bogus, demo.replace("kind = \"pretrain\"", "kind = \"pretrian\"")).unwrap();
     let err = indolm_fails(&["recipe", "check", bogus.to_str().unwrap()]);
-    assert!(
-        err.contains("field `kind`: `pretrian` is not a recipe kind (expected one of pretrain, sentiment, summarize)")
-    );
+    assert!(err.contains(
+        "field `kind`: `pretrian` is not a recipe kind (expected one of pretrain, sentiment, summarize, translation)"
+    ));
 }

@@ -4,6 +4,11 @@ use indolm_core::run::RunLayout;
 use indolm_torch::error::{Error, Result};
 use std::path::{Path, PathBuf};
 
+/// The file a finished unit's results go in (a sentiment set's, a translation direction's).
+pub(crate) const RESULT_FILE: &str = "result.json";
+
+indolm_core::declare_run_files!(UNIT_RESULT_FILES: indolm_core::outputs::RunFile::Named(RESULT_FILE));
+
 /// What `--resume DIR` names in a run of `units`: one unfinished unit's checkpoint
 /// (`<unit>/step-<N>`), returned with that unit's layout; `None` for `latest`, `auto` or no
 /// `--resume`. Any other folder is refused: each unit has its own checkpoints, and a folder that

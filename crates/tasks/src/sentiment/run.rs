@@ -102,14 +102,11 @@ fn plans(setting: Setting, langs: &[String]) -> Vec<Plan> {
 }
 
 /// The file a finished set writes.
-const SET_RESULT: &str = "result.json";
+const SET_RESULT: &str = crate::units::RESULT_FILE;
 /// The file a finished grid point writes.
 const UNIT_RESULT: &str = "unit.json";
 
-indolm_core::declare_run_files!(
-    SENTIMENT_FILES: indolm_core::outputs::RunFile::Named(SET_RESULT),
-    indolm_core::outputs::RunFile::Named(UNIT_RESULT),
-);
+indolm_core::declare_run_files!(SENTIMENT_FILES: indolm_core::outputs::RunFile::Named(UNIT_RESULT));
 
 /// Runs the recipe's setting from `init` (every rank of a data-parallel launch calls this);
 /// `None` when a stop signal (or `--stop-after`) ended it before every set was tested: run it

@@ -31,15 +31,14 @@ use serde::{Deserialize, Serialize};
 use std::path::Path;
 
 /// The file a finished direction writes.
-const DIRECTION_RESULT: &str = "result.json";
+const DIRECTION_RESULT: &str = crate::units::RESULT_FILE;
 /// The test split's translations, one a line.
 const TEST_HYPOTHESES: &str = "test.hyp.txt";
 /// The references they were scored against, one a line.
 const TEST_REFERENCES: &str = "test.ref.txt";
 
 indolm_core::declare_run_files!(
-    TRANSLATION_FILES: indolm_core::outputs::RunFile::Named(DIRECTION_RESULT),
-    indolm_core::outputs::RunFile::Named(TEST_HYPOTHESES),
+    TRANSLATION_FILES: indolm_core::outputs::RunFile::Named(TEST_HYPOTHESES),
     indolm_core::outputs::RunFile::Named(TEST_REFERENCES),
 );
 
