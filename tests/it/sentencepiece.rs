@@ -310,8 +310,20 @@ fn a_translation_model_without_tokenizer_json_loads_and_carries_its_sentencepiec
     let model = TranslationModel::load(&dir, tch::Device::Cpu).unwrap();
     assert_eq!(model.tokenizer.source, dir.join("sentencepiece.bpe.model"));
     let recipe = Path::new("recipe.toml");
-    assert_eq!(model.language_id("[indonesia]", "model.language_tokens.ind", recipe).unwrap(), 40002);
-    let e = model.language_id("[ind]", "model.language_tokens.ind", recipe).unwrap_err().to_string();
+    assert_eq!(
+        indolm_tasks::translation::model::language_id(
+            &model.tokenizer,
+            "[indonesia]",
+            "model.language_tokens.ind",
+            recipe
+        )
+        .unwrap(),
+        40002
+    );
+    let e =
+        indolm_tasks::translation::model::language_id(&model.tokenizer, "[ind]", "model.language_tokens.ind", recipe)
+            .unwrap_err()
+            .to_string();
     assert!(e.contains("`[ind]` is not a token of") && e.contains("sentencepiece.bpe.model"), "{e}");
     let saved = scratch("indobart-v2-layout-saved");
     model.save(&saved).unwrap();

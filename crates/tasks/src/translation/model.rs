@@ -6,7 +6,7 @@
 use indolm_core::files::write_atomic;
 use indolm_torch::error::{Error, IoContext, Result};
 use indolm_torch::model::model_dir::{copy_into, WEIGHTS_FILE};
-use indolm_torch::model::seq2seq::mbart::{load_mbart, Mbart};
+use indolm_torch::model::seq2seq::mbart::{load_mbart, Mbart, MbartConfig};
 use indolm_torch::model::seq2seq::Seq2SeqTokenizer;
 use indolm_torch::model::weights;
 use std::path::Path;
@@ -32,6 +32,36 @@ indolm_core::declare_run_files!(
     indolm_core::outputs::RunFile::Named("sentencepiece.bpe.model"),
 );
 
+/// Refuses a tokenizer with more tokens than the model's `vocab_size` (its last ids would index
+/// past the embedding table).
+pub fn check_fits(tokenizer: &Seq2SeqTokenizer, config: &MbartConfig) -> Result<()> {
+    if tokenizer.vocab_size() as i64 > config.vocab_size {
+        return Err(Error::field(
+            &config.path,
+            "vocab_size",
+            format!(
+                "the tokenizer ({}) has {} tokens but the model's vocab_size is {}",
+                tokenizer.source.display(),
+                tokenizer.vocab_size(),
+                config.vocab_size
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// The id of a language-marking token of `tokenizer`, or an error naming the tokenizer and the
+/// recipe's field.
+pub fn language_id(tokenizer: &Seq2SeqTokenizer, token: &str, field: &str, recipe: &Path) -> Result<i64> {
+    tokenizer.token_id(token).ok_or_else(|| {
+        Error::field(
+            recipe,
+            field,
+            format!("`{token}` is not a token of {} (a language id must be one token)", tokenizer.source.display()),
+        )
+    })
+}
+
 /// An mBART in training with its tokenizer.
 pub struct TranslationModel {
     /// Its variables under HF's names.
@@ -54,18 +84,7 @@ impl TranslationModel {
         let (vs, net) = load_mbart(dir, device)?;
         let tokenizer = Seq2SeqTokenizer::from_dir(dir)?;
         let config_path = dir.join("config.json");
-        if tokenizer.vocab_size() as i64 > net.config.vocab_size {
-            return Err(Error::field(
-                &config_path,
-                "vocab_size",
-                format!(
-                    "the tokenizer ({}) has {} tokens but the model's vocab_size is {}",
-                    tokenizer.source.display(),
-                    tokenizer.vocab_size(),
-                    net.config.vocab_size
-                ),
-            ));
-        }
+        check_fits(&tokenizer, &net.config)?;
         // `generate` reads the generation config where the folder has one, else the model's.
         let generation_path = dir.join("generation_config.json");
         let settings_path = if generation_path.is_file() { generation_path } else { config_path.clone() };
@@ -99,20 +118,6 @@ impl TranslationModel {
             carried.push((name, std::fs::read(&path).with_path(&path)?));
         }
         Ok(TranslationModel { vs, net, tokenizer, forced_eos_token_id, carried })
-    }
-
-    /// The id of a language-marking token, or an error naming the tokenizer and the field.
-    pub fn language_id(&self, token: &str, field: &str, recipe: &Path) -> Result<i64> {
-        self.tokenizer.token_id(token).ok_or_else(|| {
-            Error::field(
-                recipe,
-                field,
-                format!(
-                    "`{token}` is not a token of {} (a language id must be one token)",
-                    self.tokenizer.source.display()
-                ),
-            )
-        })
     }
 
     /// The variables the optimizer updates, by name (`final_logits_bias` is a buffer).

@@ -9,7 +9,7 @@
 use super::data::{code, english_directions, non_pivot_languages, Direction, ParallelSplit, Table};
 use super::decoding::{translate, Decoding};
 use super::format::{MbartFormat, Pair};
-use super::model::TranslationModel;
+use super::model::{check_fits, language_id, TranslationModel};
 use super::paper::{self, System};
 use super::recipe::TranslationRecipe;
 use super::salt;
@@ -24,6 +24,8 @@ use indolm_torch::device::seed_torch;
 use indolm_torch::distributed::ProcessGroup;
 use indolm_torch::error::{Error, Result};
 use indolm_torch::model::model_dir::content_sha256;
+use indolm_torch::model::seq2seq::mbart::MbartConfig;
+use indolm_torch::model::seq2seq::Seq2SeqTokenizer;
 use indolm_torch::model::Precision;
 use indolm_train::data_parallel::DataParallel;
 use indolm_train::engine::{Engine, EngineSettings, TaskRun, TrainOptions};
@@ -138,14 +140,20 @@ fn encode_pairs(
         .collect()
 }
 
-/// The format of `direction` for `model`: its `</s>`, the recipe's language tokens as ids.
-fn format_of(recipe: &TranslationRecipe, model: &TranslationModel, direction: &Direction) -> Result<MbartFormat> {
+/// The format of `direction` for a model of `config` and `tokenizer`: its `</s>`, the recipe's
+/// language tokens as ids.
+fn format_of(
+    recipe: &TranslationRecipe,
+    tokenizer: &Seq2SeqTokenizer,
+    config: &MbartConfig,
+    direction: &Direction,
+) -> Result<MbartFormat> {
     let id = |language: &str| {
         let field = format!("model.language_tokens.{}", code(language));
-        model.language_id(recipe.language_token(language), &field, &recipe.path)
+        language_id(tokenizer, recipe.language_token(language), &field, &recipe.path)
     };
     Ok(MbartFormat {
-        eos: model.net.config.eos_token_id,
+        eos: config.eos_token_id,
         source_lang: id(direction.source)?,
         target_lang: id(direction.target)?,
         max_len: recipe.data.max_len,
@@ -164,22 +172,24 @@ pub fn run(
     let precision = recipe.compute_precision(opts.device)?;
     let directions = recipe.directions()?;
     let splits = Splits::load(&recipe.data.root, &directions)?;
-    // The model and its language tokens are checked before the run's folder is touched.
-    let probe = TranslationModel::load(init, tch::Device::Cpu)?;
+    // The model's configuration, its tokenizer and the language tokens are checked before the
+    // run's folder is touched (the weights are read by each direction).
+    let config = MbartConfig::from_file(&init.join("config.json"))?;
+    let tokenizer = Seq2SeqTokenizer::from_dir(init)?;
+    check_fits(&tokenizer, &config)?;
     for d in &directions {
-        format_of(recipe, &probe, d)?;
+        format_of(recipe, &tokenizer, &config, d)?;
     }
-    if recipe.data.max_len as i64 > probe.net.config.max_position_embeddings {
+    if recipe.data.max_len as i64 > config.max_position_embeddings {
         return Err(Error::field(
             &recipe.path,
             "data.max_len",
             format!(
                 "{}: more than the model's max_position_embeddings {}",
-                recipe.data.max_len, probe.net.config.max_position_embeddings
+                recipe.data.max_len, config.max_position_embeddings
             ),
         ));
     }
-    drop(probe);
     let base = BaseModel { path: init.display().to_string(), sha256: content_sha256(init)? };
     let mut parallel = group.map(DataParallel::new).transpose()?;
     let leader = parallel.as_ref().is_none_or(|p| p.rank() == 0);
@@ -279,7 +289,7 @@ fn train_direction(
     let o = &recipe.optimizer;
     let leader = parallel.as_ref().is_none_or(|p| p.rank() == 0);
     let model = TranslationModel::load(init, opts.device)?;
-    let format = format_of(recipe, &model, job.direction)?;
+    let format = format_of(recipe, &model.tokenizer, &model.net.config, job.direction)?;
     let lowercase = recipe.data.lowercase;
     let train = encode_pairs(&model, &format, &job.splits.train, job.direction, lowercase)?;
     let valid = encode_pairs(&model, &format, &job.splits.valid, job.direction, lowercase)?;
@@ -354,7 +364,7 @@ fn test_direction(recipe: &TranslationRecipe, job: &DirectionJob, trained: Train
     let Trained { mut task, best, steps, updates_per_epoch } = trained;
     task.model.load_weights(&job.unit.best_dir())?;
     let model = &task.model;
-    let format = format_of(recipe, model, job.direction)?;
+    let format = format_of(recipe, &model.tokenizer, &model.net.config, job.direction)?;
     let pairs = encode_pairs(model, &format, &job.splits.test, job.direction, recipe.data.lowercase)?;
     let sources: Vec<&[i64]> = pairs.iter().map(|p| p.source.as_slice()).collect();
     let e = &recipe.eval;
